@@ -1,0 +1,138 @@
+import Link from "next/link";
+import { notFound } from "next/navigation";
+import { getJob } from "@/lib/jobs/queries";
+import { StatusBadge, statusTone } from "../../../components/status-badge";
+import { fmtDuration, fmtInt, fmtTime } from "../../../components/format";
+
+export const dynamic = "force-dynamic";
+export const metadata = { title: "Job" };
+
+export default async function JobPage({ params }: { params: Promise<{ id: string }> }) {
+  const job = await getJob((await params).id);
+  if (!job) notFound();
+  const done = job.processed + job.failed;
+  const pct = job.total ? Math.min(100, (done / job.total) * 100) : 0;
+  return (
+    <main className="page">
+      <div className="page-head">
+        <div>
+          <p className="small muted">
+            <Link href="/jobs">Jobs</Link> / <span className="mono">{job.id}</span>
+          </p>
+          <h1>
+            <span className="mono">{job.kind}</span> for {job.tenant} <StatusBadge status={job.status} />
+          </h1>
+        </div>
+        <a className="button secondary" href={`/progress/${job.progressToken}`} target="_blank" rel="noreferrer">
+          Customer’s progress page ↗
+        </a>
+      </div>
+
+      <section className="panel">
+        <div className={`bar ${job.status === "running" ? "running" : ""}`} aria-hidden="true">
+          <div className="done" style={{ width: `${job.total ? (job.processed / job.total) * 100 : 0}%` }} />
+          <div className="failed" style={{ width: `${job.total ? (job.failed / job.total) * 100 : 0}%` }} />
+        </div>
+        <div className="progress-numbers">
+          <div>
+            <span className="muted small">Done</span>
+            <span className="big">
+              {fmtInt(done)} / {job.total === null ? "?" : fmtInt(job.total)}
+            </span>
+            <span className="muted small">{pct.toFixed(0)} %</span>
+          </div>
+          <div>
+            <span className="muted small">Applied</span>
+            <span className="big">{fmtInt(job.processed)}</span>
+          </div>
+          <div>
+            <span className="muted small">Failed items</span>
+            <span className="big" style={{ color: job.failed ? "var(--bad)" : undefined }}>
+              {fmtInt(job.failed)}
+            </span>
+          </div>
+          <div>
+            <span className="muted small">Attempt</span>
+            <span className="big">{job.attempt}</span>
+          </div>
+        </div>
+        {job.message ? <p className={`message ${statusTone(job.status)}`}>{job.message}</p> : null}
+      </section>
+
+      <div className="grid" style={{ gridTemplateColumns: "minmax(0,1fr) minmax(0,1fr)" }}>
+        <section className="panel">
+          <h2>Details</h2>
+          <dl className="facts">
+            <dt>Queue</dt>
+            <dd className="mono">{job.queue}</dd>
+            <dt>Budget</dt>
+            <dd>
+              soft {fmtDuration(job.budgetSoftMs / 1000)}, hard {fmtDuration(job.budgetHardMs / 1000)}{" "}
+              <span className="muted small">({job.budgetSource})</span>
+            </dd>
+            <dt>Cursor</dt>
+            <dd className="num">{fmtInt(job.cursor)} items read</dd>
+            <dt>File</dt>
+            <dd>{job.upload ? `${job.upload.filename} (${fmtInt(job.upload.sizeBytes)} bytes, “${job.upload.delimiter}” separated)` : "—"}</dd>
+            <dt>Created</dt>
+            <dd>{fmtTime(job.createdAt)}</dd>
+            <dt>Started</dt>
+            <dd>{fmtTime(job.startedAt)}</dd>
+            <dt>Finished</dt>
+            <dd>{fmtTime(job.finishedAt)}</dd>
+            <dt>Last heartbeat</dt>
+            <dd>{fmtTime(job.heartbeatAt)}</dd>
+          </dl>
+        </section>
+        <section className="panel">
+          <h2>Timeline</h2>
+          <ol className="timeline">
+            {job.events.map((e, i) => (
+              <li key={i}>
+                <div className="small muted">
+                  {fmtTime(e.at)} · attempt {e.attempt}
+                </div>
+                <div>{e.message}</div>
+              </li>
+            ))}
+          </ol>
+        </section>
+      </div>
+
+      <section className="panel">
+        <h2>
+          Item failures <span className="muted small">({fmtInt(job.failuresTotal)})</span>
+        </h2>
+        {job.failures.length === 0 ? (
+          <div className="empty">No item failed.</div>
+        ) : (
+          <div className="table-wrap">
+            <table className="data">
+              <thead>
+                <tr>
+                  <th className="num">Row</th>
+                  <th>Reason</th>
+                  <th className="num">Attempt</th>
+                </tr>
+              </thead>
+              <tbody>
+                {job.failures.map((f) => (
+                  <tr key={f.row}>
+                    <td className="num">{f.row}</td>
+                    <td>{f.reason}</td>
+                    <td className="num">{f.attempt}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+            {job.failuresTotal > job.failures.length ? (
+              <p className="small muted" style={{ padding: "0 0.75rem" }}>
+                Showing the first {fmtInt(job.failures.length)} of {fmtInt(job.failuresTotal)}.
+              </p>
+            ) : null}
+          </div>
+        )}
+      </section>
+    </main>
+  );
+}

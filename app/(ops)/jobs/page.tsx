@@ -1,0 +1,73 @@
+import Link from "next/link";
+import { jobFilterSchema, listJobs } from "@/lib/jobs/queries";
+import { JOB_STATUSES, STATUS_LABEL } from "@/lib/jobs/statuses";
+import { JOB_KINDS } from "@/lib/queues/catalog";
+import { JobsTable } from "../../components/jobs-table";
+
+export const dynamic = "force-dynamic";
+export const metadata = { title: "Jobs" };
+
+type Search = Record<string, string | string[] | undefined>;
+
+export default async function JobsPage({ searchParams }: { searchParams: Promise<Search> }) {
+  const raw = Object.fromEntries(Object.entries(await searchParams).filter(([, v]) => typeof v === "string" && v !== "")) as Record<string, string>;
+  const parsed = jobFilterSchema.safeParse(raw);
+  const filter = parsed.success ? parsed.data : jobFilterSchema.parse({});
+  const { jobs, nextAfter } = await listJobs(filter);
+  const nextParams = new URLSearchParams({ ...raw, after: nextAfter ?? "" });
+  return (
+    <main className="page">
+      <div className="page-head">
+        <div>
+          <h1>Jobs</h1>
+          <p className="muted">Newest first. Search by job id or tenant.</p>
+        </div>
+      </div>
+      <form className="filters" method="get" role="search">
+        <label className="field">
+          Search
+          <input type="search" name="q" defaultValue={raw.q} placeholder="job id or tenant" />
+        </label>
+        <label className="field">
+          Status
+          <select name="status" defaultValue={raw.status ?? ""}>
+            <option value="">any</option>
+            {JOB_STATUSES.map((s) => (
+              <option key={s} value={s}>
+                {STATUS_LABEL[s]}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label className="field">
+          Kind
+          <select name="kind" defaultValue={raw.kind ?? ""}>
+            <option value="">any</option>
+            {JOB_KINDS.map((k) => (
+              <option key={k} value={k}>
+                {k}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label className="field">
+          Tenant
+          <input type="text" name="tenant" defaultValue={raw.tenant} placeholder="e.g. acme" />
+        </label>
+        <button type="submit">Filter</button>
+        <Link href="/jobs" className="button secondary">
+          Clear
+        </Link>
+      </form>
+      {!parsed.success ? <p className="form-error">Some filters were not understood and were ignored: {parsed.error.issues.map((i) => i.path.join(".")).join(", ")}.</p> : null}
+      <JobsTable jobs={jobs} />
+      {nextAfter ? (
+        <div className="pager">
+          <Link href={`/jobs?${nextParams}`} className="button secondary">
+            Older jobs →
+          </Link>
+        </div>
+      ) : null}
+    </main>
+  );
+}

@@ -1,0 +1,33 @@
+import Link from "next/link";
+import type { ReactNode } from "react";
+import { headers } from "next/headers";
+import { requirePageViewer } from "@/lib/auth/principal";
+import { Nav } from "../components/nav";
+import { signOut } from "../login/actions";
+
+export const dynamic = "force-dynamic";
+
+/** Every operations page is behind sign-in; the check runs on the server for each request. */
+export default async function OpsLayout({ children }: { children: ReactNode }) {
+  const path = (await headers()).get("x-bounded-path") ?? "/";
+  const principal = await requirePageViewer(path);
+  return (
+    <>
+      <header className="topbar">
+        <Link href="/" className="brand">
+          Bounded
+        </Link>
+        <Nav />
+        <div className="who">
+          <span>
+            {principal.username} · <strong>{principal.role}</strong>
+          </span>
+          <form action={signOut}>
+            <button type="submit">Sign out</button>
+          </form>
+        </div>
+      </header>
+      {children}
+    </>
+  );
+}

@@ -1,0 +1,35 @@
+"use client";
+
+import Link from "next/link";
+import { usePathname } from "next/navigation";
+
+const ITEMS: { href: string; label: string; ready: boolean }[] = [
+  { href: "/", label: "Overview", ready: true },
+  { href: "/jobs", label: "Jobs", ready: true },
+  { href: "/stuck", label: "Stuck", ready: false },
+  { href: "/model-calls", label: "Model calls", ready: false },
+  { href: "/limiter", label: "Limiter", ready: false },
+  { href: "/reserves", label: "Reserves", ready: false },
+  { href: "/budgets", label: "Budgets", ready: false },
+  { href: "/audit", label: "Audit", ready: false },
+];
+
+export function Nav() {
+  const path = usePathname();
+  const current = (href: string) => (href === "/" ? path === "/" : path === href || path.startsWith(`${href}/`));
+  return (
+    <nav className="nav" aria-label="Main">
+      {ITEMS.map((item) =>
+        item.ready ? (
+          <Link key={item.href} href={item.href} aria-current={current(item.href) ? "page" : undefined}>
+            {item.label}
+          </Link>
+        ) : (
+          <span key={item.href} className="soon" title="Not available yet" aria-disabled="true">
+            {item.label}
+          </span>
+        ),
+      )}
+    </nav>
+  );
+}

@@ -1,0 +1,41 @@
+"use server";
+
+import { headers } from "next/headers";
+import { redirect } from "next/navigation";
+import { login, loginSchema, logout } from "@/lib/auth/login";
+
+export interface LoginState {
+  error?: string;
+  username?: string;
+}
+
+/** Only same-site paths: `next` must never send a person to another site after signing in. */
+function safeNext(value: FormDataEntryValue | null): string {
+  const next = typeof value === "string" ? value : "/";
+  return next.startsWith("/") && !next.startsWith("//") && !next.startsWith("/\\") ? next : "/";
+}
+
+async function clientAddress(): Promise<string> {
+  const h = await headers();
+  return h.get("x-forwarded-for")?.split(",")[0]?.trim() || h.get("x-real-ip") || "direct";
+}
+
+export async function signIn(_prev: LoginState, form: FormData): Promise<LoginState> {
+  const parsed = loginSchema.safeParse({ username: form.get("username"), password: form.get("password") });
+  const username = typeof form.get("username") === "string" ? String(form.get("username")).slice(0, 64) : "";
+  if (!parsed.success) return { error: parsed.error.issues[0]?.message ?? "Enter your username and password.", username };
+  const result = await login(parsed.data, await clientAddress());
+  switch (result.type) {
+    case "invalid":
+      return { error: "Wrong username or password.", username };
+    case "throttled":
+      return { error: `Too many failed sign-ins. Try again in ${Math.ceil(result.retryAfterS / 60)} min.`, username };
+    case "ok":
+      redirect(safeNext(form.get("next")));
+  }
+}
+
+export async function signOut(): Promise<void> {
+  await logout();
+  redirect("/login");
+}

@@ -1,0 +1,134 @@
+"use client";
+
+import { QueryClient, QueryClientProvider, useQuery } from "@tanstack/react-query";
+import { useState } from "react";
+import type { Progress } from "@/lib/jobs/queries";
+import { STATUS_LABEL } from "@/lib/jobs/statuses";
+import { StatusBadge, statusTone } from "../../components/status-badge";
+import { fmtAgo, fmtDuration, fmtInt } from "../../components/format";
+
+/** One query-options factory per polled resource; polling stops by itself once the job is terminal. */
+export function progressQuery(token: string, initialData: Progress) {
+  return {
+    queryKey: ["progress", token],
+    queryFn: async (): Promise<Progress> => {
+      const response = await fetch(`/api/progress/${token}`, { cache: "no-store" });
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      return response.json();
+    },
+    initialData,
+    refetchInterval: (query: { state: { data?: Progress } }) => (query.state.data?.terminal ? false : 1000),
+    refetchIntervalInBackground: true,
+    retry: true,
+  };
+}
+
+function View({ token, initial }: { token: string; initial: Progress }) {
+  const { data, isError, dataUpdatedAt } = useQuery(progressQuery(token, initial));
+  const p = data ?? initial;
+  const done = p.processed + p.failed;
+  const pct = p.total ? Math.min(100, Math.round((done / p.total) * 100)) : 0;
+  const waitingToStart = p.status === "queued";
+  return (
+    <>
+      <div className="page-head" style={{ alignItems: "center" }}>
+        <div>
+          <h1>{p.filename ? `Importing ${p.filename}` : "Your import"}</h1>
+          <p className="muted small">Keep this page’s address to come back to it later.</p>
+        </div>
+        <StatusBadge status={p.status} />
+      </div>
+      <section className="panel" aria-labelledby="progress-heading">
+        <h2 id="progress-heading" className="sr-only" style={{ position: "absolute", left: -9999 }}>
+          Progress
+        </h2>
+        <div
+          className={`bar ${p.terminal ? "" : "running"}`}
+          role="progressbar"
+          aria-valuemin={0}
+          aria-valuemax={100}
+          aria-valuenow={pct}
+          aria-label={`${pct} % done`}
+        >
+          <div className="done" style={{ width: `${p.total ? (p.processed / p.total) * 100 : 0}%` }} />
+          <div className="failed" style={{ width: `${p.total ? (p.failed / p.total) * 100 : 0}%` }} />
+        </div>
+        <div className="progress-numbers" aria-live="polite">
+          <div>
+            <span className="muted small">Progress</span>
+            <span className="big" data-testid="progress-percent">
+              {pct} %
+            </span>
+          </div>
+          <div>
+            <span className="muted small">Rows done</span>
+            <span className="big">
+              <span data-testid="processed">{fmtInt(p.processed)}</span> imported
+            </span>
+            <span className="muted small">
+              {fmtInt(done)} of {p.total === null ? "?" : fmtInt(p.total)} rows read
+            </span>
+          </div>
+          <div>
+            <span className="muted small">Rows with problems</span>
+            <span className="big" style={{ color: p.failed ? "var(--bad)" : undefined }} data-testid="failed">
+              {fmtInt(p.failed)}
+            </span>
+          </div>
+          <div>
+            <span className="muted small">Time left</span>
+            <span className="big">{p.terminal ? "—" : p.etaSeconds !== null ? `about ${fmtDuration(p.etaSeconds)}` : waitingToStart ? "waiting to start" : "estimating…"}</span>
+          </div>
+        </div>
+        {p.message ? (
+          <p className={`message ${statusTone(p.status)}`} data-testid="message">
+            {p.message}
+          </p>
+        ) : !p.terminal ? (
+          <p className="message info">{waitingToStart ? "Your import is queued and will start shortly." : `${STATUS_LABEL[p.status]}…`}</p>
+        ) : null}
+        <p className="small muted" style={{ marginBottom: 0 }}>
+          {p.terminal ? "Finished. " : "Updates every second. "}
+          Last updated {fmtAgo(new Date(dataUpdatedAt || Date.now()).toISOString())}
+          {isError ? " — the connection is interrupted; retrying." : "."}
+        </p>
+      </section>
+      {p.failures.length > 0 ? (
+        <section className="panel">
+          <h2>Rows that could not be imported</h2>
+          <p className="muted small">
+            {p.failed > p.failures.length ? `The first ${p.failures.length} of ${fmtInt(p.failed)}. ` : ""}Row numbers count the header as row 1, as in a
+            spreadsheet.
+          </p>
+          <div className="table-wrap">
+            <table className="data" data-testid="failures">
+              <thead>
+                <tr>
+                  <th className="num">Row</th>
+                  <th>Problem</th>
+                </tr>
+              </thead>
+              <tbody>
+                {p.failures.map((f) => (
+                  <tr key={f.row}>
+                    <td className="num">{f.row}</td>
+                    <td>{f.reason}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        </section>
+      ) : null}
+    </>
+  );
+}
+
+export function ProgressView(props: { token: string; initial: Progress }) {
+  const [client] = useState(() => new QueryClient());
+  return (
+    <QueryClientProvider client={client}>
+      <View {...props} />
+    </QueryClientProvider>
+  );
+}

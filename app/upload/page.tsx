@@ -1,0 +1,23 @@
+import type { Metadata } from "next";
+import { uploadLimits } from "@/lib/imports/create-import";
+import { formatBytes } from "@/lib/imports/inspect-upload";
+import { UploadForm } from "./upload-form";
+
+export const dynamic = "force-dynamic";
+export const metadata: Metadata = { title: "Import transactions" };
+
+export default function UploadPage() {
+  const limits = uploadLimits();
+  return (
+    <main className="narrow">
+      <h1>Import bank transactions</h1>
+      <p className="muted">
+        Upload a CSV export from your bank. Each transaction is checked and categorised; you can watch the import on the next page and keep its link
+        to come back later.
+      </p>
+      <div className="panel">
+        <UploadForm maxBytesLabel={formatBytes(limits.maxBytes)} maxRows={limits.maxRows.toLocaleString("en-US")} />
+      </div>
+    </main>
+  );
+}

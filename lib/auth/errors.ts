@@ -1,0 +1,12 @@
+/** No valid credentials: the caller should sign in (401). */
+export class Unauthenticated extends Error {
+  override name = "Unauthenticated";
+  constructor(message = "Sign in, or send an API token as `Authorization: Bearer <token>`.") {
+    super(message);
+  }
+}
+
+/** Valid credentials without the needed role (403). */
+export class Forbidden extends Error {
+  override name = "Forbidden";
+}

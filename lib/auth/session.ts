@@ -1,0 +1,61 @@
+import "server-only";
+import { randomBytes } from "node:crypto";
+import { getIronSession, type SessionOptions } from "iron-session";
+import { cookies } from "next/headers";
+import { db } from "@/lib/db/client";
+import { env } from "@/lib/env";
+import type { Principal } from "./roles";
+
+export interface SessionData {
+  userId?: string;
+  issuedAt?: number;
+}
+
+export const SESSION_COOKIE = "bounded_session";
+/** Sessions last 12 hours: one on-call shift. */
+const SESSION_TTL_S = 12 * 60 * 60;
+
+let secret: Promise<string> | undefined;
+
+/**
+ * The cookie-sealing secret: BOUNDED_SESSION_SECRET, or one generated once and kept in the
+ * database so every web process (and every restart) agrees on it.
+ */
+function sessionSecret(): Promise<string> {
+  secret ??= (async () => {
+    const configured = env().BOUNDED_SESSION_SECRET;
+    if (configured) return configured;
+    const generated = randomBytes(32).toString("hex");
+    await db().setting.upsert({ where: { key: "session_secret" }, create: { key: "session_secret", value: generated }, update: {} });
+    const row = await db().setting.findUniqueOrThrow({ where: { key: "session_secret" } });
+    return row.value;
+  })().catch((err) => {
+    secret = undefined;
+    throw err;
+  });
+  return secret;
+}
+
+async function options(): Promise<SessionOptions> {
+  return {
+    password: await sessionSecret(),
+    cookieName: SESSION_COOKIE,
+    ttl: SESSION_TTL_S,
+    cookieOptions: { httpOnly: true, sameSite: "lax", secure: env().BOUNDED_SECURE_COOKIES, path: "/" },
+  };
+}
+
+export async function getSession() {
+  return getIronSession<SessionData>(await cookies(), await options());
+}
+
+/** The signed-in user of this request, re-read from the database (a deleted user is signed out). */
+export async function principalFromSession(): Promise<Principal | null> {
+  const session = await getSession();
+  if (!session.userId) return null;
+  const user = await db().user.findUnique({
+    where: { id: session.userId },
+    select: { id: true, username: true, role: true },
+  });
+  return user ? { userId: user.id, username: user.username, role: user.role, via: "session" } : null;
+}

@@ -1,0 +1,88 @@
+import { z } from "zod";
+
+/**
+ * The whole environment, parsed once. Nothing else in the project reads `process.env`.
+ * Every variable is listed with its default in `.env.example`.
+ */
+
+const positiveNumber = z.coerce.number().positive();
+const seconds = z.coerce.number().positive().optional();
+
+const schema = z.object({
+  NODE_ENV: z.enum(["development", "production", "test"]).default("development"),
+  DATABASE_URL: z
+    .url({ protocol: /^postgres(ql)?$/, error: "must be a postgresql:// URL" })
+    .default("postgresql://postgres@127.0.0.1:5432/bounded"),
+  REDIS_URL: z
+    .url({ protocol: /^rediss?$/, error: "must be a redis:// URL" })
+    .default("redis://127.0.0.1:6379"),
+  /** Prefix of every Redis key Bounded writes (queues, limiter, heartbeats). */
+  BOUNDED_REDIS_PREFIX: z.string().regex(/^[a-zA-Z0-9:_-]+$/).default("bounded"),
+  PORT: z.coerce.number().int().min(1).max(65535).default(3000),
+  /** Multiplies every duration the system uses. 1 in production; small in tests and demos. */
+  BOUNDED_TIME_SCALE: positiveNumber.max(1000).default(1),
+  BOUNDED_DEMO: z.enum(["0", "1"]).default("0").transform((v) => v === "1"),
+  BOUNDED_ADMIN_PASSWORD: z.string().min(8, "must be at least 8 characters").optional(),
+  BOUNDED_BOOTSTRAP_TOKEN: z.string().min(24, "must be at least 24 characters").optional(),
+  /** Signs session cookies. When unset, a random secret is generated once and kept in the database. */
+  BOUNDED_SESSION_SECRET: z.string().min(32, "must be at least 32 characters").optional(),
+  /** Sets the Secure flag on the session cookie (serve over HTTPS when set). */
+  BOUNDED_SECURE_COOKIES: z.enum(["0", "1"]).default("0").transform((v) => v === "1"),
+  MODEL_BASE_URL: z.url().default("http://127.0.0.1:4010"),
+  MODEL_NAME: z.string().min(1).default("bounded-sim-1"),
+  MODEL_API_KEY: z.string().optional(),
+  MARKETPLACE_BASE_URL: z.url().default("http://127.0.0.1:4010/marketplace"),
+  IMAGE_PROVIDER_BASE_URL: z.url().default("http://127.0.0.1:4010/images"),
+  /** Port of the bundled simulators of the outside services. */
+  BOUNDED_SIM_PORT: z.coerce.number().int().min(1).max(65535).default(4010),
+  /** Share of simulated model calls that answer 500 (0–1). */
+  BOUNDED_SIM_MODEL_ERROR_RATE: z.coerce.number().min(0).max(1).default(0.01),
+  BOUNDED_UPLOAD_MAX_BYTES: z.coerce.number().int().positive().default(10 * 1024 * 1024),
+  BOUNDED_UPLOAD_MAX_ROWS: z.coerce.number().int().positive().default(50_000),
+  /** Jobs one worker process runs at once, per queue. */
+  BOUNDED_WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
+  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  BOUNDED_BUDGET_IMPORTS_SOFT_S: seconds,
+  BOUNDED_BUDGET_IMPORTS_HARD_S: seconds,
+  BOUNDED_BUDGET_DOCUMENTS_SOFT_S: seconds,
+  BOUNDED_BUDGET_DOCUMENTS_HARD_S: seconds,
+  BOUNDED_BUDGET_AGENT_BATCH_SOFT_S: seconds,
+  BOUNDED_BUDGET_AGENT_BATCH_HARD_S: seconds,
+  BOUNDED_BUDGET_AGENT_INTERACTIVE_SOFT_S: seconds,
+  BOUNDED_BUDGET_AGENT_INTERACTIVE_HARD_S: seconds,
+  BOUNDED_BUDGET_SWEEPS_SOFT_S: seconds,
+  BOUNDED_BUDGET_SWEEPS_HARD_S: seconds,
+  BOUNDED_BUDGET_MARKETPLACE_SYNC_SOFT_S: seconds,
+  BOUNDED_BUDGET_MARKETPLACE_SYNC_HARD_S: seconds,
+  BOUNDED_BUDGET_GENERATIONS_SOFT_S: seconds,
+  BOUNDED_BUDGET_GENERATIONS_HARD_S: seconds,
+});
+
+export type Env = z.infer<typeof schema>;
+
+export class EnvError extends Error {
+  override name = "EnvError";
+}
+
+/** Parses an environment; throws an `EnvError` whose message names the first bad variable. */
+export function parseEnv(source: Record<string, string | undefined>): Env {
+  // An empty value means "use the default", as in most .env tooling.
+  const cleaned = Object.fromEntries(Object.entries(source).filter(([, v]) => v !== undefined && v !== ""));
+  const result = schema.safeParse(cleaned);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    const name = String(issue.path[0] ?? "environment");
+    throw new EnvError(
+      `${name}: ${issue.message} (got ${JSON.stringify(source[name] ?? "")}). Fix ${name} in the environment or .env, see .env.example.`,
+    );
+  }
+  return result.data;
+}
+
+let cached: Env | undefined;
+
+/** The process environment, parsed on first use. */
+export function env(): Env {
+  cached ??= parseEnv(process.env);
+  return cached;
+}

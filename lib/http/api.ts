@@ -1,0 +1,59 @@
+import { z } from "zod";
+import { Forbidden, Unauthenticated } from "@/lib/auth/errors";
+import { requireRole } from "@/lib/auth/principal";
+import type { Principal, Role } from "@/lib/auth/roles";
+import { logger } from "@/lib/log";
+import { ApiError, type ErrorBody } from "./errors";
+
+const log = logger("api");
+
+export function errorResponse(
+  status: number,
+  code: string,
+  message: string,
+  extra: { issues?: ErrorBody["error"]["issues"]; headers?: Record<string, string> } = {},
+): Response {
+  const body: ErrorBody = { error: { code, message, ...(extra.issues ? { issues: extra.issues } : {}) } };
+  return Response.json(body, { status, headers: extra.headers });
+}
+
+/** Every failure a handler can meet, mapped to the JSON error shape; never a stack trace. */
+export function toErrorResponse(err: unknown, route: string): Response {
+  if (err instanceof ApiError) return errorResponse(err.status, err.code, err.message, { headers: err.headers });
+  if (err instanceof Unauthenticated) return errorResponse(401, "unauthenticated", err.message);
+  if (err instanceof Forbidden) return errorResponse(403, "forbidden", err.message);
+  if (err instanceof z.ZodError) {
+    return errorResponse(422, "invalid_request", "The request has invalid fields.", {
+      issues: err.issues.map((i) => ({ path: i.path.join("."), message: i.message })),
+    });
+  }
+  log.error({ err, route }, "unhandled error in route handler");
+  return errorResponse(500, "internal", "Something went wrong on our side. It has been logged.");
+}
+
+type Access = Role | "public";
+
+/**
+ * Wraps a route handler: checks the role on the server before anything else, and maps errors.
+ * Every route handler goes through this, so none can forget authorization.
+ */
+export function route<Ctx>(
+  access: Access,
+  handler: (request: Request, ctx: Ctx, principal: Principal | null) => Promise<Response>,
+  name = "route",
+) {
+  return async (request: Request, ctx: Ctx): Promise<Response> => {
+    try {
+      const principal = access === "public" ? null : await requireRole(access);
+      return await handler(request, ctx, principal);
+    } catch (err) {
+      return toErrorResponse(err, name);
+    }
+  };
+}
+
+/** Parses search params with a zod schema; unknown params are ignored, bad ones are a 422. */
+export function parseQuery<T extends z.ZodType>(request: Request, schema: T): z.infer<T> {
+  const params = Object.fromEntries(new URL(request.url).searchParams);
+  return schema.parse(params);
+}

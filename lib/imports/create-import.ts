@@ -1,0 +1,54 @@
+import { z } from "zod";
+import { env } from "@/lib/env";
+import { createJob } from "@/lib/jobs/create";
+import { inspectUpload, type UploadRejection } from "./inspect-upload";
+
+export const tenantSlugSchema = z
+  .string({ error: "tenant is required" })
+  .trim()
+  .toLowerCase()
+  .regex(/^[a-z0-9][a-z0-9-]{1,62}$/, "tenant must be 2–63 lower-case letters, digits or '-'");
+
+export const filenameSchema = z
+  .string()
+  .trim()
+  .max(255)
+  .transform((s) => s.replace(/[\u0000-\u001f\u007f]/g, "").slice(0, 255) || "upload.csv");
+
+export type CreateImportResult =
+  | { type: "created"; jobId: string; progressToken: string; rows: number }
+  | { type: "rejected"; status: 413 | 415 | 422; code: UploadRejection; message: string };
+
+export function uploadLimits() {
+  return { maxBytes: env().BOUNDED_UPLOAD_MAX_BYTES, maxRows: env().BOUNDED_UPLOAD_MAX_ROWS };
+}
+
+/**
+ * A CSV import: the file is checked whole before anything is created, then the Job row and the
+ * stored file are written in one transaction and the queue job is added.
+ */
+export async function createImport(input: { tenant: string; filename: string; bytes: Uint8Array }): Promise<CreateImportResult> {
+  const tenantSlug = tenantSlugSchema.parse(input.tenant);
+  const filename = filenameSchema.parse(input.filename);
+  const inspection = inspectUpload(input.bytes, uploadLimits());
+  if (!inspection.ok) return { type: "rejected", status: inspection.status, code: inspection.code, message: inspection.message };
+
+  const { jobId, progressToken } = await createJob({
+    kind: "csv_import",
+    tenantSlug,
+    total: inspection.rows,
+    extra: (tx, id) =>
+      tx.upload
+        .create({
+          data: {
+            jobId: id,
+            filename,
+            delimiter: inspection.delimiter,
+            sizeBytes: input.bytes.byteLength,
+            content: Buffer.from(input.bytes),
+          },
+        })
+        .then(() => undefined),
+  });
+  return { type: "created", jobId, progressToken, rows: inspection.rows };
+}

@@ -1,0 +1,135 @@
+import { parse } from "csv-parse/sync";
+
+/** The columns a bank-transaction CSV must have (any order, case-insensitive, extra columns allowed). */
+export const REQUIRED_COLUMNS = ["date", "amount", "currency", "counterparty", "description"] as const;
+
+export interface UploadLimits {
+  maxBytes: number;
+  maxRows: number;
+}
+
+export type Delimiter = "," | ";";
+
+export type UploadInspection =
+  | { ok: true; delimiter: Delimiter; rows: number; columns: string[] }
+  | { ok: false; status: 413 | 415 | 422; code: UploadRejection; message: string };
+
+export type UploadRejection =
+  | "file_too_large"
+  | "too_many_rows"
+  | "not_text"
+  | "not_utf8"
+  | "empty_file"
+  | "no_rows"
+  | "missing_columns"
+  | "duplicate_columns"
+  | "wrong_delimiter"
+  | "malformed_csv";
+
+const reject = (status: 413 | 415 | 422, code: UploadRejection, message: string): UploadInspection => ({
+  ok: false,
+  status,
+  code,
+  message,
+});
+
+export function formatBytes(n: number): string {
+  if (n < 1024) return `${n} bytes`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
+  return `${(n / 1024 / 1024).toFixed(1)} MB`;
+}
+
+function sniffBinary(bytes: Uint8Array): string | null {
+  const starts = (...sig: number[]) => sig.every((b, i) => bytes[i] === b);
+  if (starts(0xff, 0xfe) || starts(0xfe, 0xff)) return "The file is UTF-16 text. Save it as “CSV UTF-8” and upload it again.";
+  if (starts(0x50, 0x4b, 0x03, 0x04)) return "This looks like an Excel workbook or a ZIP archive, not a CSV file. Export the sheet as “CSV UTF-8”.";
+  if (starts(0x25, 0x50, 0x44, 0x46)) return "This is a PDF, not a CSV file. Export your transactions as CSV from your bank.";
+  if (starts(0xd0, 0xcf, 0x11, 0xe0)) return "This looks like an old Excel (.xls) file, not a CSV file. Export the sheet as “CSV UTF-8”.";
+  if (bytes.subarray(0, 8192).includes(0)) return "The file contains binary data, so it is not a CSV text file.";
+  return null;
+}
+
+/** Splits the header line with one delimiter and normalises the names. */
+function headerColumns(headerLine: string, delimiter: string): string[] | null {
+  try {
+    const [row] = parse(headerLine, { delimiter, relax_quotes: true, trim: true }) as string[][];
+    return (row ?? []).map((c) => c.toLowerCase());
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Everything checked before any row is created: size, encoding, delimiter, header, row count and
+ * CSV well-formedness. Individual bad rows are not rejected here: they become item failures.
+ */
+export function inspectUpload(bytes: Uint8Array, limits: UploadLimits): UploadInspection {
+  if (bytes.byteLength > limits.maxBytes) {
+    return reject(413, "file_too_large", `The file is ${formatBytes(bytes.byteLength)}; the limit is ${formatBytes(limits.maxBytes)}. Split it into smaller files.`);
+  }
+  if (bytes.byteLength === 0) return reject(422, "empty_file", "The file is empty.");
+  const binary = sniffBinary(bytes);
+  if (binary) return reject(415, "not_text", binary);
+
+  let text: string;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(bytes);
+  } catch {
+    return reject(415, "not_utf8", "The file is not valid UTF-8 text. Save it as “CSV UTF-8” and upload it again.");
+  }
+  if (text.trim() === "") return reject(422, "empty_file", "The file is empty.");
+
+  const headerLine = text.split(/\r?\n/, 1)[0]!;
+  const candidates: Delimiter[] = [",", ";"];
+  let delimiter: Delimiter | undefined;
+  let columns: string[] = [];
+  for (const d of candidates) {
+    const cols = headerColumns(headerLine, d);
+    if (cols && REQUIRED_COLUMNS.every((c) => cols.includes(c))) {
+      delimiter = d;
+      columns = cols;
+      break;
+    }
+  }
+  if (!delimiter) {
+    for (const [other, label] of [["\t", "tabs"], ["|", "'|'"]] as const) {
+      const cols = headerColumns(headerLine, other);
+      if (cols && REQUIRED_COLUMNS.every((c) => cols.includes(c))) {
+        return reject(422, "wrong_delimiter", `The columns are separated by ${label}. Use a comma (,) or a semicolon (;).`);
+      }
+    }
+    const best = candidates.map((d) => headerColumns(headerLine, d) ?? []).sort((a, b) => b.length - a.length)[0] ?? [];
+    const missing = REQUIRED_COLUMNS.filter((c) => !best.includes(c));
+    const found = best.filter((c) => c !== "").slice(0, 10);
+    return reject(
+      422,
+      "missing_columns",
+      `Missing required column${missing.length > 1 ? "s" : ""}: ${missing.join(", ")}. The first line must name the columns ${REQUIRED_COLUMNS.join(", ")}` +
+        (found.length ? ` (found: ${found.join(", ")}).` : "."),
+    );
+  }
+  const duplicated = columns.filter((c, i) => c !== "" && columns.indexOf(c) !== i);
+  if (duplicated.length) return reject(422, "duplicate_columns", `The column “${duplicated[0]}” appears more than once in the header.`);
+
+  let rows = 0;
+  try {
+    const records = parse(text, {
+      bom: true,
+      delimiter,
+      from_line: 2,
+      relax_column_count: true,
+      skip_empty_lines: true,
+      max_record_size: 64 * 1024,
+    }) as string[][];
+    rows = records.length;
+  } catch (err) {
+    const line = (err as { lines?: number }).lines;
+    const detail = err instanceof Error ? err.message.replace(/^Invalid Record Length: |^CSV_\w+: /, "") : "unreadable";
+    return reject(422, "malformed_csv", `The file is not well-formed CSV${line ? ` near line ${line}` : ""}: ${detail}`);
+  }
+  if (rows === 0) return reject(422, "no_rows", "The file has a header but no transactions.");
+  if (rows > limits.maxRows) {
+    return reject(413, "too_many_rows", `The file has ${rows.toLocaleString("en-US")} rows; the limit is ${limits.maxRows.toLocaleString("en-US")}. Split it into smaller files.`);
+  }
+  return { ok: true, delimiter, rows, columns };
+}

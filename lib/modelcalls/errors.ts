@@ -1,0 +1,27 @@
+/**
+ * A model call that failed for good: the last attempt's failure, after any retries. An item
+ * failure for the caller, never a control signal — an aborted call rejects with the signal's
+ * reason instead, so a deadline is never mistaken for a bad item.
+ */
+export class ModelCallError extends Error {
+  override name = "ModelCallError";
+  /** HTTP status of the last attempt; undefined when no response arrived (network error). */
+  readonly status: number | undefined;
+  /** HTTP attempts made, retries included. */
+  readonly attempts: number;
+  /** Whether another attempt later could succeed (5xx, 429, network) — for the caller's policy. */
+  readonly retryable: boolean;
+  /** The wait the server asked for (429 / 503 with Retry-After), when it asked for one. */
+  readonly retryAfterMs: number | undefined;
+
+  constructor(
+    message: string,
+    details: { status?: number; attempts: number; retryable: boolean; retryAfterMs?: number; cause?: unknown },
+  ) {
+    super(message, details.cause === undefined ? undefined : { cause: details.cause });
+    this.status = details.status;
+    this.attempts = details.attempts;
+    this.retryable = details.retryable;
+    this.retryAfterMs = details.retryAfterMs;
+  }
+}

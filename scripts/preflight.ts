@@ -1,0 +1,62 @@
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
+import pg from "pg";
+import { Redis } from "ioredis";
+import { env, EnvError, type Env } from "@/lib/env";
+
+/** Loads `.env` from the repository root into the environment, when there is one. */
+export function loadDotEnv(root: string): void {
+  const file = resolve(root, ".env");
+  if (existsSync(file)) process.loadEnvFile(file);
+}
+
+function hostOf(url: string): string {
+  const u = new URL(url);
+  return `${u.hostname}:${u.port || (u.protocol.startsWith("redis") ? 6379 : 5432)}`;
+}
+
+/**
+ * Start-up checks that stop with one line naming the variable and what to do: the environment
+ * parses, PostgreSQL answers, Redis answers.
+ */
+export async function preflight(needs: { postgres: boolean; redis: boolean }): Promise<Env> {
+  let e: Env;
+  try {
+    e = env();
+  } catch (err) {
+    if (err instanceof EnvError) fail(err.message);
+    throw err;
+  }
+  if (needs.postgres) {
+    // The server, not the database: the migration step creates the database when it is missing.
+    const url = new URL(e.DATABASE_URL);
+    url.pathname = "/postgres";
+    const client = new pg.Client({ connectionString: url.toString(), connectionTimeoutMillis: 3000 });
+    try {
+      await client.connect();
+      await client.query("select 1");
+    } catch (err) {
+      fail(`Cannot reach PostgreSQL at ${hostOf(e.DATABASE_URL)} (DATABASE_URL): ${(err as Error).message || "no answer"}. Start PostgreSQL or fix DATABASE_URL.`);
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  }
+  if (needs.redis) {
+    const client = new Redis(e.REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 3000, retryStrategy: () => null });
+    client.on("error", () => undefined);
+    try {
+      await client.connect();
+      await client.ping();
+    } catch (err) {
+      fail(`Cannot reach Redis at ${hostOf(e.REDIS_URL)} (REDIS_URL): ${(err as Error).message || "no answer"}. Start Redis or fix REDIS_URL.`);
+    } finally {
+      client.disconnect();
+    }
+  }
+  return e;
+}
+
+export function fail(line: string): never {
+  process.stderr.write(`bounded: ${line}\n`);
+  process.exit(1);
+}

@@ -1,0 +1,124 @@
+/**
+ * `npm start`: checks → migrations → first-start bootstrap → build if needed → web + workers +
+ * simulators. Ctrl-C or SIGTERM stops all of them (each in its own process group, so no
+ * `next-server` is left behind). `tsx scripts/start.ts web|workers|sim` runs one part alone.
+ */
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { existsSync, readdirSync, statSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { loadDotEnv, preflight, fail } from "./preflight";
+
+const root = resolve(import.meta.dirname, "..");
+loadDotEnv(root);
+
+type Part = "web" | "workers" | "sim";
+const ALL: Part[] = ["sim", "workers", "web"];
+const requested = process.argv.slice(2);
+if (requested.some((p) => !ALL.includes(p as Part))) fail(`unknown part "${requested.join(" ")}"; use web, workers or sim`);
+const parts: Part[] = requested.length ? (requested as Part[]) : ALL;
+
+const tsx = ["--import", "tsx"];
+const nextBin = join(root, "node_modules/next/dist/bin/next");
+
+function newestMtime(path: string): number {
+  if (!existsSync(path)) return 0;
+  const st = statSync(path);
+  if (!st.isDirectory()) return st.mtimeMs;
+  let newest = st.mtimeMs;
+  for (const entry of readdirSync(path)) {
+    if (entry === "node_modules" || entry.startsWith(".")) continue;
+    newest = Math.max(newest, newestMtime(join(path, entry)));
+  }
+  return newest;
+}
+
+/** A build is needed when there is none, or when a source the web uses is newer than it. */
+function needsBuild(): boolean {
+  const buildId = join(root, ".next/BUILD_ID");
+  if (!existsSync(buildId)) return true;
+  const built = statSync(buildId).mtimeMs;
+  const sources = ["app", "lib", "generated", "next.config.js", "package-lock.json", "tsconfig.json"].map((p) => join(root, p));
+  return sources.some((p) => newestMtime(p) > built);
+}
+
+function run(cmd: string, args: string[], label: string): void {
+  const result = spawnSync(cmd, args, { cwd: root, stdio: "inherit", env: { ...process.env, NEXT_TELEMETRY_DISABLED: "1" } });
+  if (result.status !== 0) fail(`${label} failed (exit ${result.status ?? result.signal}).`);
+}
+
+async function main() {
+  const e = await preflight({ postgres: parts.some((p) => p !== "sim"), redis: parts.some((p) => p !== "sim") });
+  if (e.BOUNDED_TIME_SCALE !== 1) {
+    console.warn(`\n  ⚠ BOUNDED_TIME_SCALE=${e.BOUNDED_TIME_SCALE}: every budget, latency and interval is scaled.\n`);
+  }
+  if (parts.includes("web") || parts.includes("workers")) {
+    if (!existsSync(join(root, "generated/prisma/client.ts"))) run("npx", ["prisma", "generate"], "prisma generate");
+    run(process.execPath, [...tsx, "scripts/db/migrate.ts"], "Database migration");
+    run(process.execPath, [...tsx, "scripts/bootstrap.ts"], "First-start bootstrap");
+  }
+  if (parts.includes("web") && needsBuild()) {
+    console.log("Building the web app (next build)…");
+    run(process.execPath, [nextBin, "build"], "next build");
+  }
+
+  const children = new Map<Part, ChildProcess>();
+  const commands: Record<Part, string[]> = {
+    sim: [...tsx, "workers/simulators/main.ts"],
+    workers: [...tsx, "workers/main.ts"],
+    web: [nextBin, "start", "--port", String(e.PORT)],
+  };
+  let stopping = false;
+  const stop = (code: number) => {
+    if (stopping) return;
+    stopping = true;
+    for (const child of children.values()) if (child.pid && child.exitCode === null) killGroup(child.pid, "SIGTERM");
+    const force = setTimeout(() => {
+      for (const child of children.values()) if (child.pid && child.exitCode === null) killGroup(child.pid, "SIGKILL");
+    }, 20_000);
+    force.unref();
+    const waiting = [...children.values()].filter((c) => c.exitCode === null && c.signalCode === null);
+    let left = waiting.length;
+    if (left === 0) process.exit(code);
+    for (const c of waiting) c.once("exit", () => --left === 0 && process.exit(code));
+  };
+  for (const part of parts) {
+    // detached: each part leads its own process group, so stopping it stops its children too.
+    const child = spawn(process.execPath, commands[part], {
+      cwd: root,
+      stdio: "inherit",
+      detached: true,
+      env: { ...process.env, NEXT_TELEMETRY_DISABLED: "1", NODE_ENV: "production" },
+    });
+    children.set(part, child);
+    child.on("exit", (code, signal) => {
+      if (stopping) return;
+      console.error(`bounded: ${part} exited (${signal ?? `code ${code}`}); stopping the others.`);
+      stop(1);
+    });
+  }
+  process.on("SIGINT", () => stop(0));
+  process.on("SIGTERM", () => stop(0));
+  process.on("SIGHUP", () => stop(0));
+
+  if (parts.includes("web")) {
+    const url = `http://localhost:${e.PORT}`;
+    for (let i = 0; i < 120 && !stopping; i++) {
+      const ok = await fetch(`${url}/api/health`).then((r) => r.status < 500, () => false);
+      if (ok) {
+        console.log(`\n  Bounded is running at ${url}\n  Upload a CSV: ${url}/upload\n  Operators sign in at ${url}/login (user "admin"; password from BOUNDED_ADMIN_PASSWORD, or the one printed at first start; more users: npm run users -- add <name> --role operator)\n  Stop with Ctrl-C.\n`);
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+}
+
+function killGroup(pid: number, signal: NodeJS.Signals) {
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    /* already gone */
+  }
+}
+
+main().catch((err) => fail(err instanceof Error ? err.message : String(err)));

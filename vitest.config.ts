@@ -1,0 +1,30 @@
+import { defineConfig } from "vitest/config";
+
+// Tests run against the real PostgreSQL and Redis; each integration test isolates itself
+// (own database rows, own queue names, own key prefix).
+export default defineConfig({
+  resolve: {
+    alias: {
+      "@": import.meta.dirname,
+      // `server-only` throws outside React Server Components; the domain is plain Node here.
+      "server-only": `${import.meta.dirname}/test/server-only-stub.ts`,
+    },
+  },
+  test: {
+    environment: "node",
+    include: ["**/*.test.ts"],
+    exclude: ["node_modules/**", "e2e/**", ".next/**"],
+    fileParallelism: false,
+    globalSetup: ["./test/global-setup.ts"],
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+    env: {
+      DATABASE_URL: "postgresql://postgres@127.0.0.1:5432/bounded_test",
+      REDIS_URL: "redis://127.0.0.1:6379",
+      BOUNDED_REDIS_PREFIX: "bounded-test",
+      BOUNDED_TIME_SCALE: "0.001",
+      LOG_LEVEL: "silent",
+      NODE_ENV: "test",
+    },
+  },
+});

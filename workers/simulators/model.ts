@@ -1,0 +1,144 @@
+import { randomUUID } from "node:crypto";
+import { env } from "@/lib/env";
+import { logger } from "@/lib/log";
+import { chatCompletionRequestSchema, type ChatCompletionResponse, type ChatMessage } from "@/lib/modelcalls/schemas";
+import { scaled, sleep } from "@/lib/time";
+import { HttpError, errorBody, readJson, sendJson, type Route } from "./router";
+
+const log = logger("simulators.model");
+
+/**
+ * Production latency of one model call (~100k calls a month): median 5.5 s, p99 35 s, the
+ * slowest ~11 min. A lognormal body with a rare uniform tail; σ is chosen so that the p99 of the
+ * mixture, tail included, is 35 s (the lognormal alone then needs its 99.1st percentile there).
+ */
+export const MODEL_LATENCY = {
+  medianMs: 5_500,
+  sigma: 0.782,
+  /** Share of calls in the tail: ~100 a month at production volume. */
+  tailShare: 0.001,
+  tailFromMs: 60_000,
+  maxMs: 660_000,
+} as const;
+
+/** One call's latency in production milliseconds (not yet time-scaled). Pure given `random`. */
+export function sampleModelLatencyMs(random: () => number = Math.random): number {
+  const { medianMs, sigma, tailShare, tailFromMs, maxMs } = MODEL_LATENCY;
+  if (random() < tailShare) return tailFromMs + random() * (maxMs - tailFromMs);
+  // Box–Muller; 1 - random() is in (0, 1], so the logarithm stays finite.
+  const z = Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
+  return Math.min(maxMs, medianMs * Math.exp(sigma * z));
+}
+
+/**
+ * Keyword rules that make the simulated answers look sensible in a demo. A rule answers with the
+ * first of its slugs that the prompt allows, so it works with differently named category lists.
+ */
+const CATEGORY_RULES: { keywords: RegExp; slugs: string[] }[] = [
+  { keywords: /\b(salary|payroll|gehalt|lohn|wages)\b/, slugs: ["salary", "income"] },
+  { keywords: /\b(rewe|edeka|aldi|lidl|kaufland|netto|penny|tesco|supermarkt?|supermarket|groceries|grocery)\b/, slugs: ["groceries"] },
+  { keywords: /\b(uber|lyft|db bahn|deutsche bahn|bahn|bvg|mvg|hvv|taxi|flixbus|train|railway|aral|shell|fuel)\b/, slugs: ["transport", "travel"] },
+  { keywords: /\b(rent|miete|landlord|vermieter)\b/, slugs: ["rent", "housing"] },
+  { keywords: /\b(restaurant|cafe|café|pizza|pizzeria|burger|mcdonald'?s|starbucks|lieferando|wolt)\b/, slugs: ["restaurants", "dining", "eating-out", "food"] },
+  { keywords: /\b(netflix|spotify|disney|youtube premium|apple\.com|subscription|abo)\b/, slugs: ["subscriptions", "entertainment"] },
+  { keywords: /\b(stadtwerke|vattenfall|e\.on|eon|electricity|strom|telekom|vodafone|o2|internet)\b/, slugs: ["utilities"] },
+  { keywords: /\b(apotheke|pharmacy|doctor|arzt|dentist|zahnarzt|clinic)\b/, slugs: ["health", "healthcare"] },
+  { keywords: /\b(insurance|versicherung|allianz|huk)\b/, slugs: ["insurance"] },
+  { keywords: /\b(amazon|zalando|ikea|mediamarkt|saturn|otto)\b/, slugs: ["shopping"] },
+  { keywords: /\b(hotel|airbnb|lufthansa|ryanair|easyjet|booking\.com)\b/, slugs: ["travel", "transport"] },
+];
+
+/**
+ * The simulated model's answer: the allowed slugs are the `- slug: name` lines of the prompt and
+ * the transaction is what follows a `Transaction:` line (as `buildCategoryPrompt` writes them);
+ * keywords are matched on the transaction only, so category names in the list never match.
+ */
+export function simulateCategoryAnswer(messages: ChatMessage[]): string {
+  const user = messages.filter((m) => m.role === "user").map((m) => m.content).join("\n");
+  const allowed = [...user.matchAll(/^\s*[-*]\s*([a-z0-9][a-z0-9_-]*)\s*(?::|$)/gim)].map((m) => m[1]!.toLowerCase());
+  const marker = /^\s*transaction:?\s*$/im.exec(user);
+  const transaction = (marker ? user.slice(marker.index + marker[0].length) : user.replace(/^\s*[-*].*$/gm, "")).toLowerCase();
+  for (const rule of CATEGORY_RULES) {
+    if (!rule.keywords.test(transaction)) continue;
+    const slug = allowed.length === 0 ? rule.slugs[0] : rule.slugs.find((s) => allowed.includes(s));
+    if (slug) return slug;
+  }
+  return "other";
+}
+
+export interface ModelSimulatorOptions {
+  /** Share of calls answered with a 500 (after their latency). @defaultValue `env().BOUNDED_SIM_MODEL_ERROR_RATE` */
+  errorRate?: number;
+  /** @defaultValue `env().BOUNDED_TIME_SCALE` */
+  timeScale?: number;
+  /** One call's production latency in ms, before scaling. @defaultValue `sampleModelLatencyMs` */
+  latencyMs?: () => number;
+  /** @defaultValue `Math.random` */
+  random?: () => number;
+}
+
+export interface ModelSimulator {
+  routes: Route[];
+  /** Requests currently waiting out their latency; 0 once every caller has gone. */
+  inFlight(): number;
+}
+
+/** The model endpoint: OpenAI-compatible `POST /v1/chat/completions`. */
+export function createModelSimulator(options: ModelSimulatorOptions = {}): ModelSimulator {
+  const errorRate = options.errorRate ?? env().BOUNDED_SIM_MODEL_ERROR_RATE;
+  const timeScale = options.timeScale ?? env().BOUNDED_TIME_SCALE;
+  const random = options.random ?? Math.random;
+  const latencyMs = options.latencyMs ?? (() => sampleModelLatencyMs(random));
+  let waiting = 0;
+
+  const chatCompletions: Route = {
+    method: "POST",
+    path: "/v1/chat/completions",
+    handler: async ({ req, res }) => {
+      const parsed = chatCompletionRequestSchema.safeParse(await readJson(req));
+      if (!parsed.success) throw new HttpError(400, `invalid request: ${parsed.error.issues[0]?.message ?? "bad body"}`);
+      const { model, messages } = parsed.data;
+
+      // A caller that aborts (a deadline) closes the connection; stop waiting for it then, so a
+      // minutes-long simulated call leaves no timer behind.
+      const gone = new AbortController();
+      const onClose = () => {
+        if (!res.writableEnded) gone.abort();
+      };
+      res.on("close", onClose);
+      const waitMs = scaled(latencyMs(), timeScale);
+      waiting++;
+      try {
+        await sleep(waitMs, gone.signal);
+      } catch {
+        log.debug({ waitMs }, "caller left before the answer");
+        return;
+      } finally {
+        waiting--;
+        res.off("close", onClose);
+      }
+
+      if (random() < errorRate) {
+        sendJson(res, 500, errorBody("The server had an error while processing your request.", "server_error"));
+        return;
+      }
+      sendJson(res, 200, completion(model, messages, simulateCategoryAnswer(messages)));
+    },
+  };
+
+  return { routes: [chatCompletions], inFlight: () => waiting };
+}
+
+function completion(model: string, messages: ChatMessage[], content: string): ChatCompletionResponse {
+  // Roughly four characters a token: enough for usage figures to look plausible.
+  const promptTokens = Math.ceil(messages.reduce((n, m) => n + m.content.length, 0) / 4);
+  const completionTokens = Math.max(1, Math.ceil(content.length / 4));
+  return {
+    id: `chatcmpl-sim-${randomUUID()}`,
+    object: "chat.completion",
+    created: Math.floor(Date.now() / 1000),
+    model,
+    choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
+    usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
+  };
+}
