@@ -60,6 +60,9 @@ const schema = z.object({
 
 export type Env = z.infer<typeof schema>;
 
+/** Every variable the project reads (for `.env.example` and documentation checks). */
+export const ENV_VARIABLES = Object.keys(schema.shape) as (keyof Env)[];
+
 export class EnvError extends Error {
   override name = "EnvError";
 }

@@ -1,10 +1,10 @@
 import { hostname } from "node:os";
 import { DelayedError, Worker, type Job as QueueJob } from "bullmq";
-import { closeDb } from "@/lib/db/client";
+import { closeDb, db } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { logger } from "@/lib/log";
 import { createRedis, key } from "@/lib/redis/client";
-import { db } from "@/lib/db/client";
+import { flushModelCallRecords } from "@/lib/modelcalls/record";
 import { PROCESSORS, WORKER_QUEUES } from "./catalog";
 import { runJob } from "./runtime";
 
@@ -74,6 +74,7 @@ async function main() {
     clearTimeout(grace);
     await connection.del(heartbeatKey).catch(() => undefined);
     await connection.quit().catch(() => undefined);
+    await flushModelCallRecords();
     await closeDb();
     log.info("workers stopped");
     process.exit(0);

@@ -32,7 +32,7 @@ export async function startAttempt(jobId: string, now = new Date()): Promise<Run
         message: null,
         heartbeatAt: now,
         startedAt: job.attempt === 0 ? now : undefined,
-        events: { create: { type: "started", attempt, message: `Attempt ${attempt} started` } },
+        events: { create: { at: now, type: "started", attempt, message: `Attempt ${attempt} started` } },
       },
       select: { cursor: true, kind: true, queue: true, tenantId: true, total: true, processed: true, failed: true },
     });

@@ -98,9 +98,8 @@ export async function chatCompletion(options: ChatCompletionOptions): Promise<Ch
     }
     recordSafely(record, { ...row, outcome: "error", error: result.message });
 
-    const waitMs = result.retryable ? backoffMs(attempt, result.retryAfterMs, timeScale) : undefined;
-    const tooLong = result.retryAfterMs !== undefined && result.retryAfterMs > maxRetryAfterMs;
-    if (waitMs === undefined || attempt > maxRetries || tooLong) {
+    const waitTooLong = result.retryAfterMs !== undefined && result.retryAfterMs > maxRetryAfterMs;
+    if (!result.retryable || attempt > maxRetries || waitTooLong) {
       throw new ModelCallError(`model call failed after ${attempt} attempt(s): ${result.message}`, {
         status: result.status,
         attempts: attempt,
@@ -109,6 +108,7 @@ export async function chatCompletion(options: ChatCompletionOptions): Promise<Ch
         cause: result.cause,
       });
     }
+    const waitMs = backoffMs(attempt, result.retryAfterMs, timeScale);
     log.warn({ ...context, model, attempt, status: result.status, waitMs, error: result.message }, "model call failed, retrying");
     await sleep(waitMs, signal);
   }

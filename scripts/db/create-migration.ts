@@ -1,6 +1,7 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import path from "node:path";
-import { env } from "@/lib/env";
+// Relative, not "@/…": tsx only maps tsconfig paths when started from the repository root.
+import { env } from "../../lib/env";
 import { describeFailure, migrate, MIGRATIONS_DIR } from "./migrate";
 import { migrationsList, withSchemaEngine } from "./schema-engine";
 
@@ -42,12 +43,13 @@ export async function createMigration(options: {
   await migrate(options.databaseUrl, (line) => line !== "database is up to date" && log(line), dir);
   const list = await migrationsList(dir);
 
-  return withSchemaEngine({ databaseUrl: options.databaseUrl, schemaPath: options.schemaPath ?? SCHEMA_PATH }, async (engine, schema) => {
+  const engineOptions = { databaseUrl: options.databaseUrl, schemaPath: options.schemaPath ?? SCHEMA_PATH };
+  return withSchemaEngine(engineOptions, async (engine, schema) => {
     // devDiagnostic replays the history on the shadow database; createMigration diffs against it.
     const diagnostic = await engine.devDiagnostic({ migrationsList: list, filters: noFilters });
     if (diagnostic.action.tag === "reset") {
-      // The new file depends only on the folder and the schema, so a drifted dev database is
-      // only worth a warning here (migrate.ts will refuse if it really cannot apply).
+      // migrate() above already refused edited or failed migrations, so this is drift (the
+      // database was changed by hand). The new file depends only on the folder and the schema.
       log(`warning: the database behind DATABASE_URL differs from the migrations: ${diagnostic.action.reason}`);
     }
     const created = await engine.createMigration({
@@ -81,7 +83,7 @@ async function main(args: string[]): Promise<void> {
     if (folder === null) console.log("no changes");
     else console.log(`wrote ${path.relative(process.cwd(), path.join(folder, "migration.sql"))}`);
   } catch (error) {
-    console.error(databaseUrl ? describeFailure(error, databaseUrl) : (error as Error).message);
+    console.error(databaseUrl ? describeFailure(error, databaseUrl, "Creating the migration") : (error as Error).message);
     process.exitCode = 1;
   }
 }

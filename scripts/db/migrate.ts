@@ -2,7 +2,8 @@ import { createHash, randomUUID } from "node:crypto";
 import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import pg from "pg";
-import { env } from "@/lib/env";
+// Relative, not "@/…": tsx only maps tsconfig paths when started from the repository root.
+import { env } from "../../lib/env";
 
 /**
  * Applies prisma/migrations with plain `pg`, because the Prisma CLI's native schema engine
@@ -203,7 +204,7 @@ export async function migrate(
 }
 
 /** One line a person can act on, for the errors a deploy really meets. */
-export function describeFailure(error: unknown, databaseUrl: string): string {
+export function describeFailure(error: unknown, databaseUrl: string, what = "Migrating"): string {
   if (error instanceof MigrationError) return error.message;
   const url = new URL(databaseUrl);
   const where = `PostgreSQL at ${url.hostname}:${url.port || "5432"} (DATABASE_URL)`;
@@ -226,7 +227,7 @@ export function describeFailure(error: unknown, databaseUrl: string): string {
       return `${where}: permission denied (${err.message}). The user needs CREATEDB, or create the database by hand.`;
   }
   if (err.message?.includes("timeout expired")) return `Cannot reach ${where}: connection timed out. ${fix}`;
-  return `Migrating failed: ${err.message ?? String(error)}`;
+  return `${what} failed: ${err.message ?? String(error)}`;
 }
 
 async function main(): Promise<void> {

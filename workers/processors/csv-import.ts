@@ -102,6 +102,6 @@ export const csvImport: Processor = async ({ run, signal, log }) => {
     failed > 0 ? "completed_with_errors" : "completed",
     failed > 0
       ? `Imported ${processed.toLocaleString("en-US")} of ${countLabel(total, "row")}; ${countLabel(failed, "row")} could not be imported (see the list below).`
-      : `Imported all ${countLabel(total, "row")}.`,
+      : total === 1 ? "Imported the 1 row." : `Imported all ${countLabel(total, "row")}.`,
   );
 };

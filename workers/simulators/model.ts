@@ -35,18 +35,25 @@ export function sampleModelLatencyMs(random: () => number = Math.random): number
  * first of its slugs that the prompt allows, so it works with differently named category lists.
  */
 const CATEGORY_RULES: { keywords: RegExp; slugs: string[] }[] = [
-  { keywords: /\b(salary|payroll|gehalt|lohn|wages)\b/, slugs: ["salary", "income"] },
-  { keywords: /\b(rewe|edeka|aldi|lidl|kaufland|netto|penny|tesco|supermarkt?|supermarket|groceries|grocery)\b/, slugs: ["groceries"] },
-  { keywords: /\b(uber|lyft|db bahn|deutsche bahn|bahn|bvg|mvg|hvv|taxi|flixbus|train|railway|aral|shell|fuel)\b/, slugs: ["transport", "travel"] },
-  { keywords: /\b(rent|miete|landlord|vermieter)\b/, slugs: ["rent", "housing"] },
-  { keywords: /\b(restaurant|cafe|café|pizza|pizzeria|burger|mcdonald'?s|starbucks|lieferando|wolt)\b/, slugs: ["restaurants", "dining", "eating-out", "food"] },
-  { keywords: /\b(netflix|spotify|disney|youtube premium|apple\.com|subscription|abo)\b/, slugs: ["subscriptions", "entertainment"] },
-  { keywords: /\b(stadtwerke|vattenfall|e\.on|eon|electricity|strom|telekom|vodafone|o2|internet)\b/, slugs: ["utilities"] },
-  { keywords: /\b(apotheke|pharmacy|doctor|arzt|dentist|zahnarzt|clinic)\b/, slugs: ["health", "healthcare"] },
-  { keywords: /\b(insurance|versicherung|allianz|huk)\b/, slugs: ["insurance"] },
-  { keywords: /\b(amazon|zalando|ikea|mediamarkt|saturn|otto)\b/, slugs: ["shopping"] },
-  { keywords: /\b(hotel|airbnb|lufthansa|ryanair|easyjet|booking\.com)\b/, slugs: ["travel", "transport"] },
+  { keywords: anyWord("salary", "payroll", "gehalt", "lohn", "wages"), slugs: ["salary", "income"] },
+  { keywords: anyWord("rewe", "edeka", "aldi", "lidl", "kaufland", "netto", "penny", "tesco", "supermarkt", "supermarket", "grocery", "groceries"), slugs: ["groceries"] },
+  { keywords: anyWord("uber", "lyft", "db bahn", "deutsche bahn", "bvg", "mvg", "hvv", "taxi", "flixbus", "train", "aral", "shell", "fuel"), slugs: ["transport", "travel"] },
+  { keywords: anyWord("rent", "miete", "mortgage", "landlord", "vermieter"), slugs: ["rent", "housing"] },
+  { keywords: anyWord("restaurant", "café", "cafe", "pizza", "pizzeria", "burger", "mcdonald's", "starbucks", "lieferando", "wolt"), slugs: ["dining", "restaurants", "eating-out"] },
+  { keywords: anyWord("netflix", "spotify", "disney+", "cinema", "kino", "concert", "steam"), slugs: ["entertainment", "subscriptions"] },
+  { keywords: anyWord("stadtwerke", "vattenfall", "e.on", "electricity", "strom", "telekom", "vodafone", "o2", "internet"), slugs: ["utilities"] },
+  { keywords: anyWord("apotheke", "pharmacy", "doctor", "arzt", "dentist", "zahnarzt", "clinic"), slugs: ["health", "healthcare"] },
+  { keywords: anyWord("amazon", "zalando", "ikea", "mediamarkt", "saturn", "otto"), slugs: ["shopping"] },
+  { keywords: anyWord("hotel", "airbnb", "lufthansa", "ryanair", "easyjet", "booking.com"), slugs: ["travel", "transport"] },
+  { keywords: anyWord("fee", "fees", "gebühr", "kontoführung", "overdraft"), slugs: ["fees"] },
+  { keywords: anyWord("transfer", "überweisung", "sepa", "paypal"), slugs: ["transfers"] },
 ];
+
+/** Matches any of `words` as whole words, umlauts included (`\b` only knows ASCII letters). */
+function anyWord(...words: string[]): RegExp {
+  const alternatives = words.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|");
+  return new RegExp(`(?<![\\p{L}\\p{N}])(?:${alternatives})(?![\\p{L}\\p{N}])`, "iu");
+}
 
 /**
  * The simulated model's answer: the allowed slugs are the `- slug: name` lines of the prompt and
@@ -106,6 +113,7 @@ export function createModelSimulator(options: ModelSimulatorOptions = {}): Model
         if (!res.writableEnded) gone.abort();
       };
       res.on("close", onClose);
+      if (req.socket.destroyed) return; // it left while the body was being read
       const waitMs = scaled(latencyMs(), timeScale);
       waiting++;
       try {

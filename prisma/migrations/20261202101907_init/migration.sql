@@ -175,9 +175,6 @@ CREATE INDEX "Job_createdAt_idx" ON "Job"("createdAt");
 CREATE INDEX "Job_parentId_idx" ON "Job"("parentId");
 
 -- CreateIndex
-CREATE INDEX "JobItemFailure_jobId_row_idx" ON "JobItemFailure"("jobId", "row");
-
--- CreateIndex
 CREATE UNIQUE INDEX "JobItemFailure_jobId_row_key" ON "JobItemFailure"("jobId", "row");
 
 -- CreateIndex

@@ -71,7 +71,9 @@ export default async function JobPage({ params }: { params: Promise<{ id: string
               <span className="muted small">({job.budgetSource})</span>
             </dd>
             <dt>Cursor</dt>
-            <dd className="num">{fmtInt(job.cursor)} items read</dd>
+            <dd className="num">
+              {fmtInt(job.cursor)} {job.cursor === 1 ? "item" : "items"} read
+            </dd>
             <dt>File</dt>
             <dd>{job.upload ? `${job.upload.filename} (${fmtInt(job.upload.sizeBytes)} bytes, “${job.upload.delimiter}” separated)` : "—"}</dd>
             <dt>Created</dt>

@@ -1,0 +1,13 @@
+import pg from "pg";
+import { E2E_ENV } from "./env";
+
+/** Direct reads of the system's database, to check what the browser cannot see. */
+export async function sql<T extends pg.QueryResultRow = Record<string, unknown>>(text: string, params: unknown[] = []): Promise<T[]> {
+  const client = new pg.Client({ connectionString: E2E_ENV.DATABASE_URL });
+  await client.connect();
+  try {
+    return (await client.query<T>(text, params)).rows;
+  } finally {
+    await client.end();
+  }
+}

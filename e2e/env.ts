@@ -1,0 +1,22 @@
+/** The environment of the system under test: its own database, Redis prefix and ports. */
+export const E2E_ENV = {
+  PORT: "3100",
+  DATABASE_URL: "postgresql://postgres@127.0.0.1:5432/bounded_e2e",
+  REDIS_URL: "redis://127.0.0.1:6379",
+  BOUNDED_REDIS_PREFIX: "bounded-e2e",
+  BOUNDED_SIM_PORT: "4110",
+  MODEL_BASE_URL: "http://127.0.0.1:4110",
+  MARKETPLACE_BASE_URL: "http://127.0.0.1:4110/marketplace",
+  IMAGE_PROVIDER_BASE_URL: "http://127.0.0.1:4110/images",
+  // Production ratios in 1/2000 of the time: a 5.5 s median model call takes ~3 ms.
+  BOUNDED_TIME_SCALE: "0.0005",
+  BOUNDED_SIM_MODEL_ERROR_RATE: "0",
+  BOUNDED_ADMIN_PASSWORD: "e2e-operator-password",
+  BOUNDED_BOOTSTRAP_TOKEN: "e2e-bootstrap-token-0123456789abcdef",
+  BOUNDED_SESSION_SECRET: "e2e-session-secret-0123456789abcdef0123456789",
+  BOUNDED_UPLOAD_MAX_BYTES: String(1024 * 1024),
+  BOUNDED_UPLOAD_MAX_ROWS: "5000",
+  LOG_LEVEL: "warn",
+} as const;
+
+export const BASE_URL = `http://localhost:${E2E_ENV.PORT}`;

@@ -1,0 +1,34 @@
+import { defineConfig } from "@playwright/test";
+import { BASE_URL, E2E_ENV } from "./e2e/env";
+
+export default defineConfig({
+  testDir: "e2e",
+  testMatch: "**/*.spec.ts",
+  fullyParallel: false,
+  workers: 1,
+  retries: 0,
+  timeout: 120_000,
+  expect: { timeout: 15_000 },
+  reporter: [["list"]],
+  outputDir: "test-results",
+  use: {
+    baseURL: BASE_URL,
+    trace: "retain-on-failure",
+    screenshot: "only-on-failure",
+    launchOptions: {
+      // Debian's Chromium: nothing is downloaded.
+      executablePath: "/usr/bin/chromium",
+      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"],
+    },
+  },
+  webServer: {
+    command: "node --import tsx e2e/serve.ts",
+    url: `${BASE_URL}/api/health`,
+    timeout: 300_000,
+    reuseExistingServer: false,
+    env: { ...E2E_ENV, NEXT_TELEMETRY_DISABLED: "1" },
+    stdout: "pipe",
+    stderr: "pipe",
+    gracefulShutdown: { signal: "SIGTERM", timeout: 20_000 },
+  },
+});
