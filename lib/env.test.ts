@@ -146,3 +146,13 @@ describe("parseEnv: a bad value is refused with a message naming the variable an
     expect(envErrorOf({ BOUNDED_REDIS_PREFIX: "bounded test" })).toMatch(/^BOUNDED_REDIS_PREFIX: /);
   });
 });
+
+describe("error messages never echo secrets", () => {
+  it("names a bad secret without showing its value, and masks credentials in URLs", () => {
+    expect(() => parseEnv({ BOUNDED_ADMIN_PASSWORD: "hunter2" })).toThrow(/^BOUNDED_ADMIN_PASSWORD: /);
+    expect(() => parseEnv({ BOUNDED_ADMIN_PASSWORD: "hunter2" })).not.toThrow(/hunter2/);
+    expect(() => parseEnv({ BOUNDED_BOOTSTRAP_TOKEN: "short-token" })).not.toThrow(/short-token/);
+    expect(() => parseEnv({ DATABASE_URL: "mysql://app:pa55word@db/x" })).not.toThrow(/pa55word/);
+  });
+});
+

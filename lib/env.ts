@@ -75,11 +75,17 @@ export function parseEnv(source: Record<string, string | undefined>): Env {
   if (!result.success) {
     const issue = result.error.issues[0]!;
     const name = String(issue.path[0] ?? "environment");
-    throw new EnvError(
-      `${name}: ${issue.message} (got ${JSON.stringify(source[name] ?? "")}). Fix ${name} in the environment or .env, see .env.example.`,
-    );
+    throw new EnvError(`${name}: ${issue.message}${shown(name, source[name])}. Fix ${name} in the environment or .env, see .env.example.`);
   }
   return result.data;
+}
+
+const SECRETS = /PASSWORD|TOKEN|SECRET|KEY/;
+
+/** The rejected value, unless it is a secret; credentials in URLs are masked. */
+function shown(name: string, value: string | undefined): string {
+  if (value === undefined || SECRETS.test(name)) return "";
+  return ` (got ${JSON.stringify(value.replace(/\/\/[^@/]*@/, "//***@").slice(0, 80))})`;
 }
 
 let cached: Env | undefined;

@@ -43,12 +43,15 @@ export async function preflight(needs: { postgres: boolean; redis: boolean }): P
   }
   if (needs.redis) {
     const client = new Redis(e.REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 3000, retryStrategy: () => null });
-    client.on("error", () => undefined);
+    // ioredis reports the cause (e.g. ECONNREFUSED) as an event and rejects with "Connection is closed".
+    let cause: Error | undefined;
+    client.on("error", (err: Error) => (cause ??= err));
     try {
       await client.connect();
       await client.ping();
     } catch (err) {
-      fail(`Cannot reach Redis at ${hostOf(e.REDIS_URL)} (REDIS_URL): ${(err as Error).message || "no answer"}. Start Redis or fix REDIS_URL.`);
+      const why = (cause ?? (err as Error)).message.replace(/\.$/, "") || "no answer";
+      fail(`Cannot reach Redis at ${hostOf(e.REDIS_URL)} (REDIS_URL): ${why}. Start Redis or fix REDIS_URL.`);
     } finally {
       client.disconnect();
     }

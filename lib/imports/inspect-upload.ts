@@ -119,6 +119,8 @@ export function inspectUpload(bytes: Uint8Array, limits: UploadLimits): UploadIn
       from_line: 2,
       relax_column_count: true,
       skip_empty_lines: true,
+      // Spreadsheets export empty trailing rows as ",,,,": they are not transactions.
+      skip_records_with_empty_values: true,
       max_record_size: 64 * 1024,
     }) as string[][];
     rows = records.length;

@@ -65,6 +65,13 @@ const jobRow = (jobId: string) =>
   });
 
 describe("startAttempt", () => {
+  it("gives two runs started at the same moment different attempt numbers", async () => {
+    const { jobId } = await makeJob();
+    const runs = await Promise.all([startAttempt(jobId), startAttempt(jobId), startAttempt(jobId)]);
+    expect(runs.map((r) => r?.attempt).sort()).toEqual([1, 2, 3]);
+    expect((await jobRow(jobId)).attempt).toBe(3);
+  });
+
   it("raises the attempt number and marks the job running, from the job's cursor", async () => {
     const { jobId, tenantId } = await makeJob();
     await db().job.update({ where: { id: jobId }, data: { cursor: 4, processed: 3, failed: 1 } });

@@ -1,6 +1,6 @@
 import { db, type Prisma } from "@/lib/db/client";
 import { AttemptFenced } from "./errors";
-import { isTerminal, type JobStatus } from "./statuses";
+import { isTerminal, TERMINAL_STATUSES, type JobStatus } from "./statuses";
 
 /** What a run knows about its job once its attempt has started. */
 export interface RunStart {
@@ -21,22 +21,19 @@ export interface RunStart {
  */
 export async function startAttempt(jobId: string, now = new Date()): Promise<RunStart | null> {
   return db().$transaction(async (tx) => {
-    const job = await tx.job.findUnique({ where: { id: jobId }, select: { status: true, attempt: true } });
-    if (!job || isTerminal(job.status)) return null;
-    const attempt = job.attempt + 1;
-    const row = await tx.job.update({
-      where: { id: jobId },
-      data: {
-        attempt,
-        status: "running",
-        message: null,
-        heartbeatAt: now,
-        startedAt: job.attempt === 0 ? now : undefined,
-        events: { create: { at: now, type: "started", attempt, message: `Attempt ${attempt} started` } },
-      },
-      select: { cursor: true, kind: true, queue: true, tenantId: true, total: true, processed: true, failed: true },
+    // One atomic increment under the row lock: two runs started at once get different attempts.
+    const { count } = await tx.job.updateMany({
+      where: { id: jobId, status: { notIn: [...TERMINAL_STATUSES] } },
+      data: { attempt: { increment: 1 }, status: "running", message: null, heartbeatAt: now },
     });
-    return { jobId, attempt, ...row };
+    if (count === 0) return null;
+    await tx.job.updateMany({ where: { id: jobId, startedAt: null }, data: { startedAt: now } });
+    const row = await tx.job.findUniqueOrThrow({
+      where: { id: jobId },
+      select: { attempt: true, cursor: true, kind: true, queue: true, tenantId: true, total: true, processed: true, failed: true },
+    });
+    await tx.jobEvent.create({ data: { jobId, at: now, type: "started", attempt: row.attempt, message: `Attempt ${row.attempt} started` } });
+    return { jobId, ...row };
   });
 }
 

@@ -235,6 +235,22 @@ describe("csv_import through the runtime, against the model simulator", () => {
     expect(await transactionRows(jobId)).toEqual([2, 4]);
   });
 
+  it("numbers rows as a spreadsheet shows them: a quoted multi-line field is one row, empty ',,,,' rows are skipped", async () => {
+    const text =
+      "date,amount,currency,counterparty,description\r\n" +
+      '2026-03-01,-5.00,EUR,REWE Markt,"two\r\nlines"\r\n' +
+      "2026-03-02,0.00,EUR,Acme GmbH,zero\r\n" +
+      ",,,,\r\n" +
+      "2026-03-03,7.00,EUR,Acme GmbH,ok\r\n";
+    const jobId = await importFile("multiline", new TextEncoder().encode(text));
+
+    await runOnce(jobId);
+
+    expect(await jobRow(jobId)).toMatchObject({ status: "completed_with_errors", processed: 2, failed: 1, total: 3 });
+    expect(await failures(jobId)).toEqual([{ row: 3, reason: "amount is zero", attempt: 1 }]);
+    expect(await transactionRows(jobId)).toEqual([2, 4]);
+  });
+
   it("does not run a job that is already terminal: no model call, no row written", async () => {
     const jobId = await importFile("terminal", bankCsv({}, 5));
     await m.db.db().job.update({ where: { id: jobId }, data: { status: "cancelled" } });

@@ -23,14 +23,14 @@ export const csvImport: Processor = async ({ run, signal, log }) => {
   const categoryIds = new Map(categories.map((c) => [c.slug, c.id]));
 
   const parser = Readable.from([Buffer.from(upload.content)]).pipe(
-    parse({ bom: true, delimiter: upload.delimiter, relax_column_count: true, skip_empty_lines: true, info: true }),
+    parse({ bom: true, delimiter: upload.delimiter, relax_column_count: true, skip_empty_lines: true, skip_records_with_empty_values: true }),
   );
 
   let header: string[] | null = null;
   let index = 0; // data rows seen, the unit of the cursor
   let processed = run.processed;
   let failed = run.failed;
-  for await (const { record, info } of parser as AsyncIterable<{ record: string[]; info: { lines: number } }>) {
+  for await (const record of parser as AsyncIterable<string[]>) {
     if (!header) {
       header = record.map((c) => c.trim().toLowerCase());
       continue;
@@ -38,7 +38,9 @@ export const csvImport: Processor = async ({ run, signal, log }) => {
     index += 1;
     if (index <= run.cursor) continue;
     signal.throwIfAborted();
-    const row = info.lines; // the spreadsheet row number a person sees (header is row 1)
+    // The row number a person sees in a spreadsheet: the header is row 1, a quoted multi-line
+    // field stays one row, blank lines are not rows.
+    const row = index + 1;
 
     if (record.length !== header.length) {
       await commitItem(run.jobId, run.attempt, index, {
