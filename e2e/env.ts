@@ -14,6 +14,10 @@ export const E2E_ENV = {
   BOUNDED_ADMIN_PASSWORD: "e2e-operator-password",
   BOUNDED_BOOTSTRAP_TOKEN: "e2e-bootstrap-token-0123456789abcdef",
   BOUNDED_SESSION_SECRET: "e2e-session-secret-0123456789abcdef0123456789",
+  // A generous import budget so a 2,000-row file completes (100 s at this scale); the deadline
+  // tests set tight ones of their own. Other queues keep the default, as the budgets page shows.
+  BOUNDED_BUDGET_IMPORTS_SOFT_S: "200000",
+  BOUNDED_BUDGET_IMPORTS_HARD_S: "300000",
   BOUNDED_UPLOAD_MAX_BYTES: String(1024 * 1024),
   BOUNDED_UPLOAD_MAX_ROWS: "5000",
   LOG_LEVEL: "warn",

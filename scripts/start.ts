@@ -81,7 +81,8 @@ async function main() {
     if (left === 0) process.exit(code);
     for (const c of waiting) c.once("exit", () => --left === 0 && process.exit(code));
   };
-  for (const part of parts) {
+  const restarts: number[] = [];
+  const launch = (part: Part) => {
     // detached: each part leads its own process group, so stopping it stops its children too.
     const child = spawn(process.execPath, commands[part], {
       cwd: root,
@@ -92,10 +93,21 @@ async function main() {
     children.set(part, child);
     child.on("exit", (code, signal) => {
       if (stopping) return;
+      // A worker process that dies (a watchdog kill, an out-of-memory kill) is replaced: its jobs
+      // resume from their cursors. Five deaths within a minute mean something is wrong: stop.
+      const now = Date.now();
+      restarts.push(now);
+      while (restarts.length && restarts[0]! < now - 60_000) restarts.shift();
+      if (part === "workers" && restarts.length < 5) {
+        console.error(`bounded: workers exited (${signal ?? `code ${code}`}); starting a new worker process.`);
+        setTimeout(() => !stopping && launch("workers"), 1000 * restarts.length);
+        return;
+      }
       console.error(`bounded: ${part} exited (${signal ?? `code ${code}`}); stopping the others.`);
       stop(1);
     });
-  }
+  };
+  for (const part of parts) launch(part);
   process.on("SIGINT", () => stop(0));
   process.on("SIGTERM", () => stop(0));
   process.on("SIGHUP", () => stop(0));

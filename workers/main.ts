@@ -1,38 +1,45 @@
 import { hostname } from "node:os";
 import { DelayedError, Worker, type Job as QueueJob } from "bullmq";
+import { listenForCategoryChanges } from "@/lib/categories/cache";
 import { closeDb, db } from "@/lib/db/client";
 import { env } from "@/lib/env";
+import { WorkerShutdown } from "@/lib/jobs/errors";
 import { logger } from "@/lib/log";
-import { createRedis, key } from "@/lib/redis/client";
 import { flushModelCallRecords } from "@/lib/modelcalls/record";
+import { closeQueues } from "@/lib/queues/queues";
+import { closeRedis, createRedis, key } from "@/lib/redis/client";
+import { scaled } from "@/lib/time";
 import { PROCESSORS, WORKER_QUEUES } from "./catalog";
 import { runJob } from "./runtime";
+import { startReaper } from "./schedulers/reaper";
+import { startWatchdog } from "./watchdog";
 
 const log = logger("workers");
 
-/** A run interrupted because this worker process is stopping; the job resumes elsewhere. */
-export class WorkerShutdown extends Error {
-  override name = "WorkerShutdown";
-}
-
-/** How long a stopping worker lets running jobs finish before it interrupts them. */
+/** How long a stopping worker lets running jobs finish before it hands them back to the queue. */
 const SHUTDOWN_GRACE_MS = 10_000;
-const HEARTBEAT_MS = 5_000;
+const PRESENCE_MS = 5_000;
 
 async function main() {
   const e = env();
   if (e.BOUNDED_TIME_SCALE !== 1) log.warn({ timeScale: e.BOUNDED_TIME_SCALE }, `BOUNDED_TIME_SCALE=${e.BOUNDED_TIME_SCALE}: every duration is scaled`);
   const connection = createRedis("worker");
   const shutdown = new AbortController();
+  const watchdog = startWatchdog();
+  const stopListening = await listenForCategoryChanges();
+  // A lost lock is how BullMQ notices a dead worker; scaled like everything else, but never so
+  // short that an ordinary pause of the event loop looks like a death.
+  const lockDuration = Math.max(scaled(30_000), 5_000);
+
   const workers = WORKER_QUEUES.map(
     (queueName) =>
       new Worker(
         queueName,
         async (queueJob: QueueJob, token?: string) => {
           try {
-            await runJob(PROCESSORS, queueJob, shutdown.signal, log.child({ queue: queueName }));
+            await runJob(PROCESSORS, queueJob, shutdown.signal, log.child({ queue: queueName }), watchdog);
           } catch (err) {
-            if (err instanceof WorkerShutdown || shutdown.signal.reason === err) {
+            if (err instanceof Error && err.name === "WorkerShutdown") {
               // Hand the job back without spending an attempt: another worker resumes at the cursor.
               const { jobId } = queueJob.data as { jobId: string };
               await db().job.updateMany({
@@ -45,19 +52,26 @@ async function main() {
             throw err;
           }
         },
-        { connection, prefix: e.BOUNDED_REDIS_PREFIX, concurrency: e.BOUNDED_WORKER_CONCURRENCY, autorun: true },
+        {
+          connection,
+          prefix: e.BOUNDED_REDIS_PREFIX,
+          concurrency: e.BOUNDED_WORKER_CONCURRENCY,
+          lockDuration,
+          stalledInterval: lockDuration,
+        },
       ),
   );
   for (const w of workers) {
     w.on("error", (err) => log.error({ err, queue: w.name }, "worker error"));
-    w.on("failed", (job, err) => log.warn({ jobId: job?.data?.jobId, err: err.message }, "queue job failed"));
+    w.on("failed", (job, err) => log.debug({ jobId: job?.data?.jobId, err: err.message }, "queue job failed"));
   }
+  const stopReaper = startReaper(connection, log.child({ scheduler: "reaper" }));
 
-  const heartbeatKey = key("workers", `${hostname()}:${process.pid}`);
-  const info = JSON.stringify({ host: hostname(), pid: process.pid, queues: WORKER_QUEUES, concurrency: e.BOUNDED_WORKER_CONCURRENCY, startedAt: new Date().toISOString() });
-  const beat = () => connection.set(heartbeatKey, info, "PX", HEARTBEAT_MS * 3).catch((err) => log.warn({ err: err.message }, "heartbeat failed"));
-  await beat();
-  const heartbeat = setInterval(beat, HEARTBEAT_MS);
+  const presenceKey = key("workers", `${hostname()}:${process.pid}`);
+  const presence = JSON.stringify({ host: hostname(), pid: process.pid, queues: WORKER_QUEUES, concurrency: e.BOUNDED_WORKER_CONCURRENCY, startedAt: new Date().toISOString() });
+  const announce = () => connection.set(presenceKey, presence, "PX", PRESENCE_MS * 3).catch((err) => log.warn({ err: err.message }, "presence update failed"));
+  await announce();
+  const presenceTimer = setInterval(announce, PRESENCE_MS);
   log.info({ queues: WORKER_QUEUES, concurrency: e.BOUNDED_WORKER_CONCURRENCY, pid: process.pid }, "workers started");
 
   let stopping = false;
@@ -65,15 +79,20 @@ async function main() {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, "stopping workers: letting running jobs finish");
-    clearInterval(heartbeat);
+    clearInterval(presenceTimer);
+    stopReaper();
     const grace = setTimeout(() => {
-      log.warn("running jobs did not finish in time; interrupting them so they resume elsewhere");
+      log.warn("running jobs did not finish in time; handing them back so they resume elsewhere");
       shutdown.abort(new WorkerShutdown("worker process is stopping"));
     }, SHUTDOWN_GRACE_MS);
     await Promise.all(workers.map((w) => w.close()));
     clearTimeout(grace);
-    await connection.del(heartbeatKey).catch(() => undefined);
+    await watchdog.stop();
+    await stopListening();
+    await connection.del(presenceKey).catch(() => undefined);
     await connection.quit().catch(() => undefined);
+    await closeQueues();
+    await closeRedis();
     await flushModelCallRecords();
     await closeDb();
     log.info("workers stopped");

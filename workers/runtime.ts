@@ -1,53 +1,171 @@
-import type { Job as QueueJob } from "bullmq";
-import { DelayedError } from "bullmq";
-import { jobPayloadSchema } from "@/lib/queues/catalog";
-import { AttemptFenced } from "@/lib/jobs/errors";
-import { finishJob, startAttempt, type RunStart } from "@/lib/jobs/run";
+import { UnrecoverableError, type Job as QueueJob } from "bullmq";
+import { resolveBudget } from "@/lib/budgets/budgets";
+import type { Prisma } from "@/lib/db/client";
+import { DeadlineExceeded, JobFailed } from "@/lib/jobs/errors";
+import type { ItemLoop } from "@/lib/jobs/for-each-item";
+import { countLabel, finalizeJob, fmtSeconds, heartbeat, nounOf, progressPhrase, startAttempt, type FinalRow, type RunStart } from "@/lib/jobs/run";
+import { heartbeatIntervalMs } from "@/lib/jobs/stuck";
+import { jobPayloadSchema, KINDS, type JobKind } from "@/lib/queues/catalog";
 import type { Logger } from "@/lib/log";
+import { scaled } from "@/lib/time";
 
 export interface RunContext {
   run: RunStart;
-  /** Aborted when the worker shuts down or the job is cancelled: pass it to everything awaited. */
+  /**
+   * Aborts at the soft limit (reason: `DeadlineExceeded`) or when the worker stops (reason:
+   * `WorkerShutdown`). Pass it to everything awaited.
+   */
   signal: AbortSignal;
   log: Logger;
   queueJob: QueueJob;
+  /** Ready-made for `forEachItem`: this attempt, its cursor and signal. */
+  loop: ItemLoop;
 }
 
-export type Processor = (ctx: RunContext) => Promise<void>;
+export interface RunResult {
+  /** The terminal message; built from the committed row counts when a function. */
+  message?: string | ((row: FinalRow) => string);
+  /** What the job produced, kept on the row. */
+  result?: Prisma.InputJsonValue;
+}
+
+export type Processor = (ctx: RunContext) => Promise<RunResult | void>;
+
+/** Lets a watchdog outside the event loop enforce the hard limit on a processor that blocks it. */
+export interface HardLimitWatch {
+  start(run: { jobId: string; attempt: number; hardAt: number; kind: string }): void;
+  end(jobId: string): void;
+}
+
+function defaultMessage(row: FinalRow): string {
+  const noun = nounOf(row.kind);
+  const done = row.processed + row.failed;
+  if (row.failed === 0) return `Processed all ${countLabel(done, noun)}.`;
+  return `Processed ${row.processed.toLocaleString("en-US")} of ${countLabel(done, noun)}; ${countLabel(row.failed, noun)} failed (see the list).`;
+}
+
+function timedOutMessage(row: FinalRow): string {
+  const advice = KINDS[row.kind as JobKind]?.advice ?? "";
+  return `Timed out after ${progressPhrase(row)} (budget ${fmtSeconds(row.budgetSoftMs)}). ${advice}`.trim();
+}
+
+function killedMessage(row: FinalRow): string {
+  return `Stopped at the hard limit after ${progressPhrase(row)} (hard limit ${fmtSeconds(row.budgetHardMs)}): the job did not stop at its soft limit of ${fmtSeconds(row.budgetSoftMs)}. Nothing it does from now on is saved.`;
+}
 
 /**
- * Runs one queue job against its Job row: starts a fenced attempt, runs the processor, and makes
- * sure the row ends in a terminal state a person can read, whatever the processor did.
+ * Runs one queue job against its Job row under the deadline policy:
+ * - the attempt starts fenced, with the budget this worker resolves (recorded on the row);
+ * - at the soft limit the row is finalized `timed_out` first, then the job's signal aborts with
+ *   `DeadlineExceeded`;
+ * - at the hard limit a processor that has not settled is abandoned: the row becomes `killed`,
+ *   its later writes are refused (fencing), and the worker slot is freed;
+ * - whatever else happens, the row ends in a terminal state a person can read, and the queue job
+ *   fails without blind retries.
  */
 export async function runJob(
   processors: Record<string, Processor>,
   queueJob: QueueJob,
-  signal: AbortSignal,
+  shutdown: AbortSignal,
   log: Logger,
+  watch?: HardLimitWatch,
 ): Promise<void> {
   const { jobId } = jobPayloadSchema.parse(queueJob.data);
-  const run = await startAttempt(jobId);
+  const run = await startAttempt(jobId, new Date(), resolveBudget);
   if (!run) {
     log.info({ jobId }, "job is terminal or gone; nothing to run");
     return;
   }
-  const jobLog = log.child({ jobId, kind: run.kind, attempt: run.attempt });
+  const { attempt } = run;
+  const jobLog = log.child({ jobId, kind: run.kind, attempt });
   const processor = processors[run.kind];
   if (!processor) {
-    await finishJob(jobId, run.attempt, "failed", `No worker knows the job kind “${run.kind}”.`);
+    await finalizeJob(jobId, attempt, { status: "failed", message: `No worker knows the job kind “${run.kind}”.` });
+    throw new UnrecoverableError(`unknown kind ${run.kind}`);
+  }
+
+  const deadline = new AbortController();
+  const signal = AbortSignal.any([deadline.signal, shutdown]);
+  const softMs = scaled(run.budgetSoftMs);
+  const hardMs = scaled(run.budgetHardMs);
+  const startedAt = Date.now();
+
+  // Soft limit: the row is finalized before the signal propagates, so what a person sees never
+  // depends on how the processor reacts to the abort.
+  let softFired: Promise<void> | undefined;
+  const softTimer = setTimeout(() => {
+    softFired = (async () => {
+      const finalized = await finalizeJob(jobId, attempt, { status: "timed_out", message: timedOutMessage, from: ["running"] }).catch((err) => {
+        jobLog.error({ err }, "could not finalize the timed-out row");
+        return null;
+      });
+      if (finalized) jobLog.warn({ softMs: run.budgetSoftMs }, "soft limit reached: job timed out");
+      deadline.abort(new DeadlineExceeded(jobId, run.budgetSoftMs));
+    })();
+  }, softMs);
+  let hardTimer: NodeJS.Timeout | undefined;
+  const hard = new Promise<{ type: "hard" }>((resolve) => {
+    hardTimer = setTimeout(() => resolve({ type: "hard" }), hardMs);
+  });
+  const beat = setInterval(() => void heartbeat(jobId, attempt).catch(() => undefined), heartbeatIntervalMs());
+  watch?.start({ jobId, attempt, hardAt: startedAt + hardMs, kind: run.kind });
+
+  const ctx: RunContext = { run, signal, log: jobLog, queueJob, loop: { jobId, attempt, cursor: run.cursor, signal, log: jobLog } };
+  jobLog.info({ budget: { softMs: run.budgetSoftMs, hardMs: run.budgetHardMs, source: run.budgetSource }, cursor: run.cursor }, "run started");
+  const work = processor(ctx).then(
+    (result) => ({ type: "done" as const, result: result ?? {} }),
+    (error: unknown) => ({ type: "error" as const, error }),
+  );
+  const outcome = await Promise.race([work, hard]);
+  clearTimeout(softTimer);
+  clearTimeout(hardTimer);
+  clearInterval(beat);
+  watch?.end(jobId);
+  await softFired;
+
+  if (outcome.type === "hard") {
+    // The processor ignored its signal. Its row is closed and fenced; the slot is freed now, and
+    // whatever the processor still does cannot commit.
+    await finalizeJob(jobId, attempt, { status: "killed", message: killedMessage, from: ["running", "timed_out"] });
+    deadline.abort(new DeadlineExceeded(jobId, run.budgetSoftMs));
+    jobLog.error({ hardMs: run.budgetHardMs }, "hard limit reached: run abandoned and fenced");
+    void work.then((late) => jobLog.warn({ late: late.type }, "abandoned run settled after the hard limit"));
+    throw new UnrecoverableError("hard limit reached");
+  }
+
+  const deadlinePassed = deadline.signal.aborted;
+  if (outcome.type === "done") {
+    if (deadlinePassed) throw new UnrecoverableError("soft limit reached");
+    const finalized = await finalizeJob(jobId, attempt, {
+      // Completed with item failures is its own status, decided from the committed counts.
+      status: (row) => (row.failed > 0 ? "completed_with_errors" : "completed"),
+      message: outcome.result.message ?? defaultMessage,
+      from: ["running"],
+      result: outcome.result.result,
+    });
+    if (!finalized) jobLog.warn("run finished but the row was no longer this attempt's (reaped or superseded)");
+    else jobLog.info("run finished");
     return;
   }
-  jobLog.info("run started");
-  try {
-    await processor({ run, signal, log: jobLog, queueJob });
-  } catch (err) {
-    if (err instanceof DelayedError) throw err;
-    if (err instanceof AttemptFenced) {
-      jobLog.warn("attempt fenced: a newer attempt owns the job; stopping");
-      return;
-    }
-    jobLog.error({ err }, "run failed");
-    await finishJob(jobId, run.attempt, "failed", "The job failed because of an internal error. An operator can retry it.");
-    throw err;
+
+  const err = outcome.error;
+  const name = err instanceof Error ? err.name : "";
+  if (name === "WorkerShutdown" || (shutdown.aborted && !deadlinePassed) || name === "DelayedError" || name === "RateLimitDefer") throw err;
+  if (deadlinePassed || name === "DeadlineExceeded") {
+    // Normally already finalized by the soft timer; this covers a processor that threw first.
+    await finalizeJob(jobId, attempt, { status: "timed_out", message: timedOutMessage, from: ["running"] });
+    throw new UnrecoverableError("soft limit reached");
   }
+  if (name === "AttemptFenced") {
+    // A newer attempt (or a finalizer) owns the row: this run leaves quietly and writes nothing.
+    jobLog.warn("attempt fenced: the row is no longer this run's; stopping");
+    return;
+  }
+  if (err instanceof JobFailed) {
+    await finalizeJob(jobId, attempt, { status: "failed", message: err.message });
+    throw new UnrecoverableError(err.message);
+  }
+  jobLog.error({ err }, "run failed");
+  await finalizeJob(jobId, attempt, { status: "failed", message: "The job failed because of an internal error. An operator can retry it." });
+  throw new UnrecoverableError(err instanceof Error ? err.message : String(err));
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { resolveBudget } from "@/lib/budgets/budgets";
 import { db, type Prisma } from "@/lib/db/client";
-import { KIND_QUEUE, type JobKind } from "@/lib/queues/catalog";
+import { KINDS, type JobKind, type QueueName } from "@/lib/queues/catalog";
 import { enqueueJob } from "@/lib/queues/queues";
 
 /** 128 random bits, hex: the end user's capability to see one job, and nothing else. */
@@ -19,12 +19,18 @@ export class EnqueueFailed extends Error {
  */
 export async function createJob(input: {
   kind: JobKind;
+  /** One of the kind's queues; the first one by default. */
+  queue?: QueueName;
   tenantSlug: string;
   total: number | null;
+  params?: Prisma.InputJsonValue;
   extra?: (tx: Prisma.TransactionClient, jobId: string) => Promise<void>;
 }): Promise<{ jobId: string; progressToken: string }> {
-  const queue = KIND_QUEUE[input.kind];
-  const budget = resolveBudget(queue);
+  const queue = input.queue ?? KINDS[input.kind].queues[0]!;
+  if (!(KINDS[input.kind].queues as readonly string[]).includes(queue)) throw new Error(`${input.kind} does not run on queue ${queue}`);
+  // What the workers are configured to use; the worker that runs the job records its own
+  // resolution when the attempt starts.
+  const budget = resolveBudget(queue, input.kind);
   const progressToken = newProgressToken();
   const job = await db().$transaction(async (tx) => {
     const tenant = await tx.tenant.upsert({
@@ -39,6 +45,7 @@ export async function createJob(input: {
         queue,
         tenantId: tenant.id,
         total: input.total,
+        params: input.params,
         budgetSoftMs: budget.softMs,
         budgetHardMs: budget.hardMs,
         budgetSource: budget.source,
@@ -51,7 +58,7 @@ export async function createJob(input: {
     return created;
   });
   try {
-    await enqueueJob(input.kind, { jobId: job.id });
+    await enqueueJob(queue, input.kind, { jobId: job.id });
   } catch (err) {
     await db().job.delete({ where: { id: job.id } }).catch(() => undefined);
     throw new EnqueueFailed(`The job queue is unavailable: ${err instanceof Error ? err.message : String(err)}`);

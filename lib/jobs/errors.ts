@@ -1,10 +1,51 @@
 /**
+ * Control signals and expected job failures. Control signals end a run (or hand it back to the
+ * queue); they are never an item's failure. They are recognised by `name`, which survives
+ * worker threads and module duplication where `instanceof` may not.
+ */
+
+/** The job's soft limit passed: its AbortSignal aborts with this reason. */
+export class DeadlineExceeded extends Error {
+  override name = "DeadlineExceeded";
+  constructor(
+    readonly jobId: string,
+    readonly budgetMs: number,
+  ) {
+    super(`job ${jobId}: soft limit of ${Math.round(budgetMs / 1000)} s reached`);
+  }
+}
+
+/**
  * A run tried to write for an attempt that is no longer the job's current one (a newer attempt
  * started, or the job was finalized). The write was refused; the run must stop.
  */
 export class AttemptFenced extends Error {
   override name = "AttemptFenced";
-  constructor(readonly jobId: string, readonly attempt: number) {
+  constructor(
+    readonly jobId: string,
+    readonly attempt: number,
+  ) {
     super(`job ${jobId}: attempt ${attempt} is no longer current; write refused`);
   }
+}
+
+/** The worker process is stopping; the run is handed back to the queue and resumes elsewhere. */
+export class WorkerShutdown extends Error {
+  override name = "WorkerShutdown";
+}
+
+const CONTROL_SIGNALS = new Set(["DeadlineExceeded", "AttemptFenced", "WorkerShutdown", "RateLimitDefer", "DelayedError"]);
+
+export function isControlSignal(err: unknown): err is Error {
+  return err instanceof Error && CONTROL_SIGNALS.has(err.name);
+}
+
+/** One item cannot be processed; the message is what a person reads next to the item's number. */
+export class ItemError extends Error {
+  override name = "ItemError";
+}
+
+/** The whole job cannot go on (e.g. its input is gone); the message is what a person reads. */
+export class JobFailed extends Error {
+  override name = "JobFailed";
 }

@@ -1,4 +1,6 @@
 import { db, type Prisma } from "@/lib/db/client";
+import type { ResolvedBudget } from "@/lib/budgets/budgets";
+import { KINDS, type JobKind } from "@/lib/queues/catalog";
 import { AttemptFenced } from "./errors";
 import { isTerminal, TERMINAL_STATUSES, type JobStatus } from "./statuses";
 
@@ -13,26 +15,67 @@ export interface RunStart {
   total: number | null;
   processed: number;
   failed: number;
+  params: Prisma.JsonValue;
+  budgetSoftMs: number;
+  budgetHardMs: number;
+  budgetSource: string;
 }
+
+/** Budgets an operator set for a retry stay as they are; all others are what this worker resolves. */
+export const OPERATOR_BUDGET_PREFIX = "operator:";
 
 /**
  * Starts a new attempt: the attempt number goes up (fencing every older run), the row is
- * `running`. Returns null for a job that is already terminal or no longer exists.
+ * `running` with the budget this worker really uses. Returns null for a job that is already
+ * terminal or no longer exists.
  */
-export async function startAttempt(jobId: string, now = new Date()): Promise<RunStart | null> {
+export async function startAttempt(
+  jobId: string,
+  now = new Date(),
+  resolveBudget?: (queue: string, kind: string) => ResolvedBudget,
+): Promise<RunStart | null> {
   return db().$transaction(async (tx) => {
     // One atomic increment under the row lock: two runs started at once get different attempts.
     const { count } = await tx.job.updateMany({
       where: { id: jobId, status: { notIn: [...TERMINAL_STATUSES] } },
-      data: { attempt: { increment: 1 }, status: "running", message: null, heartbeatAt: now },
+      data: { attempt: { increment: 1 }, status: "running", message: null, heartbeatAt: now, attemptStartedAt: now },
     });
     if (count === 0) return null;
     await tx.job.updateMany({ where: { id: jobId, startedAt: null }, data: { startedAt: now } });
+    if (resolveBudget) {
+      const { queue, kind } = await tx.job.findUniqueOrThrow({ where: { id: jobId }, select: { queue: true, kind: true } });
+      const budget = resolveBudget(queue, kind);
+      await tx.job.updateMany({
+        where: { id: jobId, NOT: { budgetSource: { startsWith: OPERATOR_BUDGET_PREFIX } } },
+        data: { budgetSoftMs: budget.softMs, budgetHardMs: budget.hardMs, budgetSource: budget.source },
+      });
+    }
     const row = await tx.job.findUniqueOrThrow({
       where: { id: jobId },
-      select: { attempt: true, cursor: true, kind: true, queue: true, tenantId: true, total: true, processed: true, failed: true },
+      select: {
+        attempt: true,
+        cursor: true,
+        kind: true,
+        queue: true,
+        tenantId: true,
+        total: true,
+        processed: true,
+        failed: true,
+        params: true,
+        budgetSoftMs: true,
+        budgetHardMs: true,
+        budgetSource: true,
+      },
     });
-    await tx.jobEvent.create({ data: { jobId, at: now, type: "started", attempt: row.attempt, message: `Attempt ${row.attempt} started` } });
+    await tx.jobEvent.create({
+      data: {
+        jobId,
+        at: now,
+        type: "started",
+        attempt: row.attempt,
+        message: `Attempt ${row.attempt} started (budget ${fmtSeconds(row.budgetSoftMs)} soft, ${fmtSeconds(row.budgetHardMs)} hard, ${row.budgetSource})`,
+      },
+    });
     return { jobId, ...row };
   });
 }
@@ -59,19 +102,77 @@ export async function commitItem(jobId: string, attempt: number, cursor: number,
   });
 }
 
+/** Proof of life for a run between item commits (a long model call, a slow page). */
+export async function heartbeat(jobId: string, attempt: number): Promise<boolean> {
+  const { count } = await db().job.updateMany({ where: { id: jobId, attempt, status: "running" }, data: { heartbeatAt: new Date() } });
+  return count > 0;
+}
+
+/** The row as a finalizer sees it, read under its lock. */
+export interface FinalRow {
+  kind: string;
+  total: number | null;
+  processed: number;
+  failed: number;
+  cursor: number;
+  budgetSoftMs: number;
+  budgetHardMs: number;
+}
+
+export interface Finalization {
+  /** The terminal status, or a choice made from the committed counts. */
+  status: JobStatus | ((row: FinalRow) => JobStatus);
+  /** What a person reads; built from the row as locked, so the counts it names are the committed ones. */
+  message: string | ((row: FinalRow) => string);
+  /** Only a row in one of these statuses is finalized. */
+  from?: readonly JobStatus[];
+  result?: Prisma.InputJsonValue;
+}
+
+/**
+ * Ends a run, if `attempt` is still current and the row is in one of `from`, in one
+ * transaction with its timeline event. Returns the status written, or null when the row was not
+ * this attempt's to finalize.
+ */
+export async function finalizeJob(jobId: string, attempt: number, f: Finalization): Promise<JobStatus | null> {
+  const from = f.from ?? ["running", "delayed", "queued"];
+  return db().$transaction(async (tx) => {
+    const rows = await tx.$queryRaw<FinalRow[]>`
+      SELECT kind, total, processed, failed, cursor, "budgetSoftMs", "budgetHardMs" FROM "Job"
+      WHERE id = ${jobId}::uuid AND attempt = ${attempt} AND status::text = ANY(${[...from]}) FOR UPDATE`;
+    const row = rows[0];
+    if (!row) return null;
+    const status = typeof f.status === "function" ? f.status(row) : f.status;
+    const message = typeof f.message === "function" ? f.message(row) : f.message;
+    await tx.job.update({
+      where: { id: jobId },
+      data: { status, message, finishedAt: isTerminal(status) ? new Date() : null, heartbeatAt: new Date(), ...(f.result !== undefined ? { result: f.result } : {}) },
+    });
+    await tx.jobEvent.create({ data: { jobId, type: status, attempt, message } });
+    return status;
+  });
+}
+
 /** Ends a run with a terminal status and the message a person reads, if the attempt is still current. */
 export async function finishJob(jobId: string, attempt: number, status: JobStatus, message: string): Promise<boolean> {
-  return db().$transaction(async (tx) => {
-    const { count } = await tx.job.updateMany({
-      where: { id: jobId, attempt, status: { in: ["running", "delayed", "queued"] } },
-      data: { status, message, finishedAt: isTerminal(status) ? new Date() : null, heartbeatAt: new Date() },
-    });
-    if (count === 0) return false;
-    await tx.jobEvent.create({ data: { jobId, type: status, attempt, message } });
-    return true;
-  });
+  return (await finalizeJob(jobId, attempt, { status, message })) !== null;
 }
 
 export function countLabel(n: number, noun: string): string {
   return `${n.toLocaleString("en-US")} ${noun}${n === 1 ? "" : "s"}`;
+}
+
+export function fmtSeconds(ms: number): string {
+  return `${Math.round(ms / 1000).toLocaleString("en-US")} s`;
+}
+
+export function nounOf(kind: string): string {
+  return KINDS[kind as JobKind]?.noun ?? "item";
+}
+
+/** "340 of 1,772 rows", from the committed counts. */
+export function progressPhrase(row: Pick<FinalRow, "kind" | "total" | "processed" | "failed">): string {
+  const done = row.processed + row.failed;
+  const noun = nounOf(row.kind);
+  return row.total !== null ? `${done.toLocaleString("en-US")} of ${countLabel(row.total, noun)}` : countLabel(done, noun);
 }

@@ -1,20 +1,72 @@
 import { z } from "zod";
+import type { Budget } from "@/lib/budgets/budgets";
 
 /**
- * The job kinds and their queues, with the payload each carries. The payload only points at the
- * Job row: the row is the truth a person sees, the queue job is the delivery.
+ * The job catalog: every queue, every job kind, which queue runs it, and the budgets declared
+ * in code (each with the reason for its number). Environment overrides and the global default
+ * are applied by lib/budgets.
  */
 export const QUEUES = {
   imports: { kinds: ["csv_import"] },
-} as const;
+  documents: { kinds: ["bulk_ocr"] },
+  "agent-batch": {
+    kinds: ["agent_run"],
+    budget: {
+      softMs: 30 * 60_000,
+      hardMs: 40 * 60_000,
+      why: "nobody is waiting: room for ~40 model calls at the p99 of 35 s plus tool calls, yet a runaway agent is stopped within the hour",
+    },
+  },
+  "agent-interactive": {
+    kinds: ["agent_run"],
+    budget: {
+      softMs: 60_000,
+      hardMs: 90_000,
+      why: "a person is waiting on the screen: past a minute an answer is worth less than a clear 'this took too long'",
+    },
+  },
+  sweeps: { kinds: ["overdue_invoices"] },
+} as const satisfies Record<string, { kinds: readonly string[]; budget?: Budget }>;
 
 export type QueueName = keyof typeof QUEUES;
 export const QUEUE_NAMES = Object.keys(QUEUES) as QueueName[];
 
-export const JOB_KINDS = ["csv_import"] as const;
+export const JOB_KINDS = ["csv_import", "bulk_ocr", "agent_run", "overdue_invoices"] as const;
 export type JobKind = (typeof JOB_KINDS)[number];
+
+export interface KindSpec {
+  /** The queues that may run this kind; the first is the default. */
+  queues: readonly QueueName[];
+  /** A budget declared for the task itself (wins over the queue's). */
+  budget?: Budget;
+  /** What one item is called, in messages people read. */
+  noun: string;
+  /** What to do when a job of this kind times out, said to the person reading the message. */
+  advice: string;
+}
+
+export const KINDS: Record<JobKind, KindSpec> = {
+  csv_import: { queues: ["imports"], noun: "row", advice: "Split the file or retry the remaining rows." },
+  bulk_ocr: { queues: ["documents"], noun: "document", advice: "Split the batch or retry the remaining documents." },
+  agent_run: { queues: ["agent-batch", "agent-interactive"], noun: "step", advice: "Retry with a larger budget or give the agent a smaller task." },
+  overdue_invoices: {
+    queues: ["sweeps"],
+    noun: "invoice",
+    advice: "The next scheduled pass continues with the remaining invoices.",
+    budget: {
+      softMs: 5 * 60_000,
+      hardMs: 8 * 60_000,
+      why: "one pass over the open invoices at ~10 ms each covers ~30,000 in 5 min; a pass that needs longer must be batched, not given more time",
+    },
+  },
+};
+
+export function queueBudget(queue: QueueName): Budget | undefined {
+  return (QUEUES[queue] as { budget?: Budget }).budget;
+}
 
 export const jobPayloadSchema = z.object({ jobId: z.uuid() }).strict();
 export type JobPayload = z.infer<typeof jobPayloadSchema>;
 
-export const KIND_QUEUE: Record<JobKind, QueueName> = { csv_import: "imports" };
+/** The default queue of each kind. */
+export const KIND_QUEUE = Object.fromEntries(Object.entries(KINDS).map(([k, v]) => [k, v.queues[0]])) as Record<JobKind, QueueName>;

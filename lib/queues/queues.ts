@@ -1,7 +1,7 @@
 import { Queue } from "bullmq";
 import { env } from "@/lib/env";
 import { redis } from "@/lib/redis/client";
-import { KIND_QUEUE, type JobKind, type JobPayload, type QueueName } from "./catalog";
+import type { JobKind, JobPayload, QueueName } from "./catalog";
 
 const holder = globalThis as unknown as { __boundedQueues?: Map<QueueName, Queue> };
 
@@ -21,8 +21,8 @@ export function queue(name: QueueName): Queue {
  * twice never runs a row twice. Jobs are not retried blindly by BullMQ: a run resumes at the
  * row's cursor when someone decides to retry.
  */
-export async function enqueueJob(kind: JobKind, payload: JobPayload): Promise<void> {
-  await queue(KIND_QUEUE[kind]).add(kind, payload, {
+export async function enqueueJob(queueName: QueueName, kind: JobKind, payload: JobPayload): Promise<void> {
+  await queue(queueName).add(kind, payload, {
     jobId: payload.jobId,
     attempts: 1,
     removeOnComplete: { age: 24 * 3600, count: 10_000 },

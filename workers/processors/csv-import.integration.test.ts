@@ -23,6 +23,7 @@ type Modules = {
   log: typeof import("@/lib/log");
   createImport: typeof import("@/lib/imports/create-import");
   run: typeof import("@/lib/jobs/run");
+  errors: typeof import("@/lib/jobs/errors");
   queues: typeof import("@/lib/queues/queues");
   redis: typeof import("@/lib/redis/client");
   record: typeof import("@/lib/modelcalls/record");
@@ -38,6 +39,9 @@ beforeAll(async () => {
   const { port } = server.address() as AddressInfo;
   vi.stubEnv("MODEL_BASE_URL", `http://127.0.0.1:${port}`);
   vi.stubEnv("BOUNDED_SIM_MODEL_ERROR_RATE", "0");
+  // These tests are about the import, not its deadline: a budget no test run comes near.
+  vi.stubEnv("BOUNDED_BUDGET_IMPORTS_SOFT_S", "600000");
+  vi.stubEnv("BOUNDED_BUDGET_IMPORTS_HARD_S", "900000");
 
   m = {
     db: await import("@/lib/db/client"),
@@ -45,6 +49,7 @@ beforeAll(async () => {
     log: await import("@/lib/log"),
     createImport: await import("@/lib/imports/create-import"),
     run: await import("@/lib/jobs/run"),
+    errors: await import("@/lib/jobs/errors"),
     queues: await import("@/lib/queues/queues"),
     redis: await import("@/lib/redis/client"),
     record: await import("@/lib/modelcalls/record"),
@@ -269,15 +274,16 @@ describe("csv_import retries resume at the cursor", () => {
     // Abort the first run as the 11th model call arrives: rows 2–13 are done (10 good, 2 bad:
     // rows 4 and 9) and the model call for row 14 is in flight.
     const first = new AbortController();
-    const reason = new Error("worker shutting down");
+    const reason = new m.errors.WorkerShutdown("worker shutting down");
     onModelRequest = (n) => {
       if (n === 11) first.abort(reason);
     };
 
     await expect(runOnce(jobId, first.signal)).rejects.toBe(reason);
 
+    // A shutdown hands the run back: the row is not finalized, its cursor says where to resume.
     const afterFirst = await jobRow(jobId);
-    expect(afterFirst).toMatchObject({ status: "failed", attempt: 1, cursor: 12, processed: 10, failed: 2 });
+    expect(afterFirst).toMatchObject({ status: "running", attempt: 1, cursor: 12, processed: 10, failed: 2 });
     expect(await transactionRows(jobId)).toEqual(GOOD_ROWS.filter((row) => row <= 13));
 
     // An operator retries: the row goes back to the queue with its cursor.

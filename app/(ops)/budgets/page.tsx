@@ -1,0 +1,293 @@
+import Link from "next/link";
+import { formatBudget, formatDuration } from "@/lib/budgets/format";
+import { formatRatio, getBudgetReport, type BudgetRisk, type BudgetRow, type LiveWorker } from "@/lib/budgets/report";
+import { fmtInt, fmtTime } from "../../components/format";
+
+export const dynamic = "force-dynamic";
+export const metadata = { title: "Budgets" };
+
+export default async function BudgetsPage() {
+  const report = await getBudgetReport();
+  const drifting = report.rows.filter((r) => r.status === "drift");
+  const atRisk = report.rows.filter((r) => r.risk.atRisk);
+  const notServed = report.rows.filter((r) => r.status === "not_served");
+  const noWorkers = report.workers.length === 0;
+
+  return (
+    <main className="page">
+      <div className="page-head">
+        <div>
+          <h1>Budgets</h1>
+          <p className="muted">
+            How long each job may run. At the <strong>soft</strong> limit a job ends cleanly as “timed out”; at the <strong>hard</strong> limit the
+            runtime stops it. Durations are production values. Updated {fmtTime(report.generatedAt)} — reload for fresh numbers.
+          </p>
+        </div>
+      </div>
+
+      {report.workersError ? (
+        <p className="message bad" role="alert">
+          {report.workersError}. The “live workers” columns below are empty because of it, not because workers agree.
+        </p>
+      ) : noWorkers ? (
+        <p className="message bad" role="alert">
+          No worker process is publishing its budgets — workers are down or not started. Nothing below is confirmed by a running worker; jobs
+          wait in their queues until a worker starts.
+        </p>
+      ) : null}
+      {report.configurationProblems.length > 0 ? (
+        <div className="message bad" role="alert">
+          <strong>This configuration is invalid; a worker started with it refuses to start:</strong>
+          <ul>
+            {report.configurationProblems.map((p) => (
+              <li key={p}>{p}</li>
+            ))}
+          </ul>
+        </div>
+      ) : null}
+      {drifting.length > 0 ? (
+        <p className="message bad" role="alert">
+          {drifting.length === 1 ? "1 queue runs" : `${drifting.length} queues run`} with budgets that differ from the configuration or between workers:{" "}
+          {drifting.map((r) => `${r.queue}/${r.kind}`).join(", ")}. See “Live workers use” below.
+        </p>
+      ) : null}
+      {report.timeScale !== 1 ? (
+        <p className="message warn">
+          Time scale: <span className="mono">BOUNDED_TIME_SCALE={report.timeScale}</span> in this process. Budgets are shown in production time; jobs
+          really get {report.timeScale}× of them (10 min → {formatDuration(scaledMs(600_000, report.timeScale))}). Recorded call durations are divided by{" "}
+          {report.timeScale} for the risk estimates.
+        </p>
+      ) : null}
+
+      <section className="grid cols-4" aria-label="Summary" style={{ marginBottom: "1.25rem" }}>
+        <div className={`stat ${noWorkers ? "alert" : ""}`}>
+          <div className="label">Live workers</div>
+          <div className="value">{fmtInt(report.workers.length)}</div>
+        </div>
+        <div className={`stat ${drifting.length > 0 ? "alert" : ""}`}>
+          <div className="label">Budgets drifting</div>
+          <div className="value">{fmtInt(drifting.length)}</div>
+        </div>
+        <div className={`stat ${atRisk.length > 0 ? "alert" : ""}`}>
+          <div className="label">At risk of timing out</div>
+          <div className="value">{fmtInt(atRisk.length)}</div>
+        </div>
+        <div className="stat">
+          <div className="label">Not served by a live worker</div>
+          <div className="value">{fmtInt(notServed.length)}</div>
+        </div>
+      </section>
+
+      <section className="panel">
+        <h2>Effective budgets</h2>
+        <p className="small muted">
+          One row per queue and job kind. Precedence: environment override of the queue › task › queue › global default (10 min / 15 min).
+        </p>
+        <div className="table-wrap">
+          <table className="data" aria-label="Effective budgets">
+            <thead>
+              <tr>
+                <th>Queue / kind</th>
+                <th>Soft / hard</th>
+                <th>Source and why</th>
+                <th>Live workers use</th>
+                <th>Risk (last {report.windowDays} days)</th>
+              </tr>
+            </thead>
+            <tbody>
+              {report.rows.map((row) => (
+                <tr key={`${row.queue}/${row.kind}`} data-queue={row.queue} data-kind={row.kind} data-status={row.status} data-risk={row.risk.status}>
+                  <td>
+                    <div className="mono">{row.queue}</div>
+                    <div className="small muted mono">{row.kind}</div>
+                  </td>
+                  <td className="num" style={{ whiteSpace: "nowrap" }}>
+                    <strong data-budget>{formatBudget(row.configuration)}</strong>
+                    {row.configuration.problem ? (
+                      <div>
+                        <span className="badge bad">invalid</span>
+                      </div>
+                    ) : null}
+                  </td>
+                  <td style={{ maxWidth: "26rem" }}>
+                    <div className="mono" data-source style={{ wordBreak: "break-all" }}>
+                      {row.configuration.source}
+                    </div>
+                    <div className="small muted">{row.configuration.why}</div>
+                    {row.configuration.problem ? <div className="small" style={{ color: "var(--bad)" }}>{row.configuration.problem}</div> : null}
+                  </td>
+                  <td style={{ maxWidth: "22rem" }}>
+                    <RuntimeCell row={row} />
+                  </td>
+                  <td style={{ maxWidth: "20rem" }}>
+                    <RiskBadge risk={row.risk} />
+                    <div className="small">{row.risk.summary}</div>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      </section>
+
+      <section className="panel">
+        <h2>Will the jobs fit? (last {report.windowDays} days)</h2>
+        <p className="small muted">
+          Expected time = {`items × per-item p99`}, where per-item p99 = p99 of one model call × model calls per item. Items are the largest and the median
+          job size. Above 1× the soft budget, a job that size is expected to time out.
+        </p>
+        <div className="table-wrap">
+          <table className="data" aria-label="Risk per queue and kind">
+            <thead>
+              <tr>
+                <th>Queue / kind</th>
+                <th className="num">Jobs</th>
+                <th className="num">Items largest / median</th>
+                <th className="num">p99 per call</th>
+                <th className="num">Calls per item</th>
+                <th className="num">p99 per item</th>
+                <th className="num">Expected largest / median</th>
+                <th className="num">Soft budget</th>
+                <th className="num">Ratio</th>
+                <th></th>
+              </tr>
+            </thead>
+            <tbody>
+              {report.rows.map((row) => (
+                <RiskRow key={`${row.queue}/${row.kind}`} row={row} />
+              ))}
+            </tbody>
+          </table>
+        </div>
+      </section>
+
+      <section className="panel">
+        <h2>Live workers</h2>
+        {report.workers.length === 0 ? (
+          <div className="empty">{report.workersError ?? "No worker process is publishing its budgets — workers are down or not started."}</div>
+        ) : (
+          <div className="table-wrap">
+            <table className="data" aria-label="Live workers">
+              <thead>
+                <tr>
+                  <th>Worker (host:pid)</th>
+                  <th>Queues</th>
+                  <th className="num">Concurrency</th>
+                  <th className="num">Time scale</th>
+                  <th>Started</th>
+                  <th className="num">Last publish</th>
+                </tr>
+              </thead>
+              <tbody>
+                {report.workers.map((w) => (
+                  <WorkerRow key={w.id} worker={w} timeScale={report.timeScale} />
+                ))}
+              </tbody>
+            </table>
+          </div>
+        )}
+        <p className="small muted">
+          Each worker process publishes the budgets it really resolved every 10 s (scaled); a worker that stops publishing disappears after three missed
+          publications.
+        </p>
+      </section>
+
+      <p className="small muted">
+        Same data as JSON: <Link href="/api/budgets">/api/budgets</Link>
+      </p>
+    </main>
+  );
+}
+
+function scaledMs(ms: number, scale: number): number {
+  return Math.max(0, Math.round(ms * scale));
+}
+
+function RuntimeCell({ row }: { row: BudgetRow }) {
+  if (row.status === "not_served") {
+    return (
+      <>
+        <span className="badge idle">no live worker</span>
+        <div className="small muted">No live worker consumes this queue: its jobs wait.</div>
+      </>
+    );
+  }
+  if (row.status === "drift") {
+    return (
+      <>
+        <span className="badge bad" data-drift>
+          drift
+        </span>
+        {row.drift.map((d) => (
+          <div key={d.type} className="small" style={{ color: "var(--bad)" }}>
+            {d.message}
+          </div>
+        ))}
+      </>
+    );
+  }
+  return (
+    <>
+      <span className="badge ok">matches</span>
+      <div className="small muted">
+        {row.runtime.length === 1 ? `1 worker uses ${formatBudget(row.runtime[0]!)}` : `All ${row.runtime.length} workers use ${formatBudget(row.runtime[0]!)}`}:{" "}
+        {row.runtime.map((r) => r.worker).join(", ")}
+      </div>
+    </>
+  );
+}
+
+function RiskBadge({ risk }: { risk: BudgetRisk }) {
+  if (risk.status === "at_risk") return <span className="badge bad">at risk</span>;
+  if (risk.status === "ok") return <span className="badge ok">fits</span>;
+  return <span className="badge idle">no data</span>;
+}
+
+function RiskRow({ row }: { row: BudgetRow }) {
+  const r = row.risk;
+  const dash = <span className="muted">—</span>;
+  return (
+    <tr data-queue={row.queue} data-kind={row.kind}>
+      <td>
+        <div className="mono">{row.queue}</div>
+        <div className="small muted mono">{row.kind}</div>
+      </td>
+      <td className="num">{fmtInt(r.jobs)}</td>
+      <td className="num">{r.largest && r.median ? `${fmtInt(Math.round(r.largest.items))} / ${fmtInt(Math.round(r.median.items))} ${row.noun}s` : dash}</td>
+      <td className="num">{r.p99CallMs !== null ? formatDuration(r.p99CallMs) : dash}</td>
+      <td className="num">{r.callsPerItem !== null ? r.callsPerItem.toFixed(2) : dash}</td>
+      <td className="num">{r.perItemP99Ms !== null ? formatDuration(r.perItemP99Ms) : dash}</td>
+      <td className="num">{r.largest && r.median ? `${formatDuration(r.largest.expectedMs)} / ${formatDuration(r.median.expectedMs)}` : dash}</td>
+      <td className="num">
+        {formatDuration(r.softMs)}
+        <div className="small muted">{r.basis === "runtime" ? "what workers use" : "configured (no live worker)"}</div>
+      </td>
+      <td className="num">{r.largest && r.median ? `${formatRatio(r.largest.ratio)} / ${formatRatio(r.median.ratio)}` : dash}</td>
+      <td>
+        <RiskBadge risk={r} />
+      </td>
+    </tr>
+  );
+}
+
+function WorkerRow({ worker, timeScale }: { worker: LiveWorker; timeScale: number }) {
+  return (
+    <tr data-worker={worker.id}>
+      <td className="mono">{worker.id}</td>
+      <td className="mono">{worker.queues.join(", ")}</td>
+      <td className="num">{worker.concurrency}</td>
+      <td className="num">
+        {worker.timeScale}
+        {worker.timeScale !== timeScale ? (
+          <div>
+            <span className="badge warn" title={`this web process runs with ${timeScale}`}>
+              differs from web ({timeScale})
+            </span>
+          </div>
+        ) : null}
+      </td>
+      <td>{fmtTime(worker.startedAt)}</td>
+      <td className="num">{worker.ageMs < 2000 ? "just now" : `${formatDuration(worker.ageMs)} ago`}</td>
+    </tr>
+  );
+}

@@ -1,0 +1,84 @@
+import type { Prisma } from "@/lib/db/client";
+import type { Logger } from "@/lib/log";
+import { isControlSignal, ItemError } from "./errors";
+import { commitItem } from "./run";
+
+/** What one item did: a database effect committed with the job's advance, or nothing to write. */
+export type ItemEffect = ((tx: Prisma.TransactionClient) => Promise<unknown>) | null;
+
+export interface ItemLoop {
+  jobId: string;
+  attempt: number;
+  /** Items already done by earlier attempts: those are skipped, not redone. */
+  cursor: number;
+  signal: AbortSignal;
+  log: Logger;
+}
+
+export interface ItemInfo {
+  /** 1-based position of the item in the batch (the unit of the cursor). */
+  index: number;
+  /** The number a person sees for this item (a spreadsheet row, a file number). */
+  row: number;
+  signal: AbortSignal;
+}
+
+export interface PassSummary {
+  processed: number;
+  failed: number;
+}
+
+function reasonOf(err: unknown): string {
+  if (err instanceof ItemError) return err.message;
+  const message = err instanceof Error ? err.message : String(err);
+  return `unexpected error: ${message}`.slice(0, 500);
+}
+
+/**
+ * Runs `handle` for every item after the cursor, committing each item's effect (or its failure)
+ * together with the job's advance. An item's error is that item's failure and the loop goes on;
+ * a control signal (the deadline above all) ends the loop and is never an item failure. The
+ * signal is checked before every item and before every commit, so a handler that swallowed the
+ * deadline cannot keep the loop going. Logs one summary line per pass.
+ */
+export async function forEachItem<T>(
+  loop: ItemLoop,
+  items: AsyncIterable<T> | Iterable<T>,
+  handle: (item: T, info: ItemInfo) => Promise<ItemEffect>,
+  rowOf: (index: number) => number = (index) => index,
+): Promise<PassSummary> {
+  const summary: PassSummary = { processed: 0, failed: 0 };
+  const { signal } = loop;
+  let index = 0;
+  try {
+    for await (const item of items) {
+      index += 1;
+      if (index <= loop.cursor) continue;
+      signal.throwIfAborted();
+      const row = rowOf(index);
+      let outcome: { ok: true; effect: ItemEffect } | { ok: false; reason: string };
+      try {
+        outcome = { ok: true, effect: await handle(item, { index, row, signal }) };
+      } catch (err) {
+        // A deadline that arrives as any error (wrapped, re-thrown, swallowed into another) is still the deadline.
+        if (signal.aborted) throw signal.reason;
+        if (isControlSignal(err)) throw err;
+        outcome = { ok: false, reason: reasonOf(err) };
+      }
+      signal.throwIfAborted();
+      if (outcome.ok) {
+        const effect = outcome.effect;
+        await commitItem(loop.jobId, loop.attempt, index, { ok: true, effect: effect ?? (async () => undefined) });
+        summary.processed += 1;
+      } else {
+        await commitItem(loop.jobId, loop.attempt, index, { ok: false, row, reason: outcome.reason });
+        summary.failed += 1;
+      }
+    }
+  } finally {
+    const line = `processed=${summary.processed} failed=${summary.failed}`;
+    if (summary.failed > 0) loop.log.warn(summary, line);
+    else loop.log.info(summary, line);
+  }
+  return summary;
+}

@@ -1,0 +1,186 @@
+import { db } from "@/lib/db/client";
+import { env } from "@/lib/env";
+import { queue } from "@/lib/queues/queues";
+import { QUEUE_NAMES, type QueueName } from "@/lib/queues/catalog";
+import { scaled } from "@/lib/time";
+import { finalizeJob, progressPhrase, type FinalRow } from "./run";
+import type { JobStatus } from "./statuses";
+
+/** How often a running job refreshes its heartbeat, in production time. */
+export const HEARTBEAT_MS = 30_000;
+/** How often the reaper looks, in production time. */
+export const REAPER_INTERVAL_MS = 60_000;
+
+/** Real-time intervals: scaled, with floors so a tiny time scale does not turn them into busy loops. */
+export const heartbeatIntervalMs = () => Math.max(scaled(HEARTBEAT_MS), 500);
+export const reaperIntervalMs = () => Math.max(scaled(REAPER_INTERVAL_MS), 1000);
+/** A job is silent when it has missed three heartbeats. */
+export const silenceMs = () => 3 * heartbeatIntervalMs();
+/** How long past its hard limit (since its last heartbeat) a job may stay non-terminal: one reaper interval. */
+export const reapGraceMs = () => Math.max(reaperIntervalMs(), silenceMs());
+
+export type StuckReason = "silent" | "over_budget" | "waiting_for_worker";
+
+export interface StuckJob {
+  id: string;
+  kind: string;
+  queue: string;
+  tenant: string;
+  status: JobStatus;
+  attempt: number;
+  total: number | null;
+  processed: number;
+  failed: number;
+  createdAt: string;
+  attemptStartedAt: string | null;
+  heartbeatAt: string | null;
+  budgetSoftMs: number;
+  budgetHardMs: number;
+  /** Production milliseconds the current attempt has run (or the job has waited, when queued). */
+  ageMs: number;
+  /** ageMs against the soft budget. */
+  budgetUsed: number;
+  reasons: StuckReason[];
+  /** What BullMQ says of the job: waiting, active, delayed, completed, failed, unknown… */
+  queueState: string;
+}
+
+interface Row {
+  id: string;
+  kind: string;
+  queue: string;
+  tenant: string;
+  status: JobStatus;
+  attempt: number;
+  total: number | null;
+  processed: number;
+  failed: number;
+  createdAt: Date;
+  attemptStartedAt: Date | null;
+  heartbeatAt: Date | null;
+  budgetSoftMs: number;
+  budgetHardMs: number;
+}
+
+/**
+ * Stuck: non-terminal and not waiting in *delayed* (a rate-limited job is not stuck), and
+ * silent (three heartbeats missed), or running past its soft budget, or queued longer than its
+ * soft budget. Budgets are production time; the comparison happens in this process's time.
+ */
+async function stuckRows(limit: number): Promise<Row[]> {
+  const scale = env().BOUNDED_TIME_SCALE;
+  const silence = silenceMs();
+  return db().$queryRaw<Row[]>`
+    SELECT j.id, j.kind, j.queue, t.slug AS tenant, j.status, j.attempt, j.total, j.processed, j.failed,
+           j."createdAt", j."attemptStartedAt", j."heartbeatAt", j."budgetSoftMs", j."budgetHardMs"
+    FROM "Job" j JOIN "Tenant" t ON t.id = j."tenantId"
+    WHERE j.status IN ('queued', 'running')
+      AND (
+        (j.status = 'running' AND j."heartbeatAt" < now() - make_interval(secs => ${silence}::float8 / 1000))
+        OR (j.status = 'running' AND j."attemptStartedAt" < now() - make_interval(secs => j."budgetSoftMs" * ${scale}::float8 / 1000))
+        OR (j.status = 'queued' AND j."createdAt" < now() - make_interval(secs => j."budgetSoftMs" * ${scale}::float8 / 1000))
+      )
+    ORDER BY coalesce(j."attemptStartedAt", j."createdAt") ASC
+    LIMIT ${limit}`;
+}
+
+async function queueState(queueName: string, id: string): Promise<string> {
+  if (!(QUEUE_NAMES as string[]).includes(queueName)) return "unknown";
+  return queue(queueName as QueueName)
+    .getJobState(id)
+    .catch(() => "unreachable");
+}
+
+export async function listStuckJobs(limit = 200, now = Date.now()): Promise<StuckJob[]> {
+  const scale = env().BOUNDED_TIME_SCALE;
+  const rows = await stuckRows(limit);
+  return Promise.all(
+    rows.map(async (r) => {
+      const since = (r.status === "running" ? r.attemptStartedAt : null) ?? r.createdAt;
+      const ageMs = Math.max(0, (now - since.getTime()) / scale);
+      const reasons: StuckReason[] = [];
+      if (r.status === "queued") reasons.push("waiting_for_worker");
+      if (r.status === "running" && r.heartbeatAt && now - r.heartbeatAt.getTime() > silenceMs()) reasons.push("silent");
+      if (r.status === "running" && ageMs > r.budgetSoftMs) reasons.push("over_budget");
+      return {
+        ...r,
+        createdAt: r.createdAt.toISOString(),
+        attemptStartedAt: r.attemptStartedAt?.toISOString() ?? null,
+        heartbeatAt: r.heartbeatAt?.toISOString() ?? null,
+        ageMs,
+        budgetUsed: ageMs / r.budgetSoftMs,
+        reasons,
+        queueState: await queueState(r.queue, r.id),
+      };
+    }),
+  );
+}
+
+/** For the `bounded_jobs_stuck{kind}` gauge. */
+export async function countStuckByKind(): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (const r of await stuckRows(10_000)) counts[r.kind] = (counts[r.kind] ?? 0) + 1;
+  return counts;
+}
+
+export interface ReapedJob {
+  id: string;
+  kind: string;
+  status: JobStatus;
+  message: string;
+}
+
+function fmtAge(ms: number): string {
+  const s = ms / 1000;
+  return s < 90 ? `${Math.round(s)} s` : s < 5400 ? `${Math.round(s / 60)} min` : `${(s / 3600).toFixed(1)} h`;
+}
+
+/**
+ * The reaper's pass. Finalizes as `abandoned`:
+ * - rows non-terminal past their hard limit plus the grace since their last sign of life (a
+ *   worker died with them), unless the queue still holds them as waiting for a worker;
+ * - rows the queue no longer runs: its job is missing, or already finished while the row says
+ *   otherwise (reconciled with the queue).
+ * Rows in *delayed* wait for a rate-limit window and are left alone.
+ */
+export async function reapStuckJobs(now = new Date()): Promise<ReapedJob[]> {
+  const scale = env().BOUNDED_TIME_SCALE;
+  const grace = reapGraceMs();
+  const candidates = await db().$queryRaw<(Row & { cursor: number; lastSign: Date; pastHard: boolean })[]>`
+    SELECT j.id, j.kind, j.queue, j.status, j.attempt, j.total, j.processed, j.failed, j.cursor,
+           j."budgetSoftMs", j."budgetHardMs", coalesce(j."heartbeatAt", j."createdAt") AS "lastSign",
+           coalesce(j."heartbeatAt", j."createdAt") < ${now}::timestamptz - make_interval(secs => (j."budgetHardMs" * ${scale}::float8 + ${grace}) / 1000) AS "pastHard"
+    FROM "Job" j
+    WHERE j.status IN ('queued', 'running')
+      AND coalesce(j."heartbeatAt", j."createdAt") < ${now}::timestamptz - make_interval(secs => ${grace}::float8 / 1000)
+    ORDER BY coalesce(j."heartbeatAt", j."createdAt") ASC
+    LIMIT 500`;
+  const reaped: ReapedJob[] = [];
+  for (const c of candidates) {
+    const state = await queueState(c.queue, c.id);
+    if (state === "unreachable") continue;
+    const lostByQueue = state === "unknown" || state === "completed" || state === "failed";
+    const waitingForWorker = c.status === "queued" && (state === "waiting" || state === "prioritized" || state === "waiting-children");
+    if (!lostByQueue && (!c.pastHard || waitingForWorker)) continue;
+    const silentFor = fmtAge((now.getTime() - c.lastSign.getTime()) / scale);
+    const why = lostByQueue
+      ? `the queue no longer runs it (queue state: ${state})`
+      : `no sign of life for ${silentFor}, past its hard limit of ${fmtAge(c.budgetHardMs)} (its worker stopped)`;
+    const message = (row: FinalRow) =>
+      `Abandoned after ${progressPhrase(row)}: ${why}. Retry to continue from where it stopped.`;
+    const status = await finalizeJob(c.id, c.attempt, { status: "abandoned", message, from: [c.status] });
+    if (status) reaped.push({ id: c.id, kind: c.kind, status, message: why });
+  }
+  return reaped;
+}
+
+/** The latest jobs the reaper finalized, for the stuck page. */
+export async function listRecentlyReaped(limit = 20) {
+  const rows = await db().job.findMany({
+    where: { status: "abandoned" },
+    orderBy: { finishedAt: "desc" },
+    take: limit,
+    select: { id: true, kind: true, queue: true, message: true, finishedAt: true, processed: true, failed: true, total: true, tenant: { select: { slug: true } } },
+  });
+  return rows.map((r) => ({ ...r, tenant: r.tenant.slug, finishedAt: r.finishedAt?.toISOString() ?? null }));
+}

@@ -1,0 +1,271 @@
+import { z } from "zod";
+import { resolveBudget } from "@/lib/budgets/budgets";
+import { db, Prisma } from "@/lib/db/client";
+import {
+  BUCKET_COUNT,
+  CALL_OUTCOMES,
+  bucketLowerMs,
+  bucketUpperMs,
+  summarizeCells,
+  type BucketCell,
+  type CallOutcome,
+  type LatencySummary,
+} from "./buckets";
+
+/**
+ * Reads for the model-call latency views (the /model-calls page and its API twin).
+ *
+ * Everything is aggregated in PostgreSQL from `ModelCallRollup` — calls counted per hour ×
+ * type × queue × kind × model × outcome × latency bucket by a trigger — so a month of ~100k
+ * calls (or millions) is a few thousand rollup rows, and no call row ever reaches JavaScript.
+ * Only the aggregated cells (at most 34 buckets × 3 outcomes × 2 types) come back; percentiles are
+ * then read off their cumulative counts (`estimatePercentile` in ./buckets).
+ *
+ * Used by server components, route handlers and the dashboard benchmark (plain Node), never by
+ * the browser.
+ */
+
+export const LATENCY_RANGES = ["1h", "24h", "7d", "30d"] as const;
+export type LatencyRange = (typeof LATENCY_RANGES)[number];
+export const CALL_TYPES = ["model", "ocr", "tool"] as const;
+export type CallType = (typeof CALL_TYPES)[number];
+
+const RANGE_MS: Record<LatencyRange, number> = {
+  "1h": 3_600_000,
+  "24h": 24 * 3_600_000,
+  "7d": 7 * 24 * 3_600_000,
+  "30d": 30 * 24 * 3_600_000,
+};
+
+/** An optional filter value; an empty form field means "any". */
+const filterValue = z
+  .string()
+  .trim()
+  .max(200)
+  .optional()
+  .transform((v) => (v ? v : undefined));
+
+/** The filters of the page and of `GET /api/model-calls/histogram`; unknown params are ignored. */
+export const latencyHistogramQuerySchema = z.object({
+  range: z.enum(LATENCY_RANGES).default("24h"),
+  queue: filterValue,
+  kind: filterValue,
+  model: filterValue,
+  type: z.enum(CALL_TYPES).default("model"),
+});
+export type LatencyHistogramQuery = z.input<typeof latencyHistogramQuerySchema>;
+
+export interface LatencyBucketRow {
+  bucket: number;
+  /** Inclusive lower edge in ms (0 for the first bucket, which also holds everything under 10 ms). */
+  lowerMs: number;
+  /** Exclusive upper edge in ms; null for the last bucket, which holds everything slower. */
+  upperMs: number | null;
+  count: number;
+  byOutcome: Record<CallOutcome, number>;
+}
+
+export interface LatencyWindow {
+  /** Start of the oldest hour row read (UTC, ISO). */
+  from: string;
+  /** The time of the query. */
+  to: string;
+  /** Minutes actually covered, `to − from`: more than the range asked for, by up to an hour. */
+  coveredMinutes: number;
+  /** Said when the coverage differs noticeably from the range (always for 1 h). */
+  note: string | null;
+}
+
+export interface LatencyHistogram {
+  range: LatencyRange;
+  type: CallType;
+  filters: { queue: string | null; kind: string | null; model: string | null };
+  window: LatencyWindow;
+  /** All 34 buckets, empty ones included, so charts keep a stable axis. */
+  buckets: LatencyBucketRow[];
+  /** The calls of `type` matching every filter. */
+  summary: LatencySummary;
+  /**
+   * Tool calls in the same window, beside the model calls: queue and kind filters apply, the
+   * model filter does not (a tool call's "model" is the tool's name).
+   */
+  tools: LatencySummary;
+  /** Values seen in the window, for the filter menus (queues and kinds of any type, models of `type`). */
+  options: { queues: string[]; kinds: string[]; models: string[] };
+}
+
+/** Start of the UTC hour containing `ms`. */
+function floorHour(ms: number): number {
+  return Math.floor(ms / 3_600_000) * 3_600_000;
+}
+
+/**
+ * The hour rows a range reads: from the start of the hour that contains `now − range` up to now.
+ * The rollup is hour-granular, so a range covers between its length and its length plus an hour;
+ * for "1h" that means the previous and the current hour rows (60–120 minutes), which the response
+ * says in `window`.
+ */
+export function latencyWindow(range: LatencyRange, now: Date = new Date()): { from: Date; to: Date; window: LatencyWindow } {
+  const to = now;
+  const from = new Date(floorHour(to.getTime() - RANGE_MS[range]));
+  const coveredMinutes = Math.round((to.getTime() - from.getTime()) / 60_000);
+  const extraMinutes = coveredMinutes - RANGE_MS[range] / 60_000;
+  const note =
+    range === "1h"
+      ? `Counted per hour: this covers the last two hour rows, ${coveredMinutes} minutes (since ${from.toISOString().slice(11, 16)} UTC).`
+      : extraMinutes >= 1 && extraMinutes / (RANGE_MS[range] / 60_000) > 0.02
+        ? `Counted per hour: this covers ${coveredMinutes} minutes.`
+        : null;
+  return { from, to, window: { from: from.toISOString(), to: to.toISOString(), coveredMinutes, note } };
+}
+
+/** A timestamp parameter for the rollup's `timestamp(3)` (UTC, without zone) columns. */
+const utc = (d: Date) => Prisma.sql`${d.toISOString()}::timestamp`;
+
+interface CellRow {
+  type: string;
+  /** Whether the cell matches the selected type and model (else it is a tool cell read for `tools`). */
+  selected: boolean;
+  bucket: number;
+  outcome: string;
+  n: number;
+  sum_ms: number;
+  max_ms: number;
+}
+
+interface OptionsRow {
+  queues: string[] | null;
+  kinds: string[] | null;
+  models: string[] | null;
+}
+
+/**
+ * The latency histogram of one call type over a range, with percentiles, outcome counts, the
+ * tool calls beside it and the filter options. Two queries, both on the rollup table.
+ *
+ * @param now - the end of the window. @defaultValue the current time
+ */
+export async function getLatencyHistogram(query: LatencyHistogramQuery, now: Date = new Date()): Promise<LatencyHistogram> {
+  const q = latencyHistogramQuerySchema.parse(query);
+  const { from, to, window } = latencyWindow(q.range, now);
+
+  const inWindow = Prisma.sql`r."hour" >= ${utc(from)} AND r."hour" <= ${utc(to)}`;
+  const scope: Prisma.Sql[] = [inWindow];
+  if (q.queue) scope.push(Prisma.sql`r."queue" = ${q.queue}`);
+  if (q.kind) scope.push(Prisma.sql`r."jobKind" = ${q.kind}`);
+  const selected = q.model
+    ? Prisma.sql`(r."type" = ${q.type}::"CallType" AND r."model" = ${q.model})`
+    : Prisma.sql`r."type" = ${q.type}::"CallType"`;
+
+  const [cells, [options]] = await Promise.all([
+    db().$queryRaw<CellRow[]>`
+      SELECT r."type"::text AS type, ${selected} AS selected, r."bucket" AS bucket, r."outcome"::text AS outcome,
+             SUM(r."count")::float8 AS n, SUM(r."sumMs")::float8 AS sum_ms, MAX(r."maxMs") AS max_ms
+      FROM "ModelCallRollup" r
+      WHERE ${Prisma.join(scope, " AND ")} AND (${selected} OR r."type" = 'tool'::"CallType")
+      GROUP BY 1, 2, 3, 4`,
+    db().$queryRaw<OptionsRow[]>`
+      SELECT array_agg(DISTINCT r."queue") FILTER (WHERE r."queue" <> '') AS queues,
+             array_agg(DISTINCT r."jobKind") FILTER (WHERE r."jobKind" <> '') AS kinds,
+             array_agg(DISTINCT r."model") FILTER (WHERE r."type" = ${q.type}::"CallType") AS models
+      FROM "ModelCallRollup" r
+      WHERE ${inWindow}`,
+  ]);
+
+  const toCell = (r: CellRow): BucketCell => ({
+    bucket: Number(r.bucket),
+    outcome: r.outcome as CallOutcome,
+    count: Number(r.n),
+    sumMs: Number(r.sum_ms),
+    maxMs: Number(r.max_ms),
+  });
+  const selectedCells = cells.filter((r) => r.selected).map(toCell);
+  // Every tool row, whether or not it matched the model filter: the tool summary ignores it.
+  const toolCells = cells.filter((r) => r.type === "tool").map(toCell);
+
+  const buckets: LatencyBucketRow[] = Array.from({ length: BUCKET_COUNT }, (_, b) => ({
+    bucket: b,
+    lowerMs: Math.round(bucketLowerMs(b)),
+    upperMs: Number.isFinite(bucketUpperMs(b)) ? Math.round(bucketUpperMs(b)) : null,
+    count: 0,
+    byOutcome: Object.fromEntries(CALL_OUTCOMES.map((o) => [o, 0])) as Record<CallOutcome, number>,
+  }));
+  for (const c of selectedCells) {
+    const row = buckets[c.bucket]!;
+    row.count += c.count;
+    row.byOutcome[c.outcome] += c.count;
+  }
+
+  return {
+    range: q.range,
+    type: q.type,
+    filters: { queue: q.queue ?? null, kind: q.kind ?? null, model: q.model ?? null },
+    window,
+    buckets,
+    summary: summarizeCells(selectedCells),
+    tools: summarizeCells(toolCells),
+    options: {
+      queues: sorted(options?.queues),
+      kinds: sorted(options?.kinds),
+      models: sorted(options?.models),
+    },
+  };
+}
+
+const sorted = (values: string[] | null | undefined) => [...(values ?? [])].sort((a, b) => a.localeCompare(b));
+
+/** The per-item reference line and how it was computed. */
+export interface PerItemBudget {
+  /** `softMs / medianItems`: what one item may take on average for a typical job to fit its budget. */
+  perItemMs: number;
+  /** The queue whose budget was used. */
+  queue: string;
+  softMs: number;
+  budgetSource: string;
+  /** Median `total` of the kind's jobs created in the last 7 days. */
+  medianItems: number;
+  /** How many jobs that median is taken over. */
+  jobs: number;
+}
+
+/** How far back the "typical job" of a kind is looked for. */
+const TYPICAL_JOB_WINDOW_MS = 7 * 24 * 3_600_000;
+
+/**
+ * The time one item may take, on average, for a typical job of `kind` to fit its budget: the
+ * resolved soft budget of the kind's queue divided by the median number of items (`total`) of
+ * that kind's jobs created over the last 7 days. Drawn as a reference line on the latency chart:
+ * if a job's items are each one model call, calls to the right of the line mean typical jobs of
+ * this kind run out of budget.
+ *
+ * The queue is `queue` when given, else the queue most of those jobs ran on (a kind such as
+ * `agent_run` runs on more than one queue, with different budgets). Null when unknown: no job of
+ * the kind with a known total in the last 7 days.
+ */
+export async function getPerItemBudget(kind: string, queue?: string, now: Date = new Date()): Promise<PerItemBudget | null> {
+  const since = new Date(now.getTime() - TYPICAL_JOB_WINDOW_MS);
+  const onQueue = queue ? Prisma.sql`AND j."queue" = ${queue}` : Prisma.empty;
+  const [row] = await db().$queryRaw<{ median: number | null; jobs: number; queue: string | null }[]>`
+    SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY j."total")::float8 AS median,
+           count(*)::int AS jobs,
+           mode() WITHIN GROUP (ORDER BY j."queue") AS queue
+    FROM "Job" j
+    WHERE j."kind" = ${kind} AND j."total" > 0 AND j."createdAt" >= ${utc(since)} ${onQueue}`;
+  if (!row || row.median === null || !(Number(row.median) > 0) || !row.queue) return null;
+  const budgetQueue = queue ?? row.queue;
+  const budget = resolveBudget(budgetQueue, kind);
+  const medianItems = Number(row.median);
+  return {
+    perItemMs: Math.round(budget.softMs / medianItems),
+    queue: budgetQueue,
+    softMs: budget.softMs,
+    budgetSource: budget.source,
+    medianItems,
+    jobs: Number(row.jobs),
+  };
+}
+
+/** `getPerItemBudget(kind).perItemMs`, or null when unknown. */
+export async function perItemBudgetMs(kind: string, queue?: string): Promise<number | null> {
+  return (await getPerItemBudget(kind, queue))?.perItemMs ?? null;
+}

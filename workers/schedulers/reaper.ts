@@ -1,0 +1,33 @@
+import type { Redis } from "ioredis";
+import { reapStuckJobs, reaperIntervalMs } from "@/lib/jobs/stuck";
+import type { Logger } from "@/lib/log";
+import { key } from "@/lib/redis/client";
+
+/**
+ * Runs the reaper every interval in whichever worker process holds the lease, so any number of
+ * worker processes reap each job once. A pass that throws is logged and the next one runs.
+ */
+export function startReaper(redis: Redis, log: Logger, onReaped?: (kind: string) => void): () => void {
+  const interval = reaperIntervalMs();
+  const lease = key("reaper", "lease");
+  const owner = `${process.pid}:${Math.random().toString(36).slice(2)}`;
+  let running = false;
+  const timer = setInterval(async () => {
+    if (running) return;
+    running = true;
+    try {
+      const got = await redis.set(lease, owner, "PX", Math.max(interval - 100, 500), "NX");
+      if (got !== "OK") return;
+      const reaped = await reapStuckJobs();
+      for (const r of reaped) {
+        log.warn({ jobId: r.id, kind: r.kind, why: r.message }, "reaped a stuck job");
+        onReaped?.(r.kind);
+      }
+    } catch (err) {
+      log.error({ err }, "reaper pass failed; the next one will retry");
+    } finally {
+      running = false;
+    }
+  }, interval);
+  return () => clearInterval(timer);
+}
