@@ -1,0 +1,155 @@
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { closeDb, db, type Prisma } from "@/lib/db/client";
+import { env } from "@/lib/env";
+import { forEachItem } from "@/lib/jobs/for-each-item";
+import { logger } from "@/lib/log";
+import { chatCompletion } from "@/lib/modelcalls/chat-completion";
+import { flushModelCallRecords } from "@/lib/modelcalls/record";
+import { sleep } from "@/lib/time";
+import { makeJob, queueJobFor } from "@/test/helpers/jobs";
+import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
+import { runJob, type Processor } from "./runtime";
+
+// The test time scale is 0.001: a budget of 200 000 ms (production) is 200 ms here.
+const SOFT_MS = 200_000;
+const HARD_MS = 500_000;
+const scale = () => env().BOUNDED_TIME_SCALE;
+const log = logger("test");
+const tenants: string[] = [];
+
+async function job(total: number, budget = { softMs: SOFT_MS, hardMs: HARD_MS }) {
+  const slug = uniqueTenantSlug("deadline");
+  tenants.push(slug);
+  return makeJob(slug, { total, ...budget });
+}
+
+const row = (id: string) =>
+  db().job.findUniqueOrThrow({ where: { id }, select: { status: true, processed: true, failed: true, cursor: true, message: true, finishedAt: true, attemptStartedAt: true } });
+
+const run = (processor: Processor, jobId: string) => runJob({ csv_import: processor }, queueJobFor(jobId), new AbortController().signal, log);
+
+/** One Transaction for item `index`: the effect whose presence proves a commit happened. */
+const writeRow = (jobId: string, tenantId: string, index: number) => (tx: Prisma.TransactionClient) =>
+  tx.transaction.create({
+    data: { tenantId, jobId, row: index, date: new Date("2026-01-01T00:00:00Z"), amountMinor: 100n, currency: "EUR", counterparty: "x", description: "", categoryId: 13 },
+  });
+
+let hang: http.Server;
+let hangUrl: string;
+
+beforeAll(async () => {
+  // A model endpoint that never answers: only the deadline can end a call to it.
+  hang = http.createServer(() => undefined);
+  await new Promise<void>((resolve) => hang.listen(0, "127.0.0.1", resolve));
+  hangUrl = `http://127.0.0.1:${(hang.address() as AddressInfo).port}`;
+});
+
+afterEach(async () => {
+  await flushModelCallRecords();
+  for (const slug of tenants.splice(0)) await deleteTenant(slug);
+});
+
+afterAll(async () => {
+  hang.closeAllConnections();
+  await new Promise((resolve) => hang.close(resolve));
+  await closeDb();
+});
+
+describe("soft limit", () => {
+  it("a per-item helper that swallows the deadline does not keep the loop going: the job ends timed_out 'after i of n' and the deadline is no item's failure", async () => {
+    const { id, tenantId } = await job(1000);
+    let handledAfterDeadline = 0;
+    const swallowing: Processor = async ({ loop, signal }) => {
+      await forEachItem(loop, Array.from({ length: 1000 }, (_, i) => i), async (_item, { index }) => {
+        if (signal.aborted) handledAfterDeadline += 1;
+        try {
+          await sleep(10, signal);
+        } catch {
+          // the incident: a catch-all around the item's work
+        }
+        return writeRow(id, tenantId, index);
+      });
+    };
+
+    await expect(run(swallowing, id)).rejects.toThrow("soft limit reached");
+
+    const r = await row(id);
+    expect(r.status).toBe("timed_out");
+    expect(r.failed).toBe(0);
+    expect(r.processed).toBeGreaterThan(0);
+    expect(r.processed).toBeLessThan(1000);
+    expect(r.message).toBe(`Timed out after ${r.processed} of 1,000 rows (budget 200 s). Split the file or retry the remaining rows.`);
+    // The item in flight when the deadline came may have been handled; none after it.
+    expect(handledAfterDeadline).toBeLessThanOrEqual(1);
+    expect(await db().transaction.count({ where: { jobId: id } })).toBe(r.processed);
+    expect(await db().jobItemFailure.count({ where: { jobId: id } })).toBe(0);
+  });
+
+  it("an in-flight model call is aborted at the soft limit and recorded as aborted; the row is terminal right after the deadline", async () => {
+    const { id } = await job(1);
+    let callError: unknown;
+    let statusWhenAborted: string | undefined;
+    const waitsOnModel: Processor = async ({ signal, run: r }) => {
+      try {
+        await chatCompletion({ messages: [{ role: "user", content: "hi" }], signal, baseUrl: hangUrl, context: { queue: r.queue, jobKind: r.kind, jobId: r.jobId } });
+      } catch (err) {
+        callError = err;
+        statusWhenAborted = (await row(r.jobId)).status;
+        throw err;
+      }
+    };
+
+    await expect(run(waitsOnModel, id)).rejects.toThrow("soft limit reached");
+
+    expect((callError as Error).name).toBe("DeadlineExceeded");
+    // The row was finalized before the signal reached the processor.
+    expect(statusWhenAborted).toBe("timed_out");
+    const r = await row(id);
+    expect(r.status).toBe("timed_out");
+    const deadline = r.attemptStartedAt!.getTime() + SOFT_MS * scale();
+    expect(r.finishedAt!.getTime() - deadline).toBeGreaterThanOrEqual(0);
+    await flushModelCallRecords();
+    const calls = await db().modelCall.findMany({ where: { jobId: id }, select: { outcome: true } });
+    expect(calls).toEqual([{ outcome: "aborted" }]);
+  });
+});
+
+describe("hard limit", () => {
+  it("a processor that ignores its signal is stopped at the hard limit: the row is killed with its progress, the slot is freed, and nothing it writes afterwards is committed", async () => {
+    const { id, tenantId } = await job(10_000);
+    let attemptedAfterHard = 0;
+    let hardPassed = false;
+    const ignoring: Processor = async ({ run: r }) => {
+      // Never looks at its signal, swallows every error, never settles on its own.
+      for (let i = r.cursor + 1; i <= 10_000; i++) {
+        await sleep(5);
+        if (hardPassed) attemptedAfterHard += 1;
+        await db()
+          .$transaction(async (tx) => {
+            const { count } = await tx.job.updateMany({ where: { id, attempt: r.attempt, status: "running" }, data: { processed: { increment: 1 }, cursor: i } });
+            if (count === 0) throw new Error("fenced");
+            await writeRow(id, tenantId, i)(tx);
+          })
+          .catch(() => undefined);
+      }
+    };
+
+    const started = Date.now();
+    await expect(run(ignoring, id)).rejects.toThrow("hard limit reached");
+    const settledAfter = Date.now() - started;
+    hardPassed = true;
+    const atHard = await row(id);
+    expect(atHard.status).toBe("killed");
+    expect(atHard.message).toMatch(new RegExp(`^Stopped at the hard limit after ${atHard.processed} of 10,000 rows \\(hard limit 500 s\\)`));
+    expect(settledAfter).toBeLessThan(HARD_MS * scale() * 4);
+
+    // The abandoned run goes on trying; none of it lands.
+    const committed = await db().transaction.count({ where: { jobId: id } });
+    await sleep(300);
+    expect(attemptedAfterHard).toBeGreaterThan(5);
+    expect(await db().transaction.count({ where: { jobId: id } })).toBe(committed);
+    expect((await row(id)).processed).toBe(atHard.processed);
+  });
+});
