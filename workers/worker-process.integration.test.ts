@@ -1,0 +1,152 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { randomUUID } from "node:crypto";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+
+// Real worker processes (node + tsx) against the real PostgreSQL and Redis, killed for real.
+// Each test uses its own Redis prefix so no other worker takes its jobs.
+const root = `${import.meta.dirname}/..`;
+const prefix = `bounded-test-proc-${randomUUID().slice(0, 8)}`;
+let modelUrl = "";
+let server: http.Server;
+const children: ChildProcess[] = [];
+const tenants: string[] = [];
+
+type Modules = {
+  db: typeof import("@/lib/db/client");
+  createImport: typeof import("@/lib/imports/create-import");
+  queues: typeof import("@/lib/queues/queues");
+  redis: typeof import("@/lib/redis/client");
+  tenants: typeof import("@/test/helpers/tenants");
+  jobs: typeof import("@/test/helpers/jobs");
+  env: typeof import("@/lib/env");
+};
+let m: Modules;
+
+beforeAll(async () => {
+  vi.stubEnv("BOUNDED_REDIS_PREFIX", prefix);
+  m = {
+    db: await import("@/lib/db/client"),
+    createImport: await import("@/lib/imports/create-import"),
+    queues: await import("@/lib/queues/queues"),
+    redis: await import("@/lib/redis/client"),
+    tenants: await import("@/test/helpers/tenants"),
+    jobs: await import("@/test/helpers/jobs"),
+    env: await import("@/lib/env"),
+  };
+  const { createRouter } = await import("@/workers/simulators/router");
+  const { createModelSimulator } = await import("@/workers/simulators/model");
+  server = http.createServer(createRouter(createModelSimulator({ errorRate: 0, timeScale: 0.001 }).routes));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  modelUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+
+afterEach(async () => {
+  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
+  for (const slug of tenants.splice(0)) await m.tenants.deleteTenant(slug);
+});
+
+afterAll(async () => {
+  server.closeAllConnections();
+  await new Promise((resolve) => server.close(resolve));
+  const redis = m.redis.redis();
+  const keys = await redis.keys(`${prefix}:*`);
+  if (keys.length) await redis.del(...keys);
+  await m.queues.closeQueues();
+  await m.redis.closeRedis();
+  await m.db.closeDb();
+});
+
+function start(args: string[], extraEnv: Record<string, string> = {}): ChildProcess {
+  const child = spawn(process.execPath, ["--import", "tsx", ...args], {
+    cwd: root,
+    env: {
+      ...process.env,
+      BOUNDED_REDIS_PREFIX: prefix,
+      MODEL_BASE_URL: modelUrl,
+      LOG_LEVEL: "warn",
+      BOUNDED_WORKER_CONCURRENCY: "2",
+      ...extraEnv,
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  child.stdout!.resume();
+  child.stderr!.resume();
+  children.push(child);
+  return child;
+}
+
+const exited = (c: ChildProcess) =>
+  new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    if (c.exitCode !== null || c.signalCode !== null) resolve({ code: c.exitCode, signal: c.signalCode });
+    else c.once("exit", (code, signal) => resolve({ code, signal }));
+  });
+
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs: number): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+function csv(rows: number): Uint8Array {
+  const lines = ["date,amount,currency,counterparty,description"];
+  for (let i = 1; i <= rows; i++) lines.push(`2026-01-${String((i % 28) + 1).padStart(2, "0")},-${i}.50,EUR,REWE Markt,row ${i}`);
+  return new TextEncoder().encode(lines.join("\n") + "\n");
+}
+
+describe("worker processes", () => {
+  it("a worker SIGKILLed mid-job: the job is terminal within its hard limit plus one reaper interval, and no row is applied twice", async () => {
+    // Budgets in production seconds at time scale 0.001: soft 60 s, hard 90 s real.
+    const budgetEnv = { BOUNDED_BUDGET_IMPORTS_SOFT_S: "60000", BOUNDED_BUDGET_IMPORTS_HARD_S: "90000" };
+    const tenant = m.tenants.uniqueTenantSlug("sigkill");
+    tenants.push(tenant);
+    const created = await m.createImport.createImport({ tenant, filename: "k.csv", bytes: csv(400) });
+    if (created.type !== "created") throw new Error(created.message);
+    const jobId = created.jobId;
+    const job = () => m.db.db().job.findUniqueOrThrow({ where: { id: jobId } });
+
+    const first = start(["workers/main.ts"], budgetEnv);
+    await waitFor("the first worker to be mid-job", async () => (await job()).processed >= 40, 30_000);
+    first.kill("SIGKILL");
+    await exited(first);
+    const atKill = await job();
+    expect(atKill.status).toBe("running");
+    expect(atKill.processed + atKill.failed).toBeLessThan(400);
+
+    start(["workers/main.ts"], budgetEnv);
+    const final = await waitFor(
+      "the job to be terminal",
+      async () => {
+        const j = await job();
+        return ["completed", "completed_with_errors", "abandoned"].includes(j.status) && j;
+      },
+      60_000,
+    );
+    const bound = atKill.heartbeatAt!.getTime() + 90_000 + 60_000; // hard limit + one reaper interval (real ms, floors included)
+    expect(final.finishedAt!.getTime()).toBeLessThanOrEqual(bound);
+    if (final.status === "completed") expect(final.processed).toBe(400);
+    expect(final.attempt).toBeGreaterThanOrEqual(atKill.attempt);
+    const dupes = await m.db.db().$queryRaw<{ row: number }[]>`
+      SELECT row FROM "Transaction" WHERE "jobId" = ${jobId}::uuid GROUP BY row HAVING count(*) > 1`;
+    expect(dupes).toEqual([]);
+    expect(await m.db.db().transaction.count({ where: { jobId } })).toBe(final.processed);
+  }, 120_000);
+
+  it("a processor that blocks the event loop past its hard limit is killed by the watchdog: the row is killed and the blocked process ends", async () => {
+    const tenant = m.tenants.uniqueTenantSlug("cpuloop");
+    tenants.push(tenant);
+    // soft 200 ms, hard 500 ms real
+    const { id } = await m.jobs.makeJob(tenant, { total: 10, softMs: 200_000, hardMs: 500_000 });
+    const child = start(["test/fixtures/cpu-loop-worker.ts", id]);
+    const { signal } = await exited(child);
+    expect(signal).toBe("SIGKILL");
+    const row = await m.db.db().job.findUniqueOrThrow({ where: { id } });
+    expect(row.status).toBe("killed");
+    expect(row.message).toMatch(/^Stopped at the hard limit after 0 of 10 rows \(hard limit 500 s\): the job blocked its worker/);
+  }, 30_000);
+});
