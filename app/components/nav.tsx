@@ -6,11 +6,12 @@ import { usePathname } from "next/navigation";
 const ITEMS: { href: string; label: string; ready: boolean }[] = [
   { href: "/", label: "Overview", ready: true },
   { href: "/jobs", label: "Jobs", ready: true },
-  { href: "/stuck", label: "Stuck", ready: false },
-  { href: "/model-calls", label: "Model calls", ready: false },
+  { href: "/stuck", label: "Stuck", ready: true },
+  { href: "/model-calls", label: "Model calls", ready: true },
   { href: "/limiter", label: "Limiter", ready: false },
   { href: "/reserves", label: "Reserves", ready: false },
-  { href: "/budgets", label: "Budgets", ready: false },
+  { href: "/budgets", label: "Budgets", ready: true },
+  { href: "/database", label: "Database", ready: true },
   { href: "/audit", label: "Audit", ready: false },
 ];
 

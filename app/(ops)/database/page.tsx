@@ -1,0 +1,63 @@
+import { sampleTableActivity } from "@/lib/database/table-stats";
+import { fmtInt } from "../../components/format";
+
+export const dynamic = "force-dynamic";
+export const metadata = { title: "Database" };
+
+const rate = (n: number) => (n === 0 ? "0" : n < 10 ? n.toFixed(1) : fmtInt(Math.round(n)));
+
+export default async function DatabasePage() {
+  const { intervalMs, tables } = await sampleTableActivity(2000);
+  const hot = tables.filter((t) => t.seqScansPerS >= 1 && t.liveRows < 10_000);
+  return (
+    <main className="page">
+      <div className="page-head">
+        <div>
+          <h1>Database</h1>
+          <p className="muted">
+            Table activity per second over the last {(intervalMs / 1000).toFixed(1)} s (two snapshots of <code>pg_stat_user_tables</code>). Reload to sample again.
+          </p>
+        </div>
+      </div>
+      <section className="panel">
+        <h2>What to look for</h2>
+        {hot.length ? (
+          <p className="message warn">
+            Small tables scanned repeatedly: {hot.map((t) => `${t.table} (${rate(t.seqScansPerS)} sequential scans/s)`).join(", ")}. A reference table read for every
+            item is usually a missing cache.
+          </p>
+        ) : (
+          <p className="message ok">No small table is being re-read sequentially right now.</p>
+        )}
+      </section>
+      <div className="table-wrap">
+        <table className="data">
+          <thead>
+            <tr>
+              <th>Table</th>
+              <th className="num">Seq scans /s</th>
+              <th className="num">Rows read by seq scans /s</th>
+              <th className="num">Index scans /s</th>
+              <th className="num">Inserts /s</th>
+              <th className="num">Updates /s</th>
+              <th className="num">Live rows</th>
+            </tr>
+          </thead>
+          <tbody>
+            {tables.map((t) => (
+              <tr key={t.table}>
+                <td className="mono">{t.table}</td>
+                <td className="num">{rate(t.seqScansPerS)}</td>
+                <td className="num">{rate(t.rowsReadBySeqScansPerS)}</td>
+                <td className="num">{rate(t.idxScansPerS)}</td>
+                <td className="num">{rate(t.insertsPerS)}</td>
+                <td className="num">{rate(t.updatesPerS)}</td>
+                <td className="num">{fmtInt(t.liveRows)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+    </main>
+  );
+}
