@@ -1,5 +1,7 @@
 import { hostname } from "node:os";
 import { DelayedError, Worker, type Job as QueueJob } from "bullmq";
+import { validateBudgets } from "@/lib/budgets/budgets";
+import { startBudgetPublisher } from "@/lib/budgets/runtime";
 import { listenForCategoryChanges } from "@/lib/categories/cache";
 import { closeDb, db } from "@/lib/db/client";
 import { env } from "@/lib/env";
@@ -22,6 +24,8 @@ const PRESENCE_MS = 5_000;
 
 async function main() {
   const e = env();
+  // A budget that cannot work (hard ≤ soft) stops start-up with one line naming the variables.
+  validateBudgets(e);
   if (e.BOUNDED_TIME_SCALE !== 1) log.warn({ timeScale: e.BOUNDED_TIME_SCALE }, `BOUNDED_TIME_SCALE=${e.BOUNDED_TIME_SCALE}: every duration is scaled`);
   const connection = createRedis("worker");
   const shutdown = new AbortController();
@@ -72,6 +76,8 @@ async function main() {
   const announce = () => connection.set(presenceKey, presence, "PX", PRESENCE_MS * 3).catch((err) => log.warn({ err: err.message }, "presence update failed"));
   await announce();
   const presenceTimer = setInterval(announce, PRESENCE_MS);
+  // What this process really uses, for the /budgets page (and drift between workers).
+  const budgetPublisher = await startBudgetPublisher({ queues: WORKER_QUEUES, concurrency: e.BOUNDED_WORKER_CONCURRENCY, redis: connection });
   log.info({ queues: WORKER_QUEUES, concurrency: e.BOUNDED_WORKER_CONCURRENCY, pid: process.pid }, "workers started");
 
   let stopping = false;
@@ -90,6 +96,7 @@ async function main() {
     await watchdog.stop();
     await stopListening();
     await connection.del(presenceKey).catch(() => undefined);
+    await budgetPublisher.stop();
     await connection.quit().catch(() => undefined);
     await closeQueues();
     await closeRedis();

@@ -71,7 +71,8 @@ export async function runJob(
   watch?: HardLimitWatch,
 ): Promise<void> {
   const { jobId } = jobPayloadSchema.parse(queueJob.data);
-  const run = await startAttempt(jobId, new Date(), resolveBudget);
+  const attemptStart = new Date();
+  const run = await startAttempt(jobId, attemptStart, resolveBudget);
   if (!run) {
     log.info({ jobId }, "job is terminal or gone; nothing to run");
     return;
@@ -88,7 +89,9 @@ export async function runJob(
   const signal = AbortSignal.any([deadline.signal, shutdown]);
   const softMs = scaled(run.budgetSoftMs);
   const hardMs = scaled(run.budgetHardMs);
-  const startedAt = Date.now();
+  // Limits count from the moment recorded on the row as the attempt's start.
+  const startedAt = attemptStart.getTime();
+  const until = (ms: number) => Math.max(0, startedAt + ms - Date.now());
 
   // Soft limit: the row is finalized before the signal propagates, so what a person sees never
   // depends on how the processor reacts to the abort.
@@ -102,10 +105,10 @@ export async function runJob(
       if (finalized) jobLog.warn({ softMs: run.budgetSoftMs }, "soft limit reached: job timed out");
       deadline.abort(new DeadlineExceeded(jobId, run.budgetSoftMs));
     })();
-  }, softMs);
+  }, until(softMs));
   let hardTimer: NodeJS.Timeout | undefined;
   const hard = new Promise<{ type: "hard" }>((resolve) => {
-    hardTimer = setTimeout(() => resolve({ type: "hard" }), hardMs);
+    hardTimer = setTimeout(() => resolve({ type: "hard" }), until(hardMs));
   });
   const beat = setInterval(() => void heartbeat(jobId, attempt).catch(() => undefined), heartbeatIntervalMs());
   watch?.start({ jobId, attempt, hardAt: startedAt + hardMs, kind: run.kind });

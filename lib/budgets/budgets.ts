@@ -60,8 +60,8 @@ export function pairsOfQueues(queues: readonly string[]): { queue: QueueName; ki
  * tests pass their own to exercise every level of the precedence.
  */
 export interface BudgetCatalog {
-  queues: Readonly<Record<string, { budget?: Budget }>>;
-  kinds: Readonly<Record<string, { budget?: Budget }>>;
+  queues: Readonly<Record<string, { readonly budget?: Budget; readonly kinds?: readonly string[] }>>;
+  kinds: Readonly<Record<string, { readonly budget?: Budget; readonly queues?: readonly string[] }>>;
 }
 
 export const CATALOG: BudgetCatalog = { queues: QUEUES, kinds: KINDS };

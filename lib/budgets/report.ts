@@ -38,8 +38,16 @@ export interface RuntimeBudget {
 
 export interface Drift {
   type: "workers_disagree" | "differs_from_configuration";
-  /** In words, naming the workers and the numbers. */
+  /** "Live workers disagree" / "Runtime differs from configuration". */
+  title: string;
+  /** What differs, naming the workers and the numbers. */
+  detail: string;
+  /** `title: detail` — the whole reason in one sentence. */
   message: string;
+}
+
+function makeDrift(type: Drift["type"], title: string, detail: string): Drift {
+  return { type, title, detail, message: `${title}: ${detail}` };
 }
 
 export interface RiskEstimate {
@@ -189,18 +197,21 @@ export function findDrift(configuration: ResolvedBudget, runtime: RuntimeBudget[
   }
   if (groups.size > 1) {
     const parts = [...groups.values()].map((g) => `${g.map((r) => r.worker).join(", ")} ${g.length > 1 ? "use" : "uses"} ${formatBudget(g[0]!)} (${g[0]!.source})`);
-    drift.push({ type: "workers_disagree", message: `Live workers disagree: ${parts.join("; ")}.` });
+    drift.push(makeDrift("workers_disagree", "Live workers disagree", `${parts.join("; ")}.`));
   }
   const differing = runtime.filter((r) => !sameNumbers(r, configuration));
   if (differing.length > 0) {
     const who =
       differing.length === runtime.length && groups.size === 1
-        ? `${runtime.length === 1 ? "The only live worker" : `All ${runtime.length} live workers`} (${runtime.map((r) => r.worker).join(", ")}) ${runtime.length === 1 ? "uses" : "use"} ${formatBudget(runtime[0]!)} (${runtime[0]!.source})`
+        ? `${runtime.length === 1 ? "the only live worker" : `all ${runtime.length} live workers`} (${runtime.map((r) => r.worker).join(", ")}) ${runtime.length === 1 ? "uses" : "use"} ${formatBudget(runtime[0]!)} (${runtime[0]!.source})`
         : differing.map((r) => `${r.worker} uses ${formatBudget(r)} (${r.source})`).join("; ");
-    drift.push({
-      type: "differs_from_configuration",
-      message: `Runtime differs from configuration: ${who}, but this web process's environment resolves ${formatBudget(configuration)} (${configuration.source}).`,
-    });
+    drift.push(
+      makeDrift(
+        "differs_from_configuration",
+        "Runtime differs from configuration",
+        `${who}, but this web process's environment resolves ${formatBudget(configuration)} (${configuration.source}).`,
+      ),
+    );
   }
   return drift;
 }
@@ -235,6 +246,7 @@ const EMPTY_STATS: PairStats = { jobs: 0, itemsMax: null, itemsMedian: null, ite
  */
 async function riskStats(pairs: { queue: string; kind: JobKind }[], now: Date): Promise<Map<string, PairStats>> {
   const since = new Date(now.getTime() - RISK_WINDOW_DAYS * 86_400_000).toISOString();
+  const until = now.toISOString();
   const queues = pairs.map((p) => p.queue);
   const kinds = pairs.map((p) => p.kind);
   const anyQueue = pairs.map((p) => KINDS[p.kind].queues.length === 1);
@@ -250,6 +262,7 @@ async function riskStats(pairs: { queue: string; kind: JobKind }[], now: Date): 
       LEFT JOIN "Job" j
         ON j.kind = t.kind AND (t.any_queue OR j.queue = t.queue)
        AND j."createdAt" >= (${since}::timestamptz AT TIME ZONE 'UTC')
+       AND j."createdAt" < (${until}::timestamptz AT TIME ZONE 'UTC')
       GROUP BY t.queue, t.kind`,
     db().$queryRaw<{ queue: string; kind: string; bucket: number; maxMs: number; calls: number }[]>`
       WITH per_bucket AS (
@@ -257,7 +270,9 @@ async function riskStats(pairs: { queue: string; kind: JobKind }[], now: Date): 
         FROM unnest(${queues}::text[], ${kinds}::text[], ${anyQueue}::boolean[]) AS t(queue, kind, any_queue)
         JOIN "ModelCallRollup" r
           ON r."jobKind" = t.kind AND (t.any_queue OR r.queue = t.queue)
-        WHERE r.type = 'model' AND r.hour >= date_trunc('hour', ${since}::timestamptz AT TIME ZONE 'UTC')
+        WHERE r.type = 'model'
+          AND r.hour >= date_trunc('hour', ${since}::timestamptz AT TIME ZONE 'UTC')
+          AND r.hour < (${until}::timestamptz AT TIME ZONE 'UTC')
         GROUP BY t.queue, t.kind, r.bucket
       ), cumulative AS (
         SELECT queue, kind, bucket, max_ms,

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { db, type Prisma } from "@/lib/db/client";
 import { JOB_KINDS } from "@/lib/queues/catalog";
+import { nounOf } from "./run";
 import { JOB_STATUSES, isTerminal, type JobStatus } from "./statuses";
 
 export const jobFilterSchema = z.object({
@@ -154,6 +155,8 @@ export async function getJob(id: string, failuresLimit = 200): Promise<JobDetail
 
 /** What the end user sees of their own job: no ids, nothing internal. */
 export interface Progress {
+  /** What one item is called ("row", "document", "step"). */
+  noun: string;
   status: JobStatus;
   terminal: boolean;
   total: number | null;
@@ -177,6 +180,7 @@ export async function getProgress(token: string, now = new Date()): Promise<Prog
   const row = await db().job.findUnique({
     where: { progressToken: token },
     select: {
+      kind: true,
       status: true,
       total: true,
       processed: true,
@@ -198,6 +202,7 @@ export async function getProgress(token: string, now = new Date()): Promise<Prog
     etaSeconds = Math.max(1, Math.round((elapsed / done) * (row.total - done)));
   }
   return {
+    noun: nounOf(row.kind),
     status: row.status,
     terminal: isTerminal(row.status),
     total: row.total,

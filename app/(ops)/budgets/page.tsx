@@ -1,6 +1,5 @@
-import Link from "next/link";
 import { formatBudget, formatDuration } from "@/lib/budgets/format";
-import { formatRatio, getBudgetReport, type BudgetRisk, type BudgetRow, type LiveWorker } from "@/lib/budgets/report";
+import { formatRatio, getBudgetReport, type BudgetRisk, type BudgetRow, type LiveWorker, type RiskEstimate } from "@/lib/budgets/report";
 import { fmtInt, fmtTime } from "../../components/format";
 
 export const dynamic = "force-dynamic";
@@ -84,7 +83,14 @@ export default async function BudgetsPage() {
           One row per queue and job kind. Precedence: environment override of the queue › task › queue › global default (10 min / 15 min).
         </p>
         <div className="table-wrap">
-          <table className="data" aria-label="Effective budgets">
+          <table className="data" aria-label="Effective budgets" style={{ tableLayout: "fixed", overflowWrap: "anywhere" }}>
+            <colgroup>
+              <col style={{ width: "14%" }} />
+              <col style={{ width: "14%" }} />
+              <col style={{ width: "26%" }} />
+              <col style={{ width: "26%" }} />
+              <col style={{ width: "20%" }} />
+            </colgroup>
             <thead>
               <tr>
                 <th>Queue / kind</th>
@@ -101,7 +107,7 @@ export default async function BudgetsPage() {
                     <div className="mono">{row.queue}</div>
                     <div className="small muted mono">{row.kind}</div>
                   </td>
-                  <td className="num" style={{ whiteSpace: "nowrap" }}>
+                  <td className="num" style={{ textAlign: "left" }}>
                     <strong data-budget>{formatBudget(row.configuration)}</strong>
                     {row.configuration.problem ? (
                       <div>
@@ -109,17 +115,17 @@ export default async function BudgetsPage() {
                       </div>
                     ) : null}
                   </td>
-                  <td style={{ maxWidth: "26rem" }}>
-                    <div className="mono" data-source style={{ wordBreak: "break-all" }}>
+                  <td>
+                    <div className="mono" data-source>
                       {row.configuration.source}
                     </div>
                     <div className="small muted">{row.configuration.why}</div>
                     {row.configuration.problem ? <div className="small" style={{ color: "var(--bad)" }}>{row.configuration.problem}</div> : null}
                   </td>
-                  <td style={{ maxWidth: "22rem" }}>
+                  <td>
                     <RuntimeCell row={row} />
                   </td>
-                  <td style={{ maxWidth: "20rem" }}>
+                  <td data-risk-summary>
                     <RiskBadge risk={row.risk} />
                     <div className="small">{row.risk.summary}</div>
                   </td>
@@ -133,8 +139,9 @@ export default async function BudgetsPage() {
       <section className="panel">
         <h2>Will the jobs fit? (last {report.windowDays} days)</h2>
         <p className="small muted">
-          Expected time = {`items × per-item p99`}, where per-item p99 = p99 of one model call × model calls per item. Items are the largest and the median
-          job size. Above 1× the soft budget, a job that size is expected to time out.
+          Expected time = items × per-item p99, where per-item p99 = p99 of one model call × model calls per item (recorded calls of the last{" "}
+          {report.windowDays} days). Shown for the largest and the median job of the window, with the ratio to the soft budget: above 1× a job that size is
+          expected to time out.
         </p>
         <div className="table-wrap">
           <table className="data" aria-label="Risk per queue and kind">
@@ -142,13 +149,12 @@ export default async function BudgetsPage() {
               <tr>
                 <th>Queue / kind</th>
                 <th className="num">Jobs</th>
-                <th className="num">Items largest / median</th>
                 <th className="num">p99 per call</th>
                 <th className="num">Calls per item</th>
                 <th className="num">p99 per item</th>
-                <th className="num">Expected largest / median</th>
+                <th className="num">Largest job</th>
+                <th className="num">Median job</th>
                 <th className="num">Soft budget</th>
-                <th className="num">Ratio</th>
                 <th></th>
               </tr>
             </thead>
@@ -193,7 +199,7 @@ export default async function BudgetsPage() {
       </section>
 
       <p className="small muted">
-        Same data as JSON: <Link href="/api/budgets">/api/budgets</Link>
+        Same data as JSON: <a href="/api/budgets">/api/budgets</a>
       </p>
     </main>
   );
@@ -219,8 +225,8 @@ function RuntimeCell({ row }: { row: BudgetRow }) {
           drift
         </span>
         {row.drift.map((d) => (
-          <div key={d.type} className="small" style={{ color: "var(--bad)" }}>
-            {d.message}
+          <div key={d.type} className="small" style={{ color: "var(--bad)", marginTop: "0.3rem" }}>
+            <strong>{d.title}:</strong> {d.detail}
           </div>
         ))}
       </>
@@ -253,20 +259,41 @@ function RiskRow({ row }: { row: BudgetRow }) {
         <div className="small muted mono">{row.kind}</div>
       </td>
       <td className="num">{fmtInt(r.jobs)}</td>
-      <td className="num">{r.largest && r.median ? `${fmtInt(Math.round(r.largest.items))} / ${fmtInt(Math.round(r.median.items))} ${row.noun}s` : dash}</td>
       <td className="num">{r.p99CallMs !== null ? formatDuration(r.p99CallMs) : dash}</td>
       <td className="num">{r.callsPerItem !== null ? r.callsPerItem.toFixed(2) : dash}</td>
       <td className="num">{r.perItemP99Ms !== null ? formatDuration(r.perItemP99Ms) : dash}</td>
-      <td className="num">{r.largest && r.median ? `${formatDuration(r.largest.expectedMs)} / ${formatDuration(r.median.expectedMs)}` : dash}</td>
+      <td className="num">{r.largest ? <Estimate estimate={r.largest} noun={row.noun} /> : dash}</td>
+      <td className="num">{r.median ? <Estimate estimate={r.median} noun={row.noun} /> : dash}</td>
       <td className="num">
         {formatDuration(r.softMs)}
-        <div className="small muted">{r.basis === "runtime" ? "what workers use" : "configured (no live worker)"}</div>
+        <div className="small muted">
+          {r.basis === "configuration"
+            ? "configured (no live worker)"
+            : row.drift.some((d) => d.type === "workers_disagree")
+              ? "smallest a live worker uses"
+              : "what live workers use"}
+        </div>
       </td>
-      <td className="num">{r.largest && r.median ? `${formatRatio(r.largest.ratio)} / ${formatRatio(r.median.ratio)}` : dash}</td>
       <td>
         <RiskBadge risk={r} />
       </td>
     </tr>
+  );
+}
+
+/** "200 rows" over "≈3 h 53 min · 23×", red when above the soft budget. */
+function Estimate({ estimate, noun }: { estimate: RiskEstimate; noun: string }) {
+  const items = Math.round(estimate.items);
+  return (
+    <>
+      <div>
+        {fmtInt(items)} {noun}
+        {items === 1 ? "" : "s"}
+      </div>
+      <div className="small" style={{ color: estimate.ratio > 1 ? "var(--bad)" : "var(--muted)" }}>
+        {formatDuration(estimate.expectedMs)} · {formatRatio(estimate.ratio)}
+      </div>
+    </>
   );
 }
 

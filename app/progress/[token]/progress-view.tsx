@@ -29,11 +29,13 @@ function View({ token, initial }: { token: string; initial: Progress }) {
   const done = p.processed + p.failed;
   const pct = p.total ? Math.min(100, Math.round((done / p.total) * 100)) : 0;
   const waitingToStart = p.status === "queued";
+  const nouns = `${p.noun}s`;
+  const Nouns = nouns[0]!.toUpperCase() + nouns.slice(1);
   return (
     <>
       <div className="page-head" style={{ alignItems: "center" }}>
         <div>
-          <h1>{p.filename ? `Importing ${p.filename}` : "Your import"}</h1>
+          <h1>{p.filename ? `Importing ${p.filename}` : "Your job"}</h1>
           <p className="muted small">Keep this page’s address to come back to it later.</p>
         </div>
         <StatusBadge status={p.status} />
@@ -61,16 +63,16 @@ function View({ token, initial }: { token: string; initial: Progress }) {
             </span>
           </div>
           <div>
-            <span className="muted small">Rows done</span>
+            <span className="muted small">{Nouns} done</span>
             <span className="big">
-              <span data-testid="processed">{fmtInt(p.processed)}</span> imported
+              <span data-testid="processed">{fmtInt(p.processed)}</span> {p.noun === "row" ? "imported" : "done"}
             </span>
             <span className="muted small">
-              {fmtInt(done)} of {p.total === null ? "?" : fmtInt(p.total)} rows read
+              {fmtInt(done)} of {p.total === null ? "?" : fmtInt(p.total)} {nouns} read
             </span>
           </div>
           <div>
-            <span className="muted small">Rows with problems</span>
+            <span className="muted small">{Nouns} with problems</span>
             <span className="big" style={{ color: p.failed ? "var(--bad)" : undefined }} data-testid="failed">
               {fmtInt(p.failed)}
             </span>
@@ -85,7 +87,7 @@ function View({ token, initial }: { token: string; initial: Progress }) {
             {p.message}
           </p>
         ) : !p.terminal ? (
-          <p className="message info">{waitingToStart ? "Your import is queued and will start shortly." : `${STATUS_LABEL[p.status]}…`}</p>
+          <p className="message info">{waitingToStart ? "Queued: it will start shortly." : `${STATUS_LABEL[p.status]}…`}</p>
         ) : null}
         <p className="small muted" style={{ marginBottom: 0 }}>
           {p.terminal ? "Finished. " : "Updates every second. "}
@@ -95,16 +97,16 @@ function View({ token, initial }: { token: string; initial: Progress }) {
       </section>
       {p.failures.length > 0 ? (
         <section className="panel">
-          <h2>Rows that could not be imported</h2>
+          <h2>{Nouns} that could not be processed</h2>
           <p className="muted small">
-            {p.failed > p.failures.length ? `The first ${p.failures.length} of ${fmtInt(p.failed)}. ` : ""}Row numbers count the header as row 1, as in a
-            spreadsheet.
+            {p.failed > p.failures.length ? `The first ${p.failures.length} of ${fmtInt(p.failed)}. ` : ""}
+            {p.noun === "row" ? "Row numbers count the header as row 1, as in a spreadsheet." : `${Nouns} are numbered from 1 in the order you sent them.`}
           </p>
           <div className="table-wrap">
             <table className="data" data-testid="failures">
               <thead>
                 <tr>
-                  <th className="num">Row</th>
+                  <th className="num">{p.noun === "row" ? "Row" : Nouns.slice(0, -1)}</th>
                   <th>Problem</th>
                 </tr>
               </thead>

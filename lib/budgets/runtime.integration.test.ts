@@ -1,0 +1,233 @@
+import { randomUUID } from "node:crypto";
+import type { Redis } from "ioredis";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { db } from "@/lib/db/client";
+import { parseEnv, type Env } from "@/lib/env";
+import { createRedis } from "@/lib/redis/client";
+import { newProgressToken } from "@/lib/jobs/create";
+import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
+import { getBudgetReport } from "./report";
+import { listWorkerBudgets, startBudgetPublisher, type BudgetPublisher } from "./runtime";
+
+/**
+ * Each test publishes under its own namespace, not under `key("worker-budgets")`: the test
+ * prefix (`bounded-test`) is shared by every run on this machine, and real or other tests'
+ * workers may be publishing there.
+ */
+const namespace = () => `budgets-it-${randomUUID()}:worker-budgets`;
+
+/** A worker process's environment: defaults, the test time scale (publish every 1 s), plus `vars`. */
+const workerEnv = (vars: Record<string, string> = {}): Env => parseEnv({ BOUNDED_TIME_SCALE: "0.001", ...vars });
+
+let redis: Redis;
+const publishers: BudgetPublisher[] = [];
+
+beforeAll(() => {
+  redis = createRedis("producer", { enableOfflineQueue: true });
+});
+afterEach(async () => {
+  await Promise.all(publishers.splice(0).map((p) => p.stop()));
+});
+afterAll(async () => {
+  await redis.quit();
+});
+
+async function publisher(ns: string, host: string, pid: number, queues: string[], source: Env): Promise<BudgetPublisher> {
+  const p = await startBudgetPublisher({ queues, concurrency: 4, redis, namespace: ns, host, pid, source });
+  publishers.push(p);
+  return p;
+}
+
+describe("what workers really use", () => {
+  it("publishes host, pid, time scale, concurrency and the effective budget of each (queue, kind) it serves", async () => {
+    const ns = namespace();
+    await publisher(ns, "host-a", 101, ["imports", "agent-batch"], workerEnv({ BOUNDED_BUDGET_IMPORTS_SOFT_S: "120" }));
+    const [w, ...others] = await listWorkerBudgets({ redis, namespace: ns });
+    expect(others).toEqual([]);
+    expect(w).toMatchObject({ host: "host-a", pid: 101, timeScale: 0.001, concurrency: 4, queues: ["imports", "agent-batch"] });
+    expect(w!.budgets).toEqual([
+      expect.objectContaining({ queue: "imports", kind: "csv_import", softMs: 120_000, hardMs: 900_000, source: "env:BOUNDED_BUDGET_IMPORTS_SOFT_S" }),
+      expect.objectContaining({ queue: "agent-batch", kind: "agent_run", softMs: 1_800_000, hardMs: 2_400_000, source: "queue:agent-batch" }),
+    ]);
+  });
+
+  it("two live workers with different budgets for the same queue are flagged as disagreeing, naming both", async () => {
+    const ns = namespace();
+    await publisher(ns, "host-a", 101, ["imports"], workerEnv());
+    await publisher(ns, "host-b", 202, ["imports"], workerEnv({ BOUNDED_BUDGET_IMPORTS_SOFT_S: "60", BOUNDED_BUDGET_IMPORTS_HARD_S: "90" }));
+    const report = await getBudgetReport({ redis, namespace: ns, source: parseEnv({}) });
+    expect(report.workers.map((w) => w.id)).toEqual(["host-a:101", "host-b:202"]);
+    const imports = report.rows.find((r) => r.queue === "imports" && r.kind === "csv_import")!;
+    expect(imports.status).toBe("drift");
+    const disagree = imports.drift.find((d) => d.type === "workers_disagree");
+    expect(disagree?.message).toBe(
+      "Live workers disagree: host-a:101 uses 10 min / 15 min (default); host-b:202 uses 1 min / 90 s (env:BOUNDED_BUDGET_IMPORTS_SOFT_S,BOUNDED_BUDGET_IMPORTS_HARD_S).",
+    );
+    // host-a matches this process's configuration; only host-b differs from it.
+    const differs = imports.drift.find((d) => d.type === "differs_from_configuration");
+    expect(differs?.message).toContain("host-b:202 uses 1 min / 90 s");
+    expect(differs?.message).not.toContain("host-a:101");
+    // A queue nobody serves is not drift, it is "not served".
+    expect(report.rows.find((r) => r.queue === "documents")!.status).toBe("not_served");
+  });
+
+  it("a worker whose budget differs from this process's configuration is flagged; one that matches is not", async () => {
+    const ns = namespace();
+    const configuration = parseEnv({ BOUNDED_BUDGET_DOCUMENTS_SOFT_S: "300", BOUNDED_BUDGET_DOCUMENTS_HARD_S: "450" });
+    // The worker was started without the override (its environment was not updated).
+    await publisher(ns, "host-c", 303, ["documents", "imports"], workerEnv());
+    const report = await getBudgetReport({ redis, namespace: ns, source: configuration });
+    const documents = report.rows.find((r) => r.queue === "documents")!;
+    expect(documents.status).toBe("drift");
+    expect(documents.drift).toEqual([
+      {
+        type: "differs_from_configuration",
+        title: "Runtime differs from configuration",
+        detail:
+          "the only live worker (host-c:303) uses 10 min / 15 min (default), but this web process's environment resolves 5 min / 7 min 30 s (env:BOUNDED_BUDGET_DOCUMENTS_SOFT_S,BOUNDED_BUDGET_DOCUMENTS_HARD_S).",
+        message:
+          "Runtime differs from configuration: the only live worker (host-c:303) uses 10 min / 15 min (default), but this web process's environment resolves 5 min / 7 min 30 s (env:BOUNDED_BUDGET_DOCUMENTS_SOFT_S,BOUNDED_BUDGET_DOCUMENTS_HARD_S).",
+      },
+    ]);
+    const imports = report.rows.find((r) => r.queue === "imports")!;
+    expect(imports.status).toBe("ok");
+    expect(imports.drift).toEqual([]);
+    expect(imports.runtime).toEqual([expect.objectContaining({ worker: "host-c:303", softMs: 600_000, source: "default" })]);
+  });
+
+  it("a stopped publisher disappears at once; a dead one expires after three publish intervals", async () => {
+    const ns = namespace();
+    const p = await publisher(ns, "host-d", 404, ["imports"], workerEnv());
+    expect(await listWorkerBudgets({ redis, namespace: ns })).toHaveLength(1);
+    // Publish interval at time scale 0.001 is the 1 s floor, so the key lives 3 s.
+    const ttl = await redis.pttl(p.key);
+    expect(ttl).toBeGreaterThan(2_000);
+    expect(ttl).toBeLessThanOrEqual(3_000);
+    await p.stop();
+    expect(await redis.exists(p.key)).toBe(0);
+    expect(await listWorkerBudgets({ redis, namespace: ns })).toEqual([]);
+    const report = await getBudgetReport({ redis, namespace: ns, source: parseEnv({}) });
+    expect(report.workers).toEqual([]);
+    expect(report.rows.every((r) => r.status === "not_served")).toBe(true);
+  });
+
+  it("keeps publishing on its interval (a lost key comes back)", async () => {
+    const ns = namespace();
+    const p = await publisher(ns, "host-e", 505, ["imports"], workerEnv());
+    await redis.del(p.key);
+    await new Promise((r) => setTimeout(r, 1_300));
+    expect(await redis.exists(p.key)).toBe(1);
+  });
+});
+
+describe("risk: budget against items × per-item p99, from recorded calls", () => {
+  // A random week in the 1990s that nobody else's rows fall in: the rollup keeps its counts even
+  // after the ModelCall rows are deleted, so the window itself is what isolates this test.
+  const now = new Date(Date.UTC(1990, 0, 10) + Math.floor(Math.random() * 3_000) * 86_400_000);
+  const since = new Date(now.getTime() - 7 * 86_400_000);
+  const inWindow = new Date(now.getTime() - 86_400_000);
+  const slug = uniqueTenantSlug("budget-risk");
+
+  async function job(kind: string, queue: string, total: number, createdAt: Date): Promise<string> {
+    const tenant = await db().tenant.upsert({ where: { slug }, create: { slug }, update: {}, select: { id: true } });
+    const row = await db().job.create({
+      data: {
+        kind,
+        queue,
+        tenantId: tenant.id,
+        status: "completed",
+        total,
+        processed: total,
+        budgetSoftMs: 600_000,
+        budgetHardMs: 900_000,
+        budgetSource: "default",
+        progressToken: newProgressToken(),
+        createdAt,
+      },
+      select: { id: true },
+    });
+    return row.id;
+  }
+
+  async function calls(jobId: string, kind: string, queue: string, durations: number[]): Promise<void> {
+    // One statement; the rollup trigger counts every row.
+    await db().modelCall.createMany({
+      data: durations.map((durationMs) => ({ jobId, jobKind: kind, queue, model: "test-model", type: "model" as const, startedAt: inWindow, durationMs, outcome: "ok" as const })),
+    });
+  }
+
+  beforeAll(async () => {
+    // csv_import: 3 jobs of 10, 20 and 100 rows (130 rows), 2 calls per row = 260 calls:
+    // 255 at 100 ms and 5 at 30 s, so the 99th percentile call (the 258th) is a 30 s one.
+    const a = await job("csv_import", "imports", 10, inWindow);
+    await job("csv_import", "imports", 20, inWindow);
+    await job("csv_import", "imports", 100, inWindow);
+    await calls(a, "csv_import", "imports", [...Array<number>(255).fill(100), ...Array<number>(5).fill(30_000)]);
+    // Outside the window: neither this huge job nor its calls count.
+    const old = await job("csv_import", "imports", 50_000, new Date(since.getTime() - 86_400_000));
+    await db().modelCall.create({
+      data: { jobId: old, jobKind: "csv_import", queue: "imports", model: "test-model", type: "model", startedAt: new Date(since.getTime() - 2 * 3_600_000), durationMs: 600_000, outcome: "ok" },
+    });
+    // bulk_ocr: 5 jobs of 10 documents, one call of 1 s per document.
+    for (let i = 0; i < 5; i++) {
+      const id = await job("bulk_ocr", "documents", 10, inWindow);
+      await calls(id, "bulk_ocr", "documents", Array<number>(10).fill(1_000));
+    }
+    // Tool calls are not model calls: a slow one must not move the p99.
+    await db().modelCall.create({
+      data: { jobId: a, jobKind: "bulk_ocr", queue: "documents", model: "ocr-tool", type: "tool", startedAt: inWindow, durationMs: 900_000, outcome: "ok" },
+    });
+  });
+
+  afterAll(async () => {
+    await deleteTenant(slug);
+    await db().$executeRaw`DELETE FROM "ModelCallRollup" WHERE "hour" >= ${new Date(since.getTime() - 3 * 86_400_000)} AND "hour" < ${now}`;
+  });
+
+  it("a kind whose largest job needs more than its soft budget at p99 is at risk, with the numbers", async () => {
+    const report = await getBudgetReport({ redis, namespace: namespace(), source: parseEnv({}), now });
+    const risk = report.rows.find((r) => r.queue === "imports")!.risk;
+    expect(risk).toMatchObject({
+      status: "at_risk",
+      atRisk: true,
+      jobs: 3,
+      itemsProcessed: 130,
+      calls: 260,
+      callsPerItem: 2,
+      p99CallMs: 30_000, // bucket 20 spans [21.5 s, 31.6 s); the slowest call in it took 30 s
+      perItemP99Ms: 60_000,
+      softMs: 600_000,
+      basis: "configuration",
+      largest: { items: 100, expectedMs: 6_000_000, ratio: 10 },
+      median: { items: 20, expectedMs: 1_200_000, ratio: 2 },
+    });
+    expect(risk.summary).toBe(
+      "At risk: the largest job (100 rows) needs 1 h 40 min at 1 min per row at p99, 10× the 10 min soft budget; even the median job (20 rows) needs 20 min.",
+    );
+  });
+
+  it("a kind whose jobs fit is not flagged, and tool calls do not count", async () => {
+    const report = await getBudgetReport({ redis, namespace: namespace(), source: parseEnv({}), now });
+    const risk = report.rows.find((r) => r.queue === "documents")!.risk;
+    expect(risk).toMatchObject({ status: "ok", atRisk: false, jobs: 5, calls: 50, callsPerItem: 1, p99CallMs: 1_000, largest: { items: 10, expectedMs: 10_000 } });
+    expect(risk.largest!.ratio).toBeCloseTo(10_000 / 600_000);
+  });
+
+  it("kinds without jobs or calls in the window say so instead of guessing", async () => {
+    const report = await getBudgetReport({ redis, namespace: namespace(), source: parseEnv({}), now });
+    const sweeps = report.rows.find((r) => r.queue === "sweeps")!.risk;
+    expect(sweeps.status).toBe("no_data");
+    expect(sweeps.summary).toBe("No overdue_invoices job with a known size in the last 7 days.");
+  });
+
+  it("the risk is measured against the budget workers really use, and recorded durations are unscaled", async () => {
+    const ns = namespace();
+    // The live worker was given 20 min; this process's configuration says 10 min.
+    await publisher(ns, "host-f", 606, ["imports"], workerEnv({ BOUNDED_BUDGET_IMPORTS_SOFT_S: "1200", BOUNDED_BUDGET_IMPORTS_HARD_S: "1800" }));
+    const report = await getBudgetReport({ redis, namespace: ns, source: parseEnv({}), now });
+    expect(report.rows.find((r) => r.queue === "imports")!.risk).toMatchObject({ softMs: 1_200_000, basis: "runtime", largest: { ratio: 5 } });
+    // At time scale 0.5 a recorded 30 s call stands for a 60 s production call.
+    const scaledReport = await getBudgetReport({ redis, namespace: namespace(), source: parseEnv({ BOUNDED_TIME_SCALE: "0.5" }), now });
+    expect(scaledReport.rows.find((r) => r.queue === "imports")!.risk).toMatchObject({ p99CallMs: 60_000, largest: { ratio: 20 } });
+  });
+});
