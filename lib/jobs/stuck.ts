@@ -62,6 +62,9 @@ interface Row {
   budgetHardMs: number;
 }
 
+// Timestamps are stored as UTC without a time zone (Prisma's convention): raw SQL compares them
+// with `now() AT TIME ZONE 'UTC'`, whatever the server's TimeZone setting.
+
 /**
  * Stuck: non-terminal and not waiting in *delayed* (a rate-limited job is not stuck), and
  * silent (three heartbeats missed), or running past its soft budget, or queued longer than its
@@ -76,9 +79,9 @@ async function stuckRows(limit: number): Promise<Row[]> {
     FROM "Job" j JOIN "Tenant" t ON t.id = j."tenantId"
     WHERE j.status IN ('queued', 'running')
       AND (
-        (j.status = 'running' AND j."heartbeatAt" < now() - make_interval(secs => ${silence}::float8 / 1000))
-        OR (j.status = 'running' AND j."attemptStartedAt" < now() - make_interval(secs => j."budgetSoftMs" * ${scale}::float8 / 1000))
-        OR (j.status = 'queued' AND j."createdAt" < now() - make_interval(secs => j."budgetSoftMs" * ${scale}::float8 / 1000))
+        (j.status = 'running' AND j."heartbeatAt" < (now() AT TIME ZONE 'UTC') - make_interval(secs => ${silence}::float8 / 1000))
+        OR (j.status = 'running' AND j."attemptStartedAt" < (now() AT TIME ZONE 'UTC') - make_interval(secs => j."budgetSoftMs" * ${scale}::float8 / 1000))
+        OR (j.status = 'queued' AND j."createdAt" < (now() AT TIME ZONE 'UTC') - make_interval(secs => j."budgetSoftMs" * ${scale}::float8 / 1000))
       )
     ORDER BY coalesce(j."attemptStartedAt", j."createdAt") ASC
     LIMIT ${limit}`;
@@ -149,10 +152,10 @@ export async function reapStuckJobs(now = new Date()): Promise<ReapedJob[]> {
   const candidates = await db().$queryRaw<(Row & { cursor: number; lastSign: Date; pastHard: boolean })[]>`
     SELECT j.id, j.kind, j.queue, j.status, j.attempt, j.total, j.processed, j.failed, j.cursor,
            j."budgetSoftMs", j."budgetHardMs", coalesce(j."heartbeatAt", j."createdAt") AS "lastSign",
-           coalesce(j."heartbeatAt", j."createdAt") < ${now}::timestamptz - make_interval(secs => (j."budgetHardMs" * ${scale}::float8 + ${grace}) / 1000) AS "pastHard"
+           coalesce(j."heartbeatAt", j."createdAt") < (${now}::timestamptz AT TIME ZONE 'UTC') - make_interval(secs => (j."budgetHardMs" * ${scale}::float8 + ${grace}) / 1000) AS "pastHard"
     FROM "Job" j
     WHERE j.status IN ('queued', 'running')
-      AND coalesce(j."heartbeatAt", j."createdAt") < ${now}::timestamptz - make_interval(secs => ${grace}::float8 / 1000)
+      AND coalesce(j."heartbeatAt", j."createdAt") < (${now}::timestamptz AT TIME ZONE 'UTC') - make_interval(secs => ${grace}::float8 / 1000)
     ORDER BY coalesce(j."heartbeatAt", j."createdAt") ASC
     LIMIT 500`;
   const reaped: ReapedJob[] = [];
