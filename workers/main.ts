@@ -7,6 +7,8 @@ import { closeDb, db } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { WorkerShutdown } from "@/lib/jobs/errors";
 import { logger } from "@/lib/log";
+import { metrics } from "@/lib/metrics/metrics";
+import { startMetricsPublisher } from "@/lib/metrics/publish";
 import { flushModelCallRecords } from "@/lib/modelcalls/record";
 import { closeQueues } from "@/lib/queues/queues";
 import { closeRedis, createRedis, key } from "@/lib/redis/client";
@@ -69,7 +71,7 @@ async function main() {
     w.on("error", (err) => log.error({ err, queue: w.name }, "worker error"));
     w.on("failed", (job, err) => log.debug({ jobId: job?.data?.jobId, err: err.message }, "queue job failed"));
   }
-  const stopReaper = startReaper(connection, log.child({ scheduler: "reaper" }));
+  const stopReaper = startReaper(connection, log.child({ scheduler: "reaper" }), (kind) => metrics.jobsReaped.inc({ kind }));
 
   const presenceKey = key("workers", `${hostname()}:${process.pid}`);
   const presence = JSON.stringify({ host: hostname(), pid: process.pid, queues: WORKER_QUEUES, concurrency: e.BOUNDED_WORKER_CONCURRENCY, startedAt: new Date().toISOString() });
@@ -78,6 +80,8 @@ async function main() {
   const presenceTimer = setInterval(announce, PRESENCE_MS);
   // What this process really uses, for the /budgets page (and drift between workers).
   const budgetPublisher = await startBudgetPublisher({ queues: WORKER_QUEUES, concurrency: e.BOUNDED_WORKER_CONCURRENCY, redis: connection });
+  // Web and workers together on /api/metrics: this process's counters go through Redis.
+  const stopMetrics = startMetricsPublisher("workers");
   log.info({ queues: WORKER_QUEUES, concurrency: e.BOUNDED_WORKER_CONCURRENCY, pid: process.pid }, "workers started");
 
   let stopping = false;
@@ -97,6 +101,7 @@ async function main() {
     await stopListening();
     await connection.del(presenceKey).catch(() => undefined);
     await budgetPublisher.stop();
+    await stopMetrics();
     await connection.quit().catch(() => undefined);
     await closeQueues();
     await closeRedis();

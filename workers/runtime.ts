@@ -113,7 +113,7 @@ export async function runJob(
   const beat = setInterval(() => void heartbeat(jobId, attempt).catch(() => undefined), heartbeatIntervalMs());
   watch?.start({ jobId, attempt, hardAt: startedAt + hardMs, kind: run.kind });
 
-  const ctx: RunContext = { run, signal, log: jobLog, queueJob, loop: { jobId, attempt, cursor: run.cursor, signal, log: jobLog } };
+  const ctx: RunContext = { run, signal, log: jobLog, queueJob, loop: { jobId, attempt, kind: run.kind, cursor: run.cursor, signal, log: jobLog } };
   jobLog.info({ budget: { softMs: run.budgetSoftMs, hardMs: run.budgetHardMs, source: run.budgetSource }, cursor: run.cursor }, "run started");
   const work = processor(ctx).then(
     (result) => ({ type: "done" as const, result: result ?? {} }),

@@ -1,5 +1,6 @@
 import type { Prisma } from "@/lib/db/client";
 import type { Logger } from "@/lib/log";
+import { metrics } from "@/lib/metrics/metrics";
 import { isControlSignal, ItemError } from "./errors";
 import { commitItem } from "./run";
 
@@ -8,6 +9,8 @@ export type ItemEffect = ((tx: Prisma.TransactionClient) => Promise<unknown>) | 
 
 export interface ItemLoop {
   jobId: string;
+  /** The job kind, for the per-kind failure counter. */
+  kind?: string;
   attempt: number;
   /** Items already done by earlier attempts: those are skipped, not redone. */
   cursor: number;
@@ -73,6 +76,7 @@ export async function forEachItem<T>(
       } else {
         await commitItem(loop.jobId, loop.attempt, index, { ok: false, row, reason: outcome.reason });
         summary.failed += 1;
+        if (loop.kind) metrics.jobItemsFailed.inc({ kind: loop.kind });
       }
     }
   } finally {

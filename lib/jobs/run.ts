@@ -1,4 +1,5 @@
 import { db, type Prisma } from "@/lib/db/client";
+import { metrics } from "@/lib/metrics/metrics";
 import type { ResolvedBudget } from "@/lib/budgets/budgets";
 import { KINDS, type JobKind } from "@/lib/queues/catalog";
 import { AttemptFenced } from "./errors";
@@ -158,6 +159,7 @@ export async function finalizeJob(jobId: string, attempt: number, f: Finalizatio
     )
     INSERT INTO "JobEvent" ("jobId", type, attempt, message, at)
     SELECT id, ${row.status}, ${attempt}, ${message}, now() AT TIME ZONE 'UTC' FROM updated`;
+  if (isTerminal(row.status)) metrics.jobsFinished.inc({ kind: row.kind, status: row.status });
   return row.status;
 }
 

@@ -15,11 +15,13 @@ import {
 /**
  * Reads for the model-call latency views (the /model-calls page and its API twin).
  *
- * Everything is aggregated in PostgreSQL from `ModelCallRollup` — calls counted per hour ×
+ * Everything is aggregated in PostgreSQL from `ModelCallRollup` (per day: `ModelCallRollupDay`,
+ * for the week and month views) — calls counted per hour ×
  * type × queue × kind × model × outcome × latency bucket by a trigger — so a month of ~100k
- * calls (or millions) is a few thousand rollup rows, and no call row ever reaches JavaScript.
- * Only the aggregated cells (at most 34 buckets × 3 outcomes × 2 types) come back; percentiles are
- * then read off their cumulative counts (`estimatePercentile` in ./buckets).
+ * calls (or millions) is tens of thousands of rollup rows at most, and no call row ever reaches
+ * JavaScript. Only aggregated rows come back — at most 34 buckets × 3 outcomes per call type and
+ * filter match, plus one row per queue × kind × model seen — and percentiles are then read off
+ * their cumulative counts (`estimatePercentile` in ./buckets).
  *
  * Used by server components, route handlers and the dashboard benchmark (plain Node), never by
  * the browser.
@@ -99,6 +101,14 @@ function floorHour(ms: number): number {
   return Math.floor(ms / 3_600_000) * 3_600_000;
 }
 
+/** Start of the UTC day containing `ms`. */
+function floorDay(ms: number): number {
+  return Math.floor(ms / 86_400_000) * 86_400_000;
+}
+
+/** Week and month views read the daily rollup; shorter ranges the hourly one. */
+const DAILY: ReadonlySet<LatencyRange> = new Set(["7d", "30d"]);
+
 /**
  * The hour rows a range reads: from the start of the hour that contains `now − range` up to now.
  * The rollup is hour-granular, so a range covers between its length and its length plus an hour;
@@ -107,41 +117,46 @@ function floorHour(ms: number): number {
  */
 export function latencyWindow(range: LatencyRange, now: Date = new Date()): { from: Date; to: Date; window: LatencyWindow } {
   const to = now;
-  const from = new Date(floorHour(to.getTime() - RANGE_MS[range]));
+  const daily = DAILY.has(range);
+  const from = new Date((daily ? floorDay : floorHour)(to.getTime() - RANGE_MS[range]));
   const coveredMinutes = Math.round((to.getTime() - from.getTime()) / 60_000);
   const extraMinutes = coveredMinutes - RANGE_MS[range] / 60_000;
   const note =
     range === "1h"
       ? `Counted per hour: this covers the last two hour rows, ${coveredMinutes} minutes (since ${from.toISOString().slice(11, 16)} UTC).`
-      : extraMinutes >= 1 && extraMinutes / (RANGE_MS[range] / 60_000) > 0.02
-        ? `Counted per hour: this covers ${coveredMinutes} minutes.`
-        : null;
+      : daily
+        ? `Counted per day: this covers since ${from.toISOString().slice(0, 10)} (UTC), ${(coveredMinutes / 1440).toFixed(1)} days.`
+        : extraMinutes >= 1 && extraMinutes / (RANGE_MS[range] / 60_000) > 0.02
+          ? `Counted per hour: this covers ${coveredMinutes} minutes.`
+          : null;
   return { from, to, window: { from: from.toISOString(), to: to.toISOString(), coveredMinutes, note } };
 }
 
 /** A timestamp parameter for the rollup's `timestamp(3)` (UTC, without zone) columns. */
 const utc = (d: Date) => Prisma.sql`${d.toISOString()}::timestamp`;
 
-interface CellRow {
+/** A row of the histogram query: a cell (`is_option` false) or a filter option (true). */
+interface GroupRow {
   type: string;
-  /** Whether the cell matches the selected type and model (else it is a tool cell read for `tools`). */
-  selected: boolean;
-  bucket: number;
-  outcome: string;
+  is_option: boolean;
+  /** Cells: whether the row is within the queue and kind filters. */
+  in_scope: boolean | null;
+  /** Cells: whether it also matches the selected type and model. */
+  selected: boolean | null;
+  bucket: number | null;
+  outcome: string | null;
+  /** Options: the queue, kind and model seen ('' for calls outside a job). */
+  queue: string | null;
+  kind: string | null;
+  model: string | null;
   n: number;
   sum_ms: number;
   max_ms: number;
 }
 
-interface OptionsRow {
-  queues: string[] | null;
-  kinds: string[] | null;
-  models: string[] | null;
-}
-
 /**
  * The latency histogram of one call type over a range, with percentiles, outcome counts, the
- * tool calls beside it and the filter options. Two queries, both on the rollup table.
+ * tool calls beside it and the filter options, in one query on the rollup table.
  *
  * @param now - the end of the window. @defaultValue the current time
  */
@@ -149,39 +164,48 @@ export async function getLatencyHistogram(query: LatencyHistogramQuery, now: Dat
   const q = latencyHistogramQuerySchema.parse(query);
   const { from, to, window } = latencyWindow(q.range, now);
 
-  const inWindow = Prisma.sql`r."hour" >= ${utc(from)} AND r."hour" <= ${utc(to)}`;
-  const scope: Prisma.Sql[] = [inWindow];
+  const daily = DAILY.has(q.range);
+  const rollup = daily ? Prisma.sql`"ModelCallRollupDay"` : Prisma.sql`"ModelCallRollup"`;
+  const inWindow = daily
+    ? Prisma.sql`r."day" >= ${from.toISOString().slice(0, 10)}::date AND r."day" <= ${to.toISOString().slice(0, 10)}::date`
+    : Prisma.sql`r."hour" >= ${utc(from)} AND r."hour" <= ${utc(to)}`;
+  const scope: Prisma.Sql[] = [Prisma.sql`TRUE`];
   if (q.queue) scope.push(Prisma.sql`r."queue" = ${q.queue}`);
   if (q.kind) scope.push(Prisma.sql`r."jobKind" = ${q.kind}`);
+  const inScope = Prisma.join(scope, " AND ");
   const selected = q.model
-    ? Prisma.sql`(r."type" = ${q.type}::"CallType" AND r."model" = ${q.model})`
-    : Prisma.sql`r."type" = ${q.type}::"CallType"`;
+    ? Prisma.sql`(${inScope} AND r."type" = ${q.type}::"CallType" AND r."model" = ${q.model})`
+    : Prisma.sql`(${inScope} AND r."type" = ${q.type}::"CallType")`;
 
-  const [cells, [options]] = await Promise.all([
-    db().$queryRaw<CellRow[]>`
-      SELECT r."type"::text AS type, ${selected} AS selected, r."bucket" AS bucket, r."outcome"::text AS outcome,
-             SUM(r."count")::float8 AS n, SUM(r."sumMs")::float8 AS sum_ms, MAX(r."maxMs") AS max_ms
-      FROM "ModelCallRollup" r
-      WHERE ${Prisma.join(scope, " AND ")} AND (${selected} OR r."type" = 'tool'::"CallType")
-      GROUP BY 1, 2, 3, 4`,
-    db().$queryRaw<OptionsRow[]>`
-      SELECT array_agg(DISTINCT r."queue") FILTER (WHERE r."queue" <> '') AS queues,
-             array_agg(DISTINCT r."jobKind") FILTER (WHERE r."jobKind" <> '') AS kinds,
-             array_agg(DISTINCT r."model") FILTER (WHERE r."type" = ${q.type}::"CallType") AS models
-      FROM "ModelCallRollup" r
-      WHERE ${inWindow}`,
-  ]);
+  // One scan of the window's rollup rows, two groupings (GROUPING SETS):
+  // - per type × bucket × outcome, split by whether the row matches the filters (cells for the
+  //   chart and the summaries; the columns 3 and 4 are the two flags);
+  // - per type × queue × kind × model, unfiltered (the filter menus).
+  const rows = await db().$queryRaw<GroupRow[]>`
+    SELECT r."type"::text AS type,
+           GROUPING(r."queue", r."jobKind", r."model") = 0 AS is_option,
+           ${inScope} AS in_scope,
+           ${selected} AS selected,
+           r."bucket" AS bucket, r."outcome"::text AS outcome,
+           r."queue" AS queue, r."jobKind" AS kind, r."model" AS model,
+           SUM(r."count")::float8 AS n, SUM(r."sumMs")::float8 AS sum_ms, MAX(r."maxMs") AS max_ms
+    FROM ${rollup} r
+    WHERE ${inWindow}
+    GROUP BY GROUPING SETS ((r."type", 3, 4, r."bucket", r."outcome"), (r."type", r."queue", r."jobKind", r."model"))`;
 
-  const toCell = (r: CellRow): BucketCell => ({
+  const toCell = (r: GroupRow): BucketCell => ({
     bucket: Number(r.bucket),
     outcome: r.outcome as CallOutcome,
     count: Number(r.n),
     sumMs: Number(r.sum_ms),
     maxMs: Number(r.max_ms),
   });
+  const cells = rows.filter((r) => !r.is_option);
   const selectedCells = cells.filter((r) => r.selected).map(toCell);
-  // Every tool row, whether or not it matched the model filter: the tool summary ignores it.
-  const toolCells = cells.filter((r) => r.type === "tool").map(toCell);
+  // Every tool cell within the queue and kind filters, whether or not it matched the model filter.
+  const toolCells = cells.filter((r) => r.type === "tool" && r.in_scope).map(toCell);
+  const options = rows.filter((r) => r.is_option);
+  const distinct = (values: (string | null)[]) => [...new Set(values.filter((v): v is string => !!v))].sort((a, b) => a.localeCompare(b));
 
   const buckets: LatencyBucketRow[] = Array.from({ length: BUCKET_COUNT }, (_, b) => ({
     bucket: b,
@@ -205,14 +229,12 @@ export async function getLatencyHistogram(query: LatencyHistogramQuery, now: Dat
     summary: summarizeCells(selectedCells),
     tools: summarizeCells(toolCells),
     options: {
-      queues: sorted(options?.queues),
-      kinds: sorted(options?.kinds),
-      models: sorted(options?.models),
+      queues: distinct(options.map((r) => r.queue)),
+      kinds: distinct(options.map((r) => r.kind)),
+      models: distinct(options.filter((r) => r.type === q.type).map((r) => r.model)),
     },
   };
 }
-
-const sorted = (values: string[] | null | undefined) => [...(values ?? [])].sort((a, b) => a.localeCompare(b));
 
 /** The per-item reference line and how it was computed. */
 export interface PerItemBudget {
@@ -240,7 +262,8 @@ const TYPICAL_JOB_WINDOW_MS = 7 * 24 * 3_600_000;
  *
  * The queue is `queue` when given, else the queue most of those jobs ran on (a kind such as
  * `agent_run` runs on more than one queue, with different budgets). Null when unknown: no job of
- * the kind with a known total in the last 7 days.
+ * the kind with a known total in the last 7 days, or a budget configuration `resolveBudget`
+ * refuses (the budgets page says why).
  */
 export async function getPerItemBudget(kind: string, queue?: string, now: Date = new Date()): Promise<PerItemBudget | null> {
   const since = new Date(now.getTime() - TYPICAL_JOB_WINDOW_MS);
@@ -253,7 +276,13 @@ export async function getPerItemBudget(kind: string, queue?: string, now: Date =
     WHERE j."kind" = ${kind} AND j."total" > 0 AND j."createdAt" >= ${utc(since)} ${onQueue}`;
   if (!row || row.median === null || !(Number(row.median) > 0) || !row.queue) return null;
   const budgetQueue = queue ?? row.queue;
-  const budget = resolveBudget(budgetQueue, kind);
+  let budget: ReturnType<typeof resolveBudget>;
+  try {
+    budget = resolveBudget(budgetQueue, kind);
+  } catch {
+    // An invalid budget configuration: the budgets page names the problem; no line is drawn here.
+    return null;
+  }
   const medianItems = Number(row.median);
   return {
     perItemMs: Math.round(budget.softMs / medianItems),

@@ -1,5 +1,6 @@
 import { db } from "@/lib/db/client";
 import { logger } from "@/lib/log";
+import { metrics } from "@/lib/metrics/metrics";
 
 const log = logger("modelcalls");
 
@@ -13,8 +14,17 @@ export interface ModelCallContext {
 
 export type ModelCallOutcome = "ok" | "error" | "aborted";
 
-/** One HTTP attempt against the model endpoint, as the latency histograms read it. */
+/** What was called: a model, a deterministic tool (inside an agent run) or an OCR service. */
+export type ModelCallType = "model" | "tool" | "ocr";
+
+/**
+ * One timed call, as the latency histograms read it: an HTTP attempt against the model
+ * endpoint, one tool invocation, or one OCR attempt.
+ */
 export interface ModelCallRecord extends ModelCallContext {
+  /** @defaultValue "model" */
+  type?: ModelCallType;
+  /** The model's name; for a tool call the tool's name, for an OCR call the OCR engine's. */
   model: string;
   startedAt: Date;
   durationMs: number;
@@ -34,6 +44,8 @@ const pending = new Set<Promise<void>>();
  * stands, because losing a histogram sample must not fail an import row.
  */
 export function recordModelCall(call: ModelCallRecord): Promise<void> {
+  // Observed before the write, so the Prometheus histogram counts the call even when the row is lost.
+  metrics.observeModelCall(call);
   const write: Promise<void> = insert(call).finally(() => pending.delete(write));
   pending.add(write);
   return write;
@@ -55,6 +67,7 @@ async function insert(call: ModelCallRecord): Promise<void> {
         jobKind: call.jobKind ?? null,
         jobId: call.jobId ?? null,
         model: call.model,
+        type: call.type ?? "model",
         startedAt: call.startedAt,
         durationMs: Math.max(0, Math.round(call.durationMs)),
         outcome: call.outcome,

@@ -1,0 +1,104 @@
+"use client";
+
+import { Bar, BarChart, CartesianGrid, Legend, ReferenceLine, Tooltip, XAxis, YAxis, type TooltipContentProps } from "recharts";
+import { BUCKET_COUNT, logPosition } from "@/lib/modelcalls/buckets";
+import { AXIS_TICKS_MS, fmtMs } from "./format";
+import styles from "./model-calls.module.css";
+
+/** One bar: a latency bucket with its calls per outcome (a plain DTO from the server page). */
+export interface ChartBucket {
+  bucket: number;
+  lowerMs: number;
+  upperMs: number | null;
+  ok: number;
+  error: number;
+  aborted: number;
+}
+
+interface Point extends ChartBucket {
+  /** Bucket b is drawn centred on b + 0.5 of a continuous log axis where it spans [b, b + 1). */
+  x: number;
+}
+
+const COLORS = { ok: "#2f8f5b", error: "#c0392b", aborted: "#d08a00" } as const;
+const OUTCOME_ORDER = ["ok", "error", "aborted"] as const;
+const TICKS = AXIS_TICKS_MS.map((t) => ({ ...t, x: logPosition(t.ms) }));
+
+function tickLabel(x: number): string {
+  return TICKS.find((t) => Math.abs(t.x - x) < 1e-6)?.label ?? "";
+}
+
+function BucketTooltip({ active, payload }: TooltipContentProps) {
+  const p = payload?.[0]?.payload as Point | undefined;
+  if (!active || !p) return null;
+  const total = p.ok + p.error + p.aborted;
+  return (
+    <div className={styles.tooltip}>
+      <div>
+        <strong>
+          {p.bucket === 0 ? "under " + fmtMs(p.upperMs ?? 0) : p.upperMs === null ? `${fmtMs(p.lowerMs)} and more` : `${fmtMs(p.lowerMs)} – ${fmtMs(p.upperMs)}`}
+        </strong>
+      </div>
+      <div>
+        {total.toLocaleString("en-US")} {total === 1 ? "call" : "calls"}
+      </div>
+      {OUTCOME_ORDER.map((o) =>
+        p[o] > 0 ? (
+          <div key={o} style={{ color: COLORS[o] }}>
+            {o}: {p[o].toLocaleString("en-US")}
+          </div>
+        ) : null,
+      )}
+    </div>
+  );
+}
+
+/**
+ * Calls per log-spaced latency bucket, stacked by outcome, with the per-item budget as a
+ * vertical line. The numbers are also in the text summary beside it (for screen readers and
+ * for people who want figures, not shapes).
+ */
+export function LatencyChart({ buckets, perItemMs, label }: { buckets: ChartBucket[]; perItemMs: number | null; label: string }) {
+  const data: Point[] = buckets.map((b) => ({ ...b, x: b.bucket + 0.5 }));
+  const budgetX = perItemMs !== null ? logPosition(perItemMs) : null;
+  return (
+    <div className={styles.chart} role="img" aria-label={label} data-testid="latency-chart">
+      <BarChart responsive style={{ width: "100%", height: "100%" }} data={data} margin={{ top: 24, right: 24, bottom: 8, left: 8 }} barCategoryGap={1}>
+        <CartesianGrid strokeDasharray="3 3" vertical={false} stroke="#e5e8ee" />
+        <XAxis
+          dataKey="x"
+          type="number"
+          domain={[0, BUCKET_COUNT]}
+          ticks={TICKS.map((t) => t.x)}
+          tickFormatter={tickLabel}
+          interval={0}
+          allowDataOverflow
+          tick={{ fontSize: 12, fill: "#5b6270" }}
+          stroke="#c5ccd8"
+        />
+        <YAxis allowDecimals={false} tick={{ fontSize: 12, fill: "#5b6270" }} stroke="#c5ccd8" width={48} />
+        <Tooltip content={BucketTooltip} cursor={{ fill: "rgba(36, 88, 211, 0.06)" }} isAnimationActive={false} />
+        <Legend
+          verticalAlign="bottom"
+          height={28}
+          iconType="square"
+          wrapperStyle={{ fontSize: 13 }}
+          itemSorter={(item) => OUTCOME_ORDER.indexOf(item.dataKey as (typeof OUTCOME_ORDER)[number])}
+        />
+        <Bar dataKey="ok" name="ok" stackId="outcome" fill={COLORS.ok} isAnimationActive={false} />
+        <Bar dataKey="error" name="error" stackId="outcome" fill={COLORS.error} isAnimationActive={false} />
+        <Bar dataKey="aborted" name="aborted" stackId="outcome" fill={COLORS.aborted} isAnimationActive={false} />
+        {budgetX !== null && perItemMs !== null ? (
+          <ReferenceLine
+            x={budgetX}
+            stroke="#2458d3"
+            strokeWidth={2}
+            strokeDasharray="6 4"
+            ifOverflow="extendDomain"
+            label={{ value: `per-item budget ${fmtMs(perItemMs)}`, position: "top", fill: "#2458d3", fontSize: 12 }}
+          />
+        ) : null}
+      </BarChart>
+    </div>
+  );
+}

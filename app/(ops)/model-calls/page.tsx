@@ -1,0 +1,219 @@
+import Link from "next/link";
+import type { LatencySummary, PercentileEstimate } from "@/lib/modelcalls/buckets";
+import {
+  CALL_TYPES,
+  LATENCY_RANGES,
+  getLatencyHistogram,
+  getPerItemBudget,
+  latencyHistogramQuerySchema,
+  type LatencyHistogram,
+  type PerItemBudget,
+} from "@/lib/modelcalls/queries";
+import { fmtInt, fmtTime } from "../../components/format";
+import { fmtMs, RANGE_LABEL } from "./format";
+import { LatencyChart, type ChartBucket } from "./latency-chart";
+import styles from "./model-calls.module.css";
+
+export const dynamic = "force-dynamic";
+export const metadata = { title: "Model calls" };
+
+type Search = Record<string, string | string[] | undefined>;
+
+const TYPE_LABEL = { model: "model calls", ocr: "OCR calls", tool: "tool calls" } as const;
+
+export default async function ModelCallsPage({ searchParams }: { searchParams: Promise<Search> }) {
+  const raw = Object.fromEntries(Object.entries(await searchParams).filter(([, v]) => typeof v === "string" && v !== "")) as Record<string, string>;
+  const parsed = latencyHistogramQuerySchema.safeParse(raw);
+  const query = parsed.success ? parsed.data : latencyHistogramQuerySchema.parse({});
+  const [h, budget] = await Promise.all([getLatencyHistogram(query), query.kind ? getPerItemBudget(query.kind, query.queue) : Promise.resolve(null)]);
+  const what = TYPE_LABEL[h.type];
+  const chartBuckets: ChartBucket[] = h.buckets.map((b) => ({ bucket: b.bucket, lowerMs: b.lowerMs, upperMs: b.upperMs, ...b.byOutcome }));
+
+  return (
+    <main className="page">
+      <div className="page-head">
+        <div>
+          <h1>Model calls</h1>
+          <p className="muted">
+            How long {what} took, counted per latency bucket (six per decade, 10 ms to 1 h) and per hour. As of {fmtTime(h.window.to)} — reload for fresh
+            numbers.
+          </p>
+        </div>
+      </div>
+
+      <Filters h={h} raw={raw} />
+      {!parsed.success ? (
+        <p className="form-error" role="alert">
+          Some filters were not understood and were ignored: {parsed.error.issues.map((i) => i.path.join(".")).join(", ")}.
+        </p>
+      ) : null}
+      {h.window.note ? <p className={`small muted ${styles.note}`}>{h.window.note}</p> : null}
+
+      {h.summary.total === 0 ? (
+        <section className="panel">
+          <div className="empty" data-testid="empty">
+            <p>
+              <strong>
+                No {what} in the last {RANGE_LABEL[h.range]}
+                {h.filters.queue || h.filters.kind || h.filters.model ? " that match these filters" : ""}.
+              </strong>
+            </p>
+            <p>
+              Choose a longer range{h.filters.queue || h.filters.kind || h.filters.model ? <> or <Link href="/model-calls">clear the filters</Link></> : null}. Calls
+              are recorded as workers make them: <Link href="/upload">upload a CSV</Link> to start an import, and its model calls appear here within
+              seconds.
+            </p>
+            {h.type !== "tool" && h.tools.total > 0 ? (
+              <p className="small">There were {fmtInt(h.tools.total)} tool calls in this window, summarised below.</p>
+            ) : null}
+          </div>
+          {h.type !== "tool" && h.tools.total > 0 ? (
+            <div className={styles.summary}>
+              <SummaryList title="Tool calls beside them" s={h.tools} testId="tool-summary" />
+            </div>
+          ) : null}
+        </section>
+      ) : (
+        <div className={styles.layout}>
+          <section className="panel" aria-labelledby="chart-title">
+            <h2 id="chart-title">
+              Latency of {what}, last {RANGE_LABEL[h.range]}
+            </h2>
+            <LatencyChart buckets={chartBuckets} perItemMs={budget?.perItemMs ?? null} label={chartLabel(h)} />
+            <BudgetNote kind={query.kind} budget={budget} />
+          </section>
+          <aside className={`panel ${styles.summary}`} aria-label="Summary" data-testid="summary">
+            <SummaryList title={capitalise(what)} s={h.summary} testId="model-summary" />
+            {h.type !== "tool" ? <SummaryList title="Tool calls beside them" s={h.tools} testId="tool-summary" /> : null}
+            <p className={`small muted ${styles.section}`}>
+              Percentiles are read off the bucket counts: the bucket is exact, the value inside it interpolated (within ×1.47); max and mean are
+              exact.
+            </p>
+          </aside>
+        </div>
+      )}
+    </main>
+  );
+}
+
+function Filters({ h, raw }: { h: LatencyHistogram; raw: Record<string, string> }) {
+  const withCurrent = (values: string[], current: string | null) => (current && !values.includes(current) ? [current, ...values] : values);
+  return (
+    <form className="filters" method="get" role="search" aria-label="Filters">
+      <label className="field">
+        Range
+        <select name="range" defaultValue={h.range}>
+          {LATENCY_RANGES.map((r) => (
+            <option key={r} value={r}>
+              last {RANGE_LABEL[r]}
+            </option>
+          ))}
+        </select>
+      </label>
+      <label className="field">
+        Calls
+        <select name="type" defaultValue={h.type}>
+          {CALL_TYPES.map((t) => (
+            <option key={t} value={t}>
+              {TYPE_LABEL[t]}
+            </option>
+          ))}
+        </select>
+      </label>
+      <Select name="queue" label="Queue" values={withCurrent(h.options.queues, h.filters.queue)} current={raw.queue} />
+      <Select name="kind" label="Kind" values={withCurrent(h.options.kinds, h.filters.kind)} current={raw.kind} />
+      <Select name="model" label={h.type === "tool" ? "Tool" : "Model"} values={withCurrent(h.options.models, h.filters.model)} current={raw.model} />
+      <button type="submit">Show</button>
+      <Link href="/model-calls" className="button secondary">
+        Clear
+      </Link>
+    </form>
+  );
+}
+
+function Select({ name, label, values, current }: { name: string; label: string; values: string[]; current: string | undefined }) {
+  return (
+    <label className="field">
+      {label}
+      <select name={name} defaultValue={current ?? ""}>
+        <option value="">any</option>
+        {values.map((v) => (
+          <option key={v} value={v}>
+            {v}
+          </option>
+        ))}
+      </select>
+    </label>
+  );
+}
+
+function pct(e: PercentileEstimate | null): string {
+  return e ? `≈ ${fmtMs(e.ms)}` : "—";
+}
+
+function SummaryList({ title, s, testId }: { title: string; s: LatencySummary; testId: string }) {
+  return (
+    <div className={styles.section} data-testid={testId}>
+      <h3>{title}</h3>
+      {s.total === 0 ? (
+        <p className="small muted">None in this window.</p>
+      ) : (
+        <>
+          <dl className="facts">
+            <dt>p50</dt>
+            <dd data-stat="p50">{pct(s.p50)}</dd>
+            <dt>p90</dt>
+            <dd data-stat="p90">{pct(s.p90)}</dd>
+            <dt>p99</dt>
+            <dd data-stat="p99">{pct(s.p99)}</dd>
+            <dt>max</dt>
+            <dd data-stat="max">{s.maxMs !== null ? fmtMs(s.maxMs) : "—"}</dd>
+            <dt>mean</dt>
+            <dd data-stat="mean">{s.meanMs !== null ? fmtMs(s.meanMs) : "—"}</dd>
+            <dt>calls</dt>
+            <dd data-stat="total">{fmtInt(s.total)}</dd>
+          </dl>
+          <div className={styles.outcomes} aria-label="Calls per outcome">
+            <span className="badge ok" data-outcome="ok">
+              {fmtInt(s.byOutcome.ok)} ok
+            </span>
+            <span className={`badge ${s.byOutcome.error > 0 ? "bad" : "idle"}`} data-outcome="error">
+              {fmtInt(s.byOutcome.error)} error
+            </span>
+            <span className={`badge ${s.byOutcome.aborted > 0 ? "warn" : "idle"}`} data-outcome="aborted">
+              {fmtInt(s.byOutcome.aborted)} aborted
+            </span>
+          </div>
+        </>
+      )}
+    </div>
+  );
+}
+
+function BudgetNote({ kind, budget }: { kind: string | undefined; budget: PerItemBudget | null }) {
+  if (!kind) {
+    return <p className={`small muted ${styles.budget}`}>Choose a kind to see its per-item budget as a line on the chart.</p>;
+  }
+  if (!budget) {
+    return (
+      <p className={`small muted ${styles.budget}`}>
+        No per-item budget for <span className="mono">{kind}</span>: no job of this kind with a known size in the last 7 days.
+      </p>
+    );
+  }
+  return (
+    <p className={`small ${styles.budget}`} data-testid="per-item-budget">
+      <strong>Per-item budget {fmtMs(budget.perItemMs)}</strong> (dashed line): the soft budget of <span className="mono">{budget.queue}</span>,{" "}
+      {fmtMs(budget.softMs)}, over the median job size of {fmtInt(Math.round(budget.medianItems))} items ({fmtInt(budget.jobs)}{" "}
+      {budget.jobs === 1 ? "job" : "jobs"} of the last 7 days): what one item may take on average for a typical job to fit its budget. When an item
+      costs about one call, calls right of the line are items typical jobs cannot afford.
+    </p>
+  );
+}
+
+function chartLabel(h: LatencyHistogram): string {
+  const s = h.summary;
+  return `Histogram of ${fmtInt(s.total)} ${TYPE_LABEL[h.type]} by latency: p50 ${pct(s.p50)}, p99 ${pct(s.p99)}, max ${s.maxMs !== null ? fmtMs(s.maxMs) : "unknown"}.`;
+}
+
+const capitalise = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);

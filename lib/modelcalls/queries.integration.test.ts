@@ -1,0 +1,208 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { resolveBudget } from "@/lib/budgets/budgets";
+import { closeDb, db } from "@/lib/db/client";
+import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
+import { latencyBucket } from "./buckets";
+import { getLatencyHistogram, getPerItemBudget, latencyHistogramQuerySchema, perItemBudgetMs } from "./queries";
+
+// Every test writes calls under its own queue name (and jobs under its own kind), so other tests
+// and other people's runs against the same database never show up in the assertions.
+const queues: string[] = [];
+const tenants: string[] = [];
+
+function uniqueQueue(label: string): string {
+  const q = `test-${label}-${randomUUID().slice(0, 8)}`;
+  queues.push(q);
+  return q;
+}
+
+afterEach(async () => {
+  for (const queue of queues.splice(0)) {
+    await db().modelCall.deleteMany({ where: { queue } });
+    await db().modelCallRollup.deleteMany({ where: { queue } });
+  }
+  for (const slug of tenants.splice(0)) await deleteTenant(slug);
+});
+
+afterAll(async () => {
+  await closeDb();
+});
+
+interface Call {
+  at: Date;
+  ms: number;
+  outcome?: "ok" | "error" | "aborted";
+  type?: "model" | "tool" | "ocr";
+  model?: string;
+}
+
+async function insertCalls(queue: string, kind: string, calls: Call[]): Promise<void> {
+  await db().modelCall.createMany({
+    data: calls.map((c) => ({
+      queue,
+      jobKind: kind,
+      model: c.model ?? (c.type === "tool" ? "lookup_invoice" : "sim-model"),
+      type: c.type ?? "model",
+      startedAt: c.at,
+      durationMs: c.ms,
+      outcome: c.outcome ?? "ok",
+    })),
+  });
+}
+
+const times = (n: number, call: Call): Call[] => Array.from({ length: n }, () => ({ ...call }));
+const ago = (now: Date, ms: number) => new Date(now.getTime() - ms);
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
+
+describe("getLatencyHistogram reads the rollup", () => {
+  it("counts per bucket and outcome, estimates p50/p90/p99 from cumulative counts, keeps the exact max", async () => {
+    const now = new Date("2031-03-04T10:20:00.000Z");
+    const queue = uniqueQueue("hist");
+    const at = ago(now, 2 * HOUR);
+    await insertCalls(queue, "csv_import", [
+      ...times(50, { at, ms: 1_000 }),
+      ...times(40, { at, ms: 5_000 }),
+      ...times(4, { at, ms: 20_000 }),
+      ...times(5, { at, ms: 20_000, outcome: "error" }),
+      { at, ms: 100_000, outcome: "aborted" },
+      // Another model in the same queue, and tool calls beside the model calls.
+      ...times(3, { at, ms: 7_000, model: "other-model" }),
+      ...times(10, { at, ms: 20, type: "tool" }),
+      ...times(2, { at, ms: 35, type: "tool", outcome: "error" }),
+      // An OCR call: neither a model call nor a tool call.
+      { at, ms: 2_000, type: "ocr", model: "sim-ocr" },
+    ]);
+
+    const h = await getLatencyHistogram({ range: "24h", queue, model: "sim-model" }, now);
+    expect(h.summary.total).toBe(100);
+    expect(h.summary.byOutcome).toEqual({ ok: 94, error: 5, aborted: 1 });
+    expect(h.buckets).toHaveLength(34);
+    expect(h.buckets[latencyBucket(1_000)]).toMatchObject({ lowerMs: 1_000, count: 50, byOutcome: { ok: 50, error: 0, aborted: 0 } });
+    expect(h.buckets[latencyBucket(20_000)]).toMatchObject({ count: 9, byOutcome: { ok: 4, error: 5, aborted: 0 } });
+    expect(h.buckets.reduce((n, b) => n + b.count, 0)).toBe(100);
+    expect(h.summary.p50?.bucket).toBe(latencyBucket(1_000));
+    expect(h.summary.p90?.bucket).toBe(latencyBucket(5_000));
+    expect(h.summary.p99?.bucket).toBe(latencyBucket(20_000));
+    expect(h.summary.maxMs).toBe(100_000);
+    expect(h.summary.meanMs).toBe(Math.round((50 * 1_000 + 40 * 5_000 + 9 * 20_000 + 100_000) / 100));
+
+    expect(h.tools).toMatchObject({ total: 12, byOutcome: { ok: 10, error: 2, aborted: 0 }, maxMs: 35 });
+    expect(h.tools.p50?.bucket).toBe(latencyBucket(20));
+
+    expect(h.options.queues).toContain(queue);
+    expect(h.options.models).toEqual(expect.arrayContaining(["sim-model", "other-model"]));
+    expect(h.options.models).not.toContain("lookup_invoice");
+    expect(h.filters).toEqual({ queue, kind: null, model: "sim-model" });
+
+    // Without the model filter both models count; the OCR call only under type=ocr.
+    expect((await getLatencyHistogram({ range: "24h", queue }, now)).summary.total).toBe(103);
+    const ocr = await getLatencyHistogram({ range: "24h", queue, type: "ocr" }, now);
+    expect(ocr.summary).toMatchObject({ total: 1, maxMs: 2_000 });
+    expect(ocr.tools.total).toBe(12);
+  });
+
+  it("filters by kind and leaves out calls outside the range", async () => {
+    const now = new Date("2031-03-04T10:20:00.000Z");
+    const queue = uniqueQueue("range");
+    await insertCalls(queue, "csv_import", [
+      { at: ago(now, 10 * 60_000), ms: 3_000 },
+      { at: ago(now, 3 * HOUR), ms: 3_000 },
+      { at: ago(now, 3 * DAY), ms: 3_000 },
+      { at: ago(now, 20 * DAY), ms: 3_000 },
+      { at: ago(now, 40 * DAY), ms: 3_000 },
+      { at: new Date(now.getTime() + 2 * DAY), ms: 3_000 }, // a clock ahead: not counted yet
+    ]);
+    await insertCalls(queue, "bulk_ocr", [{ at: ago(now, 10 * 60_000), ms: 9_000 }]);
+    const total = async (range: "1h" | "24h" | "7d" | "30d") =>
+      (await getLatencyHistogram({ range, queue, kind: "csv_import" }, now)).summary.total;
+    expect([await total("1h"), await total("24h"), await total("7d"), await total("30d")]).toEqual([1, 2, 3, 4]);
+    const both = await getLatencyHistogram({ range: "1h", queue }, now);
+    expect(both.summary.total).toBe(2);
+    expect(both.options.kinds).toEqual(expect.arrayContaining(["csv_import", "bulk_ocr"]));
+  });
+
+  it("1h reads the previous and the current hour row and says which window that was", async () => {
+    const now = new Date("2031-03-04T10:20:00.000Z");
+    const queue = uniqueQueue("hour");
+    await insertCalls(queue, "csv_import", [
+      { at: new Date("2031-03-04T09:00:00.000Z"), ms: 500 }, // 80 min ago, in the previous hour row: counted
+      { at: new Date("2031-03-04T08:59:59.000Z"), ms: 500 }, // the hour before: not
+    ]);
+    const h = await getLatencyHistogram({ range: "1h", queue }, now);
+    expect(h.summary.total).toBe(1);
+    expect(h.window).toMatchObject({ from: "2031-03-04T09:00:00.000Z", to: now.toISOString(), coveredMinutes: 80 });
+    expect(h.window.note).toMatch(/80 minutes/);
+  });
+
+  it("an empty window has zero counts and no percentiles", async () => {
+    const h = await getLatencyHistogram({ range: "7d", queue: uniqueQueue("empty") }, new Date("2031-03-04T10:20:00.000Z"));
+    expect(h.summary).toMatchObject({ total: 0, p50: null, p90: null, p99: null, maxMs: null });
+    expect(h.buckets.every((b) => b.count === 0)).toBe(true);
+  });
+
+  it("refuses ranges and types it does not know", () => {
+    expect(latencyHistogramQuerySchema.safeParse({ range: "5y" }).success).toBe(false);
+    expect(latencyHistogramQuerySchema.safeParse({ type: "human" }).success).toBe(false);
+    expect(latencyHistogramQuerySchema.parse({ queue: "", kind: " " })).toEqual({ range: "24h", type: "model" });
+  });
+});
+
+describe("perItemBudgetMs: the queue's soft budget over the median job size of the kind", () => {
+  async function insertJobs(kind: string, queue: string, jobs: { total: number | null; createdAt: Date }[]): Promise<void> {
+    const slug = uniqueTenantSlug("peritem");
+    tenants.push(slug);
+    const tenant = await db().tenant.create({ data: { slug }, select: { id: true } });
+    await db().job.createMany({
+      data: jobs.map((j) => ({
+        kind,
+        queue,
+        tenantId: tenant.id,
+        total: j.total,
+        budgetSoftMs: 1,
+        budgetHardMs: 2,
+        budgetSource: "test",
+        progressToken: randomBytes(16).toString("hex"),
+        createdAt: j.createdAt,
+      })),
+    });
+  }
+
+  it("divides the resolved soft budget by the median total of the last 7 days' jobs", async () => {
+    const kind = `kind-${randomUUID().slice(0, 8)}`;
+    const now = new Date();
+    await insertJobs(kind, "imports", [
+      { total: 100, createdAt: ago(now, HOUR) },
+      { total: 200, createdAt: ago(now, DAY) },
+      { total: 300, createdAt: ago(now, 2 * DAY) },
+      { total: 5_000, createdAt: ago(now, 3 * DAY) },
+      { total: null, createdAt: ago(now, HOUR) }, // size unknown: not a typical job
+      { total: 90_000, createdAt: ago(now, 8 * DAY) }, // too old
+    ]);
+    const softMs = resolveBudget("imports", kind).softMs;
+    const median = 250; // of 100, 200, 300, 5000
+    expect(await perItemBudgetMs(kind)).toBe(Math.round(softMs / median));
+    expect(await getPerItemBudget(kind)).toMatchObject({ queue: "imports", medianItems: median, jobs: 4, softMs });
+  });
+
+  it("uses the queue most of the kind's jobs ran on, or the one asked for", async () => {
+    const kind = `kind-${randomUUID().slice(0, 8)}`;
+    const now = new Date();
+    await insertJobs(kind, "agent-interactive", [
+      { total: 10, createdAt: ago(now, HOUR) },
+      { total: 10, createdAt: ago(now, HOUR) },
+    ]);
+    await insertJobs(kind, "agent-batch", [{ total: 40, createdAt: ago(now, HOUR) }]);
+    expect(await getPerItemBudget(kind)).toMatchObject({ queue: "agent-interactive", medianItems: 10 });
+    expect(await getPerItemBudget(kind, "agent-batch")).toMatchObject({
+      queue: "agent-batch",
+      medianItems: 40,
+      perItemMs: Math.round(resolveBudget("agent-batch", kind).softMs / 40),
+    });
+  });
+
+  it("is null for a kind without recent jobs", async () => {
+    expect(await perItemBudgetMs(`kind-${randomUUID().slice(0, 8)}`)).toBeNull();
+  });
+});
