@@ -23,10 +23,14 @@ test("the budgets page shows each queue's budget with its source, and the live w
   await expect(workers.first()).toContainText("imports");
 
   const budgets = page.getByRole("table", { name: "Effective budgets" });
-  // Nothing declared and no override: the global default, said as such.
+  // Declared for the queue in code: the queue is named as the source, with its reason.
   const documents = budgets.locator('tr[data-queue="documents"]');
-  await expect(documents.locator("[data-budget]")).toHaveText("10 min / 15 min");
-  await expect(documents.locator("[data-source]")).toHaveText("default");
+  await expect(documents.locator("[data-budget]")).toHaveText("30 min / 40 min");
+  await expect(documents.locator("[data-source]")).toHaveText("queue:documents");
+  await expect(documents).toContainText("95 documents at the medians");
+  // Every queue of this environment declares or overrides its budget; the global default is the
+  // last level of the precedence the page states (the default itself: lib/budgets/budgets.test.ts).
+  await expect(page.getByText("global default (10 min / 15 min)")).toBeVisible();
 
   // Overridden in the environment (e2e/env.ts): the variables are named as the source.
   const imports = budgets.locator('tr[data-queue="imports"]');
@@ -50,7 +54,7 @@ test("GET /api/budgets returns the same report to a viewer and refuses anonymous
   expect(ok.status()).toBe(200);
   const report = await ok.json();
   const row = (queue: string) => report.rows.find((r: { queue: string }) => r.queue === queue);
-  expect(row("documents").configuration).toMatchObject({ softMs: 600_000, hardMs: 900_000, source: "default" });
+  expect(row("documents").configuration).toMatchObject({ softMs: 1_800_000, hardMs: 2_400_000, source: "queue:documents" });
   expect(row("imports").configuration).toMatchObject({
     softMs: 200_000_000,
     hardMs: 300_000_000,

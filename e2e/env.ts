@@ -18,6 +18,8 @@ export const E2E_ENV = {
   // tests set tight ones of their own. Other queues keep the default, as the budgets page shows.
   BOUNDED_BUDGET_IMPORTS_SOFT_S: "200000",
   BOUNDED_BUDGET_IMPORTS_HARD_S: "300000",
+  BOUNDED_BUDGET_SWEEPS_SOFT_S: "200000",
+  BOUNDED_BUDGET_SWEEPS_HARD_S: "300000",
   BOUNDED_UPLOAD_MAX_BYTES: String(1024 * 1024),
   BOUNDED_UPLOAD_MAX_ROWS: "5000",
   LOG_LEVEL: "warn",

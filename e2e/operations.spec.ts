@@ -38,6 +38,6 @@ test("the database panel shows table activity per second", async ({ page }) => {
   await page.goto("/database");
   await expect(page.getByRole("heading", { name: "Database" })).toBeVisible();
   await expect(page.getByRole("cell", { name: "Category", exact: true })).toBeVisible();
-  await expect(page.getByRole("columnheader", { name: "Seq scans /s" })).toBeVisible();
+  await expect(page.getByRole("columnheader", { name: "Seq scans /s", exact: true })).toBeVisible();
   await page.screenshot({ path: "test-results/database.png", fullPage: true });
 });

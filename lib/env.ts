@@ -31,13 +31,20 @@ const schema = z.object({
   MODEL_BASE_URL: z.url().default("http://127.0.0.1:4010"),
   MODEL_NAME: z.string().min(1).default("bounded-sim-1"),
   MODEL_API_KEY: z.string().optional(),
+  /** Where OCR requests go (POST {OCR_BASE_URL}/ocr). Unset: the bundled simulators on BOUNDED_SIM_PORT. */
+  OCR_BASE_URL: z.url().optional(),
   MARKETPLACE_BASE_URL: z.url().default("http://127.0.0.1:4010/marketplace"),
   IMAGE_PROVIDER_BASE_URL: z.url().default("http://127.0.0.1:4010/images"),
   /** Port of the bundled simulators of the outside services. */
   BOUNDED_SIM_PORT: z.coerce.number().int().min(1).max(65535).default(4010),
   /** Share of simulated model calls that answer 500 (0–1). */
   BOUNDED_SIM_MODEL_ERROR_RATE: z.coerce.number().min(0).max(1).default(0.01),
+  /** Share of simulated OCR calls that answer 500 (0–1). */
+  BOUNDED_SIM_OCR_ERROR_RATE: z.coerce.number().min(0).max(1).default(0.01),
   BOUNDED_UPLOAD_MAX_BYTES: z.coerce.number().int().positive().default(10 * 1024 * 1024),
+  /** Largest document of a bulk_ocr batch, and the whole batch, in bytes. */
+  BOUNDED_DOCUMENT_MAX_BYTES: z.coerce.number().int().positive().default(10 * 1024 * 1024),
+  BOUNDED_DOCUMENT_BATCH_MAX_BYTES: z.coerce.number().int().positive().default(50 * 1024 * 1024),
   BOUNDED_UPLOAD_MAX_ROWS: z.coerce.number().int().positive().default(50_000),
   /** Jobs one worker process runs at once, per queue. */
   BOUNDED_WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),

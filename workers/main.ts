@@ -3,6 +3,7 @@ import { DelayedError, Worker, type Job as QueueJob } from "bullmq";
 import { validateBudgets } from "@/lib/budgets/budgets";
 import { startBudgetPublisher } from "@/lib/budgets/runtime";
 import { listenForCategoryChanges } from "@/lib/categories/cache";
+import { startOverdueSweepSchedule } from "@/lib/invoices/schedule";
 import { closeDb, db } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { WorkerShutdown } from "@/lib/jobs/errors";
@@ -72,6 +73,7 @@ async function main() {
     w.on("failed", (job, err) => log.debug({ jobId: job?.data?.jobId, err: err.message }, "queue job failed"));
   }
   const stopReaper = startReaper(connection, log.child({ scheduler: "reaper" }), (kind) => metrics.jobsReaped.inc({ kind }));
+  const stopSweeps = startOverdueSweepSchedule(log.child({ scheduler: "overdue-invoices" }));
 
   const presenceKey = key("workers", `${hostname()}:${process.pid}`);
   const presence = JSON.stringify({ host: hostname(), pid: process.pid, queues: WORKER_QUEUES, concurrency: e.BOUNDED_WORKER_CONCURRENCY, startedAt: new Date().toISOString() });
@@ -91,6 +93,7 @@ async function main() {
     log.info({ signal }, "stopping workers: letting running jobs finish");
     clearInterval(presenceTimer);
     stopReaper();
+    await stopSweeps();
     const grace = setTimeout(() => {
       log.warn("running jobs did not finish in time; handing them back so they resume elsewhere");
       shutdown.abort(new WorkerShutdown("worker process is stopping"));

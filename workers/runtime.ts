@@ -37,6 +37,9 @@ export interface HardLimitWatch {
   end(jobId: string): void;
 }
 
+/** Real time a run always gets between its soft and hard limit, whatever the time scale. */
+export const MIN_WIND_DOWN_MS = 1_000;
+
 function defaultMessage(row: FinalRow): string {
   const noun = nounOf(row.kind);
   const done = row.processed + row.failed;
@@ -88,7 +91,9 @@ export async function runJob(
   const deadline = new AbortController();
   const signal = AbortSignal.any([deadline.signal, shutdown]);
   const softMs = scaled(run.budgetSoftMs);
-  const hardMs = scaled(run.budgetHardMs);
+  // At small time scales the gap between the limits can be shorter than one database call (which
+  // takes no signal): a run that honours its signal still needs that long to wind down.
+  const hardMs = Math.max(scaled(run.budgetHardMs), softMs + MIN_WIND_DOWN_MS);
   // Limits count from the moment recorded on the row as the attempt's start.
   const startedAt = attemptStart.getTime();
   const until = (ms: number) => Math.max(0, startedAt + ms - Date.now());

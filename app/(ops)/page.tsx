@@ -1,30 +1,80 @@
 import Link from "next/link";
+import { getBudgetReport } from "@/lib/budgets/report";
+import { env } from "@/lib/env";
 import { countJobsByStatus, listJobs } from "@/lib/jobs/queries";
+import { listStuckJobs } from "@/lib/jobs/stuck";
 import { JOB_STATUSES, STATUS_LABEL } from "@/lib/jobs/statuses";
+import { getLatencyHistogram } from "@/lib/modelcalls/queries";
 import { JobsTable } from "../components/jobs-table";
 import { fmtInt } from "../components/format";
+import { fmtMs } from "./model-calls/format";
 
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Overview" };
 
 const ATTENTION = new Set(["timed_out", "killed", "failed", "abandoned"]);
 
+/** The headline of each area; every number links to the page that explains it. */
 export default async function OverviewPage() {
-  const [counts, recent] = await Promise.all([countJobsByStatus(), listJobs({ limit: 10 })]);
+  const [counts, recent, stuck, calls, budgets] = await Promise.all([
+    countJobsByStatus(),
+    listJobs({ limit: 10 }),
+    listStuckJobs(500),
+    getLatencyHistogram({ range: "24h" }),
+    getBudgetReport(),
+  ]);
   const attention = JOB_STATUSES.filter((s) => ATTENTION.has(s)).reduce((n, s) => n + counts[s], 0);
+  const drifting = budgets.rows.filter((r) => r.status === "drift").length;
+  const atRisk = budgets.rows.filter((r) => r.risk.atRisk).length;
+  const scale = env().BOUNDED_TIME_SCALE;
+  const s = calls.summary;
+  const failedCalls = s.byOutcome.error + s.byOutcome.aborted;
   return (
     <main className="page">
       <div className="page-head">
         <div>
           <h1>Overview</h1>
-          <p className="muted">All jobs by status. {attention > 0 ? `${fmtInt(attention)} need attention.` : "Nothing needs attention."}</p>
+          <p className="muted">
+            {stuck.length > 0 ? `${fmtInt(stuck.length)} stuck. ` : "Nothing stuck. "}
+            {attention > 0 ? `${fmtInt(attention)} jobs ended badly (timed out, stopped, failed or abandoned).` : "No job ended badly."}
+            {scale !== 1 ? ` Time scale ${scale}: latencies are as measured, budgets in production units.` : ""}
+          </p>
         </div>
       </div>
+
+      <section className="grid cols-4" aria-label="Headlines">
+        <Link href="/stuck" className={`stat ${stuck.length ? "alert" : ""}`}>
+          <div className="label">Stuck jobs</div>
+          <div className="value">{fmtInt(stuck.length)}</div>
+        </Link>
+        <Link href="/model-calls" className="stat">
+          <div className="label">Model calls, 24 h: p50 / p99</div>
+          <div className="value">{s.p50 && s.p99 ? `${fmtMs(s.p50.ms)} / ${fmtMs(s.p99.ms)}` : "—"}</div>
+          <div className="label">
+            {fmtInt(s.total)} calls{failedCalls ? `, ${fmtInt(failedCalls)} failed or aborted` : ""}
+          </div>
+        </Link>
+        <Link href="/budgets" className={`stat ${drifting || atRisk || budgets.workers.length === 0 ? "alert" : ""}`}>
+          <div className="label">Budgets: drifting / at risk</div>
+          <div className="value">
+            {fmtInt(drifting)} / {fmtInt(atRisk)}
+          </div>
+          <div className="label">{budgets.workers.length === 0 ? "no worker is running" : `${fmtInt(budgets.workers.length)} live worker process${budgets.workers.length === 1 ? "" : "es"}`}</div>
+        </Link>
+        <Link href="/jobs?status=running" className="stat">
+          <div className="label">Running / queued</div>
+          <div className="value">
+            {fmtInt(counts.running)} / {fmtInt(counts.queued)}
+          </div>
+        </Link>
+      </section>
+
+      <h2 style={{ marginTop: "1.5rem" }}>Jobs by status</h2>
       <section className="grid cols-4" aria-label="Jobs by status">
-        {JOB_STATUSES.map((s) => (
-          <Link key={s} href={`/jobs?status=${s}`} className={`stat ${ATTENTION.has(s) && counts[s] > 0 ? "alert" : ""}`}>
-            <div className="label">{STATUS_LABEL[s]}</div>
-            <div className="value">{fmtInt(counts[s])}</div>
+        {JOB_STATUSES.map((st) => (
+          <Link key={st} href={`/jobs?status=${st}`} className={`stat ${ATTENTION.has(st) && counts[st] > 0 ? "alert" : ""}`}>
+            <div className="label">{STATUS_LABEL[st]}</div>
+            <div className="value">{fmtInt(counts[st])}</div>
           </Link>
         ))}
       </section>

@@ -57,12 +57,12 @@ describe("budget precedence: environment override of the queue > task > queue > 
     expect(resolveBudget("documents", "plain", e, CATALOG).source).toBe("default");
   });
 
-  it("the real catalog: a task budget (sweeps), queue budgets (agent queues), the default (documents)", () => {
+  it("the real catalog: a task budget (sweeps), queue budgets (agent and document queues), the default (imports)", () => {
     const e = envWith();
     expect(resolveBudget("sweeps", "overdue_invoices", e)).toMatchObject({ softMs: 300_000, hardMs: 480_000, source: "task:overdue_invoices" });
     expect(resolveBudget("agent-interactive", "agent_run", e)).toMatchObject({ softMs: 60_000, hardMs: 90_000, source: "queue:agent-interactive" });
     expect(resolveBudget("agent-batch", "agent_run", e)).toMatchObject({ softMs: 1_800_000, hardMs: 2_400_000, source: "queue:agent-batch" });
-    expect(resolveBudget("documents", "bulk_ocr", e)).toMatchObject({ softMs: 600_000, hardMs: 900_000, source: "default" });
+    expect(resolveBudget("documents", "bulk_ocr", e)).toMatchObject({ softMs: 1_800_000, hardMs: 2_400_000, source: "queue:documents" });
     expect(resolveBudget("imports", "csv_import", e)).toMatchObject({ softMs: 600_000, hardMs: 900_000, source: "default" });
   });
 
@@ -86,8 +86,8 @@ describe("partial overrides combine with the next level down", () => {
   });
 
   it("over the default when nothing is declared", () => {
-    const b = resolveBudget("documents", "bulk_ocr", envWith({ BOUNDED_BUDGET_DOCUMENTS_SOFT_S: "300" }));
-    expect(b).toMatchObject({ softMs: 300_000, hardMs: 900_000, source: "env:BOUNDED_BUDGET_DOCUMENTS_SOFT_S" });
+    const b = resolveBudget("imports", "csv_import", envWith({ BOUNDED_BUDGET_IMPORTS_SOFT_S: "300" }));
+    expect(b).toMatchObject({ softMs: 300_000, hardMs: 900_000, source: "env:BOUNDED_BUDGET_IMPORTS_SOFT_S" });
     expect(b.why).toContain("from default");
   });
 });

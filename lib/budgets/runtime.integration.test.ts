@@ -84,9 +84,9 @@ describe("what workers really use", () => {
         type: "differs_from_configuration",
         title: "Runtime differs from configuration",
         detail:
-          "the only live worker (host-c:303) uses 10 min / 15 min (default), but this web process's environment resolves 5 min / 7 min 30 s (env:BOUNDED_BUDGET_DOCUMENTS_SOFT_S,BOUNDED_BUDGET_DOCUMENTS_HARD_S).",
+          "the only live worker (host-c:303) uses 30 min / 40 min (queue:documents), but this web process's environment resolves 5 min / 7 min 30 s (env:BOUNDED_BUDGET_DOCUMENTS_SOFT_S,BOUNDED_BUDGET_DOCUMENTS_HARD_S).",
         message:
-          "Runtime differs from configuration: the only live worker (host-c:303) uses 10 min / 15 min (default), but this web process's environment resolves 5 min / 7 min 30 s (env:BOUNDED_BUDGET_DOCUMENTS_SOFT_S,BOUNDED_BUDGET_DOCUMENTS_HARD_S).",
+          "Runtime differs from configuration: the only live worker (host-c:303) uses 30 min / 40 min (queue:documents), but this web process's environment resolves 5 min / 7 min 30 s (env:BOUNDED_BUDGET_DOCUMENTS_SOFT_S,BOUNDED_BUDGET_DOCUMENTS_HARD_S).",
       },
     ]);
     const imports = report.rows.find((r) => r.queue === "imports")!;
@@ -210,7 +210,7 @@ describe("risk: budget against items × per-item p99, from recorded calls", () =
     const report = await getBudgetReport({ redis, namespace: namespace(), source: parseEnv({}), now });
     const risk = report.rows.find((r) => r.queue === "documents")!.risk;
     expect(risk).toMatchObject({ status: "ok", atRisk: false, jobs: 5, calls: 50, callsPerItem: 1, p99CallMs: 1_000, largest: { items: 10, expectedMs: 10_000 } });
-    expect(risk.largest!.ratio).toBeCloseTo(10_000 / 600_000);
+    expect(risk.largest!.ratio).toBeCloseTo(10_000 / 1_800_000);
   });
 
   it("kinds without jobs or calls in the window say so instead of guessing", async () => {

@@ -7,7 +7,9 @@ export const tenantSlugSchema = z
   .string({ error: "tenant is required" })
   .trim()
   .toLowerCase()
-  .regex(/^[a-z0-9][a-z0-9-]{1,62}$/, "tenant must be 2–63 lower-case letters, digits or '-'");
+  .regex(/^[a-z0-9][a-z0-9-]{1,62}$/, "tenant must be 2–63 lower-case letters, digits or '-'")
+  // The scheduled sweeps run as the tenant "system"; nobody may upload as it.
+  .refine((slug) => slug !== "system", "tenant “system” is reserved");
 
 export const filenameSchema = z
   .string()

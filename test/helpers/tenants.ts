@@ -18,6 +18,7 @@ export async function deleteTenant(slug: string): Promise<void> {
   if (!tenant) return;
   const jobIds = (await db().job.findMany({ where: { tenantId: tenant.id }, select: { id: true } })).map((j) => j.id);
   await db().transaction.deleteMany({ where: { tenantId: tenant.id } });
+  await db().invoice.deleteMany({ where: { tenantId: tenant.id } });
   await db().modelCall.deleteMany({ where: { jobId: { in: jobIds } } });
   await db().job.deleteMany({ where: { tenantId: tenant.id } });
   await db().tenant.delete({ where: { id: tenant.id } });

@@ -1,6 +1,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { createModelSimulator, type ModelSimulator, type ModelSimulatorOptions } from "./model";
+import { createOcrSimulator, type OcrSimulator, type OcrSimulatorOptions } from "./ocr";
 import { createRouter, sendJson, type Route } from "./router";
 
 export interface SimulatorsOptions {
@@ -9,6 +10,7 @@ export interface SimulatorsOptions {
   /** Loopback only: the simulators are for this machine's workers. @defaultValue "127.0.0.1" */
   host?: string;
   model?: ModelSimulatorOptions;
+  ocr?: OcrSimulatorOptions;
 }
 
 export interface RunningSimulators {
@@ -16,6 +18,7 @@ export interface RunningSimulators {
   url: string;
   server: http.Server;
   model: ModelSimulator;
+  ocr: OcrSimulator;
   /** Stops accepting, drops in-flight calls (their callers see a network error), resolves when closed. */
   close(): Promise<void>;
 }
@@ -23,9 +26,11 @@ export interface RunningSimulators {
 /** Starts every simulator of the outside services on one HTTP server. */
 export async function startSimulators(options: SimulatorsOptions = {}): Promise<RunningSimulators> {
   const model = createModelSimulator(options.model);
+  const ocr = createOcrSimulator(options.ocr);
   const routes: Route[] = [
     { method: "GET", path: "/healthz", handler: ({ res }) => sendJson(res, 200, { ok: true }) },
     ...model.routes,
+    ...ocr.routes,
     // The marketplace (/marketplace/...) and image provider (/images/...) simulators join here.
   ];
   const server = http.createServer(createRouter(routes));
@@ -43,6 +48,7 @@ export async function startSimulators(options: SimulatorsOptions = {}): Promise<
     url: `http://${address}:${port}`,
     server,
     model,
+    ocr,
     close: () =>
       new Promise<void>((resolve, reject) => {
         server.close((err) => (err ? reject(err) : resolve()));

@@ -30,8 +30,8 @@ export default async function StuckPage() {
           <h1>Stuck jobs</h1>
           <p className="muted">
             Jobs that are not finished and are silent, past their soft budget, or still waiting for a worker. The reaper abandons a job that stays silent past its
-            hard limit (checked every {fmtDuration(reaperIntervalMs() / 1000 / scale)}, grace {fmtDuration(reapGraceMs() / 1000 / scale)}).
-            {scale !== 1 ? ` Times are in production units (time scale ${scale}).` : ""}
+            hard limit (it looks every {fmtDuration(reaperIntervalMs() / 1000)}, with a grace of {fmtDuration(reapGraceMs() / 1000)}, real time).
+            {scale !== 1 ? ` Ages and budgets are in production units (time scale ${scale}).` : ""}
           </p>
         </div>
       </div>

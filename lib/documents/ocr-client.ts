@@ -1,0 +1,182 @@
+import http from "node:http";
+import https from "node:https";
+import { env } from "@/lib/env";
+import { logger } from "@/lib/log";
+import { recordModelCall, type ModelCallContext, type ModelCallRecord, type RecordModelCall } from "@/lib/modelcalls/record";
+import { scaled, sleep } from "@/lib/time";
+import { ocrBaseUrl } from "./settings";
+
+const log = logger("documents.ocr");
+
+/** What the OCR service made of a document. */
+export interface OcrResult {
+  text: string;
+  pages: number;
+  /** What the caller waited in all: every attempt and the backoff between them. */
+  durationMs: number;
+  /** HTTP attempts made (1 when the first one answered). */
+  attempts: number;
+}
+
+/**
+ * OCR failed for good: the document cannot be read (4xx, not retryable) or the service kept
+ * failing. An item failure for the caller, never a control signal: an aborted call rejects with
+ * the signal's reason instead.
+ */
+export class OcrError extends Error {
+  override name = "OcrError";
+  constructor(
+    message: string,
+    readonly details: { status?: number; attempts: number; retryable: boolean; cause?: unknown },
+  ) {
+    super(message, details.cause === undefined ? undefined : { cause: details.cause });
+  }
+}
+
+export interface OcrOptions {
+  /** The document's bytes, sent as the request body. */
+  bytes: Uint8Array;
+  /** @defaultValue "application/octet-stream" (the service reads the bytes, not the header) */
+  contentType?: string;
+  /**
+   * The job's signal: an in-flight OCR call is aborted at the deadline and rejects with
+   * `signal.reason`, unchanged.
+   */
+  signal: AbortSignal;
+  /** Where the call comes from, written to every ModelCall row (type "ocr"). */
+  context: ModelCallContext;
+  /** Further attempts after a transient failure (5xx, 429, network error). @defaultValue 2 */
+  maxRetries?: number;
+  /** @defaultValue `ocrBaseUrl()` (OCR_BASE_URL, else the bundled simulators) */
+  baseUrl?: string;
+  /** The name written to the ModelCall rows' `model` column. @defaultValue "ocr" */
+  engine?: string;
+  /** Scale of the retry backoff. @defaultValue `env().BOUNDED_TIME_SCALE` */
+  timeScale?: number;
+  /** @defaultValue `recordModelCall` */
+  record?: RecordModelCall;
+}
+
+/** Backoff before retry n (1-based): 500–1000 ms, then 1–2 s (scaled), jittered. */
+const BACKOFF_BASE_MS = 500;
+
+interface RawResponse {
+  status: number;
+  body: string;
+}
+
+type Attempt = { ok: true; text: string; pages: number } | { ok: false; message: string; status?: number; retryable: boolean; cause?: unknown };
+
+/**
+ * Sends one document to the OCR service (`POST {baseUrl}/ocr`, the bytes as the body) and
+ * returns its `{ text, pages }`. Transient failures are retried; each HTTP attempt is recorded as
+ * a ModelCall row of type "ocr". Over node:http rather than fetch, so the caller's signal is the
+ * only time limit (as for model calls).
+ */
+export async function ocrDocument(options: OcrOptions): Promise<OcrResult> {
+  const { bytes, signal, context } = options;
+  const maxRetries = options.maxRetries ?? 2;
+  const timeScale = options.timeScale ?? env().BOUNDED_TIME_SCALE;
+  const record = options.record ?? recordModelCall;
+  const engine = options.engine ?? "ocr";
+  const url = new URL(`${(options.baseUrl ?? ocrBaseUrl()).replace(/\/+$/, "")}/ocr`);
+  const contentType = options.contentType ?? "application/octet-stream";
+
+  const callStarted = performance.now();
+  for (let attempt = 1; ; attempt++) {
+    signal.throwIfAborted();
+    const startedAt = new Date();
+    const attemptStarted = performance.now();
+    const result = await attemptOnce(url, bytes, contentType, signal);
+    const row: ModelCallRecord = { ...context, type: "ocr", model: engine, startedAt, durationMs: performance.now() - attemptStarted, outcome: "ok" };
+
+    if (result.ok) {
+      recordSafely(record, row);
+      return { text: result.text, pages: result.pages, durationMs: Math.round(performance.now() - callStarted), attempts: attempt };
+    }
+    // An aborted signal is the reason whatever the attempt failed with; never wrapped.
+    if (signal.aborted) {
+      recordSafely(record, { ...row, outcome: "aborted", error: describe(signal.reason) });
+      throw signal.reason;
+    }
+    recordSafely(record, { ...row, outcome: "error", error: result.message });
+    if (!result.retryable || attempt > maxRetries) {
+      throw new OcrError(result.message, { status: result.status, attempts: attempt, retryable: result.retryable, cause: result.cause });
+    }
+    const waitMs = scaled(BACKOFF_BASE_MS * 2 ** (attempt - 1) * (1 + Math.random()), timeScale);
+    log.warn({ ...context, attempt, status: result.status, waitMs, error: result.message }, "OCR call failed, retrying");
+    await sleep(waitMs, signal);
+  }
+}
+
+async function attemptOnce(url: URL, bytes: Uint8Array, contentType: string, signal: AbortSignal): Promise<Attempt> {
+  let response: RawResponse;
+  try {
+    response = await postBytes(url, bytes, contentType, signal);
+  } catch (err) {
+    return { ok: false, message: `the OCR service could not be reached (${describe(err)})`, retryable: true, cause: err };
+  }
+  const { status, body } = response;
+  if (status < 200 || status >= 300) {
+    return { ok: false, status, message: errorMessage(status, body), retryable: status >= 500 || status === 429 || status === 408 };
+  }
+  try {
+    const json = JSON.parse(body) as { text?: unknown; pages?: unknown };
+    if (typeof json.text === "string" && Number.isInteger(json.pages)) return { ok: true, text: json.text, pages: json.pages as number };
+  } catch {
+    // handled below
+  }
+  return { ok: false, status, message: `the OCR service answered something other than { text, pages }: ${snippet(body)}`, retryable: false };
+}
+
+/** The service's own words for a refusal (`{ error: { message } }`), else the status and a snippet. */
+function errorMessage(status: number, body: string): string {
+  try {
+    const message = (JSON.parse(body) as { error?: { message?: unknown } }).error?.message;
+    if (typeof message === "string" && message) return status >= 500 ? `the OCR service failed (HTTP ${status}: ${message})` : message;
+  } catch {
+    // not JSON
+  }
+  return `the OCR service answered HTTP ${status}${body ? `: ${snippet(body)}` : ""}`;
+}
+
+function postBytes(url: URL, bytes: Uint8Array, contentType: string, signal: AbortSignal): Promise<RawResponse> {
+  return new Promise<RawResponse>((resolve, reject) => {
+    const transport = url.protocol === "https:" ? https : http;
+    const request = transport.request(
+      url,
+      { method: "POST", headers: { "content-type": contentType, "content-length": bytes.byteLength, accept: "application/json" }, signal },
+      (response) => {
+        const chunks: Buffer[] = [];
+        response.on("data", (chunk: Buffer) => chunks.push(chunk));
+        response.on("error", reject);
+        response.on("close", () => {
+          if (!response.complete) reject(new Error("connection closed before the response was complete"));
+        });
+        response.on("end", () => resolve({ status: response.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") }));
+      },
+    );
+    request.on("error", reject);
+    request.end(bytes);
+  });
+}
+
+function recordSafely(record: RecordModelCall, call: ModelCallRecord): void {
+  try {
+    record(call).catch((err: unknown) => log.warn({ err }, "could not record an OCR call"));
+  } catch (err) {
+    log.warn({ err }, "could not record an OCR call");
+  }
+}
+
+function snippet(text: string): string {
+  const flat = text.replace(/\s+/g, " ").trim();
+  return flat.length > 200 ? `${flat.slice(0, 200)}…` : flat;
+}
+
+function describe(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const code = (err as { code?: unknown }).code ?? (err.cause as { code?: unknown } | undefined)?.code;
+  const text = `${err.name}: ${err.message}`;
+  return typeof code === "string" && !text.includes(code) ? `${text} (${code})` : text;
+}
