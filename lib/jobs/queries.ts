@@ -155,6 +155,8 @@ export async function getJob(id: string, failuresLimit = 200): Promise<JobDetail
 
 /** What the end user sees of their own job: no ids, nothing internal. */
 export interface Progress {
+  /** What the page is about, in the end user's words ("Importing january.csv"). */
+  title: string;
   /** What one item is called ("row", "document", "step"). */
   noun: string;
   status: JobStatus;
@@ -173,6 +175,21 @@ export interface Progress {
 }
 
 export const PROGRESS_TOKEN = /^[0-9a-f]{32}$/;
+
+function progressTitle(kind: string, total: number | null, filename: string | null): string {
+  switch (kind) {
+    case "csv_import":
+      return filename ? `Importing ${filename}` : "Your import";
+    case "bulk_ocr":
+      return total ? `Reading ${total} document${total === 1 ? "" : "s"}` : "Reading your documents";
+    case "agent_run":
+      return "Agent run";
+    case "overdue_invoices":
+      return "Overdue-invoice sweep";
+    default:
+      return "Your job";
+  }
+}
 const PROGRESS_FAILURES_SHOWN = 20;
 
 export async function getProgress(token: string, now = new Date()): Promise<Progress | null> {
@@ -202,6 +219,7 @@ export async function getProgress(token: string, now = new Date()): Promise<Prog
     etaSeconds = Math.max(1, Math.round((elapsed / done) * (row.total - done)));
   }
   return {
+    title: progressTitle(row.kind, row.total, row.upload?.filename ?? null),
     noun: nounOf(row.kind),
     status: row.status,
     terminal: isTerminal(row.status),

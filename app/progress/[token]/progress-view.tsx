@@ -35,7 +35,7 @@ function View({ token, initial }: { token: string; initial: Progress }) {
     <>
       <div className="page-head" style={{ alignItems: "center" }}>
         <div>
-          <h1>{p.filename ? `Importing ${p.filename}` : "Your job"}</h1>
+          <h1>{p.title}</h1>
           <p className="muted small">Keep this page’s address to come back to it later.</p>
         </div>
         <StatusBadge status={p.status} />
@@ -100,7 +100,11 @@ function View({ token, initial }: { token: string; initial: Progress }) {
           <h2>{Nouns} that could not be processed</h2>
           <p className="muted small">
             {p.failed > p.failures.length ? `The first ${p.failures.length} of ${fmtInt(p.failed)}. ` : ""}
-            {p.noun === "row" ? "Row numbers count the header as row 1, as in a spreadsheet." : `${Nouns} are numbered from 1 in the order you sent them.`}
+            {p.noun === "row"
+              ? "Row numbers count the header as row 1, as in a spreadsheet."
+              : p.noun === "document"
+                ? "Documents are numbered from 1 in the order you sent them."
+                : `${Nouns} are numbered from 1 in the order they were processed.`}
           </p>
           <div className="table-wrap">
             <table className="data" data-testid="failures">
