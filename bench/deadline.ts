@@ -21,6 +21,11 @@ const hang = http.createServer(() => undefined);
 await new Promise<void>((resolve) => hang.listen(0, "127.0.0.1", resolve));
 const hangUrl = `http://127.0.0.1:${(hang.address() as AddressInfo).port}`;
 
+// A fresh database each run (a run that crashed may have left one behind).
+const admin = new pg.Client({ connectionString: "postgresql://postgres@127.0.0.1:5432/postgres" });
+await admin.connect();
+await admin.query(`DROP DATABASE IF EXISTS ${DATABASE} WITH (FORCE)`);
+
 // A benchmark's own environment: set before any module reads it.
 Object.assign(process.env, { DATABASE_URL: url, BOUNDED_TIME_SCALE: String(SCALE), LOG_LEVEL: "silent", MODEL_BASE_URL: hangUrl });
 const { migrate } = await import("../scripts/db/migrate");
@@ -76,8 +81,6 @@ const aborted = await db().modelCall.count({ where: { outcome: "aborted" } });
 await closeDb();
 hang.closeAllConnections();
 hang.close();
-const admin = new pg.Client({ connectionString: "postgresql://postgres@127.0.0.1:5432/postgres" });
-await admin.connect();
 await admin.query(`DROP DATABASE IF EXISTS ${DATABASE} WITH (FORCE)`);
 await admin.end();
 

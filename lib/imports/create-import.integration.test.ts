@@ -170,3 +170,18 @@ describe("createImport: an accepted upload", () => {
     expect(job.upload!.filename).toBe("bank export.csv");
   });
 });
+
+describe("createImport: concurrency", () => {
+  it("eight uploads for a new tenant at the same moment all succeed, under one Tenant row", async () => {
+    const tenant = tenantFor("concurrent");
+    const results = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => createImport({ tenant, filename: `c${i}.csv`, bytes: utf8(`${HEADER}\n2026-01-02,-1.00,EUR,REWE,x\n`) })),
+    );
+    for (const r of results) {
+      expect(r.type).toBe("created");
+      if (r.type === "created") queueJobs.push(r.jobId);
+    }
+    expect(await db().tenant.count({ where: { slug: tenant } })).toBe(1);
+    expect(await db().job.count({ where: { tenant: { slug: tenant } } })).toBe(8);
+  });
+});

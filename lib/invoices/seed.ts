@@ -1,3 +1,4 @@
+import { ensureTenant } from "@/lib/tenants/ensure-tenant";
 import { db } from "@/lib/db/client";
 
 /** One invoice to seed; amounts in minor units, dates as `YYYY-MM-DD` (UTC). */
@@ -41,7 +42,7 @@ export function sampleInvoices(count: number, options: { asOf?: string; prefix?:
  * is left as it is. Returns the tenant's id and how many invoices were written.
  */
 export async function seedInvoices(tenantSlug: string, invoices: InvoiceSeed[]): Promise<{ tenantId: string; created: number }> {
-  const tenant = await db().tenant.upsert({ where: { slug: tenantSlug }, create: { slug: tenantSlug }, update: {}, select: { id: true } });
+  const tenant = { id: await ensureTenant(tenantSlug) };
   const { count } = await db().invoice.createMany({
     data: invoices.map((inv) => ({
       tenantId: tenant.id,

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { resolveBudget } from "@/lib/budgets/budgets";
 import { db, type Prisma } from "@/lib/db/client";
+import { ensureTenant } from "@/lib/tenants/ensure-tenant";
 import { KINDS, type JobKind, type QueueName } from "@/lib/queues/catalog";
 import { enqueueJob } from "@/lib/queues/queues";
 
@@ -33,12 +34,7 @@ export async function createJob(input: {
   const budget = resolveBudget(queue, input.kind);
   const progressToken = newProgressToken();
   const job = await db().$transaction(async (tx) => {
-    const tenant = await tx.tenant.upsert({
-      where: { slug: input.tenantSlug },
-      create: { slug: input.tenantSlug },
-      update: {},
-      select: { id: true },
-    });
+    const tenant = { id: await ensureTenant(input.tenantSlug, tx) };
     const created = await tx.job.create({
       data: {
         kind: input.kind,
