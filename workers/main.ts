@@ -1,10 +1,10 @@
 import { hostname } from "node:os";
-import { DelayedError, Worker, type Job as QueueJob } from "bullmq";
+import { DelayedError, UnrecoverableError, Worker, type Job as QueueJob } from "bullmq";
 import { validateBudgets } from "@/lib/budgets/budgets";
 import { startBudgetPublisher } from "@/lib/budgets/runtime";
 import { listenForCategoryChanges } from "@/lib/categories/cache";
 import { startOverdueSweepSchedule } from "@/lib/invoices/schedule";
-import { closeDb, db } from "@/lib/db/client";
+import { closeDb } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { WorkerShutdown } from "@/lib/jobs/errors";
 import { logger } from "@/lib/log";
@@ -46,13 +46,9 @@ async function main() {
           try {
             await runJob(PROCESSORS, queueJob, shutdown.signal, log.child({ queue: queueName }), watchdog);
           } catch (err) {
-            if (err instanceof Error && err.name === "WorkerShutdown") {
-              // Hand the job back without spending an attempt: another worker resumes at the cursor.
-              const { jobId } = queueJob.data as { jobId: string };
-              await db().job.updateMany({
-                where: { id: jobId, status: "running" },
-                data: { status: "queued", message: "Interrupted by a worker restart; it will resume where it stopped." },
-              });
+            if (shutdown.signal.aborted && !(err instanceof UnrecoverableError)) {
+              // runJob put the row back to queued; hand the queue job back without spending an
+              // attempt, so another worker resumes at the cursor.
               await queueJob.moveToDelayed(Date.now(), token);
               throw new DelayedError();
             }

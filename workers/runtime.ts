@@ -3,7 +3,7 @@ import { resolveBudget } from "@/lib/budgets/budgets";
 import type { Prisma } from "@/lib/db/client";
 import { DeadlineExceeded, JobFailed } from "@/lib/jobs/errors";
 import type { ItemLoop } from "@/lib/jobs/for-each-item";
-import { countLabel, finalizeJob, fmtSeconds, heartbeat, nounOf, progressPhrase, startAttempt, type FinalRow, type RunStart } from "@/lib/jobs/run";
+import { countLabel, finalizeJob, fmtSeconds, handBack, heartbeat, nounOf, progressPhrase, startAttempt, type FinalRow, type RunStart } from "@/lib/jobs/run";
 import { heartbeatIntervalMs } from "@/lib/jobs/stuck";
 import { jobPayloadSchema, KINDS, type JobKind } from "@/lib/queues/catalog";
 import type { Logger } from "@/lib/log";
@@ -39,6 +39,9 @@ export interface HardLimitWatch {
 
 /** Real time a run always gets between its soft and hard limit, whatever the time scale. */
 export const MIN_WIND_DOWN_MS = 1_000;
+/** How long the soft limit waits for the row to be finalized before aborting anyway. */
+const SOFT_FINALIZE_WAIT_MS = 2_000;
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 function defaultMessage(row: FinalRow): string {
   const noun = nounOf(row.kind);
@@ -88,47 +91,71 @@ export async function runJob(
     throw new UnrecoverableError(`unknown kind ${run.kind}`);
   }
 
+  // One controller per run; the process-wide shutdown signal feeds it through a listener that is
+  // removed when the run ends (AbortSignal.any on a long-lived signal retains every run).
   const deadline = new AbortController();
-  const signal = AbortSignal.any([deadline.signal, shutdown]);
+  const onShutdown = () => deadline.abort(shutdown.reason);
+  if (shutdown.aborted) onShutdown();
+  else shutdown.addEventListener("abort", onShutdown, { once: true });
+  const signal = deadline.signal;
   const softMs = scaled(run.budgetSoftMs);
   // At small time scales the gap between the limits can be shorter than one database call (which
   // takes no signal): a run that honours its signal still needs that long to wind down.
   const hardMs = Math.max(scaled(run.budgetHardMs), softMs + MIN_WIND_DOWN_MS);
-  // Limits count from the moment recorded on the row as the attempt's start.
+  // Limits count from the moment recorded on the row as the attempt's start. Node runs a timer
+  // longer than 2^31−1 ms at once, so long limits are re-armed in steps.
   const startedAt = attemptStart.getTime();
-  const until = (ms: number) => Math.max(0, startedAt + ms - Date.now());
+  const at = (ms: number, fn: () => void): { clear(): void } => {
+    let timer: NodeJS.Timeout;
+    const arm = () => {
+      const left = startedAt + ms - Date.now();
+      timer = left > MAX_TIMER_MS ? setTimeout(arm, MAX_TIMER_MS) : setTimeout(fn, Math.max(0, left));
+    };
+    arm();
+    return { clear: () => clearTimeout(timer) };
+  };
 
   // Soft limit: the row is finalized before the signal propagates, so what a person sees never
-  // depends on how the processor reacts to the abort.
+  // depends on how the processor reacts to the abort — unless the database does not answer in
+  // time, in which case the abort goes ahead and the error path finalizes.
   let softFired: Promise<void> | undefined;
-  const softTimer = setTimeout(() => {
+  const softTimer = at(softMs, () => {
     softFired = (async () => {
-      const finalized = await finalizeJob(jobId, attempt, { status: "timed_out", message: timedOutMessage, from: ["running"] }).catch((err) => {
+      const finalizing = finalizeJob(jobId, attempt, { status: "timed_out", message: timedOutMessage, from: ["running"] }).catch((err) => {
         jobLog.error({ err }, "could not finalize the timed-out row");
         return null;
       });
+      const finalized = await Promise.race([finalizing, new Promise<null>((r) => setTimeout(() => r(null), SOFT_FINALIZE_WAIT_MS).unref())]);
       if (finalized) jobLog.warn({ softMs: run.budgetSoftMs }, "soft limit reached: job timed out");
       deadline.abort(new DeadlineExceeded(jobId, run.budgetSoftMs));
     })();
-  }, until(softMs));
-  let hardTimer: NodeJS.Timeout | undefined;
+  });
+  let hardTimer: { clear(): void } | undefined;
   const hard = new Promise<{ type: "hard" }>((resolve) => {
-    hardTimer = setTimeout(() => resolve({ type: "hard" }), until(hardMs));
+    hardTimer = at(hardMs, () => resolve({ type: "hard" }));
   });
   const beat = setInterval(() => void heartbeat(jobId, attempt).catch(() => undefined), heartbeatIntervalMs());
   watch?.start({ jobId, attempt, hardAt: startedAt + hardMs, kind: run.kind });
 
-  const ctx: RunContext = { run, signal, log: jobLog, queueJob, loop: { jobId, attempt, kind: run.kind, cursor: run.cursor, signal, log: jobLog } };
-  jobLog.info({ budget: { softMs: run.budgetSoftMs, hardMs: run.budgetHardMs, source: run.budgetSource }, cursor: run.cursor }, "run started");
-  const work = processor(ctx).then(
-    (result) => ({ type: "done" as const, result: result ?? {} }),
-    (error: unknown) => ({ type: "error" as const, error }),
-  );
-  const outcome = await Promise.race([work, hard]);
-  clearTimeout(softTimer);
-  clearTimeout(hardTimer);
-  clearInterval(beat);
-  watch?.end(jobId);
+  let outcome: { type: "hard" } | { type: "done"; result: RunResult } | { type: "error"; error: unknown };
+  let work: Promise<{ type: "done"; result: RunResult } | { type: "error"; error: unknown }>;
+  try {
+    const ctx: RunContext = { run, signal, log: jobLog, queueJob, loop: { jobId, attempt, kind: run.kind, cursor: run.cursor, signal, log: jobLog } };
+    jobLog.info({ budget: { softMs: run.budgetSoftMs, hardMs: run.budgetHardMs, source: run.budgetSource }, cursor: run.cursor }, "run started");
+    work = Promise.resolve()
+      .then(() => processor(ctx))
+      .then(
+        (result) => ({ type: "done" as const, result: result ?? {} }),
+        (error: unknown) => ({ type: "error" as const, error }),
+      );
+    outcome = await Promise.race([work, hard]);
+  } finally {
+    softTimer.clear();
+    hardTimer?.clear();
+    clearInterval(beat);
+    shutdown.removeEventListener("abort", onShutdown);
+    watch?.end(jobId);
+  }
   await softFired;
 
   if (outcome.type === "hard") {
@@ -141,7 +168,7 @@ export async function runJob(
     throw new UnrecoverableError("hard limit reached");
   }
 
-  const deadlinePassed = deadline.signal.aborted;
+  const deadlinePassed = deadline.signal.aborted && deadline.signal.reason instanceof DeadlineExceeded;
   if (outcome.type === "done") {
     if (deadlinePassed) throw new UnrecoverableError("soft limit reached");
     const finalized = await finalizeJob(jobId, attempt, {
@@ -158,7 +185,13 @@ export async function runJob(
 
   const err = outcome.error;
   const name = err instanceof Error ? err.name : "";
-  if (name === "WorkerShutdown" || (shutdown.aborted && !deadlinePassed) || name === "DelayedError" || name === "RateLimitDefer") throw err;
+  if (shutdown.aborted && !deadlinePassed && !(err instanceof JobFailed)) {
+    // The worker is stopping: the row goes back to queued (only if this attempt still owns it),
+    // and the caller hands the queue job back, so another worker resumes at the cursor.
+    await handBack(jobId, attempt);
+    throw err;
+  }
+  if (name === "DelayedError" || name === "RateLimitDefer") throw err;
   if (deadlinePassed || name === "DeadlineExceeded") {
     // Normally already finalized by the soft timer; this covers a processor that threw first.
     await finalizeJob(jobId, attempt, { status: "timed_out", message: timedOutMessage, from: ["running"] });

@@ -8,6 +8,7 @@ import { getLatencyHistogram } from "@/lib/modelcalls/queries";
 import { JobsTable } from "../components/jobs-table";
 import { fmtInt } from "../components/format";
 import { fmtMs } from "./model-calls/format";
+import { requirePageViewer } from "@/lib/auth/principal";
 
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Overview" };
@@ -16,6 +17,8 @@ const ATTENTION = new Set(["timed_out", "killed", "failed", "abandoned"]);
 
 /** The headline of each area; every number links to the page that explains it. */
 export default async function OverviewPage() {
+  // Checked here, not only in the layout: a client navigation renders the page without it.
+  await requirePageViewer("/");
   const [counts, recent, stuck, calls, budgets] = await Promise.all([
     countJobsByStatus(),
     listJobs({ limit: 10 }),

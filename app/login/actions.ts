@@ -3,16 +3,11 @@
 import { headers } from "next/headers";
 import { redirect } from "next/navigation";
 import { login, loginSchema, logout } from "@/lib/auth/login";
+import { safeNext } from "@/lib/auth/safe-next";
 
 export interface LoginState {
   error?: string;
   username?: string;
-}
-
-/** Only same-site paths: `next` must never send a person to another site after signing in. */
-function safeNext(value: FormDataEntryValue | null): string {
-  const next = typeof value === "string" ? value : "/";
-  return next.startsWith("/") && !next.startsWith("//") && !next.startsWith("/\\") ? next : "/";
 }
 
 async function clientAddress(): Promise<string> {

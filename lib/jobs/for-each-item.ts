@@ -31,10 +31,9 @@ export interface PassSummary {
   failed: number;
 }
 
+/** What the person reads next to the item. An unexpected error's text stays in the log: it may name internals. */
 function reasonOf(err: unknown): string {
-  if (err instanceof ItemError) return err.message;
-  const message = err instanceof Error ? err.message : String(err);
-  return `unexpected error: ${message}`.slice(0, 500);
+  return err instanceof ItemError ? err.message : "could not be processed because of an internal error (logged for the operators)";
 }
 
 /**
@@ -66,6 +65,7 @@ export async function forEachItem<T>(
         // A deadline that arrives as any error (wrapped, re-thrown, swallowed into another) is still the deadline.
         if (signal.aborted) throw signal.reason;
         if (isControlSignal(err)) throw err;
+        if (!(err instanceof ItemError)) loop.log.error({ err, row }, "unexpected error in an item");
         outcome = { ok: false, reason: reasonOf(err) };
       }
       signal.throwIfAborted();

@@ -103,6 +103,15 @@ export async function commitItem(jobId: string, attempt: number, cursor: number,
   });
 }
 
+/** A run interrupted by its worker stopping goes back to the queue, if its attempt still owns the row. */
+export async function handBack(jobId: string, attempt: number): Promise<boolean> {
+  const { count } = await db().job.updateMany({
+    where: { id: jobId, attempt, status: "running" },
+    data: { status: "queued", message: "Interrupted by a worker restart; it will resume where it stopped." },
+  });
+  return count > 0;
+}
+
 /** Proof of life for a run between item commits (a long model call, a slow page). */
 export async function heartbeat(jobId: string, attempt: number): Promise<boolean> {
   const { count } = await db().job.updateMany({ where: { id: jobId, attempt, status: "running" }, data: { heartbeatAt: new Date() } });

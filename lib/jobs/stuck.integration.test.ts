@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { Worker } from "bullmq";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { closeDb, db } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { closeQueues, queue } from "@/lib/queues/queues";
@@ -13,6 +13,11 @@ import type { JobStatus } from "./statuses";
 const tenants: string[] = [];
 const queueJobIds: string[] = [];
 const minutesAgo = (m: number) => new Date(Date.now() - m * 60_000);
+
+beforeEach(async () => {
+  // Queue jobs other suites left waiting in the test prefix would be taken first below.
+  await queue("imports").drain(true);
+});
 
 afterEach(async () => {
   for (const id of queueJobIds.splice(0)) await queue("imports").remove(id).catch(() => undefined);

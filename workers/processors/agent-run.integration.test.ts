@@ -200,7 +200,7 @@ describe("agent_run through the runtime, against the model simulator", () => {
 
     await expect(runOnce(jobId, stop.signal)).rejects.toBe(reason);
     const first = await jobRow(jobId);
-    expect(first).toMatchObject({ status: "running", cursor: 2, processed: 2 });
+    expect(first).toMatchObject({ status: "queued", cursor: 2, processed: 2 });
     expect((first.result as unknown as Result).steps.map((s) => s.step)).toEqual([1, 2]);
 
     onModelRequest = () => {};

@@ -217,7 +217,7 @@ describe("bulk_ocr through the runtime, against the OCR and model simulators", (
 
     await expect(runOnce(jobId, stop.signal)).rejects.toBe(reason);
 
-    expect(await jobRow(jobId)).toMatchObject({ status: "running", cursor: 1, processed: 1, failed: 0 });
+    expect(await jobRow(jobId)).toMatchObject({ status: "queued", cursor: 1, processed: 1, failed: 0 });
     expect((await calls(jobId)).filter((c) => c.type === "ocr").map((c) => c.outcome)).toEqual(["ok", "aborted"]);
 
     onOcrRequest = () => false;

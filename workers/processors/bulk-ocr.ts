@@ -40,8 +40,12 @@ export const bulkOcr: Processor = async ({ run, signal, loop }) => {
       try {
         ({ text } = await ocrDocument({ bytes, contentType: file.contentType, signal, context }));
       } catch (err) {
-        // The service's reason ("the PDF is password-protected"), or that it kept failing.
-        if (err instanceof OcrError) throw new ItemError(`${file.filename}: could not be read: ${err.message}`);
+        // The service's reason for refusing this document ("the PDF is password-protected") is
+        // the customer's to read; a service that kept failing is ours, said without its internals.
+        if (err instanceof OcrError) {
+          const refused = err.details.status !== undefined && err.details.status >= 400 && err.details.status < 500;
+          throw new ItemError(`${file.filename}: could not be read: ${refused ? err.message : "the OCR service did not answer"}`);
+        }
         throw err;
       }
       if (text.trim() === "") throw new ItemError(`${file.filename}: no text could be recognised in it`);

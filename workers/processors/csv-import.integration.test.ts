@@ -281,9 +281,9 @@ describe("csv_import retries resume at the cursor", () => {
 
     await expect(runOnce(jobId, first.signal)).rejects.toBe(reason);
 
-    // A shutdown hands the run back: the row is not finalized, its cursor says where to resume.
+    // A shutdown hands the run back: the row is queued again, its cursor says where to resume.
     const afterFirst = await jobRow(jobId);
-    expect(afterFirst).toMatchObject({ status: "running", attempt: 1, cursor: 12, processed: 10, failed: 2 });
+    expect(afterFirst).toMatchObject({ status: "queued", attempt: 1, cursor: 12, processed: 10, failed: 2 });
     expect(await transactionRows(jobId)).toEqual(GOOD_ROWS.filter((row) => row <= 13));
 
     // An operator retries: the row goes back to the queue with its cursor.

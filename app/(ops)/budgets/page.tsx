@@ -1,11 +1,14 @@
 import { formatBudget, formatDuration } from "@/lib/budgets/format";
 import { formatRatio, getBudgetReport, type BudgetRisk, type BudgetRow, type LiveWorker, type RiskEstimate } from "@/lib/budgets/report";
 import { fmtInt, fmtTime } from "../../components/format";
+import { requirePageViewer } from "@/lib/auth/principal";
 
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Budgets" };
 
 export default async function BudgetsPage() {
+  // Checked here, not only in the layout: a client navigation renders the page without it.
+  await requirePageViewer("/budgets");
   const report = await getBudgetReport();
   const drifting = report.rows.filter((r) => r.status === "drift");
   const atRisk = report.rows.filter((r) => r.risk.atRisk);

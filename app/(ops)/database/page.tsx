@@ -1,5 +1,6 @@
 import { sampleTableActivity } from "@/lib/database/table-stats";
 import { fmtInt } from "../../components/format";
+import { requirePageViewer } from "@/lib/auth/principal";
 
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Database" };
@@ -7,6 +8,8 @@ export const metadata = { title: "Database" };
 const rate = (n: number) => (n === 0 ? "0" : n < 10 ? n.toFixed(1) : fmtInt(Math.round(n)));
 
 export default async function DatabasePage() {
+  // Checked here, not only in the layout: a client navigation renders the page without it.
+  await requirePageViewer("/database");
   const { intervalMs, tables } = await sampleTableActivity(2000);
   const hot = tables.filter((t) => t.seqScansPerS >= 1 && t.liveRows < 10_000);
   return (

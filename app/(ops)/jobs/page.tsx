@@ -3,6 +3,7 @@ import { jobFilterSchema, listJobs } from "@/lib/jobs/queries";
 import { JOB_STATUSES, STATUS_LABEL } from "@/lib/jobs/statuses";
 import { JOB_KINDS } from "@/lib/queues/catalog";
 import { JobsTable } from "../../components/jobs-table";
+import { requirePageViewer } from "@/lib/auth/principal";
 
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Jobs" };
@@ -10,6 +11,8 @@ export const metadata = { title: "Jobs" };
 type Search = Record<string, string | string[] | undefined>;
 
 export default async function JobsPage({ searchParams }: { searchParams: Promise<Search> }) {
+  // Checked here, not only in the layout: a client navigation renders the page without it.
+  await requirePageViewer("/jobs");
   const raw = Object.fromEntries(Object.entries(await searchParams).filter(([, v]) => typeof v === "string" && v !== "")) as Record<string, string>;
   const parsed = jobFilterSchema.safeParse(raw);
   const filter = parsed.success ? parsed.data : jobFilterSchema.parse({});

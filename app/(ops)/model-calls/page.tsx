@@ -13,6 +13,7 @@ import { fmtInt, fmtTime } from "../../components/format";
 import { fmtMs, RANGE_LABEL } from "./format";
 import { LatencyChart, type ChartBucket } from "./latency-chart";
 import styles from "./model-calls.module.css";
+import { requirePageViewer } from "@/lib/auth/principal";
 
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Model calls" };
@@ -22,6 +23,8 @@ type Search = Record<string, string | string[] | undefined>;
 const TYPE_LABEL = { model: "model calls", ocr: "OCR calls", tool: "tool calls" } as const;
 
 export default async function ModelCallsPage({ searchParams }: { searchParams: Promise<Search> }) {
+  // Checked here, not only in the layout: a client navigation renders the page without it.
+  await requirePageViewer("/model-calls");
   const raw = Object.fromEntries(Object.entries(await searchParams).filter(([, v]) => typeof v === "string" && v !== "")) as Record<string, string>;
   const parsed = latencyHistogramQuerySchema.safeParse(raw);
   const query = parsed.success ? parsed.data : latencyHistogramQuerySchema.parse({});

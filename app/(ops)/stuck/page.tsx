@@ -4,6 +4,7 @@ import { listRecentlyReaped, listStuckJobs, reapGraceMs, reaperIntervalMs, type 
 import { db } from "@/lib/db/client";
 import { StatusBadge } from "../../components/status-badge";
 import { fmtAgo, fmtDuration, fmtInt, fmtTime } from "../../components/format";
+import { requirePageViewer } from "@/lib/auth/principal";
 
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Stuck jobs" };
@@ -15,6 +16,8 @@ const REASON: Record<StuckReason, string> = {
 };
 
 export default async function StuckPage() {
+  // Checked here, not only in the layout: a client navigation renders the page without it.
+  await requirePageViewer("/stuck");
   const [stuck, reaped, delayed] = await Promise.all([
     listStuckJobs(),
     listRecentlyReaped(),

@@ -3,11 +3,14 @@ import { notFound } from "next/navigation";
 import { getJob } from "@/lib/jobs/queries";
 import { StatusBadge, statusTone } from "../../../components/status-badge";
 import { fmtDuration, fmtInt, fmtTime } from "../../../components/format";
+import { requirePageViewer } from "@/lib/auth/principal";
 
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Job" };
 
 export default async function JobPage({ params }: { params: Promise<{ id: string }> }) {
+  // Checked here, not only in the layout: a client navigation renders the page without it.
+  await requirePageViewer("/jobs");
   const job = await getJob((await params).id);
   if (!job) notFound();
   const done = job.processed + job.failed;

@@ -1,0 +1,12 @@
+/**
+ * Where to go after signing in: only paths of this site, never another. The value is parsed as a
+ * browser would (browsers drop tabs and newlines and read `\` as `/`, which turns `/\t/evil` into
+ * `//evil`), so anything with control characters or backslashes is refused outright.
+ */
+export function safeNext(value: unknown): string {
+  const next = typeof value === "string" ? value : "/";
+  if (!next.startsWith("/") || /[\u0000-\u001f\u007f\\]/.test(next)) return "/";
+  const base = "http://bounded.invalid";
+  const url = new URL(next, base);
+  return url.origin === base ? `${url.pathname}${url.search}${url.hash}` : "/";
+}
