@@ -10,13 +10,27 @@ export interface Health {
 }
 
 function within<T>(ms: number, p: Promise<T>): Promise<T> {
-  return Promise.race([p, new Promise<T>((_, reject) => setTimeout(() => reject(new Error("timeout")), ms))]);
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error("timeout")), ms)));
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** SCAN, never KEYS: this route is public and polled, and KEYS blocks Redis for the whole keyspace. */
+async function countKeys(pattern: string): Promise<number> {
+  let cursor = "0";
+  let n = 0;
+  do {
+    const [next, keys] = await redis().scan(cursor, "MATCH", pattern, "COUNT", 500);
+    n += keys.length;
+    cursor = next;
+  } while (cursor !== "0");
+  return n;
 }
 
 export async function checkHealth(): Promise<Health> {
   const [dbOk, workers] = await Promise.all([
     within(2000, db().$queryRaw`select 1`).then(() => true, () => false),
-    within(2000, redis().keys(key("workers", "*"))).then((k) => k.length, () => null),
+    within(2000, countKeys(key("workers", "*"))).then((n) => n, () => null),
   ]);
   return { ok: dbOk && workers !== null, db: dbOk ? "ok" : "down", redis: workers !== null ? "ok" : "down", workers: workers ?? 0 };
 }

@@ -2,6 +2,7 @@ import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import pg from "pg";
 import { Redis } from "ioredis";
+import { BudgetConfigError, validateBudgets } from "@/lib/budgets/budgets";
 import { env, EnvError, type Env } from "@/lib/env";
 
 /** Loads `.env` from the repository root into the environment, when there is one. */
@@ -25,6 +26,14 @@ export async function preflight(needs: { postgres: boolean; redis: boolean }): P
     e = env();
   } catch (err) {
     if (err instanceof EnvError) fail(err.message);
+    throw err;
+  }
+  // The web resolves budgets too (for new jobs and the pages): a bad override stops it here, not
+  // at the first upload.
+  try {
+    validateBudgets(e);
+  } catch (err) {
+    if (err instanceof BudgetConfigError) fail(err.message);
     throw err;
   }
   if (needs.postgres) {

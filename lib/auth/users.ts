@@ -60,6 +60,8 @@ export async function ensureBootstrap(options: { adminPassword?: string; bootstr
       const owner =
         (await db().user.findFirst({ where: { role: "operator" }, orderBy: { createdAt: "asc" } })) ??
         (await upsertUser({ username: "admin", role: "operator", password: options.adminPassword })).user;
+      // A new bootstrap value replaces the old one: the previous bootstrap token stops working.
+      await db().apiToken.updateMany({ where: { name: "bootstrap", revokedAt: null }, data: { revokedAt: new Date() } });
       await db().apiToken.create({ data: { userId: owner.id, name: "bootstrap", tokenHash } });
     }
   }

@@ -9,8 +9,11 @@ const holder = globalThis as unknown as { __boundedPrisma?: PrismaClient };
 
 /** The one Prisma client of this process (kept on globalThis so dev reloads don't multiply pools). */
 export function db(): PrismaClient {
+  // A worker runs up to (queues × concurrency) jobs at once, each with item transactions, plus
+  // heartbeats and the reaper: the pool has room for all of them, and waits are bounded.
   holder.__boundedPrisma ??= new PrismaClient({
-    adapter: new PrismaPg({ connectionString: env().DATABASE_URL, max: 10 }),
+    adapter: new PrismaPg({ connectionString: env().DATABASE_URL, max: 30, connectionTimeoutMillis: 10_000, keepAlive: true }),
+    transactionOptions: { maxWait: 10_000, timeout: 30_000 },
   });
   return holder.__boundedPrisma;
 }

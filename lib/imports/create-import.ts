@@ -11,10 +11,10 @@ export const tenantSlugSchema = z
   // The scheduled sweeps run as the tenant "system"; nobody may upload as it.
   .refine((slug) => slug !== "system", "tenant “system” is reserved");
 
+/** A file name as shown back to people: control characters dropped, at most 255 characters. */
 export const filenameSchema = z
   .string()
   .trim()
-  .max(255)
   .transform((s) => s.replace(/[\u0000-\u001f\u007f]/g, "").slice(0, 255) || "upload.csv");
 
 export type CreateImportResult =

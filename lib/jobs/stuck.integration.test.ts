@@ -78,10 +78,27 @@ describe("reaper", () => {
     expect(await status(id)).toBe("running");
   });
 
-  it("never reaps a job waiting in delayed for a rate-limit window", async () => {
+  it("never reaps a job waiting in delayed for a rate-limit window, however old", async () => {
     const id = await rowIn("delayed", { heartbeatAt: minutesAgo(600), createdAt: minutesAgo(600) });
+    queueJobIds.push(id);
+    await queue("imports").add("csv_import", { jobId: id }, { jobId: id, delay: 60_000 });
     await reapStuckJobs();
     expect(await status(id)).toBe("delayed");
+  });
+
+  it("reconciles a delayed row whose queue job is gone: abandoned, not waiting forever", async () => {
+    const id = await rowIn("delayed", { heartbeatAt: minutesAgo(5), createdAt: minutesAgo(5) });
+    await reapStuckJobs();
+    expect(await status(id)).toBe("abandoned");
+  });
+
+  it("a backlog of queued jobs does not crowd a dead run out of the pass", async () => {
+    const backlog = await Promise.all(Array.from({ length: 5 }, () => rowIn("queued", { createdAt: minutesAgo(300) })));
+    for (const id of backlog) await addQueueJob(id);
+    const dead = await rowIn("running", { heartbeatAt: minutesAgo(30), attemptStartedAt: minutesAgo(31) });
+    await reapStuckJobs();
+    expect(await status(dead)).toBe("abandoned");
+    for (const id of backlog) expect(await status(id)).toBe("queued");
   });
 
   it("leaves a queued job the queue still holds as waiting (it is waiting for a worker, and shown as stuck)", async () => {

@@ -149,21 +149,27 @@ function fmtAge(ms: number): string {
 export async function reapStuckJobs(now = new Date()): Promise<ReapedJob[]> {
   const scale = env().BOUNDED_TIME_SCALE;
   const grace = reapGraceMs();
-  const candidates = await db().$queryRaw<(Row & { cursor: number; lastSign: Date; pastHard: boolean })[]>`
+  // Running (and delayed) rows first, in their own query: a backlog of queued rows waiting for a
+  // worker must never crowd a dead run out of the pass.
+  const select = (statuses: JobStatus[], limit: number) => db().$queryRaw<(Row & { cursor: number; lastSign: Date; pastHard: boolean })[]>`
     SELECT j.id, j.kind, j.queue, j.status, j.attempt, j.total, j.processed, j.failed, j.cursor,
            j."budgetSoftMs", j."budgetHardMs", coalesce(j."heartbeatAt", j."createdAt") AS "lastSign",
            coalesce(j."heartbeatAt", j."createdAt") < (${now}::timestamptz AT TIME ZONE 'UTC') - make_interval(secs => (j."budgetHardMs" * ${scale}::float8 + ${grace}) / 1000) AS "pastHard"
     FROM "Job" j
-    WHERE j.status IN ('queued', 'running')
+    WHERE j.status::text = ANY(${statuses})
       AND coalesce(j."heartbeatAt", j."createdAt") < (${now}::timestamptz AT TIME ZONE 'UTC') - make_interval(secs => ${grace}::float8 / 1000)
+      AND NOT EXISTS (SELECT 1 FROM "Job" c WHERE c."parentId" = j.id AND c.status IN ('queued', 'running', 'delayed'))
     ORDER BY coalesce(j."heartbeatAt", j."createdAt") ASC
-    LIMIT 500`;
+    LIMIT ${limit}`;
+  const candidates = [...(await select(["running", "delayed"], 500)), ...(await select(["queued"], 200))];
   const reaped: ReapedJob[] = [];
   for (const c of candidates) {
     const state = await queueState(c.queue, c.id);
     if (state === "unreachable") continue;
     const lostByQueue = state === "unknown" || state === "completed" || state === "failed";
     const waitingForWorker = c.status === "queued" && (state === "waiting" || state === "prioritized" || state === "waiting-children");
+    // A delayed job waits for a rate-limit window: only a queue that lost it makes it stuck.
+    if (c.status === "delayed" && !lostByQueue) continue;
     if (!lostByQueue && (!c.pastHard || waitingForWorker)) continue;
     const silentFor = fmtAge((now.getTime() - c.lastSign.getTime()) / scale);
     const why = lostByQueue

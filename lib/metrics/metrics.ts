@@ -100,13 +100,13 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
   });
   const jobsReaped = new Counter({
     name: `${METRIC_PREFIX}jobs_reaped_total`,
-    help: "Jobs finalized by the reaper because their run stopped heartbeating past the hard limit, by kind.",
+    help: "Jobs the reaper abandoned: silent past their hard limit, or no longer held by the queue, by kind.",
     labelNames: ["kind"] as const,
     registers: [registry],
   });
   new Gauge({
     name: `${METRIC_PREFIX}jobs_stuck`,
-    help: "Jobs stuck now (non-terminal past their hard limit plus a reaper interval), by kind; read from the database at scrape time.",
+    help: "Jobs stuck now (not finished and silent, running past their soft budget, or queued longer than it; delayed jobs excluded), by kind; read from the database at scrape time.",
     labelNames: ["kind"] as const,
     registers: [registry],
     // Every process that reports it reads the same database: merging must not add them up.

@@ -68,12 +68,5 @@ export const KINDS: Record<JobKind, KindSpec> = {
   },
 };
 
-export function queueBudget(queue: QueueName): Budget | undefined {
-  return (QUEUES[queue] as { budget?: Budget }).budget;
-}
-
 export const jobPayloadSchema = z.object({ jobId: z.uuid() }).strict();
 export type JobPayload = z.infer<typeof jobPayloadSchema>;
-
-/** The default queue of each kind. */
-export const KIND_QUEUE = Object.fromEntries(Object.entries(KINDS).map(([k, v]) => [k, v.queues[0]])) as Record<JobKind, QueueName>;

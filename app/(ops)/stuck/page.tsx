@@ -18,10 +18,11 @@ const REASON: Record<StuckReason, string> = {
 export default async function StuckPage() {
   // Checked here, not only in the layout: a client navigation renders the page without it.
   await requirePageViewer("/stuck");
-  const [stuck, reaped, delayed] = await Promise.all([
+  const [stuck, reaped, delayed, reapedToday] = await Promise.all([
     listStuckJobs(),
     listRecentlyReaped(),
     db().job.count({ where: { status: "delayed" } }),
+    db().job.count({ where: { status: "abandoned", finishedAt: { gte: new Date(Date.now() - 24 * 3600_000) } } }),
   ]);
   const byKind = new Map<string, typeof stuck>();
   for (const s of stuck) byKind.set(s.kind, [...(byKind.get(s.kind) ?? []), s]);
@@ -49,8 +50,8 @@ export default async function StuckPage() {
           <div className="value">{fmtInt(delayed)}</div>
         </Link>
         <Link className="stat" href="/jobs?status=abandoned">
-          <div className="label">Reaped recently</div>
-          <div className="value">{fmtInt(reaped.length)}</div>
+          <div className="label">Reaped in the last 24 h</div>
+          <div className="value">{fmtInt(reapedToday)}</div>
         </Link>
       </section>
 

@@ -4,7 +4,7 @@ import { getProgress } from "@/lib/jobs/queries";
 import { ProgressView } from "./progress-view";
 
 export const dynamic = "force-dynamic";
-export const metadata: Metadata = { title: "Import progress", referrer: "no-referrer", robots: { index: false } };
+export const metadata: Metadata = { title: "Progress", referrer: "no-referrer", robots: { index: false } };
 
 /** Public: the token in the address is the only key, and it opens this one job. */
 export default async function ProgressPage({ params }: { params: Promise<{ token: string }> }) {
