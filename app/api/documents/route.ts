@@ -1,7 +1,8 @@
 import { createDocumentBatch } from "@/lib/documents/create-batch";
-import { formatBytes, type UploadedDocument } from "@/lib/documents/inspect-documents";
+import type { UploadedDocument } from "@/lib/documents/inspect-documents";
 import { documentLimits } from "@/lib/documents/settings";
 import { errorResponse, route } from "@/lib/http/api";
+import { parseMultipart, readBodyLimited } from "@/lib/http/body";
 import { ApiError } from "@/lib/http/errors";
 import { EnqueueFailed } from "@/lib/jobs/create";
 
@@ -19,17 +20,12 @@ export const POST = route(
   "public",
   async (request) => {
     const limits = documentLimits();
-    const length = Number(request.headers.get("content-length") ?? "NaN");
-    if (Number.isFinite(length) && length > limits.maxTotalBytes + MULTIPART_OVERHEAD) {
-      throw new ApiError(413, "batch_too_large", `The upload is ${formatBytes(length)}; the limit is ${formatBytes(limits.maxTotalBytes)} per batch. Split it into smaller batches.`);
-    }
     const contentType = (request.headers.get("content-type") ?? "").toLowerCase();
     if (!contentType.startsWith("multipart/form-data")) {
       throw new ApiError(415, "unsupported_media_type", "Send the documents as multipart/form-data with the fields `tenant` and `files` (one per document).");
     }
-    const form = await request.formData().catch(() => {
-      throw new ApiError(400, "bad_multipart", "The form data could not be read. Send multipart/form-data with the fields `tenant` and `files`.");
-    });
+    const body = await readBodyLimited(request, limits.maxTotalBytes + MULTIPART_OVERHEAD, "batch");
+    const form = await parseMultipart(body, request.headers.get("content-type")!, "Send multipart/form-data with the fields `tenant` and `files`.");
     const entries = form.getAll("files");
     if (entries.some((entry) => !(entry instanceof File))) {
       throw new ApiError(422, "files_not_files", "The field `files` must carry files, not text.");

@@ -1,5 +1,5 @@
 import { createImport, uploadLimits } from "@/lib/imports/create-import";
-import { formatBytes } from "@/lib/imports/inspect-upload";
+import { parseMultipart, readBodyLimited } from "@/lib/http/body";
 import { EnqueueFailed } from "@/lib/jobs/create";
 import { errorResponse, route } from "@/lib/http/api";
 import { ApiError } from "@/lib/http/errors";
@@ -17,18 +17,13 @@ export const POST = route(
   "public",
   async (request) => {
     const { maxBytes } = uploadLimits();
-    const length = Number(request.headers.get("content-length") ?? "NaN");
-    if (Number.isFinite(length) && length > maxBytes + MULTIPART_OVERHEAD) {
-      throw new ApiError(413, "file_too_large", `The upload is ${formatBytes(length)}; the limit is ${formatBytes(maxBytes)}. Split it into smaller files.`);
-    }
     const contentType = (request.headers.get("content-type") ?? "").toLowerCase();
     let tenant: string;
     let filename: string;
     let bytes: Uint8Array;
     if (contentType.startsWith("multipart/form-data")) {
-      const form = await request.formData().catch(() => {
-        throw new ApiError(400, "bad_multipart", "The form data could not be read. Send the file as multipart/form-data with a `file` field.");
-      });
+      const body = await readBodyLimited(request, maxBytes + MULTIPART_OVERHEAD, "upload");
+      const form = await parseMultipart(body, request.headers.get("content-type")!, "Send the file as multipart/form-data with a `file` field.");
       const file = form.get("file");
       if (!(file instanceof File)) throw new ApiError(422, "file_missing", "Choose a CSV file to upload (form field `file`).");
       tenant = String(form.get("tenant") ?? "");
@@ -37,7 +32,8 @@ export const POST = route(
     } else if (contentType.startsWith("text/csv") || contentType.startsWith("text/plain")) {
       tenant = new URL(request.url).searchParams.get("tenant") ?? "";
       filename = new URL(request.url).searchParams.get("filename") ?? "upload.csv";
-      bytes = new Uint8Array(await request.arrayBuffer());
+      // One byte over the limit is enough for the file checks to say how large it is.
+      bytes = await readBodyLimited(request, maxBytes + 1, "file");
     } else {
       throw new ApiError(415, "unsupported_media_type", "Send the file as multipart/form-data (fields `file` and `tenant`) or as a text/csv body with ?tenant=.");
     }

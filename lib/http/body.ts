@@ -1,0 +1,41 @@
+import { formatBytes } from "@/lib/imports/inspect-upload";
+import { ApiError } from "./errors";
+
+/**
+ * Reads a request body, refusing with 413 as soon as it passes `maxBytes` — whether or not the
+ * client sent a Content-Length (a chunked body is counted as it arrives, never buffered whole).
+ */
+export async function readBodyLimited(request: Request, maxBytes: number, what: string): Promise<Uint8Array> {
+  const tooLarge = (size: number) =>
+    new ApiError(413, "upload_too_large", `The ${what} is ${size > maxBytes ? `over ${formatBytes(maxBytes)}` : formatBytes(size)}; the limit is ${formatBytes(maxBytes)}. Split it into smaller parts.`);
+  const declared = Number(request.headers.get("content-length") ?? "NaN");
+  if (Number.isFinite(declared) && declared > maxBytes) throw tooLarge(declared);
+  if (!request.body) return new Uint8Array(0);
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > maxBytes) {
+      await reader.cancel().catch(() => undefined);
+      throw tooLarge(size);
+    }
+    chunks.push(value);
+  }
+  const body = new Uint8Array(size);
+  let offset = 0;
+  for (const c of chunks) {
+    body.set(c, offset);
+    offset += c.byteLength;
+  }
+  return body;
+}
+
+/** Parses multipart form data from a body already read (and limited) by `readBodyLimited`. */
+export async function parseMultipart(body: Uint8Array, contentType: string, help: string): Promise<FormData> {
+  return new Response(body as BodyInit, { headers: { "content-type": contentType } }).formData().catch(() => {
+    throw new ApiError(400, "bad_multipart", `The form data could not be read. ${help}`);
+  });
+}
