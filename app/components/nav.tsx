@@ -12,7 +12,7 @@ const ITEMS: { href: string; label: string; ready: boolean }[] = [
   { href: "/reserves", label: "Reserves", ready: false },
   { href: "/budgets", label: "Budgets", ready: true },
   { href: "/database", label: "Database", ready: true },
-  { href: "/audit", label: "Audit", ready: false },
+  { href: "/audit", label: "Audit", ready: true },
 ];
 
 export function Nav() {

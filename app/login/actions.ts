@@ -1,18 +1,13 @@
 "use server";
 
-import { headers } from "next/headers";
 import { redirect } from "next/navigation";
 import { login, loginSchema, logout } from "@/lib/auth/login";
 import { safeNext } from "@/lib/auth/safe-next";
+import { clientAddress } from "@/lib/http/client-address";
 
 export interface LoginState {
   error?: string;
   username?: string;
-}
-
-async function clientAddress(): Promise<string> {
-  const h = await headers();
-  return h.get("x-forwarded-for")?.split(",")[0]?.trim() || h.get("x-real-ip") || "direct";
 }
 
 export async function signIn(_prev: LoginState, form: FormData): Promise<LoginState> {

@@ -112,6 +112,8 @@ export interface JobDetail extends JobSummary {
   upload: { filename: string; sizeBytes: number; delimiter: string } | null;
   failures: { row: number; reason: string; attempt: number }[];
   failuresTotal: number;
+  /** Parts this job was split into. */
+  children: number;
   events: { at: string; type: string; attempt: number; message: string }[];
 }
 
@@ -132,7 +134,7 @@ export async function getJob(id: string, failuresLimit = 200): Promise<JobDetail
       upload: { select: { filename: true, sizeBytes: true, delimiter: true } },
       failures: { select: { row: true, reason: true, attempt: true }, orderBy: { row: "asc" }, take: failuresLimit },
       events: { select: { at: true, type: true, attempt: true, message: true }, orderBy: { at: "asc" }, take: 500 },
-      _count: { select: { failures: true } },
+      _count: { select: { failures: true, children: true } },
     },
   });
   if (!row) return null;
@@ -149,6 +151,7 @@ export async function getJob(id: string, failuresLimit = 200): Promise<JobDetail
     upload: row.upload,
     failures: row.failures,
     failuresTotal: row._count.failures,
+    children: row._count.children,
     events: row.events.map((e) => ({ ...e, at: e.at.toISOString() })),
   };
 }

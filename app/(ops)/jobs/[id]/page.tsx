@@ -4,15 +4,21 @@ import { getJob } from "@/lib/jobs/queries";
 import { StatusBadge, statusTone } from "../../../components/status-badge";
 import { fmtDuration, fmtInt, fmtTime } from "../../../components/format";
 import { requirePageViewer } from "@/lib/auth/principal";
+import { hasRole } from "@/lib/auth/roles";
+import { MAX_BUDGET_FACTOR, RETRYABLE_STATUSES } from "@/lib/jobs/retry";
+import { STATUS_LABEL } from "@/lib/jobs/statuses";
+import { RetryForm } from "./retry-form";
 
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Job" };
 
 export default async function JobPage({ params }: { params: Promise<{ id: string }> }) {
   // Checked here, not only in the layout: a client navigation renders the page without it.
-  await requirePageViewer("/jobs");
+  const principal = await requirePageViewer("/jobs");
   const job = await getJob((await params).id);
   if (!job) notFound();
+  const isOperator = hasRole(principal, "operator");
+  const retryable = (RETRYABLE_STATUSES as readonly string[]).includes(job.status) && job.children === 0;
   const done = job.processed + job.failed;
   const pct = job.total ? Math.min(100, (done / job.total) * 100) : 0;
   return (
@@ -60,6 +66,29 @@ export default async function JobPage({ params }: { params: Promise<{ id: string
           </div>
         </div>
         {job.message ? <p className={`message ${statusTone(job.status)}`}>{job.message}</p> : null}
+      </section>
+
+      <section className="panel" aria-labelledby="actions-heading">
+        <h2 id="actions-heading">Actions</h2>
+        <p className="muted small">
+          Retry puts the job back in its queue; it resumes after the {fmtInt(job.cursor)} items already done, with a fresh budget (or a larger one, up to{" "}
+          {MAX_BUDGET_FACTOR}×). The customer’s progress link keeps working.
+        </p>
+        <RetryForm
+          jobId={job.id}
+          canAct={isOperator && retryable}
+          disabledReason={
+            !isOperator
+              ? "Only operators can retry jobs; you are signed in as a viewer."
+              : !retryable
+                ? job.children > 0
+                  ? "This job was split into parts: retry the parts instead."
+                  : `Nothing to retry: the job is ${STATUS_LABEL[job.status].toLowerCase()}.`
+                : null
+          }
+          softS={Math.round(job.budgetSoftMs / 1000)}
+          maxSoftS={Math.round((job.budgetSoftMs * MAX_BUDGET_FACTOR) / 1000)}
+        />
       </section>
 
       <div className="grid" style={{ gridTemplateColumns: "minmax(0,1fr) minmax(0,1fr)" }}>

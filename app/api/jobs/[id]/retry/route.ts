@@ -1,0 +1,36 @@
+import { audited } from "@/lib/audit/audited";
+import { errorResponse, route } from "@/lib/http/api";
+import { ApiError } from "@/lib/http/errors";
+import { retryJob, retryRequestSchema } from "@/lib/jobs/retry";
+import { describeRetry } from "@/lib/jobs/retry-messages";
+
+export const dynamic = "force-dynamic";
+
+/** Operator: retry a job from its cursor (optionally with a larger budget). The API twin of the job page's Retry. */
+export const POST = route<{ params: Promise<{ id: string }> }>(
+  "public", // the role is checked by `audited`, so that a refusal is recorded too
+  async (request, { params }) => {
+    const { id } = await params;
+    const text = await request.text();
+    let body: unknown = {};
+    if (text.trim() !== "") {
+      try {
+        body = JSON.parse(text);
+      } catch {
+        throw new ApiError(400, "bad_json", "The body is not valid JSON. Send {} or { \"budgetSoftS\": 1200 }.");
+      }
+    }
+    const parsed = retryRequestSchema.safeParse(body);
+    const result = await audited("operator", { action: "job.retry", target: id, params: parsed.success ? parsed.data : { invalid: true } }, async (principal) => {
+      if (!parsed.success) return { result: "refused", message: "refused: invalid request", value: null };
+      const r = await retryJob(id, principal, parsed.data);
+      const d = describeRetry(r);
+      return { result: r.type === "retried" ? "ok" : "refused", message: d.message, value: r };
+    });
+    if (!parsed.success) throw parsed.error;
+    const d = describeRetry(result!);
+    if (result!.type !== "retried") return errorResponse(d.status, d.code, d.message);
+    return Response.json({ ...result, message: d.message }, { status: d.status });
+  },
+  "POST /api/jobs/:id/retry",
+);

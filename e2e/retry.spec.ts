@@ -1,0 +1,81 @@
+import { execFileSync } from "node:child_process";
+import { expect, test, type Page } from "@playwright/test";
+import { sql } from "./db";
+import { transactionsCsv } from "./csv";
+import { E2E_ENV } from "./env";
+
+async function signIn(page: Page, username: string, password: string) {
+  await page.goto("/login");
+  await page.getByLabel("Username").fill(username);
+  await page.getByLabel("Password").fill(password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await expect(page.getByRole("heading", { name: "Overview" })).toBeVisible();
+}
+
+const users = (...args: string[]) => execFileSync(process.execPath, ["--import", "tsx", "scripts/users.ts", ...args], { env: { ...process.env, ...E2E_ENV } }).toString();
+
+/** An import that ran, then made to look as a timeout leaves it: 10 of 30 rows done. */
+async function timedOutImport(request: import("@playwright/test").APIRequestContext, tenant: string) {
+  const created = await request.post(`/api/imports?tenant=${tenant}`, { data: transactionsCsv(30).csv, headers: { "content-type": "text/csv" } });
+  const { jobId, progressToken } = await created.json();
+  await expect.poll(async () => (await sql<{ status: string }>(`select status from "Job" where id = $1`, [jobId]))[0]?.status, { timeout: 30_000 }).toBe("completed");
+  await sql(`delete from "Transaction" where "jobId" = $1 and row > 11`, [jobId]);
+  await sql(`update "Job" set status = 'timed_out', cursor = 10, processed = 10, message = 'Timed out after 10 of 30 rows (budget 600 s).' where id = $1`, [jobId]);
+  return { jobId: jobId as string, progressToken: progressToken as string };
+}
+
+test("an operator retries a timed-out import from the job page: it resumes at the cursor, no row is written twice, the customer's page reaches 100 %", async ({ page, request }) => {
+  const { jobId, progressToken } = await timedOutImport(request, "e2e-retry");
+  await signIn(page, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD);
+  await page.goto(`/jobs/${jobId}`);
+  await expect(page.locator("[data-status]").first()).toHaveAttribute("data-status", "timed_out");
+  await page.getByRole("button", { name: "Retry from where it stopped" }).click();
+  await expect(page.getByRole("status")).toContainText("Queued again");
+
+  await expect.poll(async () => (await sql<{ status: string }>(`select status from "Job" where id = $1`, [jobId]))[0]?.status, { timeout: 30_000 }).toBe("completed");
+  const [counts] = await sql<{ n: string; rows: string }>(`select count(*) n, count(distinct row) rows from "Transaction" where "jobId" = $1`, [jobId]);
+  expect(counts).toEqual({ n: "30", rows: "30" });
+  const [attempts] = await sql<{ attempt: number }>(`select attempt from "Job" where id = $1`, [jobId]);
+  expect(attempts!.attempt).toBe(2);
+  const audit = await sql<{ actor: string; result: string }>(`select actor, result::text from "AuditEntry" where action = 'job.retry' and target = $1`, [jobId]);
+  expect(audit).toEqual([{ actor: "admin", result: "ok" }]);
+
+  await page.goto(`/progress/${progressToken}`);
+  await expect(page.getByTestId("progress-percent")).toHaveText("100 %");
+  await page.goto(`/jobs/${jobId}`);
+  await page.screenshot({ path: "test-results/job-after-retry.png", fullPage: true });
+});
+
+test("a viewer sees Retry disabled with the reason, and the server refuses viewer and anonymous retries, each leaving an audit entry", async ({ page, request }) => {
+  const { jobId } = await timedOutImport(request, "e2e-retry-viewer");
+  users("add", "viewer-retry", "--role", "viewer", "--password", "viewer-retry-password");
+  const viewerToken = users("token", "viewer-retry").trim().split("\n").pop()!;
+
+  await signIn(page, "viewer-retry", "viewer-retry-password");
+  await page.goto(`/jobs/${jobId}`);
+  await expect(page.getByRole("button", { name: "Retry from where it stopped" })).toBeDisabled();
+  await expect(page.getByText("Only operators can retry jobs; you are signed in as a viewer.")).toBeVisible();
+
+  const anonymous = await request.post(`/api/jobs/${jobId}/retry`, { data: {} });
+  expect(anonymous.status()).toBe(401);
+  const viewer = await request.post(`/api/jobs/${jobId}/retry`, { data: {}, headers: { authorization: `Bearer ${viewerToken}` } });
+  expect(viewer.status()).toBe(403);
+  expect((await sql<{ status: string }>(`select status from "Job" where id = $1`, [jobId]))[0]!.status).toBe("timed_out");
+  const audit = await sql<{ actor: string; result: string }>(`select actor, result::text from "AuditEntry" where action = 'job.retry' and target = $1 order by id`, [jobId]);
+  expect(audit).toEqual([
+    { actor: "anonymous", result: "refused" },
+    { actor: "viewer-retry", result: "refused" },
+  ]);
+
+  // The operator's API twin; then a second retry of the now-queued job is refused with the reason.
+  const operator = { authorization: `Bearer ${E2E_ENV.BOUNDED_BOOTSTRAP_TOKEN}` };
+  const ok = await request.post(`/api/jobs/${jobId}/retry`, { data: { budgetSoftS: 1200 }, headers: operator });
+  expect(ok.status()).toBe(422); // below the 200,000 s the workers resolve here: out of bounds
+  const retried = await request.post(`/api/jobs/${jobId}/retry`, { data: {}, headers: operator });
+  expect(retried.status()).toBe(202);
+  const again = await request.post(`/api/jobs/${jobId}/retry`, { data: {}, headers: operator });
+  expect([409]).toContain(again.status());
+  expect((await again.json()).error.code).toBe("job_not_retryable");
+  const bad = await request.post(`/api/jobs/${jobId}/retry`, { data: Buffer.from("{not json"), headers: { ...operator, "content-type": "application/json" } });
+  expect(bad.status()).toBe(400);
+});
