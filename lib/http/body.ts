@@ -5,9 +5,9 @@ import { ApiError } from "./errors";
  * Reads a request body, refusing with 413 as soon as it passes `maxBytes` — whether or not the
  * client sent a Content-Length (a chunked body is counted as it arrives, never buffered whole).
  */
-export async function readBodyLimited(request: Request, maxBytes: number, what: string): Promise<Uint8Array> {
+export async function readBodyLimited(request: Request, maxBytes: number, what: string, code = "upload_too_large"): Promise<Uint8Array> {
   const tooLarge = (size: number) =>
-    new ApiError(413, "upload_too_large", `The ${what} is ${size > maxBytes ? `over ${formatBytes(maxBytes)}` : formatBytes(size)}; the limit is ${formatBytes(maxBytes)}. Split it into smaller parts.`);
+    new ApiError(413, code, `The ${what} is ${size > maxBytes ? `over ${formatBytes(maxBytes)}` : formatBytes(size)}; the limit is ${formatBytes(maxBytes)}. Split it into smaller parts.`);
   const declared = Number(request.headers.get("content-length") ?? "NaN");
   if (Number.isFinite(declared) && declared > maxBytes) throw tooLarge(declared);
   if (!request.body) return new Uint8Array(0);

@@ -24,7 +24,7 @@ export const POST = route(
     if (!contentType.startsWith("multipart/form-data")) {
       throw new ApiError(415, "unsupported_media_type", "Send the documents as multipart/form-data with the fields `tenant` and `files` (one per document).");
     }
-    const body = await readBodyLimited(request, limits.maxTotalBytes + MULTIPART_OVERHEAD, "batch");
+    const body = await readBodyLimited(request, limits.maxTotalBytes + MULTIPART_OVERHEAD, "batch", "batch_too_large");
     const form = await parseMultipart(body, request.headers.get("content-type")!, "Send multipart/form-data with the fields `tenant` and `files`.");
     const entries = form.getAll("files");
     if (entries.some((entry) => !(entry instanceof File))) {

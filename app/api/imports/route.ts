@@ -22,7 +22,7 @@ export const POST = route(
     let filename: string;
     let bytes: Uint8Array;
     if (contentType.startsWith("multipart/form-data")) {
-      const body = await readBodyLimited(request, maxBytes + MULTIPART_OVERHEAD, "upload");
+      const body = await readBodyLimited(request, maxBytes + MULTIPART_OVERHEAD, "upload", "file_too_large");
       const form = await parseMultipart(body, request.headers.get("content-type")!, "Send the file as multipart/form-data with a `file` field.");
       const file = form.get("file");
       if (!(file instanceof File)) throw new ApiError(422, "file_missing", "Choose a CSV file to upload (form field `file`).");
@@ -33,7 +33,7 @@ export const POST = route(
       tenant = new URL(request.url).searchParams.get("tenant") ?? "";
       filename = new URL(request.url).searchParams.get("filename") ?? "upload.csv";
       // One byte over the limit is enough for the file checks to say how large it is.
-      bytes = await readBodyLimited(request, maxBytes + 1, "file");
+      bytes = await readBodyLimited(request, maxBytes + 1, "file", "file_too_large");
     } else {
       throw new ApiError(415, "unsupported_media_type", "Send the file as multipart/form-data (fields `file` and `tenant`) or as a text/csv body with ?tenant=.");
     }

@@ -23,8 +23,10 @@ const retryFormSchema = z.object({
 
 /** The job page's Retry: the same lib function as POST /api/jobs/:id/retry, with the same audit entry. */
 export async function retryJobAction(_prev: ActionState, form: FormData): Promise<ActionState> {
-  const parsed = retryFormSchema.safeParse({ jobId: form.get("jobId"), budgetSoftS: form.get("budgetSoftS") ?? "" });
-  const jobId = typeof form.get("jobId") === "string" ? String(form.get("jobId")) : null;
+  // Anyone can post anything to an action: the arguments are checked, never trusted.
+  const field = (name: string) => (form instanceof FormData ? form.get(name) : null);
+  const parsed = retryFormSchema.safeParse({ jobId: field("jobId"), budgetSoftS: field("budgetSoftS") ?? "" });
+  const jobId = typeof field("jobId") === "string" ? String(field("jobId")).slice(0, 64) : null;
   try {
     const state = await audited("operator", { action: "job.retry", target: jobId, params: parsed.success ? { budgetSoftS: parsed.data.budgetSoftS ?? null } : { invalid: true } }, async (principal) => {
       if (!parsed.success) return { result: "refused", message: `refused: ${parsed.error.issues[0]?.message}`, value: { ok: false, message: parsed.error.issues[0]?.message } };

@@ -1,0 +1,28 @@
+/**
+ * Who may call what: every route handler and every server action of the product, with the role
+ * it needs. Kept next to the routes; a test fails when a route or an action exists without a rule
+ * here (or a rule without its route), and the browser suite walks this list as anonymous, viewer
+ * and operator. The checks themselves run in the handlers (`route()`, `audited()`).
+ */
+export type Access = "public" | "viewer" | "operator";
+
+export const ROUTE_ACCESS = {
+  "GET /api/health": "public",
+  "GET /api/metrics": "public",
+  "POST /api/imports": "public",
+  "POST /api/documents": "public",
+  "GET /api/progress/[token]": "public",
+  "GET /api/jobs": "viewer",
+  "GET /api/jobs/[id]": "viewer",
+  "GET /api/budgets": "viewer",
+  "GET /api/model-calls/histogram": "viewer",
+  "POST /api/jobs/[id]/retry": "operator",
+  "POST /api/agent-runs": "operator",
+  "POST /api/sweeps/overdue-invoices": "operator",
+} as const satisfies Record<string, Access>;
+
+export const ACTION_ACCESS = {
+  "app/login/actions.ts#signIn": "public",
+  "app/login/actions.ts#signOut": "public",
+  "app/(ops)/jobs/[id]/actions.ts#retryJobAction": "operator",
+} as const satisfies Record<string, Access>;
