@@ -1,5 +1,6 @@
 import type { Metadata } from "next";
-import { formatBytes, SUPPORTED_TYPES_LABEL } from "@/lib/documents/inspect-documents";
+import { SUPPORTED_TYPES_LABEL } from "@/lib/documents/inspect-documents";
+import { formatBytes } from "@/lib/units";
 import { documentLimits } from "@/lib/documents/settings";
 import { DocumentsForm } from "./documents-form";
 

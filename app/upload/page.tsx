@@ -1,6 +1,6 @@
 import type { Metadata } from "next";
 import { uploadLimits } from "@/lib/imports/create-import";
-import { formatBytes } from "@/lib/imports/inspect-upload";
+import { formatBytes } from "@/lib/units";
 import { UploadForm } from "./upload-form";
 
 export const dynamic = "force-dynamic";

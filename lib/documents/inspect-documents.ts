@@ -1,3 +1,4 @@
+import { formatBytes } from "@/lib/units";
 import type { DocumentLimits } from "./settings";
 
 /** The document types OCR accepts, by the content type stored on each JobFile. */
@@ -17,11 +18,6 @@ export function isDocumentType(value: string): value is DocumentType {
   return Object.hasOwn(DOCUMENT_TYPES, value);
 }
 
-export function formatBytes(n: number): string {
-  if (n < 1024) return `${n} bytes`;
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
-  return `${(n / 1024 / 1024).toFixed(1)} MB`;
-}
 
 const startsWith = (bytes: Uint8Array, ...signature: number[]) => signature.every((b, i) => bytes[i] === b);
 const ascii = (bytes: Uint8Array, at: number, text: string) => [...text].every((c, i) => bytes[at + i] === c.charCodeAt(0));

@@ -1,4 +1,4 @@
-import { formatBytes } from "@/lib/imports/inspect-upload";
+import { formatBytes } from "@/lib/units";
 import { ApiError } from "./errors";
 
 /**

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { formatBytes, inspectUpload, type UploadInspection, type UploadLimits } from "./inspect-upload";
+import { formatBytes } from "@/lib/units";
+import { inspectUpload, type UploadInspection, type UploadLimits } from "./inspect-upload";
 
 const LIMITS: UploadLimits = { maxBytes: 1024 * 1024, maxRows: 100 };
 const HEADER = "date,amount,currency,counterparty,description";

@@ -1,4 +1,5 @@
 import { parse } from "csv-parse/sync";
+import { formatBytes } from "@/lib/units";
 
 /** The columns a bank-transaction CSV must have (any order, case-insensitive, extra columns allowed). */
 export const REQUIRED_COLUMNS = ["date", "amount", "currency", "counterparty", "description"] as const;
@@ -33,11 +34,6 @@ const reject = (status: 413 | 415 | 422, code: UploadRejection, message: string)
   message,
 });
 
-export function formatBytes(n: number): string {
-  if (n < 1024) return `${n} bytes`;
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
-  return `${(n / 1024 / 1024).toFixed(1)} MB`;
-}
 
 function sniffBinary(bytes: Uint8Array): string | null {
   const starts = (...sig: number[]) => sig.every((b, i) => bytes[i] === b);
