@@ -19,11 +19,14 @@ test.beforeAll(() => {
   users("revoke", "authz-revoked");
 });
 
+/** Bodies that exercise a route without changing anything (the default is `{}`). */
+const SAFE_BODY: Record<string, unknown> = { "POST /api/jobs/retry": { dryRun: true } };
+
 function call(request: APIRequestContext, rule: string, caller: Caller) {
   const [method, pattern] = rule.split(" ") as [string, string];
   const path = pattern.replace("[id]", randomUUID()).replace("[token]", "0".repeat(32));
   const headers: Record<string, string> = caller === "anonymous" ? {} : { authorization: `Bearer ${tokens[caller]}` };
-  return method === "GET" ? request.get(path, { headers }) : request.post(path, { headers, data: {} });
+  return method === "GET" ? request.get(path, { headers }) : request.post(path, { headers, data: SAFE_BODY[rule] ?? {} });
 }
 
 /** What each caller must get for each access level: refused with 401/403, or let through (any other answer). */

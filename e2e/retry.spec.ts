@@ -79,3 +79,19 @@ test("a viewer sees Retry disabled with the reason, and the server refuses viewe
   const bad = await request.post(`/api/jobs/${jobId}/retry`, { data: Buffer.from("{not json"), headers: { ...operator, "content-type": "application/json" } });
   expect(bad.status()).toBe(400);
 });
+
+test("bulk retry by filter: a preview count first, then the retry; bad filters are a 422", async ({ request }) => {
+  const { jobId } = await timedOutImport(request, "e2e-bulk-retry");
+  const operator = { authorization: `Bearer ${E2E_ENV.BOUNDED_BOOTSTRAP_TOKEN}` };
+  const filter = { tenant: "e2e-bulk-retry", status: "timed_out" };
+  const preview = await request.post("/api/jobs/retry", { headers: operator, data: { filter, dryRun: true } });
+  expect(await preview.json()).toEqual({ count: 1, cap: 1000, overCap: false });
+  expect((await sql<{ status: string }>(`select status from "Job" where id = $1`, [jobId]))[0]!.status).toBe("timed_out");
+
+  const done = await request.post("/api/jobs/retry", { headers: operator, data: { filter } });
+  expect(done.status()).toBe(202);
+  expect(await done.json()).toMatchObject({ matched: 1, retried: 1, refused: [] });
+  const bad = await request.post("/api/jobs/retry", { headers: operator, data: { filter: { status: "completed" } } });
+  expect(bad.status()).toBe(422);
+});
+

@@ -68,18 +68,26 @@ async function main() {
     web: [nextBin, "start", "--port", String(e.PORT)],
   };
   let stopping = false;
-  const stop = (code: number) => {
+  const running = (c: ChildProcess | undefined): c is ChildProcess => !!c?.pid && c.exitCode === null && c.signalCode === null;
+  const exited = (c: ChildProcess) => new Promise<void>((resolve) => (running(c) ? c.once("exit", () => resolve()) : resolve()));
+  // Workers stop first: their running jobs may still call the simulators and write through the
+  // web's database while they wind down. Then the rest. Anything still alive after 20 s is killed.
+  const stop = async (code: number) => {
     if (stopping) return;
     stopping = true;
-    for (const child of children.values()) if (child.pid && child.exitCode === null) killGroup(child.pid, "SIGTERM");
     const force = setTimeout(() => {
-      for (const child of children.values()) if (child.pid && child.exitCode === null) killGroup(child.pid, "SIGKILL");
+      for (const child of children.values()) if (running(child)) killGroup(child.pid!, "SIGKILL");
     }, 20_000);
     force.unref();
-    const waiting = [...children.values()].filter((c) => c.exitCode === null && c.signalCode === null);
-    let left = waiting.length;
-    if (left === 0) process.exit(code);
-    for (const c of waiting) c.once("exit", () => --left === 0 && process.exit(code));
+    const workers = children.get("workers");
+    if (running(workers)) {
+      killGroup(workers.pid!, "SIGTERM");
+      await exited(workers);
+    }
+    const rest = [...children.values()].filter(running);
+    for (const child of rest) killGroup(child.pid!, "SIGTERM");
+    await Promise.all(rest.map(exited));
+    process.exit(code);
   };
   const restarts: number[] = [];
   const launch = (part: Part) => {
@@ -104,13 +112,13 @@ async function main() {
         return;
       }
       console.error(`bounded: ${part} exited (${signal ?? `code ${code}`}); stopping the others.`);
-      stop(1);
+      void stop(1);
     });
   };
   for (const part of parts) launch(part);
-  process.on("SIGINT", () => stop(0));
-  process.on("SIGTERM", () => stop(0));
-  process.on("SIGHUP", () => stop(0));
+  process.on("SIGINT", () => void stop(0));
+  process.on("SIGTERM", () => void stop(0));
+  process.on("SIGHUP", () => void stop(0));
 
   if (parts.includes("web")) {
     const url = `http://localhost:${e.PORT}`;

@@ -17,6 +17,7 @@ export const ROUTE_ACCESS = {
   "GET /api/budgets": "viewer",
   "GET /api/model-calls/histogram": "viewer",
   "POST /api/jobs/[id]/retry": "operator",
+  "POST /api/jobs/retry": "operator",
   "POST /api/agent-runs": "operator",
   "POST /api/sweeps/overdue-invoices": "operator",
 } as const satisfies Record<string, Access>;
