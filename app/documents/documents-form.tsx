@@ -1,40 +1,14 @@
 "use client";
 
-import { useRouter } from "next/navigation";
-import { useState, type FormEvent } from "react";
+import { isChosenFile, useUpload } from "../components/use-upload";
 
 export function DocumentsForm(props: { maxFiles: number; maxFileLabel: string; maxTotalLabel: string; typesLabel: string }) {
-  const router = useRouter();
-  const [error, setError] = useState<string | null>(null);
-  const [pending, setPending] = useState(false);
-
-  async function onSubmit(event: FormEvent<HTMLFormElement>) {
-    event.preventDefault();
-    setError(null);
-    const form = new FormData(event.currentTarget);
-    const files = form.getAll("files").filter((f): f is File => f instanceof File && !(f.size === 0 && f.name === ""));
-    if (files.length === 0) {
-      setError("Choose at least one document to upload.");
-      return;
-    }
-    if (files.length > props.maxFiles) {
-      setError(`You chose ${files.length} documents; the limit is ${props.maxFiles} per batch. Split them into smaller batches.`);
-      return;
-    }
-    setPending(true);
-    try {
-      const response = await fetch("/api/documents", { method: "POST", body: form });
-      const body = await response.json().catch(() => null);
-      if (response.status === 201 && body?.progressUrl) {
-        router.push(body.progressUrl);
-        return;
-      }
-      setError(body?.error?.message ?? `The upload failed (HTTP ${response.status}). Try again.`);
-    } catch {
-      setError("The upload did not reach the server. Check your connection and try again.");
-    }
-    setPending(false);
-  }
+  const { error, pending, onSubmit } = useUpload("/api/documents", (form) => {
+    const files = form.getAll("files").filter(isChosenFile);
+    if (files.length === 0) return "Choose at least one document to upload.";
+    if (files.length > props.maxFiles) return `You chose ${files.length} documents; the limit is ${props.maxFiles} per batch. Split them into smaller batches.`;
+    return null;
+  });
 
   return (
     <form onSubmit={onSubmit} className="form-stack" noValidate>

@@ -1,36 +1,9 @@
 "use client";
 
-import { useRouter } from "next/navigation";
-import { useState, type FormEvent } from "react";
+import { isChosenFile, useUpload } from "../components/use-upload";
 
 export function UploadForm({ maxBytesLabel, maxRows }: { maxBytesLabel: string; maxRows: string }) {
-  const router = useRouter();
-  const [error, setError] = useState<string | null>(null);
-  const [pending, setPending] = useState(false);
-
-  async function onSubmit(event: FormEvent<HTMLFormElement>) {
-    event.preventDefault();
-    setError(null);
-    const form = new FormData(event.currentTarget);
-    const file = form.get("file");
-    if (!(file instanceof File) || file.size === 0 && file.name === "") {
-      setError("Choose a CSV file to upload.");
-      return;
-    }
-    setPending(true);
-    try {
-      const response = await fetch("/api/imports", { method: "POST", body: form });
-      const body = await response.json().catch(() => null);
-      if (response.status === 201 && body?.progressUrl) {
-        router.push(body.progressUrl);
-        return;
-      }
-      setError(body?.error?.message ?? `The upload failed (HTTP ${response.status}). Try again.`);
-    } catch {
-      setError("The upload did not reach the server. Check your connection and try again.");
-    }
-    setPending(false);
-  }
+  const { error, pending, onSubmit } = useUpload("/api/imports", (form) => (isChosenFile(form.get("file")) ? null : "Choose a CSV file to upload."));
 
   return (
     <form onSubmit={onSubmit} className="form-stack" noValidate>

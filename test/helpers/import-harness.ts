@@ -1,0 +1,58 @@
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { vi } from "vitest";
+
+/**
+ * What an import test needs, against the real database and queue: the model simulator on a free
+ * port, an import budget no test comes near, and the modules — imported only after the
+ * environment is stubbed, because it is parsed once, on first use.
+ */
+export async function startImportHarness() {
+  let handle: http.RequestListener = () => undefined;
+  const server = http.createServer((req, res) => handle(req, res));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  vi.stubEnv("MODEL_BASE_URL", `http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+  vi.stubEnv("BOUNDED_BUDGET_IMPORTS_SOFT_S", "600000");
+  vi.stubEnv("BOUNDED_BUDGET_IMPORTS_HARD_S", "900000");
+  const { createRouter } = await import("@/workers/simulators/router");
+  const { createModelSimulator } = await import("@/workers/simulators/model");
+  handle = createRouter(createModelSimulator({ errorRate: 0, timeScale: 0.0002 }).routes);
+  const m = {
+    db: await import("@/lib/db/client"),
+    createImport: await import("@/lib/imports/create-import"),
+    queues: await import("@/lib/queues/queues"),
+    redis: await import("@/lib/redis/client"),
+    runtime: await import("@/workers/runtime"),
+    csv: await import("@/workers/processors/csv-import"),
+    log: await import("@/lib/log"),
+    tenants: await import("./tenants"),
+    jobs: await import("./jobs"),
+  };
+  const tenants: string[] = [];
+  return {
+    m,
+    /** An import of `rows` good rows for a new tenant; its queue job removed (tests run it themselves). */
+    async importOf(rows: number, label: string): Promise<string> {
+      const lines = ["date,amount,currency,counterparty,description"];
+      for (let i = 1; i <= rows; i++) lines.push(`2026-03-${String((i % 28) + 1).padStart(2, "0")},-${i}.10,EUR,REWE Markt,row ${i}`);
+      const tenant = m.tenants.uniqueTenantSlug(label);
+      tenants.push(tenant);
+      const created = await m.createImport.createImport({ tenant, filename: `${label}.csv`, bytes: new TextEncoder().encode(lines.join("\n")) });
+      if (created.type !== "created") throw new Error(created.message);
+      await m.queues.queue("imports").remove(created.jobId);
+      return created.jobId;
+    },
+    /** Runs a job through the runtime as a worker would; resolves with the error when it throws. */
+    run(jobId: string, signal = new AbortController().signal) {
+      return m.runtime.runJob({ csv_import: m.csv.csvImport }, m.jobs.queueJobFor(jobId), signal, m.log.logger("test")).catch((err: Error) => err);
+    },
+    async close() {
+      for (const slug of tenants) await m.tenants.deleteTenant(slug);
+      await m.queues.closeQueues();
+      await m.redis.closeRedis();
+      await m.db.closeDb();
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
