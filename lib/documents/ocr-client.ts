@@ -2,7 +2,8 @@ import http from "node:http";
 import https from "node:https";
 import { env } from "@/lib/env";
 import { logger } from "@/lib/log";
-import { recordModelCall, type ModelCallContext, type ModelCallRecord, type RecordModelCall } from "@/lib/modelcalls/record";
+import { describeError, snippet } from "@/lib/http/describe";
+import { recordInBackground, recordModelCall, type ModelCallContext, type ModelCallRecord, type RecordModelCall } from "@/lib/modelcalls/record";
 import { scaled, sleep } from "@/lib/time";
 import { ocrBaseUrl } from "./settings";
 
@@ -91,15 +92,15 @@ export async function ocrDocument(options: OcrOptions): Promise<OcrResult> {
     const row: ModelCallRecord = { ...context, type: "ocr", model: engine, startedAt, durationMs: performance.now() - attemptStarted, outcome: "ok" };
 
     if (result.ok) {
-      recordSafely(record, row);
+      recordInBackground(record, row, "an OCR call");
       return { text: result.text, pages: result.pages, durationMs: Math.round(performance.now() - callStarted), attempts: attempt };
     }
     // An aborted signal is the reason whatever the attempt failed with; never wrapped.
     if (signal.aborted) {
-      recordSafely(record, { ...row, outcome: "aborted", error: describe(signal.reason) });
+      recordInBackground(record, { ...row, outcome: "aborted", error: describeError(signal.reason) }, "an OCR call");
       throw signal.reason;
     }
-    recordSafely(record, { ...row, outcome: "error", error: result.message });
+    recordInBackground(record, { ...row, outcome: "error", error: result.message }, "an OCR call");
     if (!result.retryable || attempt > maxRetries) {
       throw new OcrError(result.message, { status: result.status, attempts: attempt, retryable: result.retryable, cause: result.cause });
     }
@@ -114,7 +115,7 @@ async function attemptOnce(url: URL, bytes: Uint8Array, contentType: string, sig
   try {
     response = await postBytes(url, bytes, contentType, signal);
   } catch (err) {
-    return { ok: false, message: `the OCR service could not be reached (${describe(err)})`, retryable: true, cause: err };
+    return { ok: false, message: `the OCR service could not be reached (${describeError(err)})`, retryable: true, cause: err };
   }
   const { status, body } = response;
   if (status < 200 || status >= 300) {
@@ -159,24 +160,4 @@ function postBytes(url: URL, bytes: Uint8Array, contentType: string, signal: Abo
     request.on("error", reject);
     request.end(bytes);
   });
-}
-
-function recordSafely(record: RecordModelCall, call: ModelCallRecord): void {
-  try {
-    record(call).catch((err: unknown) => log.warn({ err }, "could not record an OCR call"));
-  } catch (err) {
-    log.warn({ err }, "could not record an OCR call");
-  }
-}
-
-function snippet(text: string): string {
-  const flat = text.replace(/\s+/g, " ").trim();
-  return flat.length > 200 ? `${flat.slice(0, 200)}…` : flat;
-}
-
-function describe(err: unknown): string {
-  if (!(err instanceof Error)) return String(err);
-  const code = (err as { code?: unknown }).code ?? (err.cause as { code?: unknown } | undefined)?.code;
-  const text = `${err.name}: ${err.message}`;
-  return typeof code === "string" && !text.includes(code) ? `${text} (${code})` : text;
 }

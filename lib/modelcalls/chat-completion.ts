@@ -3,7 +3,8 @@ import { logger } from "@/lib/log";
 import { scaled, sleep } from "@/lib/time";
 import { ModelCallError } from "./errors";
 import { postJson, type HttpPost, type HttpResponse } from "./http";
-import { recordModelCall, type ModelCallContext, type ModelCallRecord, type RecordModelCall } from "./record";
+import { describeError, snippet } from "@/lib/http/describe";
+import { recordInBackground, recordModelCall, type ModelCallContext, type RecordModelCall } from "./record";
 import { chatCompletionErrorSchema, chatCompletionResponseSchema, type ChatMessage } from "./schemas";
 
 const log = logger("modelcalls");
@@ -87,16 +88,16 @@ export async function chatCompletion(options: ChatCompletionOptions): Promise<Ch
     const row = { ...context, model, startedAt, durationMs: performance.now() - attemptStarted };
 
     if (result.ok) {
-      recordSafely(record, { ...row, outcome: "ok" });
+      recordInBackground(record, { ...row, outcome: "ok" }, "a model call");
       return { content: result.content, durationMs: Math.round(performance.now() - callStarted), attempts: attempt };
     }
     // Whatever the attempt failed with, an aborted signal is the reason; callers tell a deadline
     // from a bad item by this exact object, so it is never wrapped.
     if (signal.aborted) {
-      recordSafely(record, { ...row, outcome: "aborted", error: describe(signal.reason) });
+      recordInBackground(record, { ...row, outcome: "aborted", error: describeError(signal.reason) }, "a model call");
       throw signal.reason;
     }
-    recordSafely(record, { ...row, outcome: "error", error: result.message });
+    recordInBackground(record, { ...row, outcome: "error", error: result.message }, "a model call");
 
     const waitTooLong = result.retryAfterMs !== undefined && result.retryAfterMs > maxRetryAfterMs;
     if (!result.retryable || attempt > maxRetries || waitTooLong) {
@@ -125,7 +126,7 @@ async function attemptOnce(
   try {
     response = await post(url, body, headers, signal);
   } catch (err) {
-    return { ok: false, message: `network error: ${describe(err)}`, retryable: true, cause: err };
+    return { ok: false, message: `network error: ${describeError(err)}`, retryable: true, cause: err };
   }
   const { status } = response;
   if (status < 200 || status >= 300) {
@@ -171,16 +172,6 @@ export function retryAfterMs(response: Pick<HttpResponse, "header">): number | u
   return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
 }
 
-function recordSafely(record: RecordModelCall, call: ModelCallRecord): void {
-  // Not awaited: a slow database must not slow the call. recordModelCall never rejects; this
-  // guard is for injected recorders.
-  try {
-    record(call).catch((err: unknown) => log.warn({ err }, "could not record a model call"));
-  } catch (err) {
-    log.warn({ err }, "could not record a model call");
-  }
-}
-
 function errorMessage(body: string): string {
   try {
     const parsed = chatCompletionErrorSchema.safeParse(JSON.parse(body));
@@ -189,17 +180,4 @@ function errorMessage(body: string): string {
     // not JSON: an HTML page from a proxy, for instance
   }
   return snippet(body) || "(empty body)";
-}
-
-function snippet(text: string): string {
-  const flat = text.replace(/\s+/g, " ").trim();
-  return flat.length > 200 ? `${flat.slice(0, 200)}…` : flat;
-}
-
-function describe(err: unknown): string {
-  if (!(err instanceof Error)) return String(err);
-  // Node puts the useful part (ECONNREFUSED, ECONNRESET) in the cause or the code.
-  const code = (err as { code?: unknown }).code ?? (err.cause as { code?: unknown } | undefined)?.code;
-  const text = `${err.name}: ${err.message}`;
-  return typeof code === "string" && !text.includes(code) ? `${text} (${code})` : text;
 }

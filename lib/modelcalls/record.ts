@@ -79,3 +79,16 @@ async function insert(call: ModelCallRecord): Promise<void> {
     log.warn({ err, call }, "could not record a model call");
   }
 }
+
+/**
+ * Records a call without awaiting it: a slow database must not slow the call. `recordModelCall`
+ * never rejects; the guard is for injected recorders.
+ */
+export function recordInBackground(record: RecordModelCall, call: ModelCallRecord, what: string): void {
+  const warn = (err: unknown) => log.warn({ err }, `could not record ${what}`);
+  try {
+    record(call).catch(warn);
+  } catch (err) {
+    warn(err);
+  }
+}
