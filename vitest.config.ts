@@ -1,5 +1,9 @@
 import { defineConfig } from "vitest/config";
 
+// Two people (or two checkouts) testing on one machine give each run its own database and prefix.
+const database = process.env.BOUNDED_TEST_DATABASE ?? "bounded_test";
+const prefix = process.env.BOUNDED_TEST_REDIS_PREFIX ?? "bounded-test";
+
 // Tests run against the real PostgreSQL and Redis; each integration test isolates itself
 // (own database rows, own queue names, own key prefix).
 export default defineConfig({
@@ -19,9 +23,9 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     env: {
-      DATABASE_URL: "postgresql://postgres@127.0.0.1:5432/bounded_test",
+      DATABASE_URL: `postgresql://postgres@127.0.0.1:5432/${database}`,
       REDIS_URL: "redis://127.0.0.1:6379",
-      BOUNDED_REDIS_PREFIX: "bounded-test",
+      BOUNDED_REDIS_PREFIX: prefix,
       BOUNDED_TIME_SCALE: "0.001",
       LOG_LEVEL: "silent",
       NODE_ENV: "test",

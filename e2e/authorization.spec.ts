@@ -20,7 +20,13 @@ test.beforeAll(() => {
 });
 
 /** Bodies that exercise a route without changing anything (the default is `{}`). */
-const SAFE_BODY: Record<string, unknown> = { "POST /api/jobs/retry": { dryRun: true } };
+const SAFE_BODY: Record<string, unknown> = {
+  "POST /api/jobs/retry": { dryRun: true },
+  // A dislike of an ad nobody has: refused (404) with nothing created.
+  "POST /api/generations": { tenant: "authz-probe", adId: "00000000-0000-4000-8000-000000000000", kind: "dislike" },
+  // No units: refused (422) before anything is granted.
+  "POST /api/packs": { tenant: "authz-probe", units: 0 },
+};
 
 function call(request: APIRequestContext, rule: string, caller: Caller) {
   const [method, pattern] = rule.split(" ") as [string, string];
@@ -60,7 +66,9 @@ test("operator server actions refuse anonymous callers on the server and record 
       Number((await sql<{ n: string }>(`select count(*) n from "AuditEntry" where actor = 'anonymous' and result = 'refused' and message = 'refused: not signed in'`))[0]!.n);
     const before = await refusals();
     // What a form post sends, without the page and without a session: the action's id and arguments.
-    const response = await request.post(`/jobs/${randomUUID()}`, {
+    // Posted to the page the action belongs to: app/(ops)/jobs/[id]/actions.ts → /jobs/<id>.
+    const page = action.split("#")[0]!.replace(/^app/, "").replace(/\/\([^)]+\)/g, "").replace(/\/actions\.ts$/, "").replace("[id]", randomUUID()) || "/";
+    const response = await request.post(page, {
       headers: { "next-action": ids[action]!, origin: BASE_URL },
       multipart: { "0": '[{},"$K1"]', "1_jobId": randomUUID(), "1_budgetSoftS": "" },
     });

@@ -95,3 +95,33 @@ test("bulk retry by filter: a preview count first, then the retry; bad filters a
   expect(bad.status()).toBe(422);
 });
 
+
+test("bulk retry from the jobs page: Preview counts the matching jobs, only then Retry is offered, and it retries them", async ({ page, request }) => {
+  const { jobId } = await timedOutImport(request, "e2e-bulk-page");
+  await signIn(page, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD);
+  await page.goto("/jobs");
+  const form = page.getByRole("form", { name: "Bulk retry" });
+  await form.getByLabel("Tenant").fill("e2e-bulk-page");
+  await expect(form.getByRole("button", { name: "Retry matching jobs" })).toBeDisabled();
+  await form.getByRole("button", { name: "Preview" }).click();
+  await expect(form.getByText("1 job matches. Each resumes at its cursor.")).toBeVisible();
+  // Changing the filter after the preview asks for a new one.
+  await form.getByLabel("Status").selectOption("failed");
+  await expect(form.getByRole("button", { name: "Retry matching jobs" })).toBeDisabled();
+  await form.getByLabel("Status").selectOption("timed_out");
+  await form.getByRole("button", { name: "Preview" }).click();
+  await expect(form.getByText("1 job matches. Each resumes at its cursor.")).toBeVisible();
+  await page.screenshot({ path: "test-results/jobs-bulk-retry.png", fullPage: true });
+  await expect(form.getByLabel("Status")).toHaveValue("timed_out");
+  await expect(form.getByLabel("Tenant")).toHaveValue("e2e-bulk-page");
+  await form.getByRole("button", { name: "Retry 1 job" }).click();
+  await expect(form.getByRole("status")).toHaveText("Retried 1 of 1 matching jobs.");
+  await expect.poll(async () => (await sql<{ status: string }>(`select status from "Job" where id = $1`, [jobId]))[0]?.status, { timeout: 30_000 }).toBe("completed");
+  // Each call carried the filter on the screen: the retry exactly the one previewed last.
+  const audit = await sql<{ action: string; result: string; params: unknown }>(`select action, result::text, params from "AuditEntry" where action like 'jobs.retry%' and params->>'tenant' = 'e2e-bulk-page' order by id`);
+  expect(audit).toEqual([
+    { action: "jobs.retry.preview", result: "ok", params: { tenant: "e2e-bulk-page" } },
+    { action: "jobs.retry.preview", result: "ok", params: { tenant: "e2e-bulk-page", status: "timed_out" } },
+    { action: "jobs.retry", result: "ok", params: { tenant: "e2e-bulk-page", status: "timed_out" } },
+  ]);
+});

@@ -63,6 +63,8 @@ const schema = z.object({
   BOUNDED_BUDGET_MARKETPLACE_SYNC_HARD_S: seconds,
   BOUNDED_BUDGET_GENERATIONS_SOFT_S: seconds,
   BOUNDED_BUDGET_GENERATIONS_HARD_S: seconds,
+  /** How old a silent quota reserve must be before the sweeper takes it back. Unset: lib/quota/policy.ts (25 min). */
+  BOUNDED_RESERVE_SWEEP_WINDOW_S: seconds,
 });
 
 export type Env = z.infer<typeof schema>;

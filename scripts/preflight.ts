@@ -4,6 +4,8 @@ import pg from "pg";
 import { Redis } from "ioredis";
 import { BudgetConfigError, validateBudgets } from "@/lib/budgets/budgets";
 import { env, EnvError, type Env } from "@/lib/env";
+import { ReservationPolicyError } from "@/lib/quota/policy";
+import { validateReservationPolicy } from "@/lib/quota/settings";
 
 /** Loads `.env` from the repository root into the environment, when there is one. */
 export function loadDotEnv(root: string): void {
@@ -32,8 +34,9 @@ export async function preflight(needs: { postgres: boolean; redis: boolean }): P
   // at the first upload.
   try {
     validateBudgets(e);
+    validateReservationPolicy(e);
   } catch (err) {
-    if (err instanceof BudgetConfigError) fail(err.message);
+    if (err instanceof BudgetConfigError || err instanceof ReservationPolicyError) fail(err.message);
     throw err;
   }
   if (needs.postgres) {

@@ -1,6 +1,7 @@
 import { hostname } from "node:os";
-import { DelayedError, UnrecoverableError, Worker, type Job as QueueJob } from "bullmq";
+import { Worker } from "bullmq";
 import { validateBudgets } from "@/lib/budgets/budgets";
+import { validateReservationPolicy } from "@/lib/quota/settings";
 import { startBudgetPublisher } from "@/lib/budgets/runtime";
 import { listenForCategoryChanges } from "@/lib/categories/cache";
 import { startOverdueSweepSchedule } from "@/lib/invoices/schedule";
@@ -15,8 +16,10 @@ import { closeQueues } from "@/lib/queues/queues";
 import { closeRedis, createRedis, key } from "@/lib/redis/client";
 import { scaled } from "@/lib/time";
 import { PROCESSORS, WORKER_QUEUES } from "./catalog";
-import { runJob } from "./runtime";
+import { queueProcessor } from "./queue-processor";
+import { rescheduleWorkerOptions } from "./reschedule";
 import { startReaper } from "./schedulers/reaper";
+import { startReserveSweeper } from "./schedulers/sweeper";
 import { startWatchdog } from "./watchdog";
 
 const log = logger("workers");
@@ -29,6 +32,9 @@ async function main() {
   const e = env();
   // A budget that cannot work (hard ≤ soft) stops start-up with one line naming the variables.
   validateBudgets(e);
+  // A sweep window shorter than the worst case of a generation × margin would take reserves of
+  // generations that can still finish: refuse to start, naming both numbers.
+  validateReservationPolicy(e);
   if (e.BOUNDED_TIME_SCALE !== 1) log.warn({ timeScale: e.BOUNDED_TIME_SCALE }, `BOUNDED_TIME_SCALE=${e.BOUNDED_TIME_SCALE}: every duration is scaled`);
   const connection = createRedis("worker");
   const shutdown = new AbortController();
@@ -40,35 +46,22 @@ async function main() {
 
   const workers = WORKER_QUEUES.map(
     (queueName) =>
-      new Worker(
-        queueName,
-        async (queueJob: QueueJob, token?: string) => {
-          try {
-            await runJob(PROCESSORS, queueJob, shutdown.signal, log.child({ queue: queueName }), watchdog);
-          } catch (err) {
-            if (shutdown.signal.aborted && !(err instanceof UnrecoverableError)) {
-              // runJob put the row back to queued; hand the queue job back without spending an
-              // attempt, so another worker resumes at the cursor.
-              await queueJob.moveToDelayed(Date.now(), token);
-              throw new DelayedError();
-            }
-            throw err;
-          }
-        },
-        {
-          connection,
-          prefix: e.BOUNDED_REDIS_PREFIX,
-          concurrency: e.BOUNDED_WORKER_CONCURRENCY,
-          lockDuration,
-          stalledInterval: lockDuration,
-        },
-      ),
+      new Worker(queueName, queueProcessor(queueName, { processors: PROCESSORS, shutdown: shutdown.signal, log, watch: watchdog }), {
+        connection,
+        prefix: e.BOUNDED_REDIS_PREFIX,
+        concurrency: e.BOUNDED_WORKER_CONCURRENCY,
+        lockDuration,
+        stalledInterval: lockDuration,
+        // The sync queue's jobs start again after every reschedule: a high cap, not none.
+        ...rescheduleWorkerOptions(queueName),
+      }),
   );
   for (const w of workers) {
     w.on("error", (err) => log.error({ err, queue: w.name }, "worker error"));
     w.on("failed", (job, err) => log.debug({ jobId: job?.data?.jobId, err: err.message }, "queue job failed"));
   }
   const stopReaper = startReaper(connection, log.child({ scheduler: "reaper" }), (kind) => metrics.jobsReaped.inc({ kind }));
+  const stopReserveSweeper = startReserveSweeper(connection, log.child({ scheduler: "reserve-sweeper" }));
   const stopSweeps = startOverdueSweepSchedule(log.child({ scheduler: "overdue-invoices" }));
 
   const presenceKey = key("workers", `${hostname()}:${process.pid}`);
@@ -89,6 +82,7 @@ async function main() {
     log.info({ signal }, "stopping workers: letting running jobs finish");
     clearInterval(presenceTimer);
     stopReaper();
+    stopReserveSweeper();
     await stopSweeps();
     const grace = setTimeout(() => {
       log.warn("running jobs did not finish in time; handing them back so they resume elsewhere");

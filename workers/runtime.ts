@@ -3,11 +3,13 @@ import { resolveBudget } from "@/lib/budgets/budgets";
 import type { Prisma } from "@/lib/db/client";
 import { DeadlineExceeded, JobFailed } from "@/lib/jobs/errors";
 import type { ItemLoop } from "@/lib/jobs/for-each-item";
+import { partOf } from "@/lib/jobs/parts";
 import { countLabel, finalizeJob, fmtSeconds, handBack, heartbeat, nounOf, progressPhrase, startAttempt, type FinalRow, type RunStart } from "@/lib/jobs/run";
 import { heartbeatIntervalMs } from "@/lib/jobs/stuck";
 import { jobPayloadSchema, KINDS, type JobKind } from "@/lib/queues/catalog";
 import type { Logger } from "@/lib/log";
 import { scaled } from "@/lib/time";
+import { rescheduleRun } from "./reschedule";
 
 export interface RunContext {
   run: RunStart;
@@ -104,7 +106,9 @@ export async function runJob(
   const hardMs = Math.max(scaled(run.budgetHardMs), softMs + MIN_WIND_DOWN_MS);
   // Limits count from the moment recorded on the row as the attempt's start. Node runs a timer
   // longer than 2^31−1 ms at once, so long limits are re-armed in steps.
-  const startedAt = attemptStart.getTime();
+  // A run resumed after a rate-limit wait carries over the slot time its earlier runs used: the
+  // budget counts time in a slot, not time spent waiting in delayed.
+  const startedAt = attemptStart.getTime() - scaled(run.slotMsUsed);
   const at = (ms: number, fn: () => void): { clear(): void } => {
     let timer: NodeJS.Timeout;
     const arm = () => {
@@ -140,7 +144,7 @@ export async function runJob(
   let outcome: { type: "hard" } | { type: "done"; result: RunResult } | { type: "error"; error: unknown };
   let work: Promise<{ type: "done"; result: RunResult } | { type: "error"; error: unknown }>;
   try {
-    const ctx: RunContext = { run, signal, log: jobLog, queueJob, loop: { jobId, attempt, kind: run.kind, cursor: run.cursor, signal, log: jobLog } };
+    const ctx: RunContext = { run, signal, log: jobLog, queueJob, loop: { jobId, attempt, kind: run.kind, cursor: run.cursor, signal, log: jobLog, parentId: run.parentId, range: partOf(run.params) ?? undefined } };
     jobLog.info({ budget: { softMs: run.budgetSoftMs, hardMs: run.budgetHardMs, source: run.budgetSource }, cursor: run.cursor }, "run started");
     work = Promise.resolve()
       .then(() => processor(ctx))
@@ -191,7 +195,15 @@ export async function runJob(
     await handBack(jobId, attempt);
     throw err;
   }
-  if (name === "DelayedError" || name === "RateLimitDefer") throw err;
+  if (name === "RateLimitDefer" && !deadlinePassed) {
+    // The job gives its slot back until the window opens: the row says so (and what it waits
+    // for); the queue wrapper moves the queue job to delayed. Past its maximum age, it ends here.
+    const deferred = await rescheduleRun(run, attemptStart, err as Error, jobLog);
+    if (deferred === "timed_out") throw new UnrecoverableError("maximum age reached");
+    if (deferred === "fenced") return;
+    throw err;
+  }
+  if (name === "DelayedError") throw err;
   if (deadlinePassed || name === "DeadlineExceeded") {
     // Normally already finalized by the soft timer; this covers a processor that threw first.
     await finalizeJob(jobId, attempt, { status: "timed_out", message: timedOutMessage, from: ["running"] });

@@ -16,14 +16,24 @@ export const ROUTE_ACCESS = {
   "GET /api/jobs/[id]": "viewer",
   "GET /api/budgets": "viewer",
   "GET /api/model-calls/histogram": "viewer",
+  "GET /api/reserves": "viewer",
   "POST /api/jobs/[id]/retry": "operator",
+  "GET /api/jobs/[id]/split-plan": "operator",
+  "POST /api/jobs/[id]/split": "operator",
   "POST /api/jobs/retry": "operator",
   "POST /api/agent-runs": "operator",
+  "POST /api/generations": "operator",
+  "POST /api/packs": "operator",
   "POST /api/sweeps/overdue-invoices": "operator",
+  "POST /api/syncs": "operator",
+  "GET /api/limiter": "viewer",
+  "GET /api/marketplace/preview": "viewer",
 } as const satisfies Record<string, Access>;
 
 export const ACTION_ACCESS = {
   "app/login/actions.ts#signIn": "public",
   "app/login/actions.ts#signOut": "public",
+  "app/(ops)/jobs/actions.ts#bulkRetryAction": "operator",
   "app/(ops)/jobs/[id]/actions.ts#retryJobAction": "operator",
+  "app/(ops)/jobs/[id]/actions.ts#splitJobAction": "operator",
 } as const satisfies Record<string, Access>;

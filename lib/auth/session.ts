@@ -1,7 +1,7 @@
 import "server-only";
 import { randomBytes } from "node:crypto";
 import { getIronSession, type SessionOptions } from "iron-session";
-import { cookies } from "next/headers";
+import { cookies, headers } from "next/headers";
 import { db } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import type { Principal } from "./roles";
@@ -36,12 +36,23 @@ function sessionSecret(): Promise<string> {
   return secret;
 }
 
+/**
+ * `Secure` when configured (BOUNDED_SECURE_COOKIES), or when the proxy in front says the request
+ * came over HTTPS: a proxy that terminates TLS is enough, nobody has to remember the setting. A
+ * client claiming HTTPS over plain HTTP only loses its own cookie.
+ */
+async function secureCookies(): Promise<boolean> {
+  if (env().BOUNDED_SECURE_COOKIES) return true;
+  const proto = (await headers()).get("x-forwarded-proto")?.split(",")[0]?.trim().toLowerCase();
+  return proto === "https";
+}
+
 async function options(): Promise<SessionOptions> {
   return {
     password: await sessionSecret(),
     cookieName: SESSION_COOKIE,
     ttl: SESSION_TTL_S,
-    cookieOptions: { httpOnly: true, sameSite: "lax", secure: env().BOUNDED_SECURE_COOKIES, path: "/" },
+    cookieOptions: { httpOnly: true, sameSite: "lax", secure: await secureCookies(), path: "/" },
   };
 }
 

@@ -5,7 +5,7 @@ import { startImportHarness } from "@/test/helpers/import-harness";
 // The reference cache, proven on the database's own counters: pg_stat_user_tables, each snapshot
 // read in its own autocommit statement on a fresh connection (inside one transaction PostgreSQL
 // freezes the statistics snapshot).
-const DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/bounded_test";
+const DATABASE_URL = process.env.DATABASE_URL!;
 let h: Awaited<ReturnType<typeof startImportHarness>>;
 let cache: typeof import("./cache");
 

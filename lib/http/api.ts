@@ -3,6 +3,7 @@ import { Forbidden, Unauthenticated } from "@/lib/auth/errors";
 import { requireRole } from "@/lib/auth/principal";
 import type { Principal, Role } from "@/lib/auth/roles";
 import { logger } from "@/lib/log";
+import { isRateLimitCapExceeded } from "@/lib/ratelimit/errors";
 import { ApiError, type ErrorBody } from "./errors";
 
 const log = logger("api");
@@ -17,15 +18,28 @@ export function errorResponse(
   return Response.json(body, { status, headers: extra.headers });
 }
 
+/**
+ * The message of a 422 names what is wrong (the first three problems), so a caller reading only
+ * `message` (a log line, a CLI) still knows which field to fix; `issues` has them all.
+ */
+export function invalidRequestMessage(issues: { path: string; message: string }[]): string {
+  const shown = issues.slice(0, 3).map((i) => (i.path ? `${i.path}: ${i.message}` : i.message));
+  const more = issues.length > 3 ? ` (and ${issues.length - 3} more)` : "";
+  return `The request has invalid fields — ${shown.join("; ")}${more}.`;
+}
+
 /** Every failure a handler can meet, mapped to the JSON error shape; never a stack trace. */
 export function toErrorResponse(err: unknown, route: string): Response {
   if (err instanceof ApiError) return errorResponse(err.status, err.code, err.message, { headers: err.headers });
   if (err instanceof Unauthenticated) return errorResponse(401, "unauthenticated", err.message);
   if (err instanceof Forbidden) return errorResponse(403, "forbidden", err.message);
+  // Outside a job there is no "later": the caller is told when to come back.
+  if (isRateLimitCapExceeded(err)) {
+    return errorResponse(429, "rate_limited", err.message, { headers: { "Retry-After": String(err.retryAfterSeconds) } });
+  }
   if (err instanceof z.ZodError) {
-    return errorResponse(422, "invalid_request", "The request has invalid fields.", {
-      issues: err.issues.map((i) => ({ path: i.path.join("."), message: i.message })),
-    });
+    const issues = err.issues.map((i) => ({ path: i.path.join("."), message: i.message }));
+    return errorResponse(422, "invalid_request", invalidRequestMessage(issues), { issues });
   }
   log.error({ err, route }, "unhandled error in route handler");
   return errorResponse(500, "internal", "Something went wrong on our side. It has been logged.");

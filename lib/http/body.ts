@@ -39,3 +39,21 @@ export async function parseMultipart(body: Uint8Array, contentType: string, help
     throw new ApiError(400, "bad_multipart", `The form data could not be read. ${help}`);
   });
 }
+
+/** The most an operator's JSON request needs: a filter, a budget, a number of parts. */
+export const JSON_BODY_MAX_BYTES = 64 * 1024;
+
+/**
+ * Reads a small JSON body: an empty body is `{}`; more than 64 KiB is a 413, text that is not
+ * JSON a 400 that shows what to send (`example`). The caller validates the value with zod.
+ */
+export async function readJsonBody(request: Request, example: string): Promise<unknown> {
+  const bytes = await readBodyLimited(request, JSON_BODY_MAX_BYTES, "request body", "body_too_large");
+  const text = new TextDecoder().decode(bytes);
+  if (text.trim() === "") return {};
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new ApiError(400, "bad_json", `The body is not valid JSON. Send ${example}.`);
+  }
+}

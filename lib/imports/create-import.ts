@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { env } from "@/lib/env";
 import { createJob } from "@/lib/jobs/create";
-import { inspectUpload, type UploadRejection } from "./inspect-upload";
+import { inspectUpload, normalizeLineEndings, type UploadRejection } from "./inspect-upload";
 
 export const tenantSlugSchema = z
   .string({ error: "tenant is required" })
@@ -32,7 +32,8 @@ export function uploadLimits() {
 export async function createImport(input: { tenant: string; filename: string; bytes: Uint8Array }): Promise<CreateImportResult> {
   const tenantSlug = tenantSlugSchema.parse(input.tenant);
   const filename = filenameSchema.parse(input.filename);
-  const inspection = inspectUpload(input.bytes, uploadLimits());
+  const bytes = normalizeLineEndings(input.bytes);
+  const inspection = inspectUpload(bytes, uploadLimits());
   if (!inspection.ok) return { type: "rejected", status: inspection.status, code: inspection.code, message: inspection.message };
 
   const { jobId, progressToken } = await createJob({
@@ -46,8 +47,8 @@ export async function createImport(input: { tenant: string; filename: string; by
             jobId: id,
             filename,
             delimiter: inspection.delimiter,
-            sizeBytes: input.bytes.byteLength,
-            content: Buffer.from(input.bytes),
+            sizeBytes: bytes.byteLength,
+            content: Buffer.from(bytes),
           },
         })
         .then(() => undefined),

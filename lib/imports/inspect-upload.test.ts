@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { formatBytes } from "@/lib/units";
-import { inspectUpload, type UploadInspection, type UploadLimits } from "./inspect-upload";
+import { MAX_COLUMNS, inspectUpload, normalizeLineEndings, type UploadInspection, type UploadLimits } from "./inspect-upload";
 
 const LIMITS: UploadLimits = { maxBytes: 1024 * 1024, maxRows: 100 };
 const HEADER = "date,amount,currency,counterparty,description";
@@ -239,5 +239,38 @@ describe("inspectUpload: what a bank export may look like and still be accepted"
 
   it("accepts a last line without a line break", () => {
     expect(accepted(inspectUpload(utf8(`${HEADER}\n2026-01-01,1.00,EUR,Rewe,x`), LIMITS)).rows).toBe(1);
+  });
+});
+
+describe("inspectUpload: what the first bytes do not show", () => {
+  it("refuses a NUL byte anywhere in the file, not only in the first 8 KB, and says on which line", () => {
+    const rows = Array.from({ length: 400 }, () => "2026-01-01,1.00,EUR,Rewe,x").join("\n");
+    const result = rejected(inspectUpload(utf8(`${HEADER}\n${rows}\n2026-01-02,1.00,EUR,Evil\u0000Corp,x\n`), { maxBytes: LIMITS.maxBytes, maxRows: 1000 }));
+    expect(result).toMatchObject({ status: 415, code: "not_text" });
+    expect(result.message).toBe("The file contains a NUL byte (binary data) on line 402, so it is not a CSV text file.");
+  });
+
+  it("refuses a header with more columns than the limit, and accepts exactly the limit", () => {
+    const extra = (n: number) => Array.from({ length: n }, (_, i) => `c${i}`).join(",");
+    const over = rejected(inspectUpload(utf8(`${HEADER},${extra(MAX_COLUMNS - 4)}\n2026-01-01,1.00,EUR,Rewe,x\n`), LIMITS));
+    expect(over).toMatchObject({ status: 422, code: "too_many_columns" });
+    expect(over.message).toMatch(/^The header has 1,001 columns; the limit is 1,000\./);
+    expect(accepted(inspectUpload(utf8(`${HEADER},${extra(MAX_COLUMNS - 5)}\n2026-01-01,1.00,EUR,Rewe,x\n`), LIMITS)).columns).toHaveLength(MAX_COLUMNS);
+  });
+});
+
+describe("normalizeLineEndings", () => {
+  const text = (b: Uint8Array) => new TextDecoder().decode(b);
+
+  it("turns every CRLF into LF, so a file mixing CRLF and LF keeps its rows apart", () => {
+    const mixed = utf8(`${HEADER}\r\n2026-01-01,1.00,EUR,Rewe,x\n2026-01-02,2.00,EUR,Aldi,y\r\n2026-01-03,3.00,EUR,Lidl,z`);
+    expect(text(normalizeLineEndings(mixed))).toBe(`${HEADER}\n2026-01-01,1.00,EUR,Rewe,x\n2026-01-02,2.00,EUR,Aldi,y\n2026-01-03,3.00,EUR,Lidl,z`);
+    expect(accepted(inspectUpload(normalizeLineEndings(mixed), LIMITS)).rows).toBe(3);
+  });
+
+  it("leaves a file without CRLF as it is (the same bytes) and keeps a lone CR", () => {
+    const lf = utf8(`${HEADER}\n2026-01-01,1.00,EUR,Re\rwe,x\n`);
+    expect(normalizeLineEndings(lf)).toBe(lf);
+    expect(text(normalizeLineEndings(utf8("a\r\r\nb\r")))).toBe("a\r\nb\r");
   });
 });

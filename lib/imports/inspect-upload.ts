@@ -4,6 +4,12 @@ import { formatBytes } from "@/lib/units";
 /** The columns a bank-transaction CSV must have (any order, case-insensitive, extra columns allowed). */
 export const REQUIRED_COLUMNS = ["date", "amount", "currency", "counterparty", "description"] as const;
 
+/**
+ * The most columns a header may name. Bank exports have a few dozen; thousands of columns are a
+ * broken or hostile file, and each would be carried through every row.
+ */
+export const MAX_COLUMNS = 1000;
+
 export interface UploadLimits {
   maxBytes: number;
   maxRows: number;
@@ -24,6 +30,7 @@ export type UploadRejection =
   | "no_rows"
   | "missing_columns"
   | "duplicate_columns"
+  | "too_many_columns"
   | "wrong_delimiter"
   | "malformed_csv";
 
@@ -43,6 +50,26 @@ function sniffBinary(bytes: Uint8Array): string | null {
   if (starts(0xd0, 0xcf, 0x11, 0xe0)) return "This looks like an old Excel (.xls) file, not a CSV file. Export the sheet as “CSV UTF-8”.";
   if (bytes.subarray(0, 8192).includes(0)) return "The file contains binary data, so it is not a CSV text file.";
   return null;
+}
+
+/**
+ * CRLF → LF. csv-parse takes the line ending of the first line for the whole file, so in a file
+ * whose lines end in a mix of CRLF and LF (exports pasted together) rows would merge or keep a
+ * stray CR. Applied before the checks and before the file is stored, so the inspection and the
+ * import read the same rows, the ones a spreadsheet shows. Works on bytes: in UTF-8 a 0x0D byte is
+ * always a CR.
+ */
+export function normalizeLineEndings(bytes: Uint8Array): Uint8Array {
+  let crlf = 0;
+  for (let i = 0; i + 1 < bytes.length; i++) if (bytes[i] === 0x0d && bytes[i + 1] === 0x0a) crlf++;
+  if (crlf === 0) return bytes;
+  const out = new Uint8Array(bytes.length - crlf);
+  let o = 0;
+  for (let i = 0; i < bytes.length; i++) {
+    if (bytes[i] === 0x0d && bytes[i + 1] === 0x0a) continue;
+    out[o++] = bytes[i]!;
+  }
+  return out;
 }
 
 /** Splits the header line with one delimiter and normalises the names. */
@@ -74,6 +101,13 @@ export function inspectUpload(bytes: Uint8Array, limits: UploadLimits): UploadIn
     return reject(415, "not_utf8", "The file is not valid UTF-8 text. Save it as “CSV UTF-8” and upload it again.");
   }
   if (text.trim() === "") return reject(422, "empty_file", "The file is empty.");
+  // Binary sniffing reads only the start: a NUL further in is binary data too, and PostgreSQL
+  // text cannot hold it, so the row would fail for a reason nobody could see in a spreadsheet.
+  const nul = text.indexOf("\u0000");
+  if (nul !== -1) {
+    const line = text.slice(0, nul).split("\n").length;
+    return reject(415, "not_text", `The file contains a NUL byte (binary data) on line ${line.toLocaleString("en-US")}, so it is not a CSV text file.`);
+  }
 
   const headerLine = text.split(/\r?\n/, 1)[0]!;
   const candidates: Delimiter[] = [",", ";"];
@@ -103,6 +137,9 @@ export function inspectUpload(bytes: Uint8Array, limits: UploadLimits): UploadIn
       `Missing required column${missing.length > 1 ? "s" : ""}: ${missing.join(", ")}. The first line must name the columns ${REQUIRED_COLUMNS.join(", ")}` +
         (found.length ? ` (found: ${found.join(", ")}).` : "."),
     );
+  }
+  if (columns.length > MAX_COLUMNS) {
+    return reject(422, "too_many_columns", `The header has ${columns.length.toLocaleString("en-US")} columns; the limit is ${MAX_COLUMNS.toLocaleString("en-US")}. Keep the columns ${REQUIRED_COLUMNS.join(", ")} and remove the others.`);
   }
   const duplicated = columns.filter((c, i) => c !== "" && columns.indexOf(c) !== i);
   if (duplicated.length) return reject(422, "duplicate_columns", `The column “${duplicated[0]}” appears more than once in the header.`);

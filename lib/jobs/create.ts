@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { resolveBudget } from "@/lib/budgets/budgets";
 import { db, type Prisma } from "@/lib/db/client";
 import { ensureTenant } from "@/lib/tenants/ensure-tenant";
+import type { JobStatus } from "@/lib/jobs/statuses";
 import { KINDS, type JobKind, type QueueName } from "@/lib/queues/catalog";
 import { enqueueJob } from "@/lib/queues/queues";
 
@@ -14,9 +15,20 @@ export class EnqueueFailed extends Error {
   override name = "EnqueueFailed";
 }
 
+/** An unfinished job that answers for a new one (see `onePerKey`). */
+export interface OpenJob {
+  id: string;
+  progressToken: string;
+  status: JobStatus;
+}
+
 /**
  * Creates a Job row (and whatever `extra` writes beside it, in the same transaction), then the
  * queue job. If the queue cannot take it, the row is removed again: nothing is left half-made.
+ *
+ * With `onePerKey`, at most one unfinished job exists per key: under a transaction-scoped
+ * advisory lock on the key, an open job `findOpen` returns is answered (`existing`) instead of a
+ * new one, so two requests at once give one job.
  */
 export async function createJob(input: {
   kind: JobKind;
@@ -26,7 +38,10 @@ export async function createJob(input: {
   total: number | null;
   params?: Prisma.InputJsonValue;
   extra?: (tx: Prisma.TransactionClient, jobId: string) => Promise<void>;
-}): Promise<{ jobId: string; progressToken: string }> {
+  /** The queue job's id when it is not the row's (kept on the row). */
+  queueJobId?: string;
+  onePerKey?: { key: string; findOpen: (tx: Prisma.TransactionClient) => Promise<OpenJob | null> };
+}): Promise<{ jobId: string; progressToken: string; existing?: OpenJob }> {
   const queue = input.queue ?? KINDS[input.kind].queues[0]!;
   if (!(KINDS[input.kind].queues as readonly string[]).includes(queue)) throw new Error(`${input.kind} does not run on queue ${queue}`);
   // What the workers are configured to use; the worker that runs the job records its own
@@ -34,6 +49,11 @@ export async function createJob(input: {
   const budget = resolveBudget(queue, input.kind);
   const progressToken = newProgressToken();
   const job = await db().$transaction(async (tx) => {
+    if (input.onePerKey) {
+      await tx.$executeRaw`SELECT pg_advisory_xact_lock(hashtextextended(${input.onePerKey.key}, 0))`;
+      const open = await input.onePerKey.findOpen(tx);
+      if (open) return { id: open.id, existing: open };
+    }
     const tenant = { id: await ensureTenant(input.tenantSlug, tx) };
     const created = await tx.job.create({
       data: {
@@ -46,15 +66,17 @@ export async function createJob(input: {
         budgetHardMs: budget.hardMs,
         budgetSource: budget.source,
         progressToken,
+        queueJobId: input.queueJobId,
         events: { create: { type: "created", attempt: 0, message: "Job created and queued" } },
       },
       select: { id: true },
     });
     await input.extra?.(tx, created.id);
-    return created;
+    return { id: created.id, existing: undefined };
   });
+  if (job.existing) return { jobId: job.id, progressToken: job.existing.progressToken, existing: job.existing };
   try {
-    await enqueueJob(queue, input.kind, { jobId: job.id });
+    await enqueueJob(queue, input.kind, { jobId: job.id }, input.queueJobId);
   } catch (err) {
     await db().job.delete({ where: { id: job.id } }).catch(() => undefined);
     throw new EnqueueFailed(`The job queue is unavailable: ${err instanceof Error ? err.message : String(err)}`);

@@ -14,12 +14,19 @@ export interface ItemLoop {
   attempt: number;
   /** Items already done by earlier attempts: those are skipped, not redone. */
   cursor: number;
+  /**
+   * For a part of a split job: the positions of the source batch this run covers (`from + 1 …
+   * to`); the cursor then counts from `from`.
+   */
+  range?: { from: number; to: number };
+  /** For a part of a split job: the job it was split from, whose counts follow the part's. */
+  parentId?: string | null;
   signal: AbortSignal;
   log: Logger;
 }
 
 export interface ItemInfo {
-  /** 1-based position of the item in the batch (the unit of the cursor). */
+  /** 1-based position of the item in the (source) batch. */
   index: number;
   /** The number a person sees for this item (a spreadsheet row, a file number). */
   row: number;
@@ -37,8 +44,8 @@ function reasonOf(err: unknown): string {
 }
 
 /**
- * Runs `handle` for every item after the cursor, committing each item's effect (or its failure)
- * together with the job's advance. An item's error is that item's failure and the loop goes on;
+ * Runs `handle` for every item after the cursor (within its range, for a part of a split job),
+ * committing each item's effect (or its failure) together with the job's advance. An item's error is that item's failure and the loop goes on;
  * a control signal (the deadline above all) ends the loop and is never an item failure. The
  * signal is checked before every item and before every commit, so a handler that swallowed the
  * deadline cannot keep the loop going. Logs one summary line per pass.
@@ -51,11 +58,14 @@ export async function forEachItem<T>(
 ): Promise<PassSummary> {
   const summary: PassSummary = { processed: 0, failed: 0 };
   const { signal } = loop;
+  const from = loop.range?.from ?? 0;
+  const to = loop.range?.to ?? Infinity;
   let index = 0;
   try {
     for await (const item of items) {
       index += 1;
-      if (index <= loop.cursor) continue;
+      if (index <= from + loop.cursor) continue;
+      if (index > to) break;
       signal.throwIfAborted();
       const row = rowOf(index);
       let outcome: { ok: true; effect: ItemEffect } | { ok: false; reason: string };
@@ -71,10 +81,10 @@ export async function forEachItem<T>(
       signal.throwIfAborted();
       if (outcome.ok) {
         const effect = outcome.effect;
-        await commitItem(loop.jobId, loop.attempt, index, { ok: true, effect: effect ?? (async () => undefined) });
+        await commitItem(loop.jobId, loop.attempt, index - from, { ok: true, effect: effect ?? (async () => undefined) }, loop.parentId);
         summary.processed += 1;
       } else {
-        await commitItem(loop.jobId, loop.attempt, index, { ok: false, row, reason: outcome.reason });
+        await commitItem(loop.jobId, loop.attempt, index - from, { ok: false, row, reason: outcome.reason }, loop.parentId);
         summary.failed += 1;
         if (loop.kind) metrics.jobItemsFailed.inc({ kind: loop.kind });
       }

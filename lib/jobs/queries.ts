@@ -1,6 +1,8 @@
 import { z } from "zod";
 import { db, type Prisma } from "@/lib/db/client";
+import { env } from "@/lib/env";
 import { JOB_KINDS } from "@/lib/queues/catalog";
+import { partOf } from "./parts";
 import { nounOf } from "./run";
 import { JOB_STATUSES, isTerminal, type JobStatus } from "./statuses";
 
@@ -110,11 +112,46 @@ export interface JobDetail extends JobSummary {
   finishedAt: string | null;
   progressToken: string;
   upload: { filename: string; sizeBytes: number; delimiter: string } | null;
+  /** Its item failures, and those of its parts when it was split. */
   failures: { row: number; reason: string; attempt: number }[];
   failuresTotal: number;
-  /** Parts this job was split into. */
-  children: number;
+  /** The parts this job was split into, in order. */
+  children: PartSummary[];
+  /** The job this one is a part of: its id and which part this is. */
+  partOf: { jobId: string; index: number; count: number; from: number; to: number } | null;
   events: { at: string; type: string; attempt: number; message: string }[];
+}
+
+export interface PartSummary {
+  id: string;
+  index: number;
+  status: JobStatus;
+  total: number | null;
+  processed: number;
+  failed: number;
+  attempt: number;
+  message: string | null;
+  /** Positions of the original job's items this part covers: from + 1 … to. */
+  from: number;
+  to: number;
+}
+
+async function partsOf(parentId: string): Promise<PartSummary[]> {
+  const rows = await db().job.findMany({
+    where: { parentId },
+    select: { id: true, status: true, total: true, processed: true, failed: true, attempt: true, message: true, params: true },
+  });
+  return rows
+    .map((r) => {
+      const part = partOf(r.params);
+      return { id: r.id, index: part?.index ?? 0, status: r.status, total: r.total, processed: r.processed, failed: r.failed, attempt: r.attempt, message: r.message, from: part?.from ?? 0, to: part?.to ?? 0 };
+    })
+    .sort((a, b) => a.index - b.index);
+}
+
+/** Item failures of a job and of its parts: a split job's list is the whole file's. */
+function failuresWhere(id: string): Prisma.JobItemFailureWhereInput {
+  return { OR: [{ jobId: id }, { job: { parentId: id } }] };
 }
 
 export async function getJob(id: string, failuresLimit = 200): Promise<JobDetail | null> {
@@ -132,12 +169,17 @@ export async function getJob(id: string, failuresLimit = 200): Promise<JobDetail
       finishedAt: true,
       progressToken: true,
       upload: { select: { filename: true, sizeBytes: true, delimiter: true } },
-      failures: { select: { row: true, reason: true, attempt: true }, orderBy: { row: "asc" }, take: failuresLimit },
+      params: true,
       events: { select: { at: true, type: true, attempt: true, message: true }, orderBy: { at: "asc" }, take: 500 },
-      _count: { select: { failures: true, children: true } },
     },
   });
   if (!row) return null;
+  const [failures, failuresTotal, children] = await Promise.all([
+    db().jobItemFailure.findMany({ where: failuresWhere(id), select: { row: true, reason: true, attempt: true }, orderBy: { row: "asc" }, take: failuresLimit }),
+    db().jobItemFailure.count({ where: failuresWhere(id) }),
+    partsOf(id),
+  ]);
+  const part = partOf(row.params);
   return {
     ...toSummary(row),
     cursor: row.cursor,
@@ -149,9 +191,10 @@ export async function getJob(id: string, failuresLimit = 200): Promise<JobDetail
     finishedAt: row.finishedAt?.toISOString() ?? null,
     progressToken: row.progressToken,
     upload: row.upload,
-    failures: row.failures,
-    failuresTotal: row._count.failures,
-    children: row._count.children,
+    failures,
+    failuresTotal,
+    children,
+    partOf: part ? { jobId: part.of, index: part.index, count: part.count, from: part.from, to: part.to } : null,
     events: row.events.map((e) => ({ ...e, at: e.at.toISOString() })),
   };
 }
@@ -175,12 +218,20 @@ export interface Progress {
   updatedAt: string;
   etaSeconds: number | null;
   failures: { row: number; reason: string }[];
+  /** When the job was split: how its parts are doing (no ids — the page is the customer's). */
+  children?: { index: number; status: JobStatus; total: number | null; processed: number; failed: number }[];
+  /** While the job waits in *delayed* for a rate-limit window: production seconds until it goes on. */
+  waitSeconds?: number;
 }
 
 export const PROGRESS_TOKEN = /^[0-9a-f]{32}$/;
 
-function progressTitle(kind: string, total: number | null, filename: string | null): string {
+function progressTitle(kind: string, total: number | null, filename: string | null, params: Prisma.JsonValue = null): string {
   switch (kind) {
+    case "marketplace_sync": {
+      const family = params && typeof params === "object" && !Array.isArray(params) ? params.family : undefined;
+      return typeof family === "string" ? `Syncing ${family} from the marketplace` : "Marketplace sync";
+    }
     case "csv_import":
       return filename ? `Importing ${filename}` : "Your import";
     case "bulk_ocr":
@@ -200,6 +251,7 @@ export async function getProgress(token: string, now = new Date()): Promise<Prog
   const row = await db().job.findUnique({
     where: { progressToken: token },
     select: {
+      id: true,
       kind: true,
       status: true,
       total: true,
@@ -210,32 +262,46 @@ export async function getProgress(token: string, now = new Date()): Promise<Prog
       startedAt: true,
       finishedAt: true,
       updatedAt: true,
+      wakeUpAt: true,
+      params: true,
       upload: { select: { filename: true } },
-      failures: { select: { row: true, reason: true }, orderBy: { row: "asc" }, take: PROGRESS_FAILURES_SHOWN },
     },
   });
   if (!row) return null;
+  const [failures, parts] = await Promise.all([
+    db().jobItemFailure.findMany({ where: failuresWhere(row.id), select: { row: true, reason: true }, orderBy: { row: "asc" }, take: PROGRESS_FAILURES_SHOWN }),
+    partsOf(row.id),
+  ]);
   const done = row.processed + row.failed;
   let etaSeconds: number | null = null;
   if (row.status === "running" && row.startedAt && row.total && done > 0 && done < row.total) {
     const elapsed = (now.getTime() - row.startedAt.getTime()) / 1000;
     etaSeconds = Math.max(1, Math.round((elapsed / done) * (row.total - done)));
   }
+  // What the operators read names the bucket; the end user is told what happens and for how long.
+  let waitSeconds: number | undefined;
+  let message = row.message;
+  if (row.status === "delayed" && row.wakeUpAt) {
+    waitSeconds = Math.max(1, Math.ceil((row.wakeUpAt.getTime() - now.getTime()) / env().BOUNDED_TIME_SCALE / 1000));
+    message = `Waiting ${waitSeconds.toLocaleString("en-US")} s for the marketplace's rate limit; it goes on by itself.`;
+  }
   return {
-    title: progressTitle(row.kind, row.total, row.upload?.filename ?? null),
+    title: progressTitle(row.kind, row.total, row.upload?.filename ?? null, row.params),
     noun: nounOf(row.kind),
     status: row.status,
     terminal: isTerminal(row.status),
     total: row.total,
     processed: row.processed,
     failed: row.failed,
-    message: row.message,
+    message,
     filename: row.upload?.filename ?? null,
     createdAt: row.createdAt.toISOString(),
     startedAt: row.startedAt?.toISOString() ?? null,
     finishedAt: row.finishedAt?.toISOString() ?? null,
     updatedAt: row.updatedAt.toISOString(),
     etaSeconds,
-    failures: row.failures,
+    failures,
+    ...(waitSeconds !== undefined ? { waitSeconds } : {}),
+    ...(parts.length > 0 ? { children: parts.map((p) => ({ index: p.index, status: p.status, total: p.total, processed: p.processed, failed: p.failed })) } : {}),
   };
 }

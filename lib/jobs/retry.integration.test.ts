@@ -67,6 +67,17 @@ describe("retryJob", () => {
     expect(await db().modelCall.count({ where: { jobId, outcome: "ok" } })).toBe(60);
   });
 
+  it("a retried job is not taken for lost while its queue job is being replaced: the retry counts as a sign of life", async () => {
+    const jobId = await h.importOf(2, "retry");
+    await db().job.update({ where: { id: jobId }, data: { status: "timed_out", attempt: 1, heartbeatAt: new Date(Date.now() - 3_600_000) } });
+    expect(await retry.retryJob(jobId, operator)).toMatchObject({ type: "retried" });
+    // The moment between the row's claim and the new queue job: the queue knows no job yet.
+    await h.m.queues.queue("imports").remove(jobId);
+    const stuck = await import("./stuck");
+    await stuck.reapStuckJobs();
+    expect((await db().job.findUniqueOrThrow({ where: { id: jobId } })).status).toBe("queued");
+  });
+
   it("refuses jobs that are queued, running, delayed or completed, with the reason", async () => {
     const jobId = await h.importOf(2, "retry");
     for (const status of ["queued", "running", "delayed", "completed"] as const) {

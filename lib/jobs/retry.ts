@@ -45,7 +45,7 @@ function refusalFor(status: JobStatus): string {
  */
 export async function retryJob(jobId: string, by: Principal, request: RetryRequest = {}): Promise<RetryResult> {
   if (!UUID.test(jobId)) return { type: "not_found" };
-  const job = await db().job.findUnique({ where: { id: jobId }, select: { status: true, kind: true, queue: true, cursor: true, total: true, _count: { select: { children: true } } } });
+  const job = await db().job.findUnique({ where: { id: jobId }, select: { status: true, kind: true, queue: true, cursor: true, total: true, parentId: true, queueJobId: true, _count: { select: { children: true } } } });
   if (!job) return { type: "not_found" };
   if (job._count.children > 0) return { type: "not_retryable", status: job.status, message: "This job was split into parts: retry the parts instead." };
   if (!(RETRYABLE_STATUSES as readonly string[]).includes(job.status)) return { type: "not_retryable", status: job.status, message: refusalFor(job.status) };
@@ -71,11 +71,25 @@ export async function retryJob(jobId: string, by: Principal, request: RetryReque
   const claimed = await db().$transaction(async (tx) => {
     const { count } = await tx.job.updateMany({
       where: { id: jobId, status: { in: [...RETRYABLE_STATUSES] } },
-      data: { status: "queued", message, finishedAt: null, budgetSoftMs: softMs, budgetHardMs: hardMs, budgetSource: source },
+      // The retry is a sign of life: the reaper gives the row its grace from now, not from the
+      // last run's heartbeat (it would otherwise see a queued row whose old queue job is finished).
+      data: { status: "queued", message, finishedAt: null, heartbeatAt: new Date(), budgetSoftMs: softMs, budgetHardMs: hardMs, budgetSource: source },
     });
     if (count === 0) return false;
     const { attempt } = await tx.job.findUniqueOrThrow({ where: { id: jobId }, select: { attempt: true } });
     await tx.jobEvent.create({ data: { jobId, type: "retry", attempt, message } });
+    if (job.parentId) {
+      // A retried part reopens the job it was split from, which then ends again with its last part.
+      const reopen = `Part retried by ${by.username}; it ends when its last part ends.`;
+      const { count: reopened } = await tx.job.updateMany({
+        where: { id: job.parentId, status: { in: [...RETRYABLE_STATUSES] } },
+        data: { status: "running", finishedAt: null, message: reopen },
+      });
+      if (reopened > 0) {
+        const parent = await tx.job.findUniqueOrThrow({ where: { id: job.parentId }, select: { attempt: true } });
+        await tx.jobEvent.create({ data: { jobId: job.parentId, type: "reopened", attempt: parent.attempt, message: reopen } });
+      }
+    }
     return true;
   });
   if (!claimed) {
@@ -86,9 +100,10 @@ export async function retryJob(jobId: string, by: Principal, request: RetryReque
   try {
     // The finished queue job keeps its id for a while; the retry reuses the id (one queue job per row).
     const q = queue(job.queue as QueueName);
-    const previous = await q.getJob(jobId);
+    const queueJobId = job.queueJobId ?? jobId;
+    const previous = await q.getJob(queueJobId);
     if (previous) await previous.remove();
-    await q.add(job.kind as JobKind, { jobId }, { jobId, attempts: 1, removeOnComplete: { age: 24 * 3600, count: 10_000 }, removeOnFail: { age: 7 * 24 * 3600, count: 10_000 } });
+    await q.add(job.kind as JobKind, { jobId }, { jobId: queueJobId, attempts: 1, removeOnComplete: { age: 24 * 3600, count: 10_000 }, removeOnFail: { age: 7 * 24 * 3600, count: 10_000 } });
   } catch (err) {
     // Put the row back as it was: a retry that cannot be queued did not happen.
     await db().job.updateMany({ where: { id: jobId, status: "queued" }, data: { status: job.status, message: `Retry could not be queued: ${(err as Error).message}` } });

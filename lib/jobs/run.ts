@@ -13,6 +13,8 @@ export interface RunStart {
   kind: string;
   queue: string;
   tenantId: string;
+  /** The job this one is a part of, when it came from a split. */
+  parentId: string | null;
   total: number | null;
   processed: number;
   failed: number;
@@ -20,6 +22,8 @@ export interface RunStart {
   budgetSoftMs: number;
   budgetHardMs: number;
   budgetSource: string;
+  /** Production ms earlier runs spent in a worker slot (a rescheduled job carries them over). */
+  slotMsUsed: number;
 }
 
 /** Budgets an operator set for a retry stay as they are; all others are what this worker resolves. */
@@ -59,6 +63,7 @@ export async function startAttempt(
         kind: true,
         queue: true,
         tenantId: true,
+        parentId: true,
         total: true,
         processed: true,
         failed: true,
@@ -66,6 +71,7 @@ export async function startAttempt(
         budgetSoftMs: true,
         budgetHardMs: true,
         budgetSource: true,
+        slotMsUsed: true,
       },
     });
     await tx.jobEvent.create({
@@ -85,9 +91,11 @@ type ItemOutcome = { ok: true; effect: (tx: Prisma.TransactionClient) => Promise
 
 /**
  * Commits one item: its effect (or its failure record) and the job's advance (processed or
- * failed, cursor, heartbeat) in one transaction, refused unless `attempt` is still current.
+ * failed, cursor, heartbeat) in one transaction, refused unless `attempt` is still current. A
+ * part of a split job advances the counts of the job it was split from in the same transaction,
+ * so the original job (and its customer's progress page) shows the parts' aggregate.
  */
-export async function commitItem(jobId: string, attempt: number, cursor: number, outcome: ItemOutcome): Promise<void> {
+export async function commitItem(jobId: string, attempt: number, cursor: number, outcome: ItemOutcome, parentId?: string | null): Promise<void> {
   await db().$transaction(async (tx) => {
     const { count } = await tx.job.updateMany({
       where: { id: jobId, attempt, status: "running" },
@@ -98,6 +106,12 @@ export async function commitItem(jobId: string, attempt: number, cursor: number,
       },
     });
     if (count === 0) throw new AttemptFenced(jobId, attempt);
+    if (parentId) {
+      await tx.job.updateMany({
+        where: { id: parentId },
+        data: { ...(outcome.ok ? { processed: { increment: 1 } } : { failed: { increment: 1 } }), heartbeatAt: new Date() },
+      });
+    }
     if (outcome.ok) await outcome.effect(tx);
     else await tx.jobItemFailure.create({ data: { jobId, row: outcome.row, reason: outcome.reason.slice(0, 500), attempt } });
   });
@@ -149,14 +163,14 @@ export interface Finalization {
 export async function finalizeJob(jobId: string, attempt: number, f: Finalization): Promise<JobStatus | null> {
   const from = [...(f.from ?? ["running", "delayed", "queued"])];
   const terminal = isTerminal(f.status);
-  const rows = await db().$queryRaw<(FinalRow & { status: JobStatus })[]>`
+  const rows = await db().$queryRaw<(FinalRow & { status: JobStatus; parentId: string | null })[]>`
     UPDATE "Job"
     SET status = (CASE WHEN ${f.status} = 'completed' AND failed > 0 THEN 'completed_with_errors' ELSE ${f.status} END)::"JobStatus",
         "finishedAt" = CASE WHEN ${terminal} THEN now() AT TIME ZONE 'UTC' ELSE NULL END,
         "heartbeatAt" = now() AT TIME ZONE 'UTC',
         "updatedAt" = now() AT TIME ZONE 'UTC'
     WHERE id = ${jobId}::uuid AND attempt = ${attempt} AND status::text = ANY(${from})
-    RETURNING status, kind, total, processed, failed, cursor, "budgetSoftMs", "budgetHardMs"`;
+    RETURNING status, kind, total, processed, failed, cursor, "budgetSoftMs", "budgetHardMs", "parentId"`;
   const row = rows[0];
   if (!row) return null;
   const message = typeof f.message === "function" ? f.message(row) : f.message;
@@ -168,8 +182,68 @@ export async function finalizeJob(jobId: string, attempt: number, f: Finalizatio
     )
     INSERT INTO "JobEvent" ("jobId", type, attempt, message, at)
     SELECT id, ${row.status}, ${attempt}, ${message}, now() AT TIME ZONE 'UTC' FROM updated`;
-  if (isTerminal(row.status)) metrics.jobsFinished.inc({ kind: row.kind, status: row.status });
+  if (isTerminal(row.status)) {
+    metrics.jobsFinished.inc({ kind: row.kind, status: row.status });
+    // The last part to end ends the job it was split from; every part's end updates its message.
+    if (row.parentId) await settleParent(row.parentId);
+  }
   return row.status;
+}
+
+/** Which child status the parent takes when its parts did not all complete: the worst one. */
+const PART_SEVERITY: readonly JobStatus[] = ["failed", "killed", "abandoned", "timed_out", "cancelled"];
+
+const PART_OUTCOME: Partial<Record<JobStatus, string>> = {
+  failed: "failed",
+  killed: "were stopped at the hard limit",
+  abandoned: "were abandoned",
+  timed_out: "timed out",
+  cancelled: "were cancelled",
+};
+
+/**
+ * Brings a split job up to date with its parts: while any part is open its message counts them;
+ * when the last one ends, the job ends — `completed` (or `completed_with_errors`) when every part
+ * completed, otherwise the worst status among them, so a failed part never leaves it waiting.
+ * Runs under the parent's row lock, so parts ending at once settle it one after the other; the
+ * final write goes through `finalizeJob` (one status flip: settled exactly once).
+ */
+export async function settleParent(parentId: string): Promise<JobStatus | null> {
+  const decision = await db().$transaction(async (tx) => {
+    const locked = await tx.$queryRaw<{ attempt: number; status: JobStatus; kind: string }[]>`
+      SELECT attempt, status, kind FROM "Job" WHERE id = ${parentId}::uuid FOR UPDATE`;
+    const parent = locked[0];
+    if (!parent || parent.status !== "running") return null;
+    const groups = await tx.job.groupBy({ by: ["status"], where: { parentId }, _count: { _all: true } });
+    const count = (statuses: readonly JobStatus[]) => groups.filter((g) => statuses.includes(g.status)).reduce((n, g) => n + g._count._all, 0);
+    const parts = count(groups.map((g) => g.status));
+    if (parts === 0) return null;
+    const open = count(["queued", "running", "delayed"]);
+    const done = count(["completed", "completed_with_errors"]);
+    if (open > 0) {
+      await tx.job.update({
+        where: { id: parentId },
+        data: { message: `Split into ${parts} parts: ${done} completed, ${open} still running or queued${parts - open - done > 0 ? `, ${parts - open - done} ended without finishing` : ""}.` },
+      });
+      return null;
+    }
+    const worst = PART_SEVERITY.find((s) => count([s]) > 0);
+    return { attempt: parent.attempt, parts, done, worst: worst ?? null, worstCount: worst ? count([worst]) : 0 };
+  });
+  if (!decision) return null;
+  const { attempt, parts, done, worst, worstCount } = decision;
+  return finalizeJob(parentId, attempt, {
+    status: worst ?? "completed",
+    from: ["running"],
+    message: (row) => {
+      const noun = nounOf(row.kind);
+      if (!worst) {
+        const failed = row.failed > 0 ? `; ${countLabel(row.failed, noun)} failed (see the list)` : "";
+        return `Finished in ${parts} parts: ${progressPhrase(row)} done${failed}.`;
+      }
+      return `${worstCount} of ${parts} parts ${PART_OUTCOME[worst]} (${done} completed); ${progressPhrase(row)} done. Retry those parts from the job page.`;
+    },
+  });
 }
 
 /** Ends a run with a terminal status and the message a person reads, if the attempt is still current. */

@@ -3,7 +3,7 @@ import { env } from "@/lib/env";
 import { queue } from "@/lib/queues/queues";
 import { QUEUE_NAMES, type QueueName } from "@/lib/queues/catalog";
 import { scaled } from "@/lib/time";
-import { finalizeJob, progressPhrase, type FinalRow } from "./run";
+import { finalizeJob, progressPhrase, settleParent, type FinalRow } from "./run";
 import type { JobStatus } from "./statuses";
 
 /** How often a running job refreshes its heartbeat, in production time. */
@@ -60,6 +60,8 @@ interface Row {
   heartbeatAt: Date | null;
   budgetSoftMs: number;
   budgetHardMs: number;
+  /** The queue job's id when it is not the row's (syncs: one per tenant and family). */
+  queueJobId: string | null;
 }
 
 // Timestamps are stored as UTC without a time zone (Prisma's convention): raw SQL compares them
@@ -75,9 +77,11 @@ async function stuckRows(limit: number): Promise<Row[]> {
   const silence = silenceMs();
   return db().$queryRaw<Row[]>`
     SELECT j.id, j.kind, j.queue, t.slug AS tenant, j.status, j.attempt, j.total, j.processed, j.failed,
-           j."createdAt", j."attemptStartedAt", j."heartbeatAt", j."budgetSoftMs", j."budgetHardMs"
+           j."createdAt", j."attemptStartedAt", j."heartbeatAt", j."budgetSoftMs", j."budgetHardMs", j."queueJobId"
     FROM "Job" j JOIN "Tenant" t ON t.id = j."tenantId"
     WHERE j.status IN ('queued', 'running')
+      -- A split job runs through its parts: they are the ones that can be stuck.
+      AND NOT EXISTS (SELECT 1 FROM "Job" c WHERE c."parentId" = j.id)
       AND (
         (j.status = 'running' AND j."heartbeatAt" < (now() AT TIME ZONE 'UTC') - make_interval(secs => ${silence}::float8 / 1000))
         OR (j.status = 'running' AND j."attemptStartedAt" < (now() AT TIME ZONE 'UTC') - make_interval(secs => j."budgetSoftMs" * ${scale}::float8 / 1000))
@@ -113,7 +117,7 @@ export async function listStuckJobs(limit = 200, now = Date.now()): Promise<Stuc
         ageMs,
         budgetUsed: ageMs / r.budgetSoftMs,
         reasons,
-        queueState: await queueState(r.queue, r.id),
+        queueState: await queueState(r.queue, r.queueJobId ?? r.id),
       };
     }),
   );
@@ -144,27 +148,30 @@ function fmtAge(ms: number): string {
  *   worker died with them), unless the queue still holds them as waiting for a worker;
  * - rows the queue no longer runs: its job is missing, or already finished while the row says
  *   otherwise (reconciled with the queue).
- * Rows in *delayed* wait for a rate-limit window and are left alone.
+ * Rows in *delayed* wait for a rate-limit window and are left alone. A split job is never reaped:
+ * it ends with its parts; one whose parts all ended without settling it (its settling was
+ * interrupted) is settled here.
  */
 export async function reapStuckJobs(now = new Date()): Promise<ReapedJob[]> {
+  await settleStrandedParents();
   const scale = env().BOUNDED_TIME_SCALE;
   const grace = reapGraceMs();
   // Running (and delayed) rows first, in their own query: a backlog of queued rows waiting for a
   // worker must never crowd a dead run out of the pass.
   const select = (statuses: JobStatus[], limit: number) => db().$queryRaw<(Row & { cursor: number; lastSign: Date; pastHard: boolean })[]>`
     SELECT j.id, j.kind, j.queue, j.status, j.attempt, j.total, j.processed, j.failed, j.cursor,
-           j."budgetSoftMs", j."budgetHardMs", coalesce(j."heartbeatAt", j."createdAt") AS "lastSign",
+           j."budgetSoftMs", j."budgetHardMs", j."queueJobId", coalesce(j."heartbeatAt", j."createdAt") AS "lastSign",
            coalesce(j."heartbeatAt", j."createdAt") < (${now}::timestamptz AT TIME ZONE 'UTC') - make_interval(secs => (j."budgetHardMs" * ${scale}::float8 + ${grace}) / 1000) AS "pastHard"
     FROM "Job" j
     WHERE j.status::text = ANY(${statuses})
       AND coalesce(j."heartbeatAt", j."createdAt") < (${now}::timestamptz AT TIME ZONE 'UTC') - make_interval(secs => ${grace}::float8 / 1000)
-      AND NOT EXISTS (SELECT 1 FROM "Job" c WHERE c."parentId" = j.id AND c.status IN ('queued', 'running', 'delayed'))
+      AND NOT EXISTS (SELECT 1 FROM "Job" c WHERE c."parentId" = j.id)
     ORDER BY coalesce(j."heartbeatAt", j."createdAt") ASC
     LIMIT ${limit}`;
   const candidates = [...(await select(["running", "delayed"], 500)), ...(await select(["queued"], 200))];
   const reaped: ReapedJob[] = [];
   for (const c of candidates) {
-    const state = await queueState(c.queue, c.id);
+    const state = await queueState(c.queue, c.queueJobId ?? c.id);
     if (state === "unreachable") continue;
     const lostByQueue = state === "unknown" || state === "completed" || state === "failed";
     const waitingForWorker = c.status === "queued" && (state === "waiting" || state === "prioritized" || state === "waiting-children");
@@ -192,4 +199,57 @@ export async function listRecentlyReaped(limit = 20) {
     select: { id: true, kind: true, queue: true, message: true, finishedAt: true, processed: true, failed: true, total: true, tenant: { select: { slug: true } } },
   });
   return rows.map((r) => ({ ...r, tenant: r.tenant.slug, finishedAt: r.finishedAt?.toISOString() ?? null }));
+}
+
+/** Split jobs still `running` although none of their parts is open: settle them now. */
+async function settleStrandedParents(): Promise<void> {
+  const stranded = await db().$queryRaw<{ id: string }[]>`
+    SELECT p.id FROM "Job" p
+    WHERE p.status = 'running'
+      AND EXISTS (SELECT 1 FROM "Job" c WHERE c."parentId" = p.id)
+      AND NOT EXISTS (SELECT 1 FROM "Job" c WHERE c."parentId" = p.id AND c.status IN ('queued', 'running', 'delayed'))
+    LIMIT 100`;
+  for (const { id } of stranded) await settleParent(id);
+}
+
+/** A job still waiting in *delayed* well after the time it was due back in a worker slot. */
+export interface OverdueDelayedJob {
+  id: string;
+  kind: string;
+  queue: string;
+  tenant: string;
+  message: string | null;
+  wakeUpAt: string;
+  /** Production milliseconds since it was due back. */
+  overdueMs: number;
+  /** What BullMQ says of the queue job: delayed, waiting (no free slot), active, unknown… */
+  queueState: string;
+}
+
+/**
+ * Delayed jobs past their wake-up time by more than the reaper's grace: not stuck (nothing is
+ * abandoned for it), but flagged — a wake-up that does not happen means no worker consumes the
+ * queue, or every slot is taken. Oldest first.
+ */
+export async function listOverdueDelayedJobs(limit = 100, now = new Date()): Promise<OverdueDelayedJob[]> {
+  const scale = env().BOUNDED_TIME_SCALE;
+  const rows = await db().$queryRaw<{ id: string; kind: string; queue: string; tenant: string; message: string | null; wakeUpAt: Date; queueJobId: string | null }[]>`
+    SELECT j.id, j.kind, j.queue, t.slug AS tenant, j.message, j."wakeUpAt", j."queueJobId"
+    FROM "Job" j JOIN "Tenant" t ON t.id = j."tenantId"
+    WHERE j.status = 'delayed'
+      AND j."wakeUpAt" < (${now}::timestamptz AT TIME ZONE 'UTC') - make_interval(secs => ${reapGraceMs()}::float8 / 1000)
+    ORDER BY j."wakeUpAt" ASC
+    LIMIT ${limit}`;
+  return Promise.all(
+    rows.map(async (r) => ({
+      id: r.id,
+      kind: r.kind,
+      queue: r.queue,
+      tenant: r.tenant,
+      message: r.message,
+      wakeUpAt: r.wakeUpAt.toISOString(),
+      overdueMs: Math.max(0, (now.getTime() - r.wakeUpAt.getTime()) / scale),
+      queueState: await queueState(r.queue, r.queueJobId ?? r.id),
+    })),
+  );
 }

@@ -2,6 +2,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom
 import type { JobStatus } from "@/lib/jobs/statuses";
 import { logger } from "@/lib/log";
 import { JOB_KINDS } from "@/lib/queues/catalog";
+import { SWEEP_POLICY, worstCaseMs } from "@/lib/quota/policy";
 
 /**
  * The process's Prometheus metrics: one prom-client `Registry` per process, kept on `globalThis`
@@ -22,8 +23,32 @@ export const MODEL_CALL_DURATION_BUCKETS_S = [
   0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120, 300, 600, 900, 1800, 3600,
 ];
 
+/**
+ * Buckets of `bounded_rate_limit_wait_seconds` (production seconds): waits under the 5 s deferral
+ * threshold are slept in the slot and never observed; the statistics family waits up to one
+ * window (60 s), a caller that lost the race up to two (~125 s).
+ */
+export const RATE_LIMIT_WAIT_BUCKETS_S = [5, 7.5, 10, 15, 20, 30, 45, 60, 75, 90, 105, 125, 150, 180, 300];
+
+/**
+ * Buckets of `bounded_reserve_age_seconds` (production seconds): generations take a minute or
+ * two, their worst case and the sweep window (both from lib/quota/policy.ts) are bucket bounds,
+ * so "held past the worst case" and "reclaimed at the window" read straight off the histogram.
+ */
+export const RESERVE_AGE_BUCKETS_S = [...new Set([30, 60, 120, 300, 600, 900, 1200, 1800, 3600, 7200, worstCaseMs() / 1000, SWEEP_POLICY.windowMs / 1000])].sort((a, b) => a - b);
+
 /** Counts of jobs stuck per kind, as `countStuckByKind()` in lib/jobs/stuck returns them. */
 export type CountStuckByKind = () => Promise<Record<string, number>>;
+
+/** The per-item budget of one queue and kind, in seconds (`getPerItemBudget` in lib/modelcalls/queries). */
+export interface ItemBudget {
+  queue: string;
+  kind: string;
+  seconds: number;
+}
+
+/** Every known per-item budget; a pair with no typical job yet is left out. */
+export type ListItemBudgets = () => Promise<ItemBudget[]>;
 
 export interface MetricsOptions {
   /**
@@ -31,6 +56,12 @@ export interface MetricsOptions {
    * @defaultValue `countStuckByKind` from `@/lib/jobs/stuck` (loaded on first scrape)
    */
   countStuck?: CountStuckByKind;
+  /**
+   * Where `bounded_item_budget_seconds` comes from, evaluated at scrape time.
+   * @defaultValue `getPerItemBudget(kind, queue)` from `@/lib/modelcalls/queries` for every queue
+   * and kind of the catalog, recomputed at most once a minute
+   */
+  itemBudgets?: ListItemBudgets;
   /**
    * Whether to register Node's default metrics (`bounded_process_*`, `bounded_nodejs_*`).
    * @defaultValue true
@@ -62,6 +93,21 @@ export interface BoundedMetrics {
   /** `bounded_jobs_reaped_total{kind}`: jobs the reaper finalized after their hard limit and heartbeat. */
   jobsReaped: { inc(labels: Labels<"kind">, value?: number): void };
   /**
+   * A job gave its worker slot back to wait for a rate-limit window:
+   * `bounded_rate_limit_reschedules_total{queue,family}` +1 and the wait (production seconds) in
+   * `bounded_rate_limit_wait_seconds{queue,family}`. Labels are the family, never the tenant.
+   */
+  rateLimitRescheduled(labels: Labels<"queue" | "family">, waitSeconds: number): void;
+  /**
+   * A quota reserve ended: its age (production seconds) in `bounded_reserve_age_seconds{kind,end}`,
+   * `end` = spent | refunded | reclaimed (by the sweeper).
+   */
+  observeReserveAge(labels: Labels<"kind" | "end">, ageSeconds: number): void;
+  /** `bounded_reserves_reclaimed_total{kind}`: reserves the sweeper took back (refunded, effects undone). */
+  reservesReclaimed: { inc(labels: Labels<"kind">, value?: number): void };
+  /** `bounded_reserve_late_releases_total{kind,resolution}`: releases that found their reserve already swept. */
+  reserveLateReleases: { inc(labels: Labels<"kind" | "resolution">, value?: number): void };
+  /**
    * Turns off the scrape-time gauges in this process. A worker process calls it (through
    * `startMetricsPublisher`): what the database says is counted once, by the web, at scrape time,
    * not by every worker every few seconds.
@@ -74,9 +120,32 @@ const log = logger("metrics");
 /** The default source of `bounded_jobs_stuck`: another module, loaded only when a scrape needs it. */
 const countStuckFromJobs: CountStuckByKind = async () => (await import("@/lib/jobs/stuck")).countStuckByKind();
 
+/**
+ * The default source of `bounded_item_budget_seconds`. The median job size it divides by moves
+ * slowly (7 days of jobs), so one computation serves every scrape for a minute instead of a
+ * median query per queue and kind on each.
+ */
+const ITEM_BUDGET_REFRESH_MS = 60_000;
+let itemBudgetMemo: { at: number; value: Promise<ItemBudget[]> } | undefined;
+const itemBudgetsFromJobs: ListItemBudgets = () => {
+  if (itemBudgetMemo && Date.now() - itemBudgetMemo.at < ITEM_BUDGET_REFRESH_MS) return itemBudgetMemo.value;
+  const value = (async () => {
+    const [{ getPerItemBudget }, { catalogPairs }] = await Promise.all([import("@/lib/modelcalls/queries"), import("@/lib/budgets/budgets")]);
+    const budgets = await Promise.all(catalogPairs().map(async ({ queue, kind }) => ({ queue, kind, budget: await getPerItemBudget(kind, queue) })));
+    return budgets.flatMap(({ queue, kind, budget }) => (budget ? [{ queue, kind, seconds: budget.perItemMs / 1000 }] : []));
+  })();
+  itemBudgetMemo = { at: Date.now(), value };
+  // A failed computation is not remembered: the next scrape tries again.
+  value.catch(() => {
+    if (itemBudgetMemo?.value === value) itemBudgetMemo = undefined;
+  });
+  return value;
+};
+
 /** Registers Bounded's metrics on `registry` (a fresh one in tests, the process's one otherwise). */
 export function createMetrics(registry: Registry, options: MetricsOptions = {}): BoundedMetrics {
   const countStuck = options.countStuck ?? countStuckFromJobs;
+  const itemBudgets = options.itemBudgets ?? itemBudgetsFromJobs;
   let scrapeTimeGauges = true;
 
   const modelCallDuration = new Histogram({
@@ -104,6 +173,38 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     labelNames: ["kind"] as const,
     registers: [registry],
   });
+  const rateLimitReschedules = new Counter({
+    name: `${METRIC_PREFIX}rate_limit_reschedules_total`,
+    help: "Jobs that gave their worker slot back to wait for a rate-limit window (moved to delayed, no attempt spent), by queue and endpoint family.",
+    labelNames: ["queue", "family"] as const,
+    registers: [registry],
+  });
+  const rateLimitWait = new Histogram({
+    name: `${METRIC_PREFIX}rate_limit_wait_seconds`,
+    help: "How long a rescheduled job waits in delayed for its rate-limit window, in production seconds, by queue and endpoint family.",
+    labelNames: ["queue", "family"] as const,
+    buckets: RATE_LIMIT_WAIT_BUCKETS_S,
+    registers: [registry],
+  });
+  const reserveAge = new Histogram({
+    name: `${METRIC_PREFIX}reserve_age_seconds`,
+    help: "Age of quota reserves when they end (spent, refunded or reclaimed by the sweeper), in production seconds, by reserve kind.",
+    labelNames: ["kind", "end"] as const,
+    buckets: RESERVE_AGE_BUCKETS_S,
+    registers: [registry],
+  });
+  const reservesReclaimed = new Counter({
+    name: `${METRIC_PREFIX}reserves_reclaimed_total`,
+    help: "Quota reserves the sweeper took back (past the sweep window and silent beyond the lease): unit refunded, kind-specific effects undone, by kind.",
+    labelNames: ["kind"] as const,
+    registers: [registry],
+  });
+  const reserveLateReleases = new Counter({
+    name: `${METRIC_PREFIX}reserve_late_releases_total`,
+    help: "Releases that found their reserve already swept, by kind and resolution (charged again, debt, none for a failure).",
+    labelNames: ["kind", "resolution"] as const,
+    registers: [registry],
+  });
   new Gauge({
     name: `${METRIC_PREFIX}jobs_stuck`,
     help: "Jobs stuck now (not finished and silent, running past their soft budget, or queued longer than it; delayed jobs excluded), by kind; read from the database at scrape time.",
@@ -126,6 +227,37 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
       }
     },
   });
+  new Gauge({
+    name: `${METRIC_PREFIX}item_budget_seconds`,
+    help: "Per-item budget: the queue's soft budget divided by the median item count of the kind's jobs over the last 7 days (the reference line of /model-calls), by queue and kind; read from the database at scrape time.",
+    labelNames: ["queue", "kind"] as const,
+    registers: [registry],
+    // Computed from the database by whoever reports it: merging must not add them up.
+    aggregator: "max",
+    async collect() {
+      if (!scrapeTimeGauges) return;
+      this.reset();
+      try {
+        for (const { queue, kind, seconds } of await itemBudgets()) if (Number.isFinite(seconds)) this.set({ queue, kind }, seconds);
+      } catch (err) {
+        log.warn({ err }, "could not compute per-item budgets for bounded_item_budget_seconds");
+      }
+    },
+  });
+  new Gauge({
+    name: `${METRIC_PREFIX}reserve_sweep_window_seconds`,
+    help: "The reserve sweeper's window in production seconds (a reserve younger than this is never reclaimed): BOUNDED_RESERVE_SWEEP_WINDOW_S or the default; read at scrape time.",
+    registers: [registry],
+    aggregator: "max",
+    async collect() {
+      if (!scrapeTimeGauges) return;
+      try {
+        this.set((await import("@/lib/quota/settings")).sweepPolicy().windowMs / 1000);
+      } catch (err) {
+        log.warn({ err }, "could not read the sweep window for bounded_reserve_sweep_window_seconds");
+      }
+    },
+  });
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: METRIC_PREFIX });
 
   return {
@@ -141,6 +273,15 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     jobsFinished: { inc: (labels, value) => jobsFinished.inc(labels, value) },
     jobItemsFailed: { inc: (labels, value) => jobItemsFailed.inc(labels, value) },
     jobsReaped: { inc: (labels, value) => jobsReaped.inc(labels, value) },
+    rateLimitRescheduled(labels, waitSeconds) {
+      rateLimitReschedules.inc(labels);
+      if (Number.isFinite(waitSeconds)) rateLimitWait.observe(labels, Math.max(0, waitSeconds));
+    },
+    observeReserveAge(labels, ageSeconds) {
+      if (Number.isFinite(ageSeconds)) reserveAge.observe(labels, Math.max(0, ageSeconds));
+    },
+    reservesReclaimed: { inc: (labels, value) => reservesReclaimed.inc(labels, value) },
+    reserveLateReleases: { inc: (labels, value) => reserveLateReleases.inc(labels, value) },
     disableScrapeTimeGauges() {
       scrapeTimeGauges = false;
     },
@@ -164,4 +305,8 @@ export const metrics = {
   jobsFinished: { inc: (labels: { kind: string; status: JobStatus }, value?: number) => processMetrics().jobsFinished.inc(labels, value) },
   jobItemsFailed: { inc: (labels: Labels<"kind">, value?: number) => processMetrics().jobItemsFailed.inc(labels, value) },
   jobsReaped: { inc: (labels: Labels<"kind">, value?: number) => processMetrics().jobsReaped.inc(labels, value) },
+  observeReserveAge: (labels: Labels<"kind" | "end">, ageSeconds: number) => processMetrics().observeReserveAge(labels, ageSeconds),
+  reservesReclaimed: { inc: (labels: Labels<"kind">, value?: number) => processMetrics().reservesReclaimed.inc(labels, value) },
+  reserveLateReleases: { inc: (labels: Labels<"kind" | "resolution">, value?: number) => processMetrics().reserveLateReleases.inc(labels, value) },
+  rateLimitRescheduled: (labels: Labels<"queue" | "family">, waitSeconds: number) => processMetrics().rateLimitRescheduled(labels, waitSeconds),
 } as const;

@@ -16,14 +16,32 @@ export function queue(name: QueueName): Queue {
   return q;
 }
 
+/** The queue job could not be added for this row: another run still holds the queue job id. */
+export class QueueJobIdTaken extends Error {
+  override name = "QueueJobIdTaken";
+}
+
 /**
- * Enqueues the queue job that runs a Job row. The BullMQ job id is the row id, so enqueueing
- * twice never runs a row twice. Jobs are not retried blindly by BullMQ: a run resumes at the
- * row's cursor when someone decides to retry.
+ * Enqueues the queue job that runs a Job row. The BullMQ job id is the row id (or `queueJobId`,
+ * one per tenant and family for syncs), so enqueueing twice never runs a row twice. Jobs are not
+ * retried blindly by BullMQ: a run resumes at the row's cursor when someone decides to retry.
+ *
+ * With a `queueJobId` shared by successive rows, a finished queue job of an earlier row is
+ * removed first; one that is still waiting, delayed or active belongs to a live run, and the add
+ * is refused with `QueueJobIdTaken` (BullMQ would drop it silently).
  */
-export async function enqueueJob(queueName: QueueName, kind: JobKind, payload: JobPayload): Promise<void> {
-  await queue(queueName).add(kind, payload, {
-    jobId: payload.jobId,
+export async function enqueueJob(queueName: QueueName, kind: JobKind, payload: JobPayload, queueJobId: string = payload.jobId): Promise<void> {
+  const q = queue(queueName);
+  if (queueJobId !== payload.jobId) {
+    const previous = await q.getJob(queueJobId);
+    if (previous && previous.data?.jobId !== payload.jobId) {
+      const state = await previous.getState();
+      if (state !== "completed" && state !== "failed" && state !== "unknown") throw new QueueJobIdTaken(`queue job ${queueJobId} is still ${state} for job ${String(previous.data?.jobId)}`);
+      await previous.remove();
+    }
+  }
+  await q.add(kind, payload, {
+    jobId: queueJobId,
     attempts: 1,
     removeOnComplete: { age: 24 * 3600, count: 10_000 },
     removeOnFail: { age: 7 * 24 * 3600, count: 10_000 },

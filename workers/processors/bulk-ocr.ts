@@ -5,6 +5,7 @@ import { documentLimits } from "@/lib/documents/settings";
 import { summariseDocument } from "@/lib/documents/summarise";
 import { ItemError, JobFailed } from "@/lib/jobs/errors";
 import { forEachItem } from "@/lib/jobs/for-each-item";
+import { itemSourceOf } from "@/lib/jobs/parts";
 import { countLabel } from "@/lib/jobs/run";
 import { ModelCallError } from "@/lib/modelcalls/errors";
 import type { Processor } from "../runtime";
@@ -18,7 +19,7 @@ import type { Processor } from "../runtime";
 export const bulkOcr: Processor = async ({ run, signal, loop }) => {
   // Metadata only: the contents (up to 95 × 10 MiB) are read one document at a time.
   const files = await db().jobFile.findMany({
-    where: { jobId: run.jobId },
+    where: { jobId: itemSourceOf(run) }, // a part of a split batch reads the documents of the job it was split from
     select: { id: true, index: true, filename: true, contentType: true },
     orderBy: { index: "asc" },
   });

@@ -4,6 +4,7 @@ import { getCategories } from "@/lib/categories/cache";
 import { db } from "@/lib/db/client";
 import { ItemError, JobFailed } from "@/lib/jobs/errors";
 import { forEachItem } from "@/lib/jobs/for-each-item";
+import { itemSourceOf } from "@/lib/jobs/parts";
 import { countLabel } from "@/lib/jobs/run";
 import { REQUIRED_COLUMNS } from "@/lib/imports/inspect-upload";
 import { rowProblem, transactionRowSchema } from "@/lib/imports/rows";
@@ -17,7 +18,8 @@ import type { Processor } from "../runtime";
  * resumes at the cursor, so rows already done are not redone.
  */
 export const csvImport: Processor = async ({ run, signal, loop }) => {
-  const upload = await db().upload.findUnique({ where: { jobId: run.jobId }, select: { content: true, delimiter: true } });
+  // A part of a split import reads the rows of the file uploaded for the job it was split from.
+  const upload = await db().upload.findUnique({ where: { jobId: itemSourceOf(run) }, select: { content: true, delimiter: true } });
   if (!upload) throw new JobFailed("The uploaded file is missing, so the import cannot run. Upload the file again.");
   const categories = await getCategories();
   const categoryIds = new Map(categories.map((c) => [c.slug, c.id]));

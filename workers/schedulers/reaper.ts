@@ -1,5 +1,5 @@
 import type { Redis } from "ioredis";
-import { reapStuckJobs, reaperIntervalMs } from "@/lib/jobs/stuck";
+import { listOverdueDelayedJobs, reapStuckJobs, reaperIntervalMs } from "@/lib/jobs/stuck";
 import type { Logger } from "@/lib/log";
 import { key } from "@/lib/redis/client";
 
@@ -22,6 +22,11 @@ export function startReaper(redis: Redis, log: Logger, onReaped?: (kind: string)
       for (const r of reaped) {
         log.warn({ jobId: r.id, kind: r.kind, why: r.message }, "reaped a stuck job");
         onReaped?.(r.kind);
+      }
+      // Delayed jobs are never reaped (they wait for a rate-limit window), but one that missed
+      // its wake-up by more than the grace is flagged: no worker consumes its queue, or none is free.
+      for (const d of await listOverdueDelayedJobs()) {
+        log.warn({ jobId: d.id, kind: d.kind, wakeUpAt: d.wakeUpAt, overdueMs: Math.round(d.overdueMs), queueState: d.queueState }, "a delayed job is past its wake-up time");
       }
     } catch (err) {
       log.error({ err }, "reaper pass failed; the next one will retry");

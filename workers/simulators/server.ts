@@ -1,5 +1,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import { createMarketplaceSimulator, type MarketplaceSimulator, type MarketplaceSimulatorOptions } from "./marketplace";
+import { createImageSimulator, type ImageSimulator, type ImageSimulatorOptions } from "./images";
 import { createModelSimulator, type ModelSimulator, type ModelSimulatorOptions } from "./model";
 import { createOcrSimulator, type OcrSimulator, type OcrSimulatorOptions } from "./ocr";
 import { createRouter, sendJson, type Route } from "./router";
@@ -11,6 +13,8 @@ export interface SimulatorsOptions {
   host?: string;
   model?: ModelSimulatorOptions;
   ocr?: OcrSimulatorOptions;
+  images?: ImageSimulatorOptions;
+  marketplace?: MarketplaceSimulatorOptions;
 }
 
 export interface RunningSimulators {
@@ -19,6 +23,8 @@ export interface RunningSimulators {
   server: http.Server;
   model: ModelSimulator;
   ocr: OcrSimulator;
+  images: ImageSimulator;
+  marketplace: MarketplaceSimulator;
   /** Stops accepting, drops in-flight calls (their callers see a network error), resolves when closed. */
   close(): Promise<void>;
 }
@@ -27,11 +33,14 @@ export interface RunningSimulators {
 export async function startSimulators(options: SimulatorsOptions = {}): Promise<RunningSimulators> {
   const model = createModelSimulator(options.model);
   const ocr = createOcrSimulator(options.ocr);
+  const images = createImageSimulator(options.images);
+  const marketplace = createMarketplaceSimulator(options.marketplace);
   const routes: Route[] = [
     { method: "GET", path: "/healthz", handler: ({ res }) => sendJson(res, 200, { ok: true }) },
     ...model.routes,
     ...ocr.routes,
-    // The marketplace (/marketplace/...) and image provider (/images/...) simulators join here.
+    ...images.routes,
+    ...marketplace.routes,
   ];
   const server = http.createServer(createRouter(routes));
 
@@ -49,6 +58,8 @@ export async function startSimulators(options: SimulatorsOptions = {}): Promise<
     server,
     model,
     ocr,
+    images,
+    marketplace,
     close: () =>
       new Promise<void>((resolve, reject) => {
         server.close((err) => (err ? reject(err) : resolve()));

@@ -4,6 +4,10 @@ import { JOB_STATUSES, STATUS_LABEL } from "@/lib/jobs/statuses";
 import { JOB_KINDS } from "@/lib/queues/catalog";
 import { JobsTable } from "../../components/jobs-table";
 import { requirePageViewer } from "@/lib/auth/principal";
+import { hasRole } from "@/lib/auth/roles";
+import { RETRYABLE_STATUSES } from "@/lib/jobs/retry";
+import { BULK_RETRY_CAP } from "@/lib/jobs/bulk-retry";
+import { BulkRetryForm } from "./bulk-retry-form";
 
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Jobs" };
@@ -12,7 +16,8 @@ type Search = Record<string, string | string[] | undefined>;
 
 export default async function JobsPage({ searchParams }: { searchParams: Promise<Search> }) {
   // Checked here, not only in the layout: a client navigation renders the page without it.
-  await requirePageViewer("/jobs");
+  const principal = await requirePageViewer("/jobs");
+  const isOperator = hasRole(principal, "operator");
   const raw = Object.fromEntries(Object.entries(await searchParams).filter(([, v]) => typeof v === "string" && v !== "")) as Record<string, string>;
   const parsed = jobFilterSchema.safeParse(raw);
   const filter = parsed.success ? parsed.data : jobFilterSchema.parse({});
@@ -64,6 +69,19 @@ export default async function JobsPage({ searchParams }: { searchParams: Promise
       </form>
       {!parsed.success ? <p className="form-error">Some filters were not understood and were ignored: {parsed.error.issues.map((i) => i.path.join(".")).join(", ")}.</p> : null}
       <JobsTable jobs={jobs} />
+      <section className="panel" aria-labelledby="bulk-heading" style={{ marginTop: "1rem" }}>
+        <h2 id="bulk-heading">Retry many jobs</h2>
+        <p className="muted small">
+          Every job that matches and can be retried (timed out, stopped, failed, abandoned; split jobs through their parts) goes back to its queue and resumes at its
+          cursor. Preview first; at most {BULK_RETRY_CAP.toLocaleString("en-US")} at once.
+        </p>
+        <BulkRetryForm
+          kinds={JOB_KINDS}
+          statuses={RETRYABLE_STATUSES.map((s) => ({ value: s, label: STATUS_LABEL[s] }))}
+          canAct={isOperator}
+          disabledReason={isOperator ? null : "Only operators can retry jobs; you are signed in as a viewer."}
+        />
+      </section>
       {nextAfter ? (
         <div className="pager">
           <Link href={`/jobs?${nextParams}`} className="button secondary">

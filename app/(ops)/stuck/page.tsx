@@ -1,6 +1,6 @@
 import Link from "next/link";
 import { env } from "@/lib/env";
-import { listRecentlyReaped, listStuckJobs, reapGraceMs, reaperIntervalMs, type StuckReason } from "@/lib/jobs/stuck";
+import { listOverdueDelayedJobs, listRecentlyReaped, listStuckJobs, reapGraceMs, reaperIntervalMs, type StuckReason } from "@/lib/jobs/stuck";
 import { db } from "@/lib/db/client";
 import { StatusBadge } from "../../components/status-badge";
 import { fmtAgo, fmtDuration, fmtInt, fmtTime } from "../../components/format";
@@ -18,11 +18,12 @@ const REASON: Record<StuckReason, string> = {
 export default async function StuckPage() {
   // Checked here, not only in the layout: a client navigation renders the page without it.
   await requirePageViewer("/stuck");
-  const [stuck, reaped, delayed, reapedToday] = await Promise.all([
+  const [stuck, reaped, delayed, reapedToday, overdue] = await Promise.all([
     listStuckJobs(),
     listRecentlyReaped(),
     db().job.count({ where: { status: "delayed" } }),
     db().job.count({ where: { status: "abandoned", finishedAt: { gte: new Date(Date.now() - 24 * 3600_000) } } }),
+    listOverdueDelayedJobs(),
   ]);
   const byKind = new Map<string, typeof stuck>();
   for (const s of stuck) byKind.set(s.kind, [...(byKind.get(s.kind) ?? []), s]);
@@ -111,6 +112,46 @@ export default async function StuckPage() {
           </section>
         ))
       )}
+
+      {overdue.length > 0 ? (
+        <section className="panel" style={{ marginTop: "1.25rem" }} aria-labelledby="overdue-title" data-testid="overdue-delayed">
+          <h2 id="overdue-title">Delayed past their wake-up time</h2>
+          <p className="muted small">
+            Waiting for a rate-limit window is not stuck, and these are never reaped; but they should have gone back to a worker by now (see{" "}
+            <Link href="/limiter">the limiter</Link>).
+          </p>
+          <div className="table-wrap">
+            <table className="data">
+              <thead>
+                <tr>
+                  <th>Job</th>
+                  <th>Kind</th>
+                  <th>Tenant</th>
+                  <th>Due back</th>
+                  <th className="num">Overdue by</th>
+                  <th>Queue state</th>
+                </tr>
+              </thead>
+              <tbody>
+                {overdue.map((d) => (
+                  <tr key={d.id}>
+                    <td>
+                      <Link className="mono" href={`/jobs/${d.id}`}>
+                        {d.id.slice(0, 8)}
+                      </Link>
+                    </td>
+                    <td className="mono">{d.kind}</td>
+                    <td>{d.tenant}</td>
+                    <td className="small">{fmtTime(d.wakeUpAt)}</td>
+                    <td className="num">{fmtDuration(d.overdueMs / 1000)}</td>
+                    <td className="mono">{d.queueState}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        </section>
+      ) : null}
 
       <section className="panel" style={{ marginTop: "1.25rem" }}>
         <h2>Recently reaped</h2>

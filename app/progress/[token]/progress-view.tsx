@@ -79,7 +79,15 @@ function View({ token, initial }: { token: string; initial: Progress }) {
           </div>
           <div>
             <span className="muted small">Time left</span>
-            <span className="big">{p.terminal ? "—" : p.etaSeconds !== null ? `about ${fmtDuration(p.etaSeconds)}` : waitingToStart ? "waiting to start" : "estimating…"}</span>
+            <span className="big">{p.terminal
+                ? "—"
+                : p.waitSeconds !== undefined
+                  ? `waiting ${fmtDuration(p.waitSeconds)}`
+                  : p.etaSeconds !== null
+                    ? `about ${fmtDuration(p.etaSeconds)}`
+                    : waitingToStart
+                      ? "waiting to start"
+                      : "estimating…"}</span>
           </div>
         </div>
         {p.message ? (
@@ -88,6 +96,15 @@ function View({ token, initial }: { token: string; initial: Progress }) {
           </p>
         ) : !p.terminal ? (
           <p className="message info">{waitingToStart ? "Queued: it will start shortly." : `${STATUS_LABEL[p.status]}…`}</p>
+        ) : null}
+        {p.children ? (
+          <p className="small" data-testid="parts">
+            Processed in {p.children.length} parts to fit the time each may take: {p.children.filter((c) => c.status === "completed" || c.status === "completed_with_errors").length} done
+            {p.children.some((c) => c.status === "queued" || c.status === "running" || c.status === "delayed")
+              ? `, ${p.children.filter((c) => c.status === "queued" || c.status === "running" || c.status === "delayed").length} in progress`
+              : ""}
+            . The numbers above count every part.
+          </p>
         ) : null}
         <p className="small muted" style={{ marginBottom: 0 }}>
           {p.terminal ? "Finished. " : "Updates every second. "}

@@ -6,19 +6,26 @@ import { fmtDuration, fmtInt, fmtTime } from "../../../components/format";
 import { requirePageViewer } from "@/lib/auth/principal";
 import { hasRole } from "@/lib/auth/roles";
 import { MAX_BUDGET_FACTOR, RETRYABLE_STATUSES } from "@/lib/jobs/retry";
+import { MAX_PARTS, MIN_PARTS, planSplit } from "@/lib/jobs/split";
+import { nounOf } from "@/lib/jobs/run";
 import { STATUS_LABEL } from "@/lib/jobs/statuses";
 import { RetryForm } from "./retry-form";
+import { SplitForm } from "./split-form";
 
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Job" };
 
-export default async function JobPage({ params }: { params: Promise<{ id: string }> }) {
+export default async function JobPage({ params, searchParams }: { params: Promise<{ id: string }>; searchParams: Promise<{ parts?: string | string[] }> }) {
   // Checked here, not only in the layout: a client navigation renders the page without it.
   const principal = await requirePageViewer("/jobs");
   const job = await getJob((await params).id);
   if (!job) notFound();
   const isOperator = hasRole(principal, "operator");
-  const retryable = (RETRYABLE_STATUSES as readonly string[]).includes(job.status) && job.children === 0;
+  const retryable = (RETRYABLE_STATUSES as readonly string[]).includes(job.status) && job.children.length === 0;
+  // The proposal for the k the operator asked to see (?parts=), or the one the latencies give.
+  const asked = Number((await searchParams).parts);
+  const askedParts = Number.isInteger(asked) && asked >= MIN_PARTS && asked <= MAX_PARTS ? asked : undefined;
+  const split = job.partOf || job.children.length > 0 ? null : await planSplit(job.id, { parts: askedParts });
   const done = job.processed + job.failed;
   const pct = job.total ? Math.min(100, (done / job.total) * 100) : 0;
   return (
@@ -26,7 +33,12 @@ export default async function JobPage({ params }: { params: Promise<{ id: string
       <div className="page-head">
         <div>
           <p className="small muted">
-            <Link href="/jobs">Jobs</Link> / <span className="mono">{job.id}</span>
+            <Link href="/jobs">Jobs</Link> / {job.partOf ? (
+              <>
+                <Link href={`/jobs/${job.partOf.jobId}`} className="mono">{job.partOf.jobId.slice(0, 8)}…</Link> / part {job.partOf.index} of {job.partOf.count} /{" "}
+              </>
+            ) : null}
+            <span className="mono">{job.id}</span>
           </p>
           <h1>
             <span className="mono">{job.kind}</span> for {job.tenant} <StatusBadge status={job.status} />
@@ -68,28 +80,114 @@ export default async function JobPage({ params }: { params: Promise<{ id: string
         {job.message ? <p className={`message ${statusTone(job.status)}`}>{job.message}</p> : null}
       </section>
 
-      <section className="panel" aria-labelledby="actions-heading">
-        <h2 id="actions-heading">Actions</h2>
-        <p className="muted small">
-          Retry puts the job back in its queue; it resumes after the {fmtInt(job.cursor)} items already done, with a fresh budget (or a larger one, up to{" "}
-          {MAX_BUDGET_FACTOR}×). The customer’s progress link keeps working.
-        </p>
-        <RetryForm
-          jobId={job.id}
-          canAct={isOperator && retryable}
-          disabledReason={
-            !isOperator
-              ? "Only operators can retry jobs; you are signed in as a viewer."
-              : !retryable
-                ? job.children > 0
-                  ? "This job was split into parts: retry the parts instead."
-                  : `Nothing to retry: the job is ${STATUS_LABEL[job.status].toLowerCase()}.`
-                : null
-          }
-          softS={Math.round(job.budgetSoftMs / 1000)}
-          maxSoftS={Math.round((job.budgetSoftMs * MAX_BUDGET_FACTOR) / 1000)}
-        />
-      </section>
+      <div className="grid" style={{ gridTemplateColumns: "minmax(0,1fr) minmax(0,1fr)" }}>
+        <section className="panel" aria-labelledby="retry-heading">
+          <h2 id="retry-heading">Retry</h2>
+          <p className="muted small">
+            Puts the job back in its queue; it resumes after the {fmtInt(job.cursor)} items already done, with a fresh budget (or a larger one, up to{" "}
+            {MAX_BUDGET_FACTOR}×). The customer’s progress link keeps working.
+          </p>
+          <RetryForm
+            jobId={job.id}
+            canAct={isOperator && retryable}
+            disabledReason={
+              !isOperator
+                ? "Only operators can retry jobs; you are signed in as a viewer."
+                : !retryable
+                  ? job.children.length > 0
+                    ? "This job was split into parts: retry the parts instead."
+                    : `Nothing to retry: the job is ${STATUS_LABEL[job.status].toLowerCase()}.`
+                  : null
+            }
+            softS={Math.round(job.budgetSoftMs / 1000)}
+            maxSoftS={Math.round((job.budgetSoftMs * MAX_BUDGET_FACTOR) / 1000)}
+          />
+        </section>
+        <section className="panel" aria-labelledby="split-heading">
+          <h2 id="split-heading">Split the rest into parts</h2>
+          {job.partOf ? (
+            <p className="muted small">This job is part {job.partOf.index} of {job.partOf.count} of a split job: retry it instead, with a larger budget if needed.</p>
+          ) : job.children.length > 0 ? (
+            <p className="message info" role="status">
+              Split into {job.children.length} parts (below); the job ends when the last part ends.
+            </p>
+          ) : split?.type === "plan" ? (
+            <>
+              <p className="muted small">
+                Each part is a job of its own with a fresh budget, sized from the measured per-{split.plan.noun} p99 so it finishes inside its budget with
+                room to spare. The customer’s progress page shows the parts’ total.
+              </p>
+              <p className="plan" data-testid="split-arithmetic">
+                {split.plan.arithmetic}
+              </p>
+              <p className="muted small">
+                p99 per {split.plan.noun}: {split.plan.p99Basis}.
+              </p>
+              <form method="get" className="inline-form">
+                <label className="field">
+                  Parts ({MIN_PARTS}–{Math.min(MAX_PARTS, split.plan.remaining)})
+                  <input type="number" name="parts" min={MIN_PARTS} max={Math.min(MAX_PARTS, split.plan.remaining)} defaultValue={split.plan.parts} />
+                </label>
+                <button type="submit" className="secondary">
+                  Recalculate
+                </button>
+              </form>
+              <SplitForm
+                jobId={job.id}
+                parts={split.plan.parts}
+                canAct={isOperator}
+                disabledReason={isOperator ? null : "Only operators can split jobs; you are signed in as a viewer."}
+              />
+            </>
+          ) : (
+            <p className="muted small">{split?.type === "not_splittable" ? split.message : "This job cannot be split."}</p>
+          )}
+        </section>
+      </div>
+
+      {job.children.length > 0 ? (
+        <section className="panel" aria-labelledby="parts-heading">
+          <h2 id="parts-heading">
+            Parts <span className="muted small">({job.children.filter((c) => c.status === "completed" || c.status === "completed_with_errors").length} of {job.children.length} completed)</span>
+          </h2>
+          <div className="table-wrap">
+            <table className="data">
+              <thead>
+                <tr>
+                  <th className="num">Part</th>
+                  <th className="num">{nounOf(job.kind)[0]!.toUpperCase() + nounOf(job.kind).slice(1)}s</th>
+                  <th>Status</th>
+                  <th className="num">Done</th>
+                  <th className="num">Failed</th>
+                  <th className="num">Attempt</th>
+                  <th>Message</th>
+                </tr>
+              </thead>
+              <tbody>
+                {job.children.map((c) => (
+                  <tr key={c.id} data-part={c.index}>
+                    <td className="num">
+                      <Link href={`/jobs/${c.id}`}>{c.index}</Link>
+                    </td>
+                    <td className="num">
+                      {fmtInt(c.from + 1)}–{fmtInt(c.to)}
+                    </td>
+                    <td>
+                      <StatusBadge status={c.status} />
+                    </td>
+                    <td className="num">
+                      {fmtInt(c.processed + c.failed)} / {c.total === null ? "?" : fmtInt(c.total)}
+                    </td>
+                    <td className="num">{fmtInt(c.failed)}</td>
+                    <td className="num">{c.attempt}</td>
+                    <td className="small">{c.message ?? "—"}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        </section>
+      ) : null}
 
       <div className="grid" style={{ gridTemplateColumns: "minmax(0,1fr) minmax(0,1fr)" }}>
         <section className="panel">
@@ -119,7 +217,7 @@ export default async function JobPage({ params }: { params: Promise<{ id: string
           </dl>
         </section>
         <section className="panel">
-          <h2>Timeline</h2>
+          <h2>Attempts and events</h2>
           <ol className="timeline">
             {job.events.map((e, i) => (
               <li key={i}>

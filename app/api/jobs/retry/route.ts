@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { audited } from "@/lib/audit/audited";
 import { errorResponse, route } from "@/lib/http/api";
-import { ApiError } from "@/lib/http/errors";
+import { readJsonBody } from "@/lib/http/body";
 import { bulkRetryFilterSchema, previewBulkRetry, retryJobs, type BulkRetryResult } from "@/lib/jobs/bulk-retry";
 
 type Outcome = { preview: Awaited<ReturnType<typeof previewBulkRetry>> } | { retry: BulkRetryResult } | null;
@@ -17,13 +17,7 @@ const bodySchema = z.object({ filter: bulkRetryFilterSchema.default({}), dryRun:
 export const POST = route(
   "public", // the role is checked by `audited`, so that a refusal is recorded too
   async (request) => {
-    let raw: unknown;
-    try {
-      raw = JSON.parse((await request.text()) || "{}");
-    } catch {
-      throw new ApiError(400, "bad_json", 'The body is not valid JSON. Send { "filter": { "kind": "csv_import", "status": "timed_out" }, "dryRun": true }.');
-    }
-    const parsed = bodySchema.safeParse(raw);
+    const parsed = bodySchema.safeParse(await readJsonBody(request, '{ "filter": { "kind": "csv_import", "status": "timed_out" }, "dryRun": true }'));
     const result = await audited<Outcome>(
       "operator",
       { action: parsed.success && parsed.data.dryRun ? "jobs.retry.preview" : "jobs.retry", params: parsed.success ? parsed.data.filter : { invalid: true } },

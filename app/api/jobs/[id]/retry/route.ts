@@ -1,6 +1,6 @@
 import { audited } from "@/lib/audit/audited";
 import { errorResponse, route } from "@/lib/http/api";
-import { ApiError } from "@/lib/http/errors";
+import { readJsonBody } from "@/lib/http/body";
 import { retryJob, retryRequestSchema } from "@/lib/jobs/retry";
 import { describeRetry } from "@/lib/jobs/retry-messages";
 
@@ -11,16 +11,7 @@ export const POST = route<{ params: Promise<{ id: string }> }>(
   "public", // the role is checked by `audited`, so that a refusal is recorded too
   async (request, { params }) => {
     const { id } = await params;
-    const text = await request.text();
-    let body: unknown = {};
-    if (text.trim() !== "") {
-      try {
-        body = JSON.parse(text);
-      } catch {
-        throw new ApiError(400, "bad_json", "The body is not valid JSON. Send {} or { \"budgetSoftS\": 1200 }.");
-      }
-    }
-    const parsed = retryRequestSchema.safeParse(body);
+    const parsed = retryRequestSchema.safeParse(await readJsonBody(request, '{} or { "budgetSoftS": 1200 }'));
     const result = await audited("operator", { action: "job.retry", target: id, params: parsed.success ? parsed.data : { invalid: true } }, async (principal) => {
       if (!parsed.success) return { result: "refused", message: "refused: invalid request", value: null };
       const r = await retryJob(id, principal, parsed.data);

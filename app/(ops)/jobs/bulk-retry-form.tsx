@@ -1,0 +1,86 @@
+"use client";
+
+import { startTransition, useActionState, useState, type FormEvent } from "react";
+import { bulkRetryAction, type BulkRetryState } from "./actions";
+
+/**
+ * Retry every job matching a filter: Preview shows how many match (and the cap); only then can
+ * the retry be confirmed, and changing the filter asks for a new preview.
+ */
+export function BulkRetryForm(props: { kinds: readonly string[]; statuses: readonly { value: string; label: string }[]; canAct: boolean; disabledReason: string | null }) {
+  const [state, action, pending] = useActionState<BulkRetryState, FormData>(bulkRetryAction, {});
+  // Controlled fields, and the action dispatched by hand: a `<form action>` resets its fields after
+  // each submission, and the page must always show the filter that will be sent.
+  const [filter, setFilter] = useState({ kind: "", status: "", tenant: "", from: "", to: "" });
+  // The preview belongs to the filter it was made for: an edit after it asks for a new one.
+  const [previewedFilter, setPreviewedFilter] = useState<string | null>(null);
+  const current = JSON.stringify(filter);
+  const previewed = state.preview && previewedFilter === current && !state.preview.overCap && state.preview.count > 0;
+  const disabled = !props.canAct || pending;
+  const bind = (name: keyof typeof filter) => ({
+    name,
+    value: filter[name],
+    disabled: !props.canAct,
+    onChange: (e: { target: { value: string } }) => setFilter((f) => ({ ...f, [name]: e.target.value })),
+  });
+  const submit = (e: FormEvent<HTMLFormElement>) => {
+    e.preventDefault();
+    const data = new FormData(e.currentTarget, (e.nativeEvent as SubmitEvent).submitter);
+    if (data.get("intent") === "preview") setPreviewedFilter(current);
+    // The server checks the retry against the filter it counted (the same filter, in its words).
+    else if (state.preview) data.set("confirmed", state.preview.filter);
+    startTransition(() => action(data));
+  };
+  return (
+    <form className="filters" aria-label="Bulk retry" onSubmit={submit}>
+      <label className="field">
+        Kind
+        <select {...bind("kind")}>
+          <option value="">any</option>
+          {props.kinds.map((k) => (
+            <option key={k} value={k}>
+              {k}
+            </option>
+          ))}
+        </select>
+      </label>
+      <label className="field">
+        Status
+        <select {...bind("status")}>
+          <option value="">any that can be retried</option>
+          {props.statuses.map((s) => (
+            <option key={s.value} value={s.value}>
+              {s.label}
+            </option>
+          ))}
+        </select>
+      </label>
+      <label className="field">
+        Tenant
+        <input type="text" placeholder="any" {...bind("tenant")} />
+      </label>
+      <label className="field">
+        Created from (UTC)
+        <input type="datetime-local" {...bind("from")} />
+      </label>
+      <label className="field">
+        to (UTC)
+        <input type="datetime-local" {...bind("to")} />
+      </label>
+      <button type="submit" name="intent" value="preview" className="secondary" disabled={disabled} title={props.disabledReason ?? undefined}>
+        {pending ? "Counting…" : "Preview"}
+      </button>
+      <button type="submit" name="intent" value="retry" disabled={disabled || !previewed} title={previewed ? undefined : "Preview first: see how many jobs match"}>
+        {previewed ? `Retry ${state.preview!.count.toLocaleString("en-US")} job${state.preview!.count === 1 ? "" : "s"}` : "Retry matching jobs"}
+      </button>
+      <div aria-live="polite" style={{ flexBasis: "100%" }}>
+        {props.disabledReason ? <p className="muted small">{props.disabledReason}</p> : null}
+        {state.message ? (
+          <p className={state.ok || (state.preview && !state.preview.overCap) ? "message ok" : "form-error"} role={state.ok ? "status" : "alert"}>
+            {state.message}
+          </p>
+        ) : null}
+      </div>
+    </form>
+  );
+}

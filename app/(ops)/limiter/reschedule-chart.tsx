@@ -1,0 +1,40 @@
+"use client";
+
+import { Bar, BarChart, CartesianGrid, Legend, Tooltip, XAxis, YAxis } from "recharts";
+import styles from "./limiter.module.css";
+
+/** One bar: reschedules in one step of the window, per series (`queue · family`). A plain DTO. */
+export interface ChartPoint {
+  at: string;
+  counts: Record<string, number>;
+}
+
+const PALETTE = ["#2458d3", "#d08a00", "#2f8f5b", "#8e44ad", "#c0392b", "#16a085"];
+
+function tickLabel(iso: string, stepSeconds: number): string {
+  const d = new Date(iso);
+  const hm = d.toISOString().slice(11, 16);
+  return stepSeconds >= 3600 ? `${d.toISOString().slice(5, 10)} ${hm}` : hm;
+}
+
+/**
+ * Reschedules per step of the window, stacked by queue and endpoint family. The same numbers are
+ * in the text summary beside it.
+ */
+export function RescheduleChart({ points, series, stepSeconds, label }: { points: ChartPoint[]; series: string[]; stepSeconds: number; label: string }) {
+  const data = points.map((p) => ({ at: p.at, ...Object.fromEntries(series.map((s) => [s, p.counts[s] ?? 0])) }));
+  return (
+    <div className={styles.chart} role="img" aria-label={label} data-testid="reschedule-chart">
+      <BarChart responsive style={{ width: "100%", height: "100%" }} data={data} margin={{ top: 16, right: 16, bottom: 8, left: 8 }} barCategoryGap={1}>
+        <CartesianGrid strokeDasharray="3 3" vertical={false} stroke="#e5e8ee" />
+        <XAxis dataKey="at" tickFormatter={(v: string) => tickLabel(v, stepSeconds)} minTickGap={24} tick={{ fontSize: 12, fill: "#5b6270" }} stroke="#c5ccd8" />
+        <YAxis allowDecimals={false} tick={{ fontSize: 12, fill: "#5b6270" }} stroke="#c5ccd8" width={40} label={{ value: "reschedules", angle: -90, position: "insideLeft", fontSize: 12, fill: "#5b6270" }} />
+        <Tooltip labelFormatter={(v) => `${new Date(String(v)).toISOString().replace("T", " ").slice(0, 16)} UTC`} isAnimationActive={false} />
+        <Legend verticalAlign="bottom" height={28} iconType="square" wrapperStyle={{ fontSize: 13 }} />
+        {series.map((s, i) => (
+          <Bar key={s} dataKey={s} name={s} stackId="reschedules" fill={PALETTE[i % PALETTE.length]} isAnimationActive={false} />
+        ))}
+      </BarChart>
+    </div>
+  );
+}

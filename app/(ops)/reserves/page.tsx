@@ -1,0 +1,259 @@
+import { requirePageViewer } from "@/lib/auth/principal";
+import { getReservesReport, type ReservesReport } from "@/lib/quota/report";
+import { fmtInt, fmtTime } from "../../components/format";
+import { AgeChart, ReclaimedChart } from "./reserves-charts";
+import styles from "./reserves.module.css";
+
+export const dynamic = "force-dynamic";
+export const metadata = { title: "Reserves" };
+
+const fmtS = (ms: number) => `${fmtInt(Math.round(ms / 1000))} s`;
+const fmtMin = (ms: number) => {
+  const m = ms / 60_000;
+  if (m >= 48 * 60) return `${fmtInt(Math.round(m / 1440))} d`;
+  if (m >= 120) return `${fmtInt(Math.round(m / 60))} h`;
+  return `${Number.isInteger(m) ? m : m.toFixed(1)} min`;
+};
+
+export default async function ReservesPage() {
+  // Checked here, not only in the layout: a client navigation renders the page without it.
+  await requirePageViewer("/reserves");
+  const r = await getReservesReport();
+  const p = r.policy;
+  const ageLabel = `Live reserves by age: ${r.live.count} live; worst case of a generation ${fmtMin(p.worstCaseMs)}, sweep window ${fmtMin(p.windowMs)}`;
+  return (
+    <main className="page">
+      <div className="page-head">
+        <div>
+          <h1>Reserves</h1>
+          <p className="muted">
+            Quota units held by running image generations, against the worst case a generation can take and the window after which the sweeper may take a
+            silent one back. As of {fmtTime(r.asOf)} — reload for fresh numbers.
+            {r.timeScale !== 1 ? ` Ages are in production time (this system runs at time scale ${r.timeScale}).` : ""}
+          </p>
+        </div>
+      </div>
+
+      {p.problems.length > 0 ? (
+        <p className="form-error" role="alert" data-testid="policy-problem">
+          The reservation policy is unsafe: {p.problems.join("; ")}. Workers refuse to start with it.
+        </p>
+      ) : null}
+
+      <div className={styles.layout}>
+        <section className="panel" aria-labelledby="ages-title">
+          <h2 id="ages-title">Live reserves by age</h2>
+          <AgeChart
+            buckets={r.live.buckets.map((b) => ({ fromMin: b.fromMs / 60_000, generate: b.generate, dislike: b.dislike }))}
+            worstCaseMin={p.worstCaseMs / 60_000}
+            windowMin={p.windowMs / 60_000}
+            label={ageLabel}
+          />
+        </section>
+        <aside className={`panel ${styles.summary}`} aria-label="Summary of live reserves" data-testid="live-summary">
+          <h3>Live now</h3>
+          <dl className="facts">
+            <dt>live</dt>
+            <dd data-stat="live">{fmtInt(r.live.count)}</dd>
+            <dt>generate</dt>
+            <dd>{fmtInt(r.live.byKind.generate)}</dd>
+            <dt>dislike</dt>
+            <dd>{fmtInt(r.live.byKind.dislike)}</dd>
+            <dt>median age</dt>
+            <dd>{r.live.medianMs !== null ? fmtMin(Math.round(r.live.medianMs / 6000) * 6000) : "—"}</dd>
+            <dt>oldest</dt>
+            <dd data-stat="oldest">{r.live.oldestMs !== null ? fmtMin(Math.round(r.live.oldestMs / 6000) * 6000) : "—"}</dd>
+            <dt>past worst case, alive</dt>
+            <dd>{fmtInt(r.live.pastWorstCase)}</dd>
+            <dt>silent past lease</dt>
+            <dd>{fmtInt(r.live.silent)}</dd>
+          </dl>
+          <p className="small muted">
+            Taken back only when older than {fmtMin(p.windowMs)} <strong>and</strong> silent for more than {fmtMin(p.leaseMs)} (heartbeat every{" "}
+            {fmtS(p.heartbeatMs)}). A slow generation that still heartbeats keeps its unit.
+          </p>
+        </aside>
+      </div>
+
+      <div className={styles.layout}>
+        <section className="panel" aria-labelledby="reclaimed-title">
+          <h2 id="reclaimed-title">Reclaimed by the sweeper, last 24 hours</h2>
+          <ReclaimedChart hours={r.reclaimed.hours} label={`Reserves reclaimed per hour by kind: ${r.reclaimed.total24h} in the last 24 hours`} />
+        </section>
+        <aside className={`panel ${styles.summary}`} aria-label="Summary of reclaims and late releases" data-testid="late-summary">
+          <h3>Reclaimed</h3>
+          <dl className="facts">
+            <dt>last 24 h</dt>
+            <dd data-stat="reclaimed24h">{fmtInt(r.reclaimed.total24h)}</dd>
+            <dt>all time</dt>
+            <dd>{fmtInt(r.reclaimed.totalAll)}</dd>
+          </dl>
+          <h3>Late releases</h3>
+          <dl className="facts">
+            <dt>charged again</dt>
+            <dd data-stat="late-charged">{fmtInt(r.late.counts.charged)}</dd>
+            <dt>debts</dt>
+            <dd data-stat="late-debt">{fmtInt(r.late.counts.debt)}</dd>
+            <dt>open debts</dt>
+            <dd data-stat="open-debts">{fmtInt(r.late.counts.openDebts)}</dd>
+            <dt>failed, nothing to charge</dt>
+            <dd>{fmtInt(r.late.counts.none)}</dd>
+          </dl>
+          <p className="small muted">A late release is a generation that finished after the sweeper had taken its reserve: it should never happen with a safe window.</p>
+        </aside>
+      </div>
+
+      <PacksTable r={r} />
+      <PolicyTable r={r} />
+      <LateTable r={r} />
+    </main>
+  );
+}
+
+function PacksTable({ r }: { r: ReservesReport }) {
+  const { rows, count, totals, empty } = r.packs;
+  return (
+    <section className="panel" aria-labelledby="packs-title">
+      <h2 id="packs-title">Packs</h2>
+      <p className="small muted" data-testid="packs-summary">
+        {count === 0
+          ? "No tenant has a pack yet: grant one with npm run packs -- grant <tenant> <units>, or POST /api/packs."
+          : `${fmtInt(count)} ${count === 1 ? "pack" : "packs"}: ${fmtInt(totals.remaining)} of ${fmtInt(totals.size)} units remaining, ${fmtInt(totals.live)} held by running generations, ${fmtInt(totals.spent)} spent, ${fmtInt(totals.openDebts)} open ${totals.openDebts === 1 ? "debt" : "debts"}; ${fmtInt(empty)} ${empty === 1 ? "pack is" : "packs are"} empty.${count > rows.length ? ` The ${rows.length} changed last are listed.` : ""}`}
+      </p>
+      {rows.length > 0 ? (
+        <div className="table-wrap">
+          <table className={styles.numbers} data-testid="packs-table">
+            <thead>
+              <tr>
+                <th>tenant</th>
+                <th className="num">size (units)</th>
+                <th className="num">remaining (units)</th>
+                <th className="num">running (units)</th>
+                <th className="num">spent (units)</th>
+                <th className="num">open debts (units)</th>
+                <th>last change</th>
+              </tr>
+            </thead>
+            <tbody>
+              {rows.map((p) => (
+                <tr key={p.tenant} data-tenant={p.tenant}>
+                  <td>{p.tenant}</td>
+                  <td className="num">{fmtInt(p.size)}</td>
+                  <td className="num" data-stat="remaining">
+                    {p.remaining <= 0 ? <span className="badge bad">0 — empty</span> : fmtInt(p.remaining)}
+                  </td>
+                  <td className="num" data-stat="running">{fmtInt(p.live)}</td>
+                  <td className="num" data-stat="spent">{fmtInt(p.spent)}</td>
+                  <td className="num" data-stat="debts">{p.openDebts > 0 ? <span className="badge bad">{fmtInt(p.openDebts)}</span> : "0"}</td>
+                  <td>{fmtTime(p.updatedAt)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      ) : null}
+    </section>
+  );
+}
+
+function PolicyTable({ r }: { r: ReservesReport }) {
+  const p = r.policy;
+  return (
+    <section className="panel" aria-labelledby="policy-title">
+      <h2 id="policy-title">The worst case, from the constants the generation uses</h2>
+      <div className="table-wrap">
+        <table className={styles.numbers} data-testid="policy-table">
+          <thead>
+            <tr>
+              <th>step</th>
+              <th className="num">per attempt</th>
+              <th className="num">attempts</th>
+              <th className="num">times per generation</th>
+              <th className="num">total</th>
+              <th>why</th>
+            </tr>
+          </thead>
+          <tbody>
+            {p.terms.map((t) => (
+              <tr key={t.name}>
+                <td>{t.name}</td>
+                <td className="num">{fmtS(t.eachMs)}</td>
+                <td className="num">{t.attempts}</td>
+                <td className="num">{t.times}</td>
+                <td className="num">{fmtS(t.totalMs)}</td>
+                <td className="small">{t.why}</td>
+              </tr>
+            ))}
+            <tr className={styles.total}>
+              <td colSpan={4}>worst case of one generation</td>
+              <td className="num" data-stat="worst-case">
+                {fmtS(p.worstCaseMs)}
+              </td>
+              <td className="small">{fmtMin(p.worstCaseMs)}</td>
+            </tr>
+            <tr>
+              <td colSpan={4}>× margin {p.margin}: the shortest safe sweep window</td>
+              <td className="num">{fmtS(p.neededMs)}</td>
+              <td className="small">{fmtMin(p.neededMs)}</td>
+            </tr>
+            <tr className={styles.total}>
+              <td colSpan={4}>sweep window ({p.windowSource})</td>
+              <td className="num" data-stat="window">
+                {fmtS(p.windowMs)}
+              </td>
+              <td className="small">
+                {fmtMin(p.windowMs)}: {p.windowWhy}. {p.windowMs >= p.neededMs ? `${fmtS(p.windowMs - p.neededMs)} to spare.` : "TOO SHORT."}
+              </td>
+            </tr>
+          </tbody>
+        </table>
+      </div>
+    </section>
+  );
+}
+
+function LateTable({ r }: { r: ReservesReport }) {
+  return (
+    <section className="panel" aria-labelledby="late-title">
+      <h2 id="late-title">Late releases and debts</h2>
+      {r.late.recent.length === 0 ? (
+        <div className="empty" data-testid="late-empty">
+          <p>No release has ever found its reserve swept.</p>
+        </div>
+      ) : (
+        <div className="table-wrap">
+          <table className={styles.numbers} data-testid="late-table">
+            <thead>
+              <tr>
+                <th>released</th>
+                <th>tenant</th>
+                <th>kind</th>
+                <th>ad</th>
+                <th>outcome</th>
+                <th>resolution</th>
+                <th className="num">held</th>
+              </tr>
+            </thead>
+            <tbody>
+              {r.late.recent.map((l) => (
+                <tr key={l.reserveId}>
+                  <td>{fmtTime(l.releasedAt)}</td>
+                  <td>{l.tenant}</td>
+                  <td>{l.kind}</td>
+                  <td className="small">{l.adId}</td>
+                  <td>{l.outcome}</td>
+                  <td>
+                    <span className={`badge ${l.resolution === "debt" ? (l.debtSettledAt ? "idle" : "bad") : l.resolution === "charged" ? "warn" : "idle"}`}>
+                      {l.resolution === "debt" ? (l.debtSettledAt ? "debt, settled" : "debt, open") : l.resolution === "charged" ? "charged again" : "nothing to charge"}
+                    </span>
+                  </td>
+                  <td className="num">{fmtMin(Math.round(l.heldMs / 6000) * 6000)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,15 @@
+import { parseQuery, route } from "@/lib/http/api";
+import { getLimiterReport, limiterQuerySchema } from "@/lib/ratelimit/report";
+
+export const dynamic = "force-dynamic";
+
+/**
+ * Viewer: what `/limiter` shows, in production units — reschedules over time by queue and family
+ * (`?range=1h|24h|7d`, default 24h), top tenants by time lost, bucket specs and current states,
+ * delayed jobs with their wake-up times.
+ */
+export const GET = route(
+  "viewer",
+  async (request) => Response.json(await getLimiterReport(parseQuery(request, limiterQuerySchema))),
+  "GET /api/limiter",
+);

@@ -1,0 +1,295 @@
+/**
+ * `npm run bench:overhead` (`npx tsx bench/overhead.ts`): what the policy wrapper costs per job.
+ *
+ * No-op jobs per second through the full policy, as `workers/main.ts` wires it — a BullMQ
+ * Worker whose processor is `queueProcessor` → `runJob` (the attempt started and fenced on the
+ * Job row with the budget this worker resolves, soft and hard timers, heartbeat, the watchdog
+ * thread fed, the row finalized `completed` with its timeline event) and a processor that does
+ * nothing — against a bare BullMQ Worker whose processor does nothing. Same process, same Redis,
+ * same worker options (concurrency `BOUNDED_WORKER_CONCURRENCY`, lock duration), same enqueue
+ * options as `enqueueJob`; rounds alternate (bare, policy) and the median of each is kept.
+ *
+ * Then, to say where the time goes, the same database writes alone (`startAttempt` +
+ * `finalizeJob`, same concurrency, no queue) with their PostgreSQL round trips counted.
+ *
+ * Runs in a database of its own (`bounded_bench_overhead`, created with the project's migrations,
+ * dropped at the end) and a Redis prefix of its own (removed at the end). Ends with one line:
+ * `RESULT bench=overhead concurrency=… bare_jobs_per_s=… policy_jobs_per_s=… ratio=… …`.
+ */
+import { randomBytes, randomUUID } from "node:crypto";
+import os from "node:os";
+import { performance } from "node:perf_hooks";
+import pg from "pg";
+// Relative imports: tsx maps "@/…" only from the repository root; these work from anywhere.
+import { parseEnv } from "../lib/env";
+import { databaseName, maintenanceUrl, migrate, quoteIdent } from "../scripts/db/migrate";
+
+/** Jobs per timed round, per variant. */
+const JOBS = 3_000;
+/** Untimed jobs per variant first: JIT, connection pools, prepared statements, scripts loaded. */
+const WARMUP_JOBS = 300;
+const ROUNDS = 3;
+/** Rows for the database-only pass. */
+const DB_ONLY_JOBS = 2_000;
+
+// The bench database sits beside the configured one (same server and user).
+const baseUrl = parseEnv(process.env).DATABASE_URL;
+const benchUrl = (() => {
+  const url = new URL(baseUrl);
+  url.pathname = "/bounded_bench_overhead";
+  return url.toString();
+})();
+const benchName = databaseName(benchUrl);
+const prefix = `bounded-bench-overhead-${process.pid}`;
+
+async function dropBenchDatabase(): Promise<void> {
+  const admin = new pg.Client({ connectionString: maintenanceUrl(benchUrl) });
+  await admin.connect();
+  try {
+    await admin.query(`DROP DATABASE IF EXISTS ${quoteIdent(benchName)} WITH (FORCE)`);
+  } finally {
+    await admin.end();
+  }
+}
+
+/** startAttempt's writes in one statement: the attempt, status and budget (an operator's kept), and the "started" event. */
+const START_IN_ONE_STATEMENT = `
+  WITH started AS (
+    UPDATE "Job" SET attempt = attempt + 1, status = 'running', message = NULL, "heartbeatAt" = $2, "attemptStartedAt" = $2,
+      "startedAt" = coalesce("startedAt", $2), "updatedAt" = $2,
+      "budgetSoftMs" = CASE WHEN "budgetSource" LIKE 'operator:%' THEN "budgetSoftMs" ELSE $3 END,
+      "budgetHardMs" = CASE WHEN "budgetSource" LIKE 'operator:%' THEN "budgetHardMs" ELSE $4 END,
+      "budgetSource" = CASE WHEN "budgetSource" LIKE 'operator:%' THEN "budgetSource" ELSE $5 END
+    WHERE id = $1::uuid AND status::text <> ALL($6::text[])
+    RETURNING id, attempt, cursor, kind, queue, "tenantId", "parentId", total, processed, failed, params, "budgetSoftMs", "budgetHardMs", "budgetSource", "slotMsUsed"
+  ), event AS (
+    INSERT INTO "JobEvent" ("jobId", at, type, attempt, message)
+    SELECT id, $2, 'started', attempt, 'Attempt ' || attempt || ' started (budget ' || round("budgetSoftMs" / 1000.0) || ' s soft, ' || round("budgetHardMs" / 1000.0) || ' s hard, ' || "budgetSource" || ')'
+    FROM started
+  )
+  SELECT * FROM started`;
+
+/** finalizeJob's writes in one statement: the terminal status, message and event. */
+const FINISH_IN_ONE_STATEMENT = `
+  WITH done AS (
+    UPDATE "Job" SET status = (CASE WHEN failed > 0 THEN 'completed_with_errors' ELSE 'completed' END)::"JobStatus", message = $3,
+      "finishedAt" = now() AT TIME ZONE 'UTC', "heartbeatAt" = now() AT TIME ZONE 'UTC', "updatedAt" = now() AT TIME ZONE 'UTC'
+    WHERE id = $1::uuid AND attempt = $2 AND status = 'running'
+    RETURNING id, status, attempt
+  )
+  INSERT INTO "JobEvent" ("jobId", type, attempt, message, at) SELECT id, status::text, attempt, $3, now() AT TIME ZONE 'UTC' FROM done`;
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+/** Jobs per second, and this process's CPU time per job (all threads; load-independent, unlike the rate). */
+interface Measured {
+  rate: number;
+  cpuMsPerJob: number;
+}
+
+async function main(): Promise<void> {
+  await dropBenchDatabase();
+  await migrate(benchUrl);
+  // A benchmark's own environment: set before the modules that read it load.
+  Object.assign(process.env, { DATABASE_URL: benchUrl, BOUNDED_REDIS_PREFIX: prefix, BOUNDED_TIME_SCALE: "1", LOG_LEVEL: "silent" });
+  const { Worker } = await import("bullmq");
+  const { env } = await import("../lib/env");
+  const { db, closeDb } = await import("../lib/db/client");
+  const { createRedis, closeRedis, redis } = await import("../lib/redis/client");
+  const { queue, closeQueues } = await import("../lib/queues/queues");
+  const { logger } = await import("../lib/log");
+  const { scaled } = await import("../lib/time");
+  const { resolveBudget } = await import("../lib/budgets/budgets");
+  const { startAttempt, finalizeJob } = await import("../lib/jobs/run");
+  const { TERMINAL_STATUSES } = await import("../lib/jobs/statuses");
+  const { ensureTenant } = await import("../lib/tenants/ensure-tenant");
+  const { queueProcessor } = await import("../workers/queue-processor");
+  const { startWatchdog } = await import("../workers/watchdog");
+  type Processor = import("../workers/runtime").Processor;
+
+  const e = env();
+  const concurrency = e.BOUNDED_WORKER_CONCURRENCY;
+  // As workers/main.ts sets them.
+  const lockDuration = Math.max(scaled(30_000), 5_000);
+  const workerOptions = { prefix, concurrency, lockDuration, stalledInterval: lockDuration, autorun: false } as const;
+  // As enqueueJob adds them.
+  const jobOptions = { attempts: 1, removeOnComplete: { age: 24 * 3600, count: 10_000 }, removeOnFail: { age: 7 * 24 * 3600, count: 10_000 } };
+
+  const log = logger("bench");
+  const shutdown = new AbortController();
+  const watchdog = startWatchdog();
+  const tenantId = await ensureTenant("bench-overhead");
+  const noop: Processor = async () => undefined;
+
+  /** Job rows as a producer leaves them: queued, with no budget resolved yet. */
+  const createRows = async (n: number): Promise<string[]> => {
+    const ids = Array.from({ length: n }, () => randomUUID());
+    for (let i = 0; i < n; i += 1_000) {
+      await db().job.createMany({
+        data: ids.slice(i, i + 1_000).map((id) => ({
+          id,
+          kind: "csv_import",
+          queue: "imports",
+          tenantId,
+          total: 0,
+          budgetSoftMs: 0,
+          budgetHardMs: 0,
+          budgetSource: "pending",
+          progressToken: randomBytes(16).toString("hex"),
+        })),
+      });
+    }
+    return ids;
+  };
+
+  /** Enqueues `ids`, then times one worker from start until every one of them has finished. */
+  const drain = async (variant: "bare" | "policy", ids: string[]): Promise<Measured> => {
+    const queueName = variant === "policy" ? "imports" : "bench-bare";
+    const q = variant === "policy" ? queue("imports") : new (await import("bullmq")).Queue(queueName, { connection: redis(), prefix });
+    for (let i = 0; i < ids.length; i += 1_000) {
+      await q.addBulk(ids.slice(i, i + 1_000).map((jobId) => ({ name: "csv_import", data: { jobId }, opts: { ...jobOptions, jobId } })));
+    }
+    const connection = createRedis("worker");
+    const processor =
+      variant === "policy"
+        ? queueProcessor("imports", { processors: { csv_import: noop }, shutdown: shutdown.signal, log, watch: watchdog })
+        : async () => undefined;
+    const worker = new Worker(queueName, processor, { connection, ...workerOptions });
+    let completed = 0;
+    const failures: string[] = [];
+    const done = new Promise<void>((resolve) => {
+      const settle = () => {
+        if (completed + failures.length === ids.length) resolve();
+      };
+      worker.on("completed", () => {
+        completed++;
+        settle();
+      });
+      worker.on("failed", (_job, err) => {
+        failures.push(err.message);
+        settle();
+      });
+    });
+    worker.on("error", (err) => console.error(`${variant} worker error: ${err.message}`));
+    await worker.waitUntilReady();
+    const t0 = performance.now();
+    const cpu0 = process.cpuUsage();
+    void worker.run();
+    await done;
+    const seconds = (performance.now() - t0) / 1000;
+    const cpu = process.cpuUsage(cpu0);
+    await worker.close();
+    await connection.quit();
+    if (variant === "bare") await q.close();
+    if (failures.length) throw new Error(`${variant}: ${failures.length} of ${ids.length} jobs failed, e.g. ${failures[0]}`);
+    return { rate: ids.length / seconds, cpuMsPerJob: (cpu.user + cpu.system) / 1000 / ids.length };
+  };
+
+  const bareIds = (n: number) => Array.from({ length: n }, () => randomUUID());
+
+  // Warm-up, untimed.
+  await drain("bare", bareIds(WARMUP_JOBS));
+  await drain("policy", await createRows(WARMUP_JOBS));
+
+  const rates: Record<"bare" | "policy", Measured[]> = { bare: [], policy: [] };
+  const policyIds: string[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    rates.bare.push(await drain("bare", bareIds(JOBS)));
+    const ids = await createRows(JOBS);
+    policyIds.push(...ids);
+    rates.policy.push(await drain("policy", ids));
+  }
+  // Every policy job really ran the policy: its row is completed, with its attempt's events.
+  const completedRows = await db().job.count({ where: { id: { in: policyIds }, status: "completed", attempt: 1, budgetSource: { not: "pending" } } });
+  const events = await db().jobEvent.count({ where: { jobId: { in: policyIds } } });
+  if (completedRows !== policyIds.length) throw new Error(`only ${completedRows} of ${policyIds.length} policy rows are completed`);
+
+  /** Runs `job` on every id, `concurrency` at a time, without a queue. */
+  const inSlots = async (ids: string[], job: (id: string) => Promise<void>): Promise<Measured> => {
+    let next = 0;
+    const t0 = performance.now();
+    const cpu0 = process.cpuUsage();
+    await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        while (next < ids.length) await job(ids[next++]!);
+      }),
+    );
+    const cpu = process.cpuUsage(cpu0);
+    return { rate: ids.length / ((performance.now() - t0) / 1000), cpuMsPerJob: (cpu.user + cpu.system) / 1000 / ids.length };
+  };
+
+  // Where the time goes: the policy's database writes alone, same concurrency, round trips counted.
+  const clientProto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+  const realQuery = clientProto.query;
+  let roundTrips = 0;
+  clientProto.query = function (this: unknown, ...args: unknown[]) {
+    roundTrips++;
+    return realQuery.apply(this, args);
+  };
+  const dbOnlyIds = await createRows(DB_ONLY_JOBS);
+  roundTrips = 0;
+  const dbOnly = await inSlots(dbOnlyIds, async (id) => {
+    const run = await startAttempt(id, new Date(), resolveBudget);
+    if (!run) throw new Error(`row ${id} did not start`);
+    await finalizeJob(id, run.attempt, { status: "completed", message: "Processed all 0 rows.", from: ["running"] });
+  });
+  const roundTripsPerJob = roundTrips / dbOnlyIds.length;
+
+  // What-if, not the runtime: the same writes (attempt, status, budget, timeline events, final
+  // status) as one statement to start and one to finish, over plain pg, no interactive transaction.
+  const pool = new pg.Pool({ connectionString: benchUrl, max: concurrency });
+  const budget = resolveBudget("imports", "csv_import");
+  const whatIfIds = await createRows(DB_ONLY_JOBS);
+  roundTrips = 0;
+  const whatIf = await inSlots(whatIfIds, async (id) => {
+    const now = new Date();
+    const started = await pool.query<{ attempt: number }>(START_IN_ONE_STATEMENT, [id, now, budget.softMs, budget.hardMs, budget.source, [...TERMINAL_STATUSES]]);
+    if (!started.rows[0]) throw new Error(`row ${id} did not start`);
+    await pool.query(FINISH_IN_ONE_STATEMENT, [id, started.rows[0].attempt, "Processed all 0 rows."]);
+  });
+  const whatIfRoundTrips = roundTrips / whatIfIds.length;
+  clientProto.query = realQuery;
+  await pool.end();
+
+  // Clean up: the bench's keys, database, threads and connections.
+  await watchdog.stop();
+  await closeQueues();
+  const cleanup = createRedis("producer", { enableOfflineQueue: true });
+  let cursor = "0";
+  do {
+    const [nextCursor, keys] = await cleanup.scan(cursor, "MATCH", `${prefix}:*`, "COUNT", 1_000);
+    if (keys.length) await cleanup.del(...keys);
+    cursor = nextCursor;
+  } while (cursor !== "0");
+  await cleanup.quit();
+  await closeRedis();
+  await closeDb();
+  await dropBenchDatabase();
+
+  const pick = (ms: Measured[]) => ({ rate: median(ms.map((m) => m.rate)), cpuMsPerJob: median(ms.map((m) => m.cpuMsPerJob)) });
+  const bare = pick(rates.bare);
+  const policy = pick(rates.policy);
+  const ratio = policy.rate / bare.rate;
+  const f0 = (n: number) => Math.round(n).toString();
+  const f2 = (n: number) => n.toFixed(2);
+  console.log(`${ROUNDS} rounds × ${JOBS} no-op jobs per variant, concurrency ${concurrency}, one process, one Redis (median of the rounds)`);
+  console.log(`  bare BullMQ worker:    ${f0(bare.rate)} jobs/s (rounds: ${rates.bare.map((m) => f0(m.rate)).join(", ")}), ${f2(bare.cpuMsPerJob)} ms CPU per job`);
+  console.log(`  full policy (runJob):  ${f0(policy.rate)} jobs/s (rounds: ${rates.policy.map((m) => f0(m.rate)).join(", ")}), ${f2(policy.cpuMsPerJob)} ms CPU per job`);
+  console.log(`  ratio policy / bare:   ${f2(ratio)} (target ≥ 0.90); rows completed ${completedRows}, timeline events ${events}`);
+  console.log(`where the time goes (${DB_ONLY_JOBS} jobs each, same concurrency, no queue):`);
+  console.log(`  startAttempt + finalizeJob alone: ${f0(dbOnly.rate)} jobs/s, ${f2(dbOnly.cpuMsPerJob)} ms CPU per job, ${f2(roundTripsPerJob)} PostgreSQL round trips per job`);
+  console.log(`  what-if, the same writes in 2 statements over pg: ${f0(whatIf.rate)} jobs/s, ${f2(whatIf.cpuMsPerJob)} ms CPU per job, ${f2(whatIfRoundTrips)} round trips per job`);
+  console.log(`machine: ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(1)).join(" / ")} (1 / 5 / 15 min)`);
+  console.log(
+    `RESULT bench=overhead jobs=${JOBS} rounds=${ROUNDS} concurrency=${concurrency} bare_jobs_per_s=${f0(bare.rate)} policy_jobs_per_s=${f0(policy.rate)} ratio=${f2(ratio)} target_ratio=0.90 ok=${ratio >= 0.9} bare_cpu_ms_per_job=${f2(bare.cpuMsPerJob)} policy_cpu_ms_per_job=${f2(policy.cpuMsPerJob)} db_only_jobs_per_s=${f0(dbOnly.rate)} db_only_cpu_ms_per_job=${f2(dbOnly.cpuMsPerJob)} pg_round_trips_per_job=${f2(roundTripsPerJob)} whatif_2_statements_jobs_per_s=${f0(whatIf.rate)} whatif_cpu_ms_per_job=${f2(whatIf.cpuMsPerJob)} load1=${os.loadavg()[0]!.toFixed(1)}`,
+  );
+}
+
+main().then(
+  () => process.exit(0),
+  async (err: unknown) => {
+    console.error(err);
+    await dropBenchDatabase().catch(() => undefined);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,168 @@
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { expect, test, type APIRequestContext } from "@playwright/test";
+import { Redis } from "ioredis";
+import { sql } from "./db";
+import { BASE_URL, E2E_ENV } from "./env";
+import { transactionsCsv } from "./csv";
+
+const users = (...args: string[]) => execFileSync(process.execPath, ["--import", "tsx", "scripts/users.ts", ...args], { env: { ...process.env, ...E2E_ENV } }).toString();
+
+/** Server action ids by `file#export`, from the build the system under test serves. */
+function actionId(action: string): string {
+  const manifest = JSON.parse(readFileSync(".next/server/server-reference-manifest.json", "utf8")) as { node: Record<string, { filename: string; exportedName: string }> };
+  const id = Object.entries(manifest.node).find(([, a]) => `${a.filename}#${a.exportedName}` === action)?.[0];
+  expect(id, `${action} is built`).toBeTruthy();
+  return id!;
+}
+
+/**
+ * Posts a server action the way a form with `useActionState` does (previous state, then the form
+ * data), without the page: what anyone can send.
+ */
+function postAction(request: APIRequestContext, page: string, action: string, fields: Record<string, string>, headers: Record<string, string> = {}) {
+  return request.post(page, {
+    headers: { "next-action": actionId(action), origin: BASE_URL, ...headers },
+    multipart: { "0": '[{},"$K1"]', ...Object.fromEntries(Object.entries(fields).map(([k, v]) => [`1_${k}`, v])) },
+    maxRedirects: 0,
+  });
+}
+
+const signIn = (request: APIRequestContext, username: string, password: string, headers: Record<string, string> = {}) =>
+  postAction(request, "/login", "app/login/actions.ts#signIn", { username, password, next: "/" }, headers);
+
+const sessionCookie = (setCookie: string | undefined) => setCookie?.split("\n").find((c) => c.startsWith("bounded_session="));
+
+test("the session cookie is HttpOnly, SameSite=Lax, Path=/, and Secure when the request came over HTTPS", async ({ playwright }) => {
+  const plain = await playwright.request.newContext({ baseURL: BASE_URL });
+  const signedIn = await signIn(plain, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, { "x-forwarded-for": "198.51.100.1" });
+  const cookie = sessionCookie(signedIn.headers()["set-cookie"]);
+  expect(cookie, `a session cookie is set (status ${signedIn.status()})`).toBeTruthy();
+  const attributes = cookie!.split(";").map((a) => a.trim().toLowerCase());
+  expect(attributes).toContain("httponly");
+  expect(attributes).toContain("samesite=lax");
+  expect(attributes).toContain("path=/");
+  // Plain HTTP (this test server): a Secure cookie would never be sent back.
+  expect(attributes).not.toContain("secure");
+  await plain.dispose();
+
+  const behindTls = await playwright.request.newContext({ baseURL: BASE_URL });
+  const secure = await signIn(behindTls, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, { "x-forwarded-for": "198.51.100.1", "x-forwarded-proto": "https" });
+  const secureCookie = sessionCookie(secure.headers()["set-cookie"]);
+  expect(secureCookie).toBeTruthy();
+  expect(secureCookie!.split(";").map((a) => a.trim().toLowerCase())).toEqual(expect.arrayContaining(["secure", "httponly", "samesite=lax", "path=/"]));
+  await behindTls.dispose();
+});
+
+test("server actions refuse a foreign Origin, even with an operator's session, and change nothing", async ({ playwright, request }) => {
+  // A job an operator may retry: an import, then marked failed.
+  const created = await request.post("/api/imports?tenant=e2e-sec-origin", { data: Buffer.from(transactionsCsv(1).csv), headers: { "content-type": "text/csv" } });
+  expect(created.status()).toBe(201);
+  const { jobId } = await created.json();
+  await expect.poll(async () => (await sql<{ status: string }>(`select status from "Job" where id = $1`, [jobId]))[0]!.status, { timeout: 30_000 }).toBe("completed");
+  await sql(`update "Job" set status = 'failed', message = 'failed on purpose' where id = $1`, [jobId]);
+
+  const operator = await playwright.request.newContext({ baseURL: BASE_URL });
+  const signedIn = await signIn(operator, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, { "x-forwarded-for": "198.51.100.2" });
+  const cookie = sessionCookie(signedIn.headers()["set-cookie"])!.split(";")[0]!;
+  const state = async () => {
+    const [row] = await sql<{ status: string; attempt: number; audited: string }>(
+      `select status, attempt, (select count(*) from "AuditEntry" where target = $1) audited from "Job" where id = $1::uuid`,
+      [jobId],
+    );
+    return { status: row!.status, attempt: row!.attempt, audited: Number(row!.audited) };
+  };
+  const before = await state();
+  expect(before).toMatchObject({ status: "failed", audited: 0 });
+
+  const retry = (origin: string) =>
+    postAction(operator, `/jobs/${jobId}`, "app/(ops)/jobs/[id]/actions.ts#retryJobAction", { jobId, budgetSoftS: "" }, { origin, cookie });
+
+  // The call a page on another site would make with the operator's cookie (were it sent).
+  const foreign = await retry("https://evil.example");
+  expect(foreign.ok(), `refused (status ${foreign.status()})`).toBe(false);
+  expect(await foreign.text()).not.toContain("Queued again");
+  // The same as a plain HTML form post (no Next-Action header, the action id in the form).
+  const formPost = await operator.post(`/jobs/${jobId}`, {
+    headers: { origin: "https://evil.example", cookie },
+    multipart: { [`$ACTION_ID_${actionId("app/(ops)/jobs/[id]/actions.ts#retryJobAction")}`]: "", jobId, budgetSoftS: "" },
+    maxRedirects: 0,
+  });
+  expect(formPost.status()).not.toBe(303);
+  // A forged Host must match the forged Origin; a browser cannot send either.
+  expect(await state(), "nothing changed, not even an audit entry").toEqual(before);
+
+  // The same call from the app's own origin does retry: the refusal above was the Origin's.
+  const own = await retry(BASE_URL);
+  expect(own.status()).toBe(200);
+  await expect.poll(state).toMatchObject({ attempt: before.attempt + 1, audited: 1 });
+  await operator.dispose();
+});
+
+test("progress tokens are 128-bit random hex and public progress URLs and answers carry no job id", async ({ request }) => {
+  const upload = () => request.post("/api/imports?tenant=e2e-sec-tokens", { data: Buffer.from(transactionsCsv(2).csv), headers: { "content-type": "text/csv" } });
+  const first = await upload();
+  const second = await upload();
+  const a = await first.json();
+  const b = await second.json();
+  for (const [response, created] of [[first, a], [second, b]] as const) {
+    expect(created.progressToken).toMatch(/^[0-9a-f]{32}$/);
+    expect(created.progressUrl).toBe(`/progress/${created.progressToken}`);
+    expect(response.headers().location).toBe(created.progressUrl);
+    // Job ids are random UUIDs too (v4), never a counter.
+    expect(created.jobId).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  }
+  expect(a.progressToken).not.toBe(b.progressToken);
+  expect(a.jobId).not.toBe(b.jobId);
+
+  for (const created of [a, b]) {
+    const api = await request.get(`/api/progress/${created.progressToken}`);
+    expect(api.status()).toBe(200);
+    const text = await api.text();
+    expect(text).not.toContain(created.jobId);
+    expect(text).not.toContain(created.jobId.replaceAll("-", ""));
+    const page = await request.get(created.progressUrl);
+    expect(page.status()).toBe(200);
+    const html = await page.text();
+    expect(html).toContain(created.progressToken);
+    expect(html, "the progress page does not reveal the job id").not.toContain(created.jobId);
+  }
+});
+
+test("sign-in is rate-limited per user whatever the address, and per address whatever the user", async ({ request }) => {
+  users("add", "sec-throttle", "--role", "viewer", "--password", "sec-throttle-password");
+  const refusal = async (r: Awaited<ReturnType<typeof signIn>>) => {
+    expect(r.status()).toBeLessThan(500);
+    return r.text();
+  };
+  // Ten wrong passwords, each from another address: the per-user limit does not care.
+  for (let i = 0; i < 10; i++) {
+    expect(await refusal(await signIn(request, "sec-throttle", `wrong-${i}`, { "x-forwarded-for": `203.0.113.${i + 1}` }))).toContain("Wrong username or password.");
+  }
+  const blocked = await signIn(request, "sec-throttle", "sec-throttle-password", { "x-forwarded-for": "203.0.113.99" });
+  expect(await refusal(blocked)).toContain("Too many failed sign-ins. Try again in 15 min.");
+  expect(sessionCookie(blocked.headers()["set-cookie"]), "no session for the right password while throttled").toBeUndefined();
+
+  // The window is 15 minutes (not scaled); when it has passed, the right password works again.
+  const redis = new Redis(E2E_ENV.REDIS_URL);
+  try {
+    const key = `${E2E_ENV.BOUNDED_REDIS_PREFIX}:login-failures:user:sec-throttle`;
+    const ttl = await redis.ttl(key);
+    expect(ttl).toBeGreaterThan(800);
+    expect(ttl).toBeLessThanOrEqual(900);
+    await redis.del(key);
+  } finally {
+    redis.disconnect();
+  }
+  const after = await signIn(request, "sec-throttle", "sec-throttle-password", { "x-forwarded-for": "203.0.113.100" });
+  expect(sessionCookie(after.headers()["set-cookie"]), "signed in once the window has passed").toBeTruthy();
+
+  // Thirty failures from one address, over many user names: that address is refused, even the
+  // right password of another user; another address is not.
+  for (let i = 0; i < 30; i++) await refusal(await signIn(request, `sec-guess-${i}`, "guess", { "x-forwarded-for": "198.51.100.77" }));
+  const fromGuesser = await signIn(request, "sec-throttle", "sec-throttle-password", { "x-forwarded-for": "198.51.100.77" });
+  expect(await refusal(fromGuesser)).toContain("Too many failed sign-ins");
+  expect(sessionCookie(fromGuesser.headers()["set-cookie"])).toBeUndefined();
+  const elsewhere = await signIn(request, "sec-throttle", "sec-throttle-password", { "x-forwarded-for": "198.51.100.78" });
+  expect(sessionCookie(elsewhere.headers()["set-cookie"])).toBeTruthy();
+});

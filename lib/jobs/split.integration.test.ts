@@ -1,0 +1,194 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Principal } from "@/lib/auth/roles";
+import { startImportHarness } from "@/test/helpers/import-harness";
+
+// Split against the real database, the real queue and the runtime with the model simulator.
+const operator: Principal = { userId: "00000000-0000-0000-0000-000000000001", username: "oncall", role: "operator", via: "session" };
+let h: Awaited<ReturnType<typeof startImportHarness>>;
+let split: typeof import("./split");
+let retry: typeof import("./retry");
+let queries: typeof import("./queries");
+let stuck: typeof import("./stuck");
+let errors: typeof import("./errors");
+
+beforeAll(async () => {
+  h = await startImportHarness();
+  split = await import("./split");
+  retry = await import("./retry");
+  queries = await import("./queries");
+  stuck = await import("./stuck");
+  errors = await import("./errors");
+});
+afterAll(() => h.close());
+
+const db = () => h.m.db.db();
+
+/** An import that ran until `stopAt` rows were done, then timed out. */
+async function timedOut(rows: number, stopAt: number): Promise<string> {
+  const jobId = await h.importOf(rows, "split");
+  const stop = new AbortController();
+  const watching = setInterval(async () => {
+    const { cursor } = await db().job.findUniqueOrThrow({ where: { id: jobId }, select: { cursor: true } });
+    if (cursor >= stopAt) stop.abort(new errors.WorkerShutdown("stop"));
+  }, 5);
+  await h.run(jobId, stop.signal);
+  clearInterval(watching);
+  await db().job.update({ where: { id: jobId }, data: { status: "timed_out", message: "Timed out" } });
+  return jobId;
+}
+
+/** Runs the parts as workers would (the test's queue has no worker), in the given order. */
+async function runParts(ids: string[]) {
+  for (const id of ids) {
+    await h.m.queues.queue("imports").remove(id);
+    await h.run(id);
+  }
+}
+
+// A window of its own, far from every other test's calls: 100 calls of 900 ms recorded at the
+// test time scale (0.001) are 900 s each in production time, one call per row.
+// Each run picks its own week between 1990 and 2009, so runs on one database never see each other's calls.
+const WINDOW_NOW = new Date(Date.UTC(1990, 0, 10) + Math.floor(Math.random() * 7000) * 86_400_000);
+async function recordCalls(kind: string, calls: number, durationMs: number, items: number) {
+  const at = new Date(WINDOW_NOW.getTime() - 2 * 86_400_000);
+  const job = await h.m.jobs.makeJob(h.m.tenants.uniqueTenantSlug("split-p99"), { kind: kind as "csv_import", softMs: 1000, hardMs: 2000 });
+  await db().job.update({ where: { id: job.id }, data: { createdAt: at, processed: items, status: "completed" } });
+  await db().modelCall.createMany({
+    data: Array.from({ length: calls }, () => ({ queue: "imports", jobKind: kind, jobId: job.id, model: "sim", startedAt: at, durationMs, outcome: "ok" as const })),
+  });
+}
+
+describe("planSplit", () => {
+  it("sizes the parts from the measured per-item p99 and the soft budget × 0.7, and shows the arithmetic", async () => {
+    await recordCalls("csv_import", 100, 900, 100);
+    const jobId = await h.importOf(1432, "split-plan");
+    await db().job.update({ where: { id: jobId }, data: { status: "timed_out" } });
+
+    const r = await split.planSplit(jobId, {}, WINDOW_NOW);
+    expect(r.type).toBe("plan");
+    if (r.type !== "plan") return;
+    const p = r.plan;
+    // 1,432 rows × 900 s = 1,288,800 s; the harness budget is 600,000 s × 0.7 = 420,000 s → 3.07 → 4 parts.
+    expect(p).toMatchObject({ remaining: 1432, perItemP99Ms: 900_000, p99Source: "measured", softMs: 600_000_000, suggestedParts: 4, parts: 4 });
+    expect(p.partSizes).toEqual([358, 358, 358, 358]);
+    expect(p.ranges).toEqual([
+      { from: 0, to: 358 },
+      { from: 358, to: 716 },
+      { from: 716, to: 1074 },
+      { from: 1074, to: 1432 },
+    ]);
+    expect(p.arithmetic).toBe("1,432 rows × 15 min p99 ≈ 358 h; budget 166 h 40 min × 0.7 → 4 parts of ~358 rows");
+    expect(p.p99Basis).toContain("measured from 100 calls");
+
+    // The operator's k, with the suggestion kept beside it.
+    const chosen = await split.planSplit(jobId, { parts: 10 }, WINDOW_NOW);
+    expect(chosen.type === "plan" && chosen.plan.arithmetic).toBe("1,432 rows × 15 min p99 ≈ 358 h; budget 166 h 40 min × 0.7 → 4 parts suggested; you chose 10 parts of ~144 rows");
+    expect(chosen.type === "plan" && chosen.plan.partSizes.reduce((a, b) => a + b)).toBe(1432);
+  });
+
+  it("uses the kind's stated default when too few calls were recorded", async () => {
+    const jobId = await h.importOf(10, "split-plan");
+    await db().job.update({ where: { id: jobId }, data: { status: "failed", cursor: 4, processed: 4 } });
+    const r = await split.planSplit(jobId, {}, new Date("1999-01-01T00:00:00Z"));
+    expect(r).toMatchObject({ type: "plan", plan: { p99Source: "default", perItemP99Ms: 35_000, remaining: 6, done: 4, parts: 2, ranges: [{ from: 4, to: 7 }, { from: 7, to: 10 }] } });
+    expect(r.type === "plan" && r.plan.p99Basis).toMatch(/^default \(one model call per row; 35 s is the production p99 of a model call\): fewer than 50 calls/);
+  });
+
+  it("refuses what cannot be split, with the reason", async () => {
+    const jobId = await h.importOf(3, "split-plan");
+    for (const status of ["queued", "running", "completed"] as const) {
+      await db().job.update({ where: { id: jobId }, data: { status } });
+      expect(await split.planSplit(jobId)).toMatchObject({ type: "not_splittable", status });
+    }
+    await db().job.update({ where: { id: jobId }, data: { status: "timed_out", cursor: 2 } });
+    expect(await split.planSplit(jobId)).toMatchObject({ type: "not_splittable", message: "Only 1 row left: retry it instead." });
+    await db().job.update({ where: { id: jobId }, data: { kind: "agent_run" } });
+    expect(await split.planSplit(jobId)).toMatchObject({ type: "not_splittable", message: expect.stringContaining("cannot be split") });
+    expect(await split.planSplit("nope")).toEqual({ type: "not_found" });
+  });
+});
+
+describe("splitJob", () => {
+  it("divides the remaining rows into parts that complete; the job ends completed with every row written once and its progress page at 100 %", async () => {
+    const jobId = await timedOut(60, 20);
+    const before = await db().job.findUniqueOrThrow({ where: { id: jobId } });
+
+    const r = await split.splitJob(jobId, operator, { parts: 3 });
+    expect(r.type).toBe("split");
+    if (r.type !== "split") return;
+    expect(r.children).toHaveLength(3);
+    const parts = await db().job.findMany({ where: { parentId: jobId }, orderBy: { createdAt: "asc" } });
+    expect(parts.map((p) => p.total).reduce((a, b) => a! + b!, 0)).toBe(60 - before.cursor);
+    expect(new Set(parts.map((p) => p.progressToken)).size).toBe(3);
+    expect(parts.every((p) => p.status === "queued" && p.tenantId === before.tenantId)).toBe(true);
+    const parent = await db().job.findUniqueOrThrow({ where: { id: jobId } });
+    expect(parent).toMatchObject({ status: "running", attempt: before.attempt + 1 });
+
+    // Parts in any order; the job follows their counts and ends with the last one.
+    await runParts([r.children[2]!.jobId, r.children[0]!.jobId]);
+    const midway = await db().job.findUniqueOrThrow({ where: { id: jobId } });
+    expect(midway.status).toBe("running");
+    expect(midway.message).toMatch(/^Split into 3 parts: 2 completed, 1 still running or queued\.$/);
+    await runParts([r.children[1]!.jobId]);
+
+    const after = await db().job.findUniqueOrThrow({ where: { id: jobId } });
+    expect(after).toMatchObject({ status: "completed", processed: 60, failed: 0 });
+    expect(after.message).toBe("Finished in 3 parts: 60 of 60 rows done.");
+    const rows = await db().$queryRaw<{ n: number; distinct: number; min: number; max: number }[]>`
+      SELECT count(*)::int AS n, count(DISTINCT row)::int AS distinct, min(row) AS min, max(row) AS max
+      FROM "Transaction" WHERE "jobId" = ${jobId}::uuid OR "jobId" IN (SELECT id FROM "Job" WHERE "parentId" = ${jobId}::uuid)`;
+    expect(rows[0]).toEqual({ n: 60, distinct: 60, min: 2, max: 61 });
+
+    const progress = await queries.getProgress(parent.progressToken);
+    expect(progress).toMatchObject({ status: "completed", total: 60, processed: 60, failed: 0 });
+    expect(progress?.children?.map((c) => c.status)).toEqual(["completed", "completed", "completed"]);
+  });
+
+  it("twenty concurrent splits of one job make one set of parts", async () => {
+    const jobId = await timedOut(12, 2);
+    const results = await Promise.all(Array.from({ length: 20 }, () => split.splitJob(jobId, operator, { parts: 2 })));
+    expect(results.filter((r) => r.type === "split")).toHaveLength(1);
+    expect(await db().job.count({ where: { parentId: jobId } })).toBe(2);
+    for (const c of await db().job.findMany({ where: { parentId: jobId }, select: { id: true } })) await h.m.queues.queue("imports").remove(c.id);
+  });
+
+  it("a part that fails never leaves the job waiting: it ends with the worst part's status, and reopens when that part is retried", async () => {
+    const jobId = await timedOut(9, 3);
+    const r = await split.splitJob(jobId, operator, { parts: 2 });
+    if (r.type !== "split") throw new Error(r.type);
+    const [first, second] = r.children;
+    await runParts([first!.jobId]);
+    // The second part times out, as a part whose budget ran out would.
+    await db().job.update({ where: { id: second!.jobId }, data: { status: "running", attempt: 1 } });
+    const h2 = await import("./run");
+    await h2.finalizeJob(second!.jobId, 1, { status: "timed_out", message: "Timed out after 0 of 3 rows" });
+    const ended = await db().job.findUniqueOrThrow({ where: { id: jobId } });
+    expect(ended.status).toBe("timed_out");
+    expect(ended.message).toBe("1 of 2 parts timed out (1 completed); 6 of 9 rows done. Retry those parts from the job page.");
+    // The job itself is not retried or split again: its parts are.
+    expect(await retry.retryJob(jobId, operator)).toMatchObject({ type: "not_retryable" });
+    expect(await split.planSplit(jobId)).toMatchObject({ type: "not_splittable" });
+
+    expect(await retry.retryJob(second!.jobId, operator)).toMatchObject({ type: "retried" });
+    expect((await db().job.findUniqueOrThrow({ where: { id: jobId } })).status).toBe("running");
+    await runParts([second!.jobId]);
+    expect(await db().job.findUniqueOrThrow({ where: { id: jobId } })).toMatchObject({ status: "completed", processed: 9 });
+  });
+
+  it("the reaper leaves a split job to its parts, and settles one whose parts all ended without settling it", async () => {
+    const jobId = await timedOut(6, 1);
+    const r = await split.splitJob(jobId, operator, { parts: 2 });
+    if (r.type !== "split") throw new Error(r.type);
+    // Long silent, far past any hard limit: a row of its own would be reaped.
+    await db().job.update({ where: { id: jobId }, data: { heartbeatAt: new Date(Date.now() - 86_400_000), budgetHardMs: 1 } });
+    await stuck.reapStuckJobs();
+    expect((await db().job.findUniqueOrThrow({ where: { id: jobId } })).status).toBe("running");
+    expect((await stuck.listStuckJobs()).map((j) => j.id)).not.toContain(jobId);
+
+    // Parts that ended behind its back (settling interrupted): the next pass settles it.
+    await db().job.updateMany({ where: { parentId: jobId }, data: { status: "completed" } });
+    for (const c of r.children) await h.m.queues.queue("imports").remove(c.jobId);
+    await stuck.reapStuckJobs();
+    expect((await db().job.findUniqueOrThrow({ where: { id: jobId } })).status).toBe("completed");
+  });
+});

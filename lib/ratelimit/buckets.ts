@@ -1,0 +1,104 @@
+import { env } from "@/lib/env";
+import { scaled } from "@/lib/time";
+
+/**
+ * The marketplace's per-tenant rate limits, one token bucket per endpoint family, in production
+ * units. The limiter (Redis) and the marketplace simulator (in memory) both read these objects:
+ * one source of truth, so the limiter and the service it protects never disagree.
+ */
+export interface BucketSpec {
+  /** Tokens a full bucket holds: the burst allowed after an idle period. */
+  capacity: number;
+  /** Tokens added per window, continuously (not all at once at the window's end). */
+  refillPerWindow: number;
+  /** Production milliseconds; scaled by `BOUNDED_TIME_SCALE` where used. */
+  windowMs: number;
+  /** Why these numbers. */
+  why: string;
+}
+
+export const BUCKETS = {
+  statistics: {
+    capacity: 1,
+    refillPerWindow: 1,
+    windowMs: 60_000,
+    why: "the marketplace's statistics reports allow one request per minute per seller; a caller that loses the race for a token waits up to two windows (~125 s with margin)",
+  },
+  orders: {
+    capacity: 10,
+    refillPerWindow: 10,
+    windowMs: 60_000,
+    why: "the orders API allows 10 requests per minute per seller, and a burst of 10 after a quiet minute",
+  },
+  ads: {
+    capacity: 5,
+    refillPerWindow: 5,
+    windowMs: 10_000,
+    why: "the advertising API allows 5 requests per 10 s per seller (one every 2 s on average)",
+  },
+} as const satisfies Record<string, BucketSpec>;
+
+export type Family = keyof typeof BUCKETS;
+export const FAMILIES = Object.keys(BUCKETS) as Family[];
+
+export function isFamily(value: string): value is Family {
+  return Object.hasOwn(BUCKETS, value);
+}
+
+/** A tenant slug as it may appear in a scope: no `:`, no hash-tag braces, no whitespace. */
+const TENANT = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/;
+
+/** The rate-limit scope of one tenant's calls to one endpoint family: `"statistics:acme"`. */
+export function scopeOf(family: Family, tenantSlug: string): string {
+  if (!TENANT.test(tenantSlug)) throw new RangeError(`not a tenant slug usable in a rate-limit scope: ${JSON.stringify(tenantSlug)}`);
+  return `${family}:${tenantSlug}`;
+}
+
+export interface ParsedScope {
+  family: Family;
+  tenant: string;
+  spec: BucketSpec;
+}
+
+/** The family, tenant and bucket spec of a scope, or null when it is not `family:tenant` with a known family. */
+export function parseScope(scope: string): ParsedScope | null {
+  const at = scope.indexOf(":");
+  if (at < 0) return null;
+  const family = scope.slice(0, at);
+  const tenant = scope.slice(at + 1);
+  if (!isFamily(family) || !TENANT.test(tenant)) return null;
+  return { family, tenant, spec: BUCKETS[family] };
+}
+
+/** A bucket in this process's time: what the limiter's Lua script and the simulator compute with. */
+export interface BucketRate {
+  capacity: number;
+  /** Tokens per real millisecond. */
+  refillPerMs: number;
+  /** Real milliseconds between two tokens. */
+  tokenIntervalMs: number;
+}
+
+/**
+ * The spec in real milliseconds: `windowMs` scaled by `timeScale`, then `marginMs` (real ms)
+ * added to each token's interval. The limiter asks for a margin because a granted request
+ * reaches the service a little later, and two requests granted one interval apart may arrive
+ * closer together than that; the service itself uses none.
+ *
+ * @param timeScale - @defaultValue `env().BOUNDED_TIME_SCALE`
+ * @param marginMs - real milliseconds added to each token's interval. @defaultValue 0
+ */
+export function bucketRate(spec: BucketSpec, timeScale: number = env().BOUNDED_TIME_SCALE, marginMs = 0): BucketRate {
+  // At least 1 ms per window, so a tiny time scale never divides by zero.
+  const windowMs = Math.max(1, scaled(spec.windowMs, timeScale));
+  const tokenIntervalMs = windowMs / spec.refillPerWindow + marginMs;
+  return { capacity: spec.capacity, refillPerMs: 1 / tokenIntervalMs, tokenIntervalMs };
+}
+
+/**
+ * Real (time-scaled) milliseconds in production units, for display: `ms / BOUNDED_TIME_SCALE`.
+ * Every wait the limiter returns or throws is in real milliseconds.
+ */
+export function toProductionMs(ms: number, timeScale: number = env().BOUNDED_TIME_SCALE): number {
+  return Math.round(ms / timeScale);
+}

@@ -1,0 +1,44 @@
+import { setTimeout as delay } from "node:timers/promises";
+import { describe, expect, it } from "vitest";
+import { deferralThreshold, runWithRateLimitDeferral } from "./context";
+
+describe("runWithRateLimitDeferral", () => {
+  it("outside a context there is no threshold", () => {
+    expect(deferralThreshold()).toBeUndefined();
+  });
+
+  it("two concurrent jobs never see each other's threshold, across interleaved awaits", async () => {
+    const seen: Record<string, number[]> = { a: [], b: [] };
+    const job = (name: "a" | "b", thresholdMs: number, pauses: number[]) =>
+      runWithRateLimitDeferral(thresholdMs, async () => {
+        for (const pause of pauses) {
+          seen[name]!.push(deferralThreshold()!);
+          await delay(pause);
+          seen[name]!.push(deferralThreshold()!);
+          await Promise.resolve();
+        }
+        return name;
+      });
+    // Pauses chosen so the two chains alternate: a, b, a, b, …
+    const results = await Promise.all([job("a", 100, [5, 1, 7, 2, 3]), job("b", 200, [1, 6, 2, 5, 4])]);
+    expect(results).toEqual(["a", "b"]);
+    expect(new Set(seen.a)).toEqual(new Set([100]));
+    expect(new Set(seen.b)).toEqual(new Set([200]));
+    expect(seen.a).toHaveLength(10);
+    expect(deferralThreshold()).toBeUndefined();
+  });
+
+  it("a nested context applies to its own function only", async () => {
+    await runWithRateLimitDeferral(100, async () => {
+      await runWithRateLimitDeferral(7, async () => {
+        await delay(1);
+        expect(deferralThreshold()).toBe(7);
+      });
+      expect(deferralThreshold()).toBe(100);
+    });
+  });
+
+  it("refuses a threshold that is not a number of ms", () => {
+    expect(() => runWithRateLimitDeferral(Number.NaN, async () => 1)).toThrow(RangeError);
+  });
+});

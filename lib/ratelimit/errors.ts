@@ -1,0 +1,51 @@
+/**
+ * The limiter's two outcomes that are not "go ahead". Both are recognised by `name`, which
+ * survives worker threads and module duplication where `instanceof` may not.
+ */
+
+/**
+ * A control signal, never an item failure: inside a job, the scope's next token is further away
+ * than the job's deferral threshold, so the job should give its worker slot back and come back
+ * in `waitMs`. The processor wrapper turns it into `job.moveToDelayed(now + waitMs)` +
+ * `DelayedError` (no retry attempt spent). `isControlSignal` (lib/jobs/errors.ts) recognises it,
+ * so per-item loops and client retry policies let it through untouched.
+ */
+export class RateLimitDefer extends Error {
+  override name = "RateLimitDefer";
+  constructor(
+    /** Real milliseconds (already time-scaled) until the scope's bucket has the tokens asked for. */
+    readonly waitMs: number,
+    /** The rate-limit scope, `family:tenant`. */
+    readonly scope: string,
+  ) {
+    super(`rate limit ${scope}: next token in ${Math.ceil(waitMs)} ms; rescheduling`);
+  }
+}
+
+/**
+ * Outside a job (an HTTP request) there is no "later": the wait would exceed the caller's cap.
+ * The HTTP layer answers 429 with `Retry-After: retryAfterSeconds`.
+ */
+export class RateLimitCapExceeded extends Error {
+  override name = "RateLimitCapExceeded";
+  /** `waitMs` in whole seconds, rounded up, at least 1 (the `Retry-After` header's unit). */
+  readonly retryAfterSeconds: number;
+  constructor(
+    /** Real milliseconds (already time-scaled) until the scope's bucket has the tokens asked for. */
+    readonly waitMs: number,
+    /** The rate-limit scope, `family:tenant`. */
+    readonly scope: string,
+  ) {
+    const retryAfterSeconds = Math.max(1, Math.ceil(waitMs / 1000));
+    super(`The rate limit for ${scope} is used up; try again in ${retryAfterSeconds} s.`);
+    this.retryAfterSeconds = retryAfterSeconds;
+  }
+}
+
+export function isRateLimitDefer(err: unknown): err is RateLimitDefer {
+  return err instanceof Error && err.name === "RateLimitDefer";
+}
+
+export function isRateLimitCapExceeded(err: unknown): err is RateLimitCapExceeded {
+  return err instanceof Error && err.name === "RateLimitCapExceeded";
+}

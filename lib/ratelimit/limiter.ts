@@ -1,0 +1,302 @@
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Redis } from "ioredis";
+import { env } from "@/lib/env";
+import { describeError } from "@/lib/http/describe";
+import { logger } from "@/lib/log";
+import { key, redis } from "@/lib/redis/client";
+import { scaled, sleep } from "@/lib/time";
+import { BUCKETS, bucketRate, parseScope, type BucketRate, type Family } from "./buckets";
+import { deferralThreshold } from "./context";
+import { RateLimitCapExceeded, RateLimitDefer } from "./errors";
+
+const log = logger("ratelimit");
+
+/** Inside a job, a wait longer than this (production ms) gives the worker slot back. */
+export const DEFER_THRESHOLD_MS = 5_000;
+/**
+ * Outside a job, the longest a caller waits in all (production ms) before `RateLimitCapExceeded`:
+ * two statistics windows with their margins (a caller that loses the race for the next token
+ * waits a second one) and a little more — the longest wait ever seen in production, ~125 s.
+ */
+export const MAX_WAIT_MS = 125_000;
+/**
+ * What `tryAcquire` answers when Redis cannot be asked (production ms): "not now, ask again
+ * shortly". The limiter fails closed: without Redis nobody can know whether a token is left,
+ * and a burst of unchecked calls is what earns the tenant a ban at the marketplace.
+ */
+export const REDIS_ERROR_RETRY_MS = 1_000;
+
+/** `DEFER_THRESHOLD_MS` in real (time-scaled) milliseconds: the threshold to give `runWithRateLimitDeferral`. */
+export function deferThresholdMs(): number {
+  return scaled(DEFER_THRESHOLD_MS);
+}
+
+/**
+ * Production milliseconds added to each token's interval over the marketplace's own limit.
+ * Two requests granted one interval apart reach the service closer together when the first
+ * was delayed on its way and the second was not: a new TLS connection against a pooled one, a
+ * retransmit, a busy event loop — each ~100–300 ms. Costs 0.4 % of the statistics rate, 4 % of
+ * orders and 12 % of ads; one 429 costs more (it is a bug signal, and marketplaces ban sellers
+ * that keep exceeding their limits). Time-scaled like every other duration, so tests and demos
+ * keep the production ratios; there, the marketplace client's own pacing of one scope's
+ * consecutive requests (lib/marketplace/client.ts) covers the delays of a busy machine.
+ */
+export const MARGIN_MS = 250;
+
+/** `MAX_WAIT_MS` in real (time-scaled) milliseconds: the default cap of `acquire` outside a job. */
+export function maxWaitMs(timeScale: number = env().BOUNDED_TIME_SCALE): number {
+  return scaled(MAX_WAIT_MS, timeScale);
+}
+
+export type TryAcquireResult = { acquired: true } | { acquired: false; waitMs: number };
+
+export interface AcquireOptions {
+  /** Tokens to take (1 ≤ cost ≤ the bucket's capacity). @defaultValue 1 */
+  cost?: number;
+  /** Aborts a sleep between attempts; the promise then rejects with `signal.reason`, unchanged. */
+  signal?: AbortSignal;
+  /**
+   * Outside a deferral context: the longest the caller waits in all, in real milliseconds; a
+   * wait that would go beyond throws `RateLimitCapExceeded`. Ignored inside a deferral context.
+   * @defaultValue `maxWaitMs()` (125 s production, time-scaled)
+   */
+  maxWaitMs?: number;
+}
+
+export interface Acquired {
+  /** Real milliseconds slept before the tokens were taken. */
+  waitedMs: number;
+  /** `tryAcquire` calls made (1 when a token was there at once). */
+  attempts: number;
+}
+
+/** What `peekBucket` reads: a bucket's state now, without taking anything. */
+export interface BucketState {
+  scope: string;
+  family: Family;
+  tenant: string;
+  capacity: number;
+  /** Tokens now, fractional. */
+  tokens: number;
+  /** Real milliseconds until a whole token is available; 0 when one is. */
+  nextTokenInMs: number;
+  /** Real milliseconds until the bucket is full again; 0 when it is. */
+  fullInMs: number;
+  /** False when Redis holds no state for the scope (unused for a while: the bucket is full). */
+  active: boolean;
+}
+
+export interface LimiterOptions {
+  /** @defaultValue the process's shared connection, `redis()` */
+  redis?: Redis;
+  /** @defaultValue `env().BOUNDED_TIME_SCALE` */
+  timeScale?: number;
+  /** Real milliseconds added to each token's interval. @defaultValue `MARGIN_MS` (250), time-scaled */
+  marginMs?: number;
+  /** Real milliseconds after which an unanswered Redis call counts as an error. @defaultValue 2000 */
+  redisTimeoutMs?: number;
+}
+
+export interface Limiter {
+  tryAcquire(scope: string, cost?: number): Promise<TryAcquireResult>;
+  acquire(scope: string, options?: AcquireOptions): Promise<Acquired>;
+  peekBucket(scope: string): Promise<BucketState>;
+  /** The scopes that have state in Redis now (recently used buckets), sorted. */
+  listActiveScopes(limit?: number): Promise<string[]>;
+  /** The rate the limiter enforces for a family, in real milliseconds (margin included). */
+  rate(family: Family): BucketRate;
+}
+
+/** The Redis key of a scope's bucket. The `{…}` hash tag keeps one scope in one cluster slot. */
+export function bucketKey(scope: string): string {
+  return key("ratelimit", `{${scope}}`);
+}
+
+let script: { source: string; sha: string } | undefined;
+
+/**
+ * The Lua script, read once, from beside this module. A bundle (Next.js) may not keep the file
+ * there, so the project root (the working directory of every Bounded process) is the fallback.
+ */
+function tokenBucketScript(): { source: string; sha: string } {
+  if (!script) {
+    let source: string;
+    try {
+      source = readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), "token-bucket.lua"), "utf8");
+    } catch {
+      source = readFileSync(path.join(process.cwd(), "lib/ratelimit/token-bucket.lua"), "utf8");
+    }
+    script = { source, sha: createHash("sha1").update(source).digest("hex") };
+  }
+  return script;
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`Redis did not answer within ${ms} ms`)), ms);
+    timer.unref();
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+function specOf(scope: string) {
+  const parsed = parseScope(scope);
+  if (!parsed) throw new RangeError(`not a rate-limit scope (family:tenant with a known family): ${JSON.stringify(scope)}`);
+  return parsed;
+}
+
+/** A limiter on its own Redis connection and time scale (tests, benchmarks); the module functions use a shared one. */
+export function createLimiter(options: LimiterOptions = {}): Limiter {
+  const client = () => options.redis ?? redis();
+  const timeScale = options.timeScale ?? env().BOUNDED_TIME_SCALE;
+  const marginMs = options.marginMs ?? scaled(MARGIN_MS, timeScale);
+  const redisTimeoutMs = options.redisTimeoutMs ?? 2_000;
+  const errorRetryMs = Math.max(1, scaled(REDIS_ERROR_RETRY_MS, timeScale));
+  const rate = (family: Family) => bucketRate(BUCKETS[family], timeScale, marginMs);
+  let failing = false;
+
+  /** The only call site of the token-bucket script: EVALSHA, EVAL when Redis does not know it yet. */
+  async function runScript(scope: string, capacity: number, refillPerMs: number, cost: number): Promise<[number, number, string]> {
+    const { source, sha } = tokenBucketScript();
+    const ttlMs = Math.ceil(capacity / refillPerMs) + 1_000;
+    const args = [bucketKey(scope), capacity, refillPerMs, cost, ttlMs] as const;
+    try {
+      return (await client().evalsha(sha, 1, ...args)) as [number, number, string];
+    } catch (err) {
+      if (!(err instanceof Error) || !err.message.startsWith("NOSCRIPT")) throw err;
+      return (await client().eval(source, 1, ...args)) as [number, number, string];
+    }
+  }
+
+  async function tryAcquire(scope: string, cost = 1): Promise<TryAcquireResult> {
+    const { family, spec } = specOf(scope);
+    if (!Number.isInteger(cost) || cost < 1 || cost > spec.capacity) {
+      throw new RangeError(`cost must be a whole number from 1 to ${spec.capacity} for ${family}, got ${cost}`);
+    }
+    const { capacity, refillPerMs } = rate(family);
+    let reply: [number, number, string];
+    try {
+      reply = await withTimeout(runScript(scope, capacity, refillPerMs, cost), redisTimeoutMs);
+    } catch (err) {
+      // Logged once per outage, not once per call: every waiting job asks again every second.
+      if (!failing) log.error({ scope, error: describeError(err), retryInMs: errorRetryMs }, "rate limiter cannot reach Redis; refusing tokens until it can");
+      failing = true;
+      return { acquired: false, waitMs: errorRetryMs };
+    }
+    if (failing) log.info({ scope }, "rate limiter reached Redis again");
+    failing = false;
+    const [acquired, waitMs] = reply;
+    return acquired === 1 ? { acquired: true } : { acquired: false, waitMs: Math.max(1, Number(waitMs)) };
+  }
+
+  async function acquire(scope: string, acquireOptions: AcquireOptions = {}): Promise<Acquired> {
+    const { cost = 1, signal } = acquireOptions;
+    let waitedMs = 0;
+    for (let attempts = 1; ; attempts++) {
+      signal?.throwIfAborted();
+      const result = await tryAcquire(scope, cost);
+      if (result.acquired) return { waitedMs: Math.round(waitedMs), attempts };
+      waitedMs += await waitForRateLimit(scope, result.waitMs, { waitedMs, signal, maxWaitMs: acquireOptions.maxWaitMs ?? maxWaitMs(timeScale) });
+    }
+  }
+
+  async function peekBucket(scope: string): Promise<BucketState> {
+    const { family, tenant } = specOf(scope);
+    const { capacity, refillPerMs } = rate(family);
+    const [state, time] = await withTimeout(Promise.all([client().hmget(bucketKey(scope), "tokens", "ts"), client().time()]), redisTimeoutMs);
+    const now = Number(time[0]) * 1000 + Number(time[1]) / 1000;
+    const [storedTokens, storedTs] = state;
+    const active = storedTokens != null && storedTs != null;
+    const tokens = active ? Math.min(capacity, Number(storedTokens) + Math.max(0, now - Number(storedTs)) * refillPerMs) : capacity;
+    return {
+      scope,
+      family,
+      tenant,
+      capacity,
+      tokens,
+      nextTokenInMs: tokens >= 1 ? 0 : Math.ceil((1 - tokens) / refillPerMs),
+      fullInMs: Math.ceil((capacity - tokens) / refillPerMs),
+      active,
+    };
+  }
+
+  async function listActiveScopes(limit = 1_000): Promise<string[]> {
+    const prefix = bucketKey("");
+    const pattern = `${prefix.slice(0, -2)}{*}`;
+    const scopes = new Set<string>();
+    let cursor = "0";
+    do {
+      const [next, keys] = await withTimeout(client().scan(cursor, "MATCH", pattern, "COUNT", 500), redisTimeoutMs);
+      cursor = next;
+      for (const k of keys) scopes.add(k.slice(prefix.length - 1, -1));
+    } while (cursor !== "0" && scopes.size < limit);
+    return [...scopes].sort().slice(0, limit);
+  }
+
+  return { tryAcquire, acquire, peekBucket, listActiveScopes, rate };
+}
+
+/**
+ * The waiting policy for a wait of `waitMs` real milliseconds on `scope`, after `waitedMs`
+ * already waited by the same caller: inside a deferral context, throws `RateLimitDefer(waitMs)`
+ * when the total would pass the context's threshold; outside, throws `RateLimitCapExceeded`
+ * when it would pass `maxWaitMs`; otherwise sleeps `waitMs` (abortable) and returns the real
+ * milliseconds slept. Used by `acquire`, and by clients that were told to wait by the service.
+ */
+export async function waitForRateLimit(
+  scope: string,
+  waitMs: number,
+  options: { waitedMs?: number; signal?: AbortSignal; maxWaitMs?: number } = {},
+): Promise<number> {
+  const waitedMs = options.waitedMs ?? 0;
+  const threshold = deferralThreshold();
+  if (threshold !== undefined) {
+    if (waitedMs + waitMs > threshold) throw new RateLimitDefer(waitMs, scope);
+  } else if (waitedMs + waitMs > (options.maxWaitMs ?? maxWaitMs())) {
+    throw new RateLimitCapExceeded(waitMs, scope);
+  }
+  const started = performance.now();
+  await sleep(waitMs, options.signal);
+  return performance.now() - started;
+}
+
+let shared: Limiter | undefined;
+
+/** The process's limiter: the shared Redis connection, the configured time scale. */
+export function limiter(): Limiter {
+  shared ??= createLimiter();
+  return shared;
+}
+
+/**
+ * Takes `cost` tokens from the scope's bucket if it has them; never waits. Otherwise answers how
+ * long until it will, in real (time-scaled) milliseconds. Never rejects for Redis trouble: an
+ * unreachable or slow Redis answers `{ acquired: false, waitMs: REDIS_ERROR_RETRY_MS scaled }`
+ * (fail closed) and is logged once per outage. Rejects with a RangeError only for a call that
+ * is a bug: a malformed scope, or a cost outside 1…capacity.
+ */
+export function tryAcquire(scope: string, cost = 1): Promise<TryAcquireResult> {
+  return limiter().tryAcquire(scope, cost);
+}
+
+/**
+ * `tryAcquire` plus the waiting policy. Inside `runWithRateLimitDeferral`, waits up to the
+ * context's threshold in all (sleeping in between), and throws `RateLimitDefer(waitMs, scope)`
+ * for a longer one — `waitMs` in real milliseconds, what the job should stay delayed. Outside a
+ * deferral context, sleeps up to `maxWaitMs` in all, and throws `RateLimitCapExceeded` beyond.
+ */
+export function acquire(scope: string, options?: AcquireOptions): Promise<Acquired> {
+  return limiter().acquire(scope, options);
+}
+
+/**
+ * A bucket's state now, read-only (HMGET + Redis TIME; the refill is computed here, nothing is
+ * written). Rejects when Redis cannot be asked.
+ */
+export function peekBucket(scope: string): Promise<BucketState> {
+  return limiter().peekBucket(scope);
+}

@@ -1,0 +1,51 @@
+--[[
+  Token bucket: take `cost` tokens from one scope's bucket if it has them.
+
+  The bucket is a hash { tokens, ts }: the tokens it held at `ts` (Redis time, ms, fractional).
+  Refill is continuous: tokens = min(capacity, tokens + elapsed * refillPerMs). A bucket without
+  a hash is full, so idle buckets expire (PEXPIRE) instead of accumulating.
+  Time comes from Redis TIME, never from a client, so every process shares one clock.
+
+    Input:
+      KEYS[1] bucket hash key (one scope; hash-tagged, so one cluster slot)
+
+      ARGV[1] capacity: tokens a full bucket holds (> 0)
+      ARGV[2] refillPerMs: tokens added per millisecond (> 0, fractional)
+      ARGV[3] cost: tokens to take (0 < cost <= capacity)
+      ARGV[4] ttlMs: PEXPIRE of the hash after this call (>= the time a bucket needs to refill)
+
+    Output: { acquired, waitMs, tokens }
+      acquired  1 when `cost` tokens were taken, else 0 (nothing written but the refill)
+      waitMs    0 when acquired, else whole ms (rounded up) until `cost` tokens are available
+      tokens    tokens left after the call, as a string (fractional; for display)
+]]
+local key = KEYS[1]
+local capacity = tonumber(ARGV[1])
+local refillPerMs = tonumber(ARGV[2])
+local cost = tonumber(ARGV[3])
+local ttlMs = tonumber(ARGV[4])
+
+local time = redis.call("TIME")
+local now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
+
+local tokens = capacity
+local state = redis.call("HMGET", key, "tokens", "ts")
+if state[1] and state[2] then
+  local elapsed = math.max(0, now - tonumber(state[2]))
+  tokens = math.min(capacity, tonumber(state[1]) + elapsed * refillPerMs)
+end
+
+local acquired = 0
+local waitMs = 0
+if tokens >= cost then
+  tokens = tokens - cost
+  acquired = 1
+else
+  waitMs = math.ceil((cost - tokens) / refillPerMs)
+end
+
+-- %.3f keeps the microseconds of a 13-digit millisecond time (tostring would keep 14 digits).
+redis.call("HSET", key, "tokens", string.format("%.6f", tokens), "ts", string.format("%.3f", now))
+redis.call("PEXPIRE", key, ttlMs)
+
+return { acquired, waitMs, string.format("%.6f", tokens) }

@@ -1,0 +1,127 @@
+import { z } from "zod";
+import { env } from "@/lib/env";
+import type { Logger } from "@/lib/log";
+import { describeError, snippet } from "@/lib/http/describe";
+import { PROVIDER_DOWNLOAD, PROVIDER_POLL, QA_CHECK, type PhasePolicy } from "@/lib/quota/policy";
+import { scaled, sleep } from "@/lib/time";
+
+/**
+ * The image provider's client. Every wait is bounded by the phase policies of lib/quota/policy.ts
+ * — the very objects the worst case (and so the sweep window) is computed from: a phase makes at
+ * most `attempts` attempts of at most `attemptTimeoutMs` each, with no pause between them that
+ * the worst case does not count. The provider has no cancel.
+ */
+
+/** The provider could not do it (after every attempt, or a refusal): the generation fails. */
+export class ProviderError extends Error {
+  override name = "ProviderError";
+  constructor(
+    message: string,
+    readonly retryable: boolean,
+  ) {
+    super(message);
+  }
+}
+
+/** How often the poll asks for the status, within an attempt (production time). */
+export const POLL_EVERY_MS = 2_000;
+
+const statusSchema = z.object({ id: z.string(), status: z.enum(["running", "succeeded", "failed"]), error: z.string().optional() });
+const submitSchema = z.object({ id: z.string().min(1) });
+const qaSchema = z.object({ verdict: z.enum(["ok", "defect"]) });
+
+export interface ProviderClient {
+  /** Submits (in the first attempt) and polls until the image is ready; returns the provider's id. */
+  render(prompt: string, signal: AbortSignal): Promise<string>;
+  download(id: string, signal: AbortSignal): Promise<Buffer>;
+  qa(id: string, signal: AbortSignal): Promise<"ok" | "defect">;
+}
+
+export interface ProviderOptions {
+  /** @defaultValue `env().IMAGE_PROVIDER_BASE_URL` */
+  baseUrl?: string;
+  /** @defaultValue `env().BOUNDED_TIME_SCALE` */
+  timeScale?: number;
+  log: Logger;
+}
+
+/**
+ * Runs `fn` with up to `phase.attempts` attempts, each under its own timeout; the job's signal
+ * ends everything at once (rejecting with its reason, unchanged). A refusal (4xx) is not retried.
+ */
+export async function withAttempts<T>(name: string, phase: PhasePolicy, signal: AbortSignal, timeScale: number, log: Logger, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  let last: unknown;
+  for (let attempt = 1; attempt <= phase.attempts; attempt++) {
+    signal.throwIfAborted();
+    const timeout = AbortSignal.timeout(Math.max(1, scaled(phase.attemptTimeoutMs, timeScale)));
+    try {
+      return await fn(AbortSignal.any([signal, timeout]));
+    } catch (err) {
+      if (signal.aborted) throw signal.reason;
+      if (err instanceof ProviderError && !err.retryable) throw err;
+      last = timeout.aborted ? new ProviderError(`${name} attempt ${attempt} timed out after ${phase.attemptTimeoutMs / 1000} s`, true) : err;
+      log.warn({ phase: name, attempt, of: phase.attempts, error: describeError(last) }, `image provider ${name} attempt failed`);
+    }
+  }
+  throw new ProviderError(`the image provider's ${name} failed ${phase.attempts} times (last: ${describeError(last)})`, true);
+}
+
+export function createProviderClient(options: ProviderOptions): ProviderClient {
+  const base = (options.baseUrl ?? env().IMAGE_PROVIDER_BASE_URL).replace(/\/+$/, "");
+  const timeScale = options.timeScale ?? env().BOUNDED_TIME_SCALE;
+  const { log } = options;
+
+  async function call(method: string, path: string, signal: AbortSignal, body?: unknown): Promise<Response> {
+    let response: Response;
+    try {
+      response = await fetch(`${base}${path}`, {
+        method,
+        signal,
+        headers: body === undefined ? { accept: "application/json" } : { "content-type": "application/json", accept: "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (err) {
+      if (signal.aborted) throw signal.reason;
+      throw new ProviderError(`the image provider could not be reached (${describeError(err)})`, true);
+    }
+    if (!response.ok) {
+      const text = await response.text().catch(() => "");
+      throw new ProviderError(`the image provider answered HTTP ${response.status}${text ? `: ${snippet(text)}` : ""}`, response.status >= 500 || response.status === 429 || response.status === 408);
+    }
+    return response;
+  }
+
+  async function json<T>(schema: z.ZodType<T>, response: Response): Promise<T> {
+    const parsed = schema.safeParse(await response.json().catch(() => undefined));
+    if (!parsed.success) throw new ProviderError("the image provider answered something unexpected", false);
+    return parsed.data;
+  }
+
+  return {
+    async render(prompt, signal) {
+      let id: string | undefined;
+      return withAttempts("poll", PROVIDER_POLL, signal, timeScale, log, async (attemptSignal) => {
+        // Submitted once: a second attempt keeps polling the same render (a new submit pays twice).
+        id ??= (await json(submitSchema, await call("POST", "/generations", attemptSignal, { prompt }))).id;
+        for (;;) {
+          const s = await json(statusSchema, await call("GET", `/generations/${encodeURIComponent(id)}`, attemptSignal));
+          if (s.status === "succeeded") return id;
+          if (s.status === "failed") throw new ProviderError(`the image provider could not render the card (${s.error ?? "no reason given"})`, false);
+          await sleep(Math.max(1, scaled(POLL_EVERY_MS, timeScale)), attemptSignal);
+        }
+      });
+    },
+    download: (id, signal) =>
+      withAttempts("download", PROVIDER_DOWNLOAD, signal, timeScale, log, async (attemptSignal) => {
+        const response = await call("GET", `/generations/${encodeURIComponent(id)}/image`, attemptSignal);
+        try {
+          return Buffer.from(await response.arrayBuffer());
+        } catch (err) {
+          if (attemptSignal.aborted) throw attemptSignal.reason;
+          throw new ProviderError(`the download broke off (${describeError(err)})`, true);
+        }
+      }),
+    qa: (id, signal) =>
+      withAttempts("QA check", QA_CHECK, signal, timeScale, log, async (attemptSignal) => (await json(qaSchema, await call("POST", `/generations/${encodeURIComponent(id)}/qa`, attemptSignal, {}))).verdict),
+  };
+}

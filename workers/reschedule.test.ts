@@ -1,0 +1,20 @@
+import { describe, expect, it } from "vitest";
+import { KINDS, QUEUE_NAMES } from "@/lib/queues/catalog";
+import { DEFER_THRESHOLD_MS } from "@/lib/ratelimit/limiter";
+import { MAX_STARTED_ATTEMPTS, RESCHEDULE_QUEUES, rescheduleWorkerOptions } from "./reschedule";
+
+describe("the guard against endless self-delays", () => {
+  it("maxStartedAttempts is set for the sync queue, above every start a throttled sync can make within its maximum age", () => {
+    const maxAge = KINDS.marketplace_sync.maxAge!.ms;
+    // Each reschedule waits at least the deferral threshold: at most this many starts in a lifetime.
+    const legitimateStarts = Math.ceil(maxAge / DEFER_THRESHOLD_MS) + 1;
+    expect(rescheduleWorkerOptions("marketplace-sync").maxStartedAttempts).toBe(MAX_STARTED_ATTEMPTS);
+    expect(MAX_STARTED_ATTEMPTS).toBeGreaterThan(legitimateStarts);
+    expect(Number.isFinite(MAX_STARTED_ATTEMPTS)).toBe(true);
+  });
+
+  it("only the sync queue reschedules; the other queues keep BullMQ's defaults", () => {
+    expect([...RESCHEDULE_QUEUES]).toEqual(["marketplace-sync"]);
+    for (const q of QUEUE_NAMES.filter((q) => q !== "marketplace-sync")) expect(rescheduleWorkerOptions(q)).toEqual({});
+  });
+});

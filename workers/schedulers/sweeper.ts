@@ -1,0 +1,38 @@
+import type { Redis } from "ioredis";
+import type { Logger } from "@/lib/log";
+import { reserveTimings } from "@/lib/quota/settings";
+import { sweepReserves, type Reclaimed } from "@/lib/quota/sweep";
+import { key } from "@/lib/redis/client";
+
+/**
+ * Runs the quota sweeper every interval in whichever worker process holds the lease (as the
+ * reaper does), so any number of worker processes sweep once. What it takes back is only ever a
+ * reserve past the sweep window and silent beyond the lease (lib/quota/sweep.ts). A pass that
+ * throws is logged and the next one runs.
+ */
+export function startReserveSweeper(redis: Redis, log: Logger, sweep: () => Promise<Reclaimed[]> = () => sweepReserves()): () => void {
+  const { intervalMs, windowMs, leaseMs } = reserveTimings();
+  const lease = key("reserve-sweeper", "lease");
+  const owner = `${process.pid}:${Math.random().toString(36).slice(2)}`;
+  let running = false;
+  log.info({ intervalMs, windowMs, leaseMs }, "reserve sweeper scheduled");
+  const timer = setInterval(async () => {
+    if (running) return;
+    running = true;
+    try {
+      const got = await redis.set(lease, owner, "PX", Math.max(intervalMs - 100, 500), "NX");
+      if (got !== "OK") return;
+      for (const r of await sweep()) {
+        log.warn(
+          { reserveId: r.reserveId, kind: r.kind, tenantId: r.tenantId, adId: r.subject, jobId: r.jobId, ageMs: r.ageMs, silentMs: r.silentMs },
+          "reclaimed an abandoned quota reserve: unit refunded, its effects undone",
+        );
+      }
+    } catch (err) {
+      log.error({ err }, "reserve sweep failed; the next one will retry");
+    } finally {
+      running = false;
+    }
+  }, intervalMs);
+  return () => clearInterval(timer);
+}

@@ -1,0 +1,206 @@
+import { randomUUID } from "node:crypto";
+import { deflateSync } from "node:zlib";
+import { z } from "zod";
+import { env } from "@/lib/env";
+import { logger } from "@/lib/log";
+import { scaled, sleep } from "@/lib/time";
+import { HttpError, readJson, sendJson, type RequestContext, type Route } from "./router";
+
+const log = logger("simulators.images");
+
+/**
+ * The paid image provider, in production time: a render takes ~40 s (lognormal, σ 0.5, so p99
+ * ~2 min) with a rare tail up to 4 min — past one poll attempt of 150 s, which is what the
+ * second attempt is for. Status polls answer in ~0.2 s but now and then hang for 3 min (a lost
+ * request); downloads take ~2 s with a rare 90 s stall; the QA check ~8 s with a rare 60 s one.
+ */
+export const IMAGE_LATENCY = {
+  renderMedianMs: 40_000,
+  renderSigma: 0.5,
+  renderTailShare: 0.01,
+  renderTailMaxMs: 240_000,
+  pollMs: 200,
+  pollHangShare: 0.005,
+  pollHangMs: 180_000,
+  downloadMs: 2_000,
+  downloadStallShare: 0.01,
+  downloadStallMs: 90_000,
+  qaMedianMs: 8_000,
+  qaSlowShare: 0.01,
+  qaSlowMs: 60_000,
+} as const;
+
+/** One render's production duration in ms (not yet time-scaled). Pure given `random`. */
+export function sampleRenderMs(random: () => number = Math.random): number {
+  const L = IMAGE_LATENCY;
+  if (random() < L.renderTailShare) return L.renderMedianMs + random() * (L.renderTailMaxMs - L.renderMedianMs);
+  const z = Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
+  return Math.min(L.renderTailMaxMs, L.renderMedianMs * Math.exp(L.renderSigma * z));
+}
+
+export interface ImageSimulatorOptions {
+  /** @defaultValue `env().BOUNDED_TIME_SCALE` */
+  timeScale?: number;
+  /** @defaultValue `Math.random` */
+  random?: () => number;
+  /** Share of QA checks that answer "defect". @defaultValue 0.15 */
+  defectRate?: number;
+  /** Share of renders the provider gives up on (status "failed"). @defaultValue 0.01 */
+  failRate?: number;
+  /** Production milliseconds of one render. @defaultValue lognormal around `IMAGE_LATENCY.renderMedianMs` */
+  renderMs?: () => number;
+  /** Production milliseconds of answering one status poll. */
+  pollMs?: () => number;
+  /** Production milliseconds of one download. */
+  downloadMs?: () => number;
+  /** Production milliseconds of one QA check. */
+  qaMs?: () => number;
+}
+
+export interface ImageSimulator {
+  routes: Route[];
+  /** Renders the provider has been paid for (every submit, whether or not anyone downloads it). */
+  submitted(): number;
+}
+
+const submitSchema = z.object({ prompt: z.string().min(1).max(2_000), reference: z.string().max(200).optional() }).strict();
+
+interface Render {
+  id: string;
+  readyAt: number;
+  failed: boolean;
+  image?: Buffer;
+}
+
+/** A tiny valid PNG (solid colour), different per render, so a delivered card is a real image. */
+export function cardPng(seed: string, size = 16): Buffer {
+  let h = 0;
+  for (const c of seed) h = (h * 31 + c.charCodeAt(0)) >>> 0;
+  const [r, g, b] = [h & 0xff, (h >> 8) & 0xff, (h >> 16) & 0xff];
+  const crcTable = Array.from({ length: 256 }, (_, n) => {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    return c >>> 0;
+  });
+  const crc = (buf: Buffer) => {
+    let c = 0xffffffff;
+    for (const byte of buf) c = crcTable[(c ^ byte) & 0xff]! ^ (c >>> 8);
+    return (c ^ 0xffffffff) >>> 0;
+  };
+  const chunk = (type: string, data: Buffer) => {
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(data.length);
+    const body = Buffer.concat([Buffer.from(type, "latin1"), data]);
+    const sum = Buffer.alloc(4);
+    sum.writeUInt32BE(crc(body));
+    return Buffer.concat([len, body, sum]);
+  };
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(size, 0);
+  ihdr.writeUInt32BE(size, 4);
+  ihdr[8] = 8; // bit depth
+  ihdr[9] = 2; // truecolour
+  const row = Buffer.concat([Buffer.from([0]), Buffer.from(Array.from({ length: size }, () => [r, g, b]).flat())]);
+  const raw = Buffer.concat(Array.from({ length: size }, () => row));
+  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk("IHDR", ihdr), chunk("IDAT", deflateSync(raw)), chunk("IEND", Buffer.alloc(0))]);
+}
+
+/**
+ * The image provider: `POST /images/generations` `{ prompt }` → 202 `{ id, status }` (paid from
+ * here on); `GET /images/generations/:id` → `{ id, status: "running" | "succeeded" | "failed" }`;
+ * `GET /images/generations/:id/image` → the PNG; `POST /images/generations/:id/qa` →
+ * `{ verdict: "ok" | "defect" }`. There is no cancel: `DELETE` is answered 405.
+ */
+export function createImageSimulator(options: ImageSimulatorOptions = {}): ImageSimulator {
+  const timeScale = options.timeScale ?? env().BOUNDED_TIME_SCALE;
+  const random = options.random ?? Math.random;
+  const defectRate = options.defectRate ?? 0.15;
+  const failRate = options.failRate ?? 0.01;
+  const L = IMAGE_LATENCY;
+  const renderMs = options.renderMs ?? (() => sampleRenderMs(random));
+  const pollMs = options.pollMs ?? (() => (random() < L.pollHangShare ? L.pollHangMs : L.pollMs));
+  const downloadMs = options.downloadMs ?? (() => (random() < L.downloadStallShare ? L.downloadStallMs : L.downloadMs * (0.5 + random())));
+  const qaMs = options.qaMs ?? (() => (random() < L.qaSlowShare ? L.qaSlowMs : L.qaMedianMs * (0.5 + random())));
+  const renders = new Map<string, Render>();
+  let paid = 0;
+
+  /** Waits a production duration, unless the caller leaves first (then nothing is answered). */
+  async function wait({ req, res }: RequestContext, ms: number): Promise<boolean> {
+    const gone = new AbortController();
+    const onClose = () => {
+      if (!res.writableEnded) gone.abort();
+    };
+    res.on("close", onClose);
+    if (req.socket.destroyed) return false;
+    try {
+      await sleep(scaled(ms, timeScale), gone.signal);
+      return true;
+    } catch {
+      log.debug({ ms }, "caller left before the answer");
+      return false;
+    } finally {
+      res.off("close", onClose);
+    }
+  }
+
+  function find(id: string): Render {
+    const render = renders.get(id);
+    if (!render) throw new HttpError(404, `no generation ${id}`, "not_found");
+    return render;
+  }
+
+  const routes: Route[] = [
+    {
+      method: "POST",
+      path: "/images/generations",
+      handler: async (ctx) => {
+        const parsed = submitSchema.safeParse(await readJson(ctx.req));
+        if (!parsed.success) throw new HttpError(400, `invalid request: ${parsed.error.issues[0]?.message ?? "bad body"}`);
+        const id = `img_${randomUUID()}`;
+        paid++;
+        renders.set(id, { id, readyAt: Date.now() + scaled(renderMs(), timeScale), failed: random() < failRate });
+        sendJson(ctx.res, 202, { id, status: "running" });
+      },
+    },
+    {
+      method: "GET",
+      path: "/images/generations/:id",
+      handler: async (ctx) => {
+        const render = find(ctx.params.id!);
+        if (!(await wait(ctx, pollMs()))) return;
+        const status = Date.now() < render.readyAt ? "running" : render.failed ? "failed" : "succeeded";
+        sendJson(ctx.res, 200, { id: render.id, status, ...(status === "failed" ? { error: "the render failed on the provider's side" } : {}) });
+      },
+    },
+    {
+      method: "DELETE",
+      path: "/images/generations/:id",
+      handler: () => {
+        throw new HttpError(405, "generations cannot be cancelled", "method_not_allowed");
+      },
+    },
+    {
+      method: "GET",
+      path: "/images/generations/:id/image",
+      handler: async (ctx) => {
+        const render = find(ctx.params.id!);
+        if (Date.now() < render.readyAt || render.failed) throw new HttpError(409, "the image is not ready", "not_ready");
+        if (!(await wait(ctx, downloadMs()))) return;
+        render.image ??= cardPng(render.id);
+        ctx.res.writeHead(200, { "content-type": "image/png", "content-length": render.image.length });
+        ctx.res.end(render.image);
+      },
+    },
+    {
+      method: "POST",
+      path: "/images/generations/:id/qa",
+      handler: async (ctx) => {
+        const render = find(ctx.params.id!);
+        if (Date.now() < render.readyAt || render.failed) throw new HttpError(409, "the image is not ready", "not_ready");
+        if (!(await wait(ctx, qaMs()))) return;
+        sendJson(ctx.res, 200, { id: render.id, verdict: random() < defectRate ? "defect" : "ok" });
+      },
+    },
+  ];
+  return { routes, submitted: () => paid };
+}
