@@ -92,7 +92,7 @@ async function main(): Promise<void> {
   await migrate(benchUrl);
   // A benchmark's own environment: set before the modules that read it load.
   Object.assign(process.env, { DATABASE_URL: benchUrl, BOUNDED_REDIS_PREFIX: prefix, BOUNDED_TIME_SCALE: "1", LOG_LEVEL: "silent" });
-  const { Worker } = await import("bullmq");
+  const { Queue, Worker } = await import("bullmq");
   const { env } = await import("../lib/env");
   const { db, closeDb } = await import("../lib/db/client");
   const { createRedis, closeRedis, redis } = await import("../lib/redis/client");
@@ -145,7 +145,7 @@ async function main(): Promise<void> {
   /** Enqueues `ids`, then times one worker from start until every one of them has finished. */
   const drain = async (variant: "bare" | "policy", ids: string[]): Promise<Measured> => {
     const queueName = variant === "policy" ? "imports" : "bench-bare";
-    const q = variant === "policy" ? queue("imports") : new (await import("bullmq")).Queue(queueName, { connection: redis(), prefix });
+    const q = variant === "policy" ? queue("imports") : new Queue(queueName, { connection: redis(), prefix });
     for (let i = 0; i < ids.length; i += 1_000) {
       await q.addBulk(ids.slice(i, i + 1_000).map((jobId) => ({ name: "csv_import", data: { jobId }, opts: { ...jobOptions, jobId } })));
     }

@@ -10,6 +10,8 @@ export const E2E_ENV = {
   IMAGE_PROVIDER_BASE_URL: "http://127.0.0.1:4110/images",
   // Production ratios in 1/2000 of the time: a 5.5 s median model call takes ~3 ms.
   BOUNDED_TIME_SCALE: "0.0005",
+  // The tests start their own work: no demo traffic in the system under test.
+  BOUNDED_DEMO: "0",
   BOUNDED_SIM_MODEL_ERROR_RATE: "0",
   BOUNDED_ADMIN_PASSWORD: "e2e-operator-password",
   BOUNDED_BOOTSTRAP_TOKEN: "e2e-bootstrap-token-0123456789abcdef",

@@ -106,7 +106,9 @@ test("an operator grants a pack, generations spend it (a dislike included), and 
   await expect(row.locator('[data-stat="remaining"]')).toHaveText(String(5 - completed));
   await expect(row.locator('[data-stat="spent"]')).toHaveText(String(completed));
   await expect(row.locator('[data-stat="running"]')).toHaveText("0");
-  await expect(page.getByTestId("live-summary").locator('[data-stat="live"]')).toHaveText("0");
+  await expect(page.getByTestId("headlines").locator('[data-stat="window-vs-needed"]')).toHaveText("25 min ≥ 24 min");
+  await expect(page.getByTestId("headlines")).toContainText("worst case 16 min (960 s); 60 s to spare");
+  await expect(page.getByTestId("live-summary").locator('[data-stat="live"]')).toHaveText("0 units");
   await expect(page.getByTestId("late-empty")).toBeVisible();
   await page.screenshot({ path: "test-results/reserves.png", fullPage: true });
 });

@@ -4,13 +4,14 @@
  * all. `serve.ts tight` serves the tight-budget system (see TIGHT_ENV); its environment comes
  * from the runner, like the main one's.
  */
-import { utimesSync } from "node:fs";
 import pg from "pg";
 import { Redis } from "ioredis";
 import { E2E_ENV, TIGHT_ENV } from "./env";
 
 const env = process.argv[2] === "tight" ? TIGHT_ENV : E2E_ENV;
-process.argv.splice(2); // the start script reads its own arguments: all parts
+// The start script reads its own arguments: all parts; the tight system serves the build the main
+// one (started first) made and is serving — never a rebuild under it, even after a source edit.
+process.argv.splice(2, Infinity, ...(env === TIGHT_ENV ? ["--no-build"] : []));
 const database = new URL(env.DATABASE_URL).pathname.slice(1);
 
 const admin = new pg.Client({ connectionString: env.DATABASE_URL.replace(/\/[^/]+$/, "/postgres") });
@@ -26,12 +27,5 @@ do {
   cursor = next;
 } while (cursor !== "0");
 redis.disconnect();
-
-if (env === TIGHT_ENV) {
-  // The main system (started first) built the app and is serving it: never rebuild under it, even
-  // when a source was edited since.
-  const now = new Date();
-  utimesSync(".next/BUILD_ID", now, now);
-}
 
 await import("../scripts/start");

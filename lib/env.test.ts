@@ -20,7 +20,7 @@ describe("parseEnv defaults", () => {
     expect(parsed.BOUNDED_REDIS_PREFIX).toBe("bounded");
     expect(parsed.PORT).toBe(3000);
     expect(parsed.BOUNDED_TIME_SCALE).toBe(1);
-    expect(parsed.BOUNDED_DEMO).toBe(false);
+    expect(parsed.BOUNDED_DEMO).toBe(true);
     expect(parsed.NODE_ENV).toBe("development");
     expect(parsed.MODEL_BASE_URL).toBe("http://127.0.0.1:4010");
     expect(parsed.BOUNDED_SIM_PORT).toBe(4010);
@@ -43,13 +43,13 @@ describe("parseEnv defaults", () => {
     const parsed = parseEnv({
       PORT: "8080",
       BOUNDED_TIME_SCALE: "0.001",
-      BOUNDED_DEMO: "1",
+      BOUNDED_DEMO: "0",
       BOUNDED_SECURE_COOKIES: "1",
       BOUNDED_BUDGET_IMPORTS_SOFT_S: "30",
     });
     expect(parsed.PORT).toBe(8080);
     expect(parsed.BOUNDED_TIME_SCALE).toBe(0.001);
-    expect(parsed.BOUNDED_DEMO).toBe(true);
+    expect(parsed.BOUNDED_DEMO).toBe(false);
     expect(parsed.BOUNDED_SECURE_COOKIES).toBe(true);
     expect(parsed.BOUNDED_BUDGET_IMPORTS_SOFT_S).toBe(30);
   });

@@ -21,7 +21,8 @@ const schema = z.object({
   PORT: z.coerce.number().int().min(1).max(65535).default(3000),
   /** Multiplies every duration the system uses. 1 in production; small in tests and demos. */
   BOUNDED_TIME_SCALE: positiveNumber.max(1000).default(1),
-  BOUNDED_DEMO: z.enum(["0", "1"]).default("0").transform((v) => v === "1"),
+  /** Demo traffic with the whole system (`npm start`); a part started alone never runs it. */
+  BOUNDED_DEMO: z.enum(["0", "1"]).default("1").transform((v) => v === "1"),
   BOUNDED_ADMIN_PASSWORD: z.string().min(8, "must be at least 8 characters").optional(),
   BOUNDED_BOOTSTRAP_TOKEN: z.string().min(24, "must be at least 24 characters").optional(),
   /** Signs session cookies. When unset, a random secret is generated once and kept in the database. */

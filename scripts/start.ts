@@ -11,11 +11,14 @@ import { loadDotEnv, preflight, fail } from "./preflight";
 const root = resolve(import.meta.dirname, "..");
 loadDotEnv(root);
 
-type Part = "web" | "workers" | "sim";
+type Part = "web" | "workers" | "sim" | "demo";
 const ALL: Part[] = ["sim", "workers", "web"];
-const requested = process.argv.slice(2);
-if (requested.some((p) => !ALL.includes(p as Part))) fail(`unknown part "${requested.join(" ")}"; use web, workers or sim`);
-const parts: Part[] = requested.length ? (requested as Part[]) : ALL;
+const args = process.argv.slice(2);
+/** `--no-build`: serve the build that is there, even if a source is newer (a second system beside a running one). */
+const noBuild = args.includes("--no-build");
+const requested = args.filter((a) => a !== "--no-build");
+if (requested.some((p) => ![...ALL, "demo"].includes(p as Part))) fail(`unknown part "${requested.join(" ")}"; use web, workers, sim or demo`);
+const parts: Part[] = requested.length ? (requested as Part[]) : [...ALL];
 
 const tsx = ["--import", "tsx"];
 const nextBin = join(root, "node_modules/next/dist/bin/next");
@@ -56,7 +59,10 @@ async function main() {
     run(process.execPath, [...tsx, "scripts/db/migrate.ts"], "Database migration");
     run(process.execPath, [...tsx, "scripts/bootstrap.ts"], "First-start bootstrap");
   }
-  if (parts.includes("web") && needsBuild()) {
+  // The whole system shows demo traffic unless told otherwise (BOUNDED_DEMO=0); a part alone does not.
+  if (!requested.length && e.BOUNDED_DEMO) parts.push("demo");
+  if (parts.includes("web") && noBuild && !existsSync(join(root, ".next/BUILD_ID"))) fail("--no-build, but there is no build: run `npx next build` first.");
+  if (parts.includes("web") && !noBuild && needsBuild()) {
     console.log("Building the web app (next build)…");
     run(process.execPath, [nextBin, "build"], "next build");
   }
@@ -65,13 +71,14 @@ async function main() {
   const commands: Record<Part, string[]> = {
     sim: [...tsx, "workers/simulators/main.ts"],
     workers: [...tsx, "workers/main.ts"],
+    demo: [...tsx, "workers/demo/main.ts"],
     web: [nextBin, "start", "--port", String(e.PORT)],
   };
   let stopping = false;
   const running = (c: ChildProcess | undefined): c is ChildProcess => !!c?.pid && c.exitCode === null && c.signalCode === null;
   const exited = (c: ChildProcess) => new Promise<void>((resolve) => (running(c) ? c.once("exit", () => resolve()) : resolve()));
-  // Workers stop first: their running jobs may still call the simulators and write through the
-  // web's database while they wind down. Then the rest. Anything still alive after 20 s is killed.
+  // The demo stops first (no new work), then the workers: their running jobs may still call the
+  // simulators and write through the web's database while they wind down. Then the rest. Anything still alive after 20 s is killed.
   const stop = async (code: number) => {
     if (stopping) return;
     stopping = true;
@@ -79,10 +86,12 @@ async function main() {
       for (const child of children.values()) if (running(child)) killGroup(child.pid!, "SIGKILL");
     }, 20_000);
     force.unref();
-    const workers = children.get("workers");
-    if (running(workers)) {
-      killGroup(workers.pid!, "SIGTERM");
-      await exited(workers);
+    for (const first of ["demo", "workers"] as const) {
+      const child = children.get(first);
+      if (running(child)) {
+        killGroup(child.pid!, "SIGTERM");
+        await exited(child);
+      }
     }
     const rest = [...children.values()].filter(running);
     for (const child of rest) killGroup(child.pid!, "SIGTERM");
@@ -109,6 +118,10 @@ async function main() {
       if (part === "workers" && restarts.length < 5) {
         console.error(`bounded: workers exited (${signal ?? `code ${code}`}); starting a new worker process.`);
         setTimeout(() => !stopping && launch("workers"), 1000 * restarts.length);
+        return;
+      }
+      if (part === "demo") {
+        console.error(`bounded: the demo traffic stopped (${signal ?? `code ${code}`}); the system goes on without it.`);
         return;
       }
       console.error(`bounded: ${part} exited (${signal ?? `code ${code}`}); stopping the others.`);

@@ -64,7 +64,7 @@ function fmtAge(productionMs: number): string {
 }
 
 /**
- * Writes a deferred run down, fenced by its attempt, in one transaction: the row becomes
+ * Writes a deferred run down, fenced by its attempt, in one statement: the row becomes
  * `delayed` with "Waiting 47 s for statistics:tenant-42", its wake-up time, the slot time this
  * run used (the budget carries it over) and one more reschedule; a timeline event; the
  * per-minute rollup of reschedules and time lost for the tenant. A wait that would take the job

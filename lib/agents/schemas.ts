@@ -22,7 +22,7 @@ export const agentRunParamsSchema = z.object({
 export type AgentRunParams = z.infer<typeof agentRunParamsSchema>;
 
 /** The body of `POST /api/agent-runs`. */
-export const agentRunRequestSchema = agentRunParamsSchema.extend({ tenant: tenantSlugSchema });
+export const agentRunRequestSchema = agentRunParamsSchema.extend({ tenant: tenantSlugSchema }).strict();
 export type AgentRunRequest = z.input<typeof agentRunRequestSchema>;
 
 /** One tool invocation of a step, as kept in the job's result. */

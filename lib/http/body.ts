@@ -43,17 +43,32 @@ export async function parseMultipart(body: Uint8Array, contentType: string, help
 /** The most an operator's JSON request needs: a filter, a budget, a number of parts. */
 export const JSON_BODY_MAX_BYTES = 64 * 1024;
 
+/** A JSON body as read: its value, or why it could not be read (to throw once the call is audited). */
+export type JsonBody = { ok: true; value: unknown } | { ok: false; error: ApiError };
+
 /**
- * Reads a small JSON body: an empty body is `{}`; more than 64 KiB is a 413, text that is not
- * JSON a 400 that shows what to send (`example`). The caller validates the value with zod.
+ * Reads a small JSON body: an empty body is `{}`; more than 64 KiB is a 413, a body declared as
+ * another type a 415, text that is not JSON a 400 — each showing what to send (`example`). Never throws for a bad body: an operator route
+ * records the call (and refuses an anonymous caller with 401) before it answers the 4xx. The
+ * caller validates the value with zod.
  */
-export async function readJsonBody(request: Request, example: string): Promise<unknown> {
-  const bytes = await readBodyLimited(request, JSON_BODY_MAX_BYTES, "request body", "body_too_large");
-  const text = new TextDecoder().decode(bytes);
-  if (text.trim() === "") return {};
+export async function readJsonBody(request: Request, example: string): Promise<JsonBody> {
+  let bytes: Uint8Array;
   try {
-    return JSON.parse(text);
+    bytes = await readBodyLimited(request, JSON_BODY_MAX_BYTES, "request body", "body_too_large");
+  } catch (err) {
+    if (err instanceof ApiError) return { ok: false, error: err };
+    throw err;
+  }
+  const text = new TextDecoder().decode(bytes);
+  if (text.trim() === "") return { ok: true, value: {} };
+  const type = (request.headers.get("content-type") ?? "").toLowerCase();
+  if (type !== "" && !type.startsWith("application/json") && !/^application\/[\w.+-]*\+json/.test(type)) {
+    return { ok: false, error: new ApiError(415, "unsupported_media_type", `The body is ${type.split(";")[0]}; send JSON (Content-Type: application/json), e.g. ${example}.`) };
+  }
+  try {
+    return { ok: true, value: JSON.parse(text) };
   } catch {
-    throw new ApiError(400, "bad_json", `The body is not valid JSON. Send ${example}.`);
+    return { ok: false, error: new ApiError(400, "bad_json", `The body is not valid JSON. Send ${example}.`) };
   }
 }

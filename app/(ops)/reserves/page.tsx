@@ -8,6 +8,8 @@ export const dynamic = "force-dynamic";
 export const metadata = { title: "Reserves" };
 
 const fmtS = (ms: number) => `${fmtInt(Math.round(ms / 1000))} s`;
+const units = (n: number) => `${fmtInt(n)} ${n === 1 ? "unit" : "units"}`;
+const releases = (n: number) => `${fmtInt(n)} ${n === 1 ? "release" : "releases"}`;
 const fmtMin = (ms: number) => {
   const m = ms / 60_000;
   if (m >= 48 * 60) return `${fmtInt(Math.round(m / 1440))} d`;
@@ -40,6 +42,8 @@ export default async function ReservesPage() {
         </p>
       ) : null}
 
+      <Headlines r={r} />
+
       <div className={styles.layout}>
         <section className="panel" aria-labelledby="ages-title">
           <h2 id="ages-title">Live reserves by age</h2>
@@ -53,20 +57,20 @@ export default async function ReservesPage() {
         <aside className={`panel ${styles.summary}`} aria-label="Summary of live reserves" data-testid="live-summary">
           <h3>Live now</h3>
           <dl className="facts">
-            <dt>live</dt>
-            <dd data-stat="live">{fmtInt(r.live.count)}</dd>
-            <dt>generate</dt>
-            <dd>{fmtInt(r.live.byKind.generate)}</dd>
-            <dt>dislike</dt>
-            <dd>{fmtInt(r.live.byKind.dislike)}</dd>
+            <dt>live reserves</dt>
+            <dd data-stat="live">{units(r.live.count)}</dd>
+            <dt>of kind generate</dt>
+            <dd>{units(r.live.byKind.generate)}</dd>
+            <dt>of kind dislike</dt>
+            <dd>{units(r.live.byKind.dislike)}</dd>
             <dt>median age</dt>
             <dd>{r.live.medianMs !== null ? fmtMin(Math.round(r.live.medianMs / 6000) * 6000) : "—"}</dd>
             <dt>oldest</dt>
             <dd data-stat="oldest">{r.live.oldestMs !== null ? fmtMin(Math.round(r.live.oldestMs / 6000) * 6000) : "—"}</dd>
             <dt>past worst case, alive</dt>
-            <dd>{fmtInt(r.live.pastWorstCase)}</dd>
+            <dd>{units(r.live.pastWorstCase)}</dd>
             <dt>silent past lease</dt>
-            <dd>{fmtInt(r.live.silent)}</dd>
+            <dd>{units(r.live.silent)}</dd>
           </dl>
           <p className="small muted">
             Taken back only when older than {fmtMin(p.windowMs)} <strong>and</strong> silent for more than {fmtMin(p.leaseMs)} (heartbeat every{" "}
@@ -84,20 +88,24 @@ export default async function ReservesPage() {
           <h3>Reclaimed</h3>
           <dl className="facts">
             <dt>last 24 h</dt>
-            <dd data-stat="reclaimed24h">{fmtInt(r.reclaimed.total24h)}</dd>
+            <dd data-stat="reclaimed24h">{units(r.reclaimed.total24h)}</dd>
+            <dt>of kind generate</dt>
+            <dd>{units(r.reclaimed.hours.reduce((n, h) => n + h.generate, 0))}</dd>
+            <dt>of kind dislike</dt>
+            <dd>{units(r.reclaimed.hours.reduce((n, h) => n + h.dislike, 0))}</dd>
             <dt>all time</dt>
-            <dd>{fmtInt(r.reclaimed.totalAll)}</dd>
+            <dd>{units(r.reclaimed.totalAll)}</dd>
           </dl>
           <h3>Late releases</h3>
           <dl className="facts">
             <dt>charged again</dt>
-            <dd data-stat="late-charged">{fmtInt(r.late.counts.charged)}</dd>
-            <dt>debts</dt>
-            <dd data-stat="late-debt">{fmtInt(r.late.counts.debt)}</dd>
-            <dt>open debts</dt>
-            <dd data-stat="open-debts">{fmtInt(r.late.counts.openDebts)}</dd>
+            <dd data-stat="late-charged">{units(r.late.counts.charged)}</dd>
+            <dt>owed (debts)</dt>
+            <dd data-stat="late-debt">{units(r.late.counts.debt)}</dd>
+            <dt>debts still open</dt>
+            <dd data-stat="open-debts">{units(r.late.counts.openDebts)}</dd>
             <dt>failed, nothing to charge</dt>
-            <dd>{fmtInt(r.late.counts.none)}</dd>
+            <dd>{releases(r.late.counts.none)}</dd>
           </dl>
           <p className="small muted">A late release is a generation that finished after the sweeper had taken its reserve: it should never happen with a safe window.</p>
         </aside>
@@ -107,6 +115,44 @@ export default async function ReservesPage() {
       <PolicyTable r={r} />
       <LateTable r={r} />
     </main>
+  );
+}
+
+/** What on-call needs first: is the policy safe, is anything held, taken back, late or owed. */
+function Headlines({ r }: { r: ReservesReport }) {
+  const p = r.policy;
+  const safe = p.windowMs >= p.neededMs;
+  const late = r.late.counts.charged + r.late.counts.debt + r.late.counts.none;
+  const plural = (n: number, one: string, many: string) => `${fmtInt(n)} ${n === 1 ? one : many}`;
+  return (
+    <section className={`grid cols-4 ${styles.headlines}`} aria-label="Summary" data-testid="headlines">
+      <div className={`stat ${safe ? "" : "alert"}`}>
+        <div className="label">Sweep window against the worst case × {p.margin}</div>
+        <div className="value" data-stat="window-vs-needed">
+          {fmtMin(p.windowMs)} {safe ? "≥" : "<"} {fmtMin(p.neededMs)}
+        </div>
+        <div className="small muted">
+          worst case {fmtMin(p.worstCaseMs)} ({fmtS(p.worstCaseMs)}); {safe ? `${fmtS(p.windowMs - p.neededMs)} to spare` : "too short: workers refuse to start"}
+        </div>
+      </div>
+      <div className={`stat ${r.live.silent > 0 ? "alert" : ""}`}>
+        <div className="label">Units held by running generations</div>
+        <div className="value">{plural(r.live.count, "unit", "units")}</div>
+        <div className="small muted">
+          {plural(r.live.silent, "reserve", "reserves")} silent past the {fmtMin(p.leaseMs)} lease; oldest {r.live.oldestMs !== null ? fmtMin(Math.round(r.live.oldestMs / 6000) * 6000) : "—"}
+        </div>
+      </div>
+      <div className="stat">
+        <div className="label">Reclaimed by the sweeper, last 24 h</div>
+        <div className="value">{plural(r.reclaimed.total24h, "unit", "units")}</div>
+        <div className="small muted">refunded to their packs; {fmtInt(r.reclaimed.totalAll)} all time</div>
+      </div>
+      <div className={`stat ${late > 0 || r.late.counts.openDebts > 0 ? "alert" : ""}`}>
+        <div className="label">Late releases (should be none)</div>
+        <div className="value" data-stat="late-total">{plural(late, "release", "releases")}</div>
+        <div className="small muted">{plural(r.late.counts.openDebts, "open debt", "open debts")} (units owed by empty packs)</div>
+      </div>
+    </section>
   );
 }
 
@@ -122,7 +168,7 @@ function PacksTable({ r }: { r: ReservesReport }) {
       </p>
       {rows.length > 0 ? (
         <div className="table-wrap">
-          <table className={styles.numbers} data-testid="packs-table">
+          <table className={`data ${styles.numbers}`} data-testid="packs-table">
             <thead>
               <tr>
                 <th>tenant</th>
@@ -162,14 +208,14 @@ function PolicyTable({ r }: { r: ReservesReport }) {
     <section className="panel" aria-labelledby="policy-title">
       <h2 id="policy-title">The worst case, from the constants the generation uses</h2>
       <div className="table-wrap">
-        <table className={styles.numbers} data-testid="policy-table">
+        <table className={`data ${styles.numbers}`} data-testid="policy-table">
           <thead>
             <tr>
               <th>step</th>
               <th className="num">per attempt</th>
-              <th className="num">attempts</th>
-              <th className="num">times per generation</th>
-              <th className="num">total</th>
+              <th className="num">× attempts</th>
+              <th className="num">× times per generation</th>
+              <th className="num">= total</th>
               <th>why</th>
             </tr>
           </thead>
@@ -178,9 +224,9 @@ function PolicyTable({ r }: { r: ReservesReport }) {
               <tr key={t.name}>
                 <td>{t.name}</td>
                 <td className="num">{fmtS(t.eachMs)}</td>
-                <td className="num">{t.attempts}</td>
-                <td className="num">{t.times}</td>
-                <td className="num">{fmtS(t.totalMs)}</td>
+                <td className="num">× {t.attempts}</td>
+                <td className="num">× {t.times}</td>
+                <td className="num">= {fmtS(t.totalMs)}</td>
                 <td className="small">{t.why}</td>
               </tr>
             ))}
@@ -222,7 +268,7 @@ function LateTable({ r }: { r: ReservesReport }) {
         </div>
       ) : (
         <div className="table-wrap">
-          <table className={styles.numbers} data-testid="late-table">
+          <table className={`data ${styles.numbers}`} data-testid="late-table">
             <thead>
               <tr>
                 <th>released</th>

@@ -32,7 +32,7 @@ export function AgeChart({ buckets, worstCaseMin, windowMin, label }: { buckets:
           tick={{ fontSize: 12, fill: "#5b6270" }}
           stroke="#c5ccd8"
         />
-        <YAxis allowDecimals={false} tick={{ fontSize: 12, fill: "#5b6270" }} stroke="#c5ccd8" width={40} />
+        <YAxis allowDecimals={false} tick={{ fontSize: 12, fill: "#5b6270" }} stroke="#c5ccd8" width={48} label={{ value: "live reserves", angle: -90, position: "insideLeft", fill: "#5b6270", fontSize: 12 }} />
         <Tooltip isAnimationActive={false} labelFormatter={(x) => `${Number(x) - 0.5}–${Number(x) + 0.5} min old`} />
         <Legend verticalAlign="bottom" height={28} iconType="square" wrapperStyle={{ fontSize: 13 }} />
         <Bar dataKey="generate" name="generate" stackId="kind" fill={COLORS.generate} isAnimationActive={false} />
@@ -51,8 +51,8 @@ export function ReclaimedChart({ hours, label }: { hours: { hour: string; genera
     <div className={styles["small-chart"]} role="img" aria-label={label} data-testid="reclaimed-chart">
       <BarChart responsive style={{ width: "100%", height: "100%" }} data={data} margin={{ top: 12, right: 24, bottom: 8, left: 8 }}>
         <CartesianGrid strokeDasharray="3 3" vertical={false} stroke="#e5e8ee" />
-        <XAxis dataKey="label" interval={2} tick={{ fontSize: 12, fill: "#5b6270" }} stroke="#c5ccd8" />
-        <YAxis allowDecimals={false} tick={{ fontSize: 12, fill: "#5b6270" }} stroke="#c5ccd8" width={40} />
+        <XAxis dataKey="label" interval={2} tick={{ fontSize: 12, fill: "#5b6270" }} stroke="#c5ccd8" tickFormatter={(h: string) => `${h} UTC`} />
+        <YAxis allowDecimals={false} tick={{ fontSize: 12, fill: "#5b6270" }} stroke="#c5ccd8" width={48} label={{ value: "reclaimed", angle: -90, position: "insideLeft", fill: "#5b6270", fontSize: 12 }} />
         <Tooltip isAnimationActive={false} />
         <Legend verticalAlign="bottom" height={28} iconType="square" wrapperStyle={{ fontSize: 13 }} />
         <Bar dataKey="generate" name="generate" stackId="kind" fill={COLORS.generate} isAnimationActive={false} />

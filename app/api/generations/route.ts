@@ -1,5 +1,6 @@
 import { audited } from "@/lib/audit/audited";
 import { errorResponse, route } from "@/lib/http/api";
+import { readJsonBody } from "@/lib/http/body";
 import { ApiError } from "@/lib/http/errors";
 import { EnqueueFailed } from "@/lib/jobs/create";
 import { QuotaRefused } from "@/lib/quota/errors";
@@ -16,14 +17,8 @@ export const dynamic = "force-dynamic";
 export const POST = route(
   "public", // the role is checked by `audited`, so that a refusal is recorded too
   async (request) => {
-    const text = await request.text();
-    let body: unknown;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      body = undefined;
-    }
-    const parsed = generationRequestSchema.safeParse(body);
+    const body = await readJsonBody(request, '{ "tenant", "adId", "kind": "generate" | "dislike" }');
+    const parsed = generationRequestSchema.safeParse(body.ok ? body.value : undefined);
     type Outcome = { type: "created"; jobId: string; progressToken: string } | { type: "refused"; err: QuotaRefused } | null;
     const outcome = await audited<Outcome>(
       "operator",
@@ -42,7 +37,7 @@ export const POST = route(
       if (err instanceof EnqueueFailed) throw new ApiError(503, "queue_unavailable", "The generation cannot be started right now (the job queue is unavailable). Nothing was saved; try again in a minute.");
       throw err;
     });
-    if (body === undefined) throw new ApiError(400, "bad_json", 'The body is not valid JSON. Send { "tenant", "adId", "kind": "generate" | "dislike" }.');
+    if (!body.ok) throw body.error;
     if (!parsed.success) throw parsed.error;
     if (outcome!.type === "refused") {
       const { code } = outcome!.err;

@@ -15,7 +15,7 @@ export const POST = route(
   "public", // the role is checked by `audited`, so that a refusal is recorded too
   async (request) => {
     const body = await readJsonBody(request, '{ "tenant": "acme", "units": 100 }');
-    const parsed = packGrantSchema.safeParse(body);
+    const parsed = packGrantSchema.safeParse(body.ok ? body.value : undefined);
     const granted = await audited(
       "operator",
       { action: "pack.grant", target: parsed.success ? parsed.data.tenant : null, params: parsed.success ? parsed.data : { invalid: true } },
@@ -26,6 +26,7 @@ export const POST = route(
         return { result: "ok", message: `granted ${g.granted} unit(s) to ${g.tenant}${debts}: ${g.remaining} of ${g.size} remaining`, value: g };
       },
     );
+    if (!body.ok) throw body.error;
     if (!parsed.success) throw parsed.error;
     return Response.json(granted, { status: 201 });
   },

@@ -18,7 +18,7 @@ export const POST = route(
   "public", // the role is checked by `audited`, so that a refusal is recorded too
   async (request) => {
     const body = await readJsonBody(request, '{ "tenant": "acme", "family": "statistics" }');
-    const parsed = syncRequestSchema.safeParse(body);
+    const parsed = syncRequestSchema.safeParse(body.ok ? body.value : undefined);
     const started = await audited(
       "operator",
       { action: "sync.start", target: parsed.success ? `${parsed.data.tenant}:${parsed.data.family}` : null, params: parsed.success ? parsed.data : { invalid: true } },
@@ -33,6 +33,7 @@ export const POST = route(
         }
       },
     );
+    if (!body.ok) throw body.error;
     if (!parsed.success) throw parsed.error;
     if (!started) throw new ApiError(503, "queue_unavailable", "The sync cannot be started right now (the job queue is unavailable, or the previous run is still winding down). Nothing was saved; try again in a minute.");
     const progressUrl = `/progress/${started.progressToken}`;

@@ -1,6 +1,7 @@
 "use client";
 
 import { useActionState } from "react";
+import { ActionResult } from "../../../components/action-result";
 import { retryJobAction, type ActionState } from "./actions";
 
 export function RetryForm(props: { jobId: string; canAct: boolean; disabledReason: string | null; softS: number; maxSoftS: number }) {
@@ -18,14 +19,7 @@ export function RetryForm(props: { jobId: string; canAct: boolean; disabledReaso
           {pending ? "Retrying…" : "Retry from where it stopped"}
         </button>
       </div>
-      {props.disabledReason ? <p className="muted small">{props.disabledReason}</p> : null}
-      <div aria-live="polite">
-        {state.message ? (
-          <p className={state.ok ? "message ok" : "form-error"} role={state.ok ? "status" : "alert"}>
-            {state.message}
-          </p>
-        ) : null}
-      </div>
+      <ActionResult disabledReason={props.disabledReason} state={state} />
     </form>
   );
 }

@@ -1,6 +1,7 @@
 "use client";
 
 import { useActionState } from "react";
+import { ActionResult } from "../../../components/action-result";
 import { splitJobAction, type ActionState } from "./actions";
 
 /** Confirms the split shown above it: the number of parts is the plan's, fixed when the plan was shown. */
@@ -15,14 +16,7 @@ export function SplitForm(props: { jobId: string; parts: number; canAct: boolean
           {pending ? "Splitting…" : `Split into ${props.parts} parts`}
         </button>
       </div>
-      {props.disabledReason ? <p className="muted small">{props.disabledReason}</p> : null}
-      <div aria-live="polite">
-        {state.message ? (
-          <p className={state.ok ? "message ok" : "form-error"} role={state.ok ? "status" : "alert"}>
-            {state.message}
-          </p>
-        ) : null}
-      </div>
+      <ActionResult disabledReason={props.disabledReason} state={state} />
     </form>
   );
 }

@@ -17,7 +17,8 @@ const bodySchema = z.object({ filter: bulkRetryFilterSchema.default({}), dryRun:
 export const POST = route(
   "public", // the role is checked by `audited`, so that a refusal is recorded too
   async (request) => {
-    const parsed = bodySchema.safeParse(await readJsonBody(request, '{ "filter": { "kind": "csv_import", "status": "timed_out" }, "dryRun": true }'));
+    const body = await readJsonBody(request, '{ "filter": { "kind": "csv_import", "status": "timed_out" }, "dryRun": true }');
+    const parsed = bodySchema.safeParse(body.ok ? body.value : undefined);
     const result = await audited<Outcome>(
       "operator",
       { action: parsed.success && parsed.data.dryRun ? "jobs.retry.preview" : "jobs.retry", params: parsed.success ? parsed.data.filter : { invalid: true } },
@@ -31,6 +32,7 @@ export const POST = route(
         return { result: r.type === "done" ? "ok" : "refused", message: r.message, value: { retry: r } };
       },
     );
+    if (!body.ok) throw body.error;
     if (!parsed.success) throw parsed.error;
     if (!result) throw parsed.error;
     if ("preview" in result) return Response.json(result.preview);

@@ -1,3 +1,4 @@
+import { audited } from "@/lib/audit/audited";
 import { errorResponse, route } from "@/lib/http/api";
 import { ApiError } from "@/lib/http/errors";
 import { scheduleOverdueSweep } from "@/lib/invoices/schedule";
@@ -11,23 +12,27 @@ export const dynamic = "force-dynamic";
  * (at most one at a time). Takes no body.
  */
 export const POST = route(
-  "operator",
+  "public", // the role is checked by `audited`, so that a refusal is recorded too
   async () => {
-    try {
-      const started = await scheduleOverdueSweep({ whenNothingDue: "create" });
-      if (started.type === "already_running") {
-        return errorResponse(409, "sweep_running", `A sweep is still running (job ${started.jobId}); wait for it to finish, then start another.`);
+    const started = await audited("operator", { action: "sweep.start", target: "overdue_invoices" }, async () => {
+      try {
+        const r = await scheduleOverdueSweep({ whenNothingDue: "create" });
+        return { result: r.type === "created" ? "ok" : "refused", message: r.type === "created" ? `sweep ${r.jobId} queued` : `refused: ${r.type}`, value: r };
+      } catch (err) {
+        if (!(err instanceof EnqueueFailed)) throw err;
+        return { result: "error", message: `failed: ${err.message}`, value: null };
       }
-      if (started.type !== "created") throw new Error(`unexpected sweep outcome ${started.type}`);
-      const progressUrl = `/progress/${started.progressToken}`;
-      return Response.json(
-        { jobId: started.jobId, progressToken: started.progressToken, progressUrl, total: started.total, asOf: started.asOf },
-        { status: 201, headers: { Location: progressUrl } },
-      );
-    } catch (err) {
-      if (err instanceof EnqueueFailed) throw new ApiError(503, "queue_unavailable", "The sweep cannot be started right now (the job queue is unavailable). Nothing was saved; try again in a minute.");
-      throw err;
+    });
+    if (!started) throw new ApiError(503, "queue_unavailable", "The sweep cannot be started right now (the job queue is unavailable). Nothing was saved; try again in a minute.");
+    if (started.type === "already_running") {
+      return errorResponse(409, "sweep_running", `A sweep is still running (job ${started.jobId}); wait for it to finish, then start another.`);
     }
+    if (started.type !== "created") throw new Error(`unexpected sweep outcome ${started.type}`);
+    const progressUrl = `/progress/${started.progressToken}`;
+    return Response.json(
+      { jobId: started.jobId, progressToken: started.progressToken, progressUrl, total: started.total, asOf: started.asOf },
+      { status: 201, headers: { Location: progressUrl } },
+    );
   },
   "POST /api/sweeps/overdue-invoices",
 );

@@ -1,0 +1,160 @@
+import { createAgentRun } from "@/lib/agents/create-run";
+import { createDocumentBatch } from "@/lib/documents/create-batch";
+import { samplePdf, samplePng, sampleText, truncatedPdf } from "@/lib/documents/sample-documents";
+import { createImport } from "@/lib/imports/create-import";
+import type { Logger } from "@/lib/log";
+import { FAMILIES } from "@/lib/ratelimit/buckets";
+import { createGeneration } from "@/lib/quota/generations";
+import { getPack, grantUnits } from "@/lib/quota/packs";
+import { startSync } from "@/lib/syncs/create-sync";
+import { scaled, sleep } from "@/lib/time";
+
+/**
+ * Demo traffic: a steady mix of the work the platform runs, so a fresh `npm start` shows every
+ * page with live data — imports (some with bad rows, some too big for their budget), OCR
+ * batches, agent runs on both agent queues, marketplace syncs for twenty tenants hitting their
+ * limits, card generations (with dislikes) against the slow image provider. Every interval is
+ * production time, scaled like everything else.
+ */
+export const DEMO_TENANTS = Array.from({ length: 20 }, (_, i) => `demo-${String(i + 1).padStart(2, "0")}`);
+/** Production time between two pieces of work. */
+export const DEMO_INTERVAL_MS = 8_000;
+/** A tenant's pack is topped up to this many units when it runs low. */
+const PACK_UNITS = 200;
+
+const COUNTERPARTIES = ["REWE Markt", "Uber BV", "DB Bahn", "ACME GmbH salary", "Amazon EU", "Stadtwerke Nord", "Pizzeria Roma", "Netflix", "Lufthansa"];
+const TASKS = ["Reconcile March card payments", "Summarise open invoices over 1,000 EUR", "Convert last week's expenses to EUR", "Find duplicate supplier payments"];
+
+type Random = () => number;
+const pick = <T>(items: readonly T[], random: Random): T => items[Math.floor(random() * items.length)]!;
+const between = (lo: number, hi: number, random: Random) => lo + Math.floor(random() * (hi - lo + 1));
+
+/** A bank-transaction CSV of `rows` rows; every `badEvery`-th row broken as customers break them. */
+export function demoCsv(rows: number, badEvery: number | null, random: Random): Uint8Array {
+  const lines = ["date,amount,currency,counterparty,description"];
+  for (let i = 1; i <= rows; i++) {
+    if (badEvery && i % badEvery === 0) {
+      lines.push(pick(["2026-02-30,12.00,EUR,REWE Markt,impossible date", "2026-01-05,twelve,EUR,Uber BV,amount in words", "2026-01-05,12.00,XYZ,DB Bahn,unknown currency"], random));
+      continue;
+    }
+    const amount = (random() * 400 - 300).toFixed(2);
+    lines.push(`2026-03-${String(between(1, 28, random)).padStart(2, "0")},${amount === "0.00" ? "1.00" : amount},EUR,${pick(COUNTERPARTIES, random)},demo row ${i}`);
+  }
+  return new TextEncoder().encode(lines.join("\n"));
+}
+
+export interface DemoAction {
+  name: string;
+  weight: number;
+  run: (random: Random) => Promise<string>;
+}
+
+/** Each piece of work the demo starts, with how often (relative weight). */
+export const DEMO_ACTIONS: DemoAction[] = [
+  {
+    name: "import",
+    weight: 5,
+    run: async (random) => {
+      const tenant = pick(DEMO_TENANTS, random);
+      const roll = random();
+      // One in ten is far too big for its 10 min budget (~5.5 s a row): it times out, to be retried or split.
+      const rows = roll < 0.1 ? 1_500 : between(20, 120, random);
+      const badEvery = roll >= 0.1 && roll < 0.3 ? between(7, 15, random) : null;
+      const r = await createImport({ tenant, filename: `statement-${between(1000, 9999, random)}.csv`, bytes: demoCsv(rows, badEvery, random) });
+      return r.type === "created" ? `import of ${rows} rows for ${tenant}` : `import refused: ${r.message}`;
+    },
+  },
+  {
+    name: "documents",
+    weight: 2,
+    run: async (random) => {
+      const tenant = pick(DEMO_TENANTS, random);
+      const n = between(3, 12, random);
+      const files = Array.from({ length: n }, (_, i) => {
+        const kind = random();
+        if (kind < 0.05) return { filename: `scan-${i + 1}.pdf`, bytes: truncatedPdf() };
+        if (kind < 0.5) return { filename: `invoice-${i + 1}.pdf`, bytes: samplePdf([`Invoice ${between(1, 999, random)} from ${pick(COUNTERPARTIES, random)}`, `Total due: ${(random() * 2000).toFixed(2)} EUR`]) };
+        if (kind < 0.8) return { filename: `receipt-${i + 1}.png`, bytes: samplePng(320, 200) };
+        return { filename: `contract-${i + 1}.txt`, bytes: sampleText() };
+      });
+      const r = await createDocumentBatch({ tenant, files });
+      return r.type === "created" ? `OCR batch of ${n} documents for ${tenant}` : `OCR batch refused: ${r.message}`;
+    },
+  },
+  {
+    name: "agent",
+    weight: 2,
+    run: async (random) => {
+      const interactive = random() < 0.6;
+      const tenant = pick(DEMO_TENANTS, random);
+      const steps = interactive ? between(2, 6, random) : between(8, 24, random);
+      await createAgentRun({ tenant, task: pick(TASKS, random), steps, interactive });
+      return `${interactive ? "interactive" : "batch"} agent run of ${steps} steps for ${tenant}`;
+    },
+  },
+  {
+    name: "sync",
+    weight: 4,
+    run: async (random) => {
+      const tenant = pick(DEMO_TENANTS, random);
+      const family = pick(FAMILIES, random);
+      const r = await startSync({ tenant, family });
+      return r.existing ? `sync ${family}:${tenant} already ${r.status}` : `sync ${family}:${tenant}`;
+    },
+  },
+  {
+    name: "generation",
+    weight: 3,
+    run: async (random) => {
+      const tenant = pick(DEMO_TENANTS, random);
+      const pack = await getPack(tenant);
+      if (!pack || pack.remaining < 5) await grantUnits({ tenant, units: PACK_UNITS });
+      // A handful of ads per tenant, so dislikes find cards to regenerate.
+      const adId = `00000000-0000-4000-8000-${String(DEMO_TENANTS.indexOf(tenant)).padStart(6, "0")}${String(between(1, 5, random)).padStart(6, "0")}`;
+      const kind = random() < 0.2 ? "dislike" : "generate";
+      try {
+        await createGeneration({ tenant, adId, kind });
+        return `${kind} card for ${tenant}`;
+      } catch (err) {
+        // A dislike of an ad without a card yet (or one already used) is refused: normal here.
+        return `${kind} refused for ${tenant}: ${(err as Error).message}`;
+      }
+    },
+  },
+];
+
+/** Picks the next action by weight. */
+export function nextAction(random: Random, actions: readonly DemoAction[] = DEMO_ACTIONS): DemoAction {
+  const total = actions.reduce((s, a) => s + a.weight, 0);
+  let x = random() * total;
+  for (const a of actions) {
+    x -= a.weight;
+    if (x < 0) return a;
+  }
+  return actions.at(-1)!;
+}
+
+/**
+ * Runs the demo until `signal` aborts: first one of each kind of work (and a sync per family for
+ * five tenants, so the limiter has buckets to show at once), then one piece every interval.
+ */
+export async function runDemoTraffic(options: { log: Logger; signal: AbortSignal; random?: Random; intervalMs?: number }): Promise<void> {
+  const { log, signal } = options;
+  const random = options.random ?? Math.random;
+  const intervalMs = options.intervalMs ?? Math.max(250, scaled(DEMO_INTERVAL_MS));
+  const attempt = async (action: DemoAction) => {
+    try {
+      log.info({ action: action.name }, await action.run(random));
+    } catch (err) {
+      log.warn({ err, action: action.name }, "demo work could not be started");
+    }
+  };
+  for (const action of DEMO_ACTIONS) await attempt(action);
+  for (const tenant of DEMO_TENANTS.slice(0, 5)) {
+    for (const family of FAMILIES) await attempt({ name: "sync", weight: 0, run: async () => (await startSync({ tenant, family }), `sync ${family}:${tenant}`) });
+  }
+  while (!signal.aborted) {
+    await sleep(intervalMs, signal).catch(() => undefined);
+    if (!signal.aborted) await attempt(nextAction(random));
+  }
+}
