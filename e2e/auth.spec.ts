@@ -16,7 +16,7 @@ test("an anonymous visitor of /jobs is sent to /login and comes back after signi
   await page.getByLabel("Password").fill(E2E_ENV.BOUNDED_ADMIN_PASSWORD);
   await page.getByRole("button", { name: "Sign in" }).click();
   await expect(page).toHaveURL(/\/jobs\?status=completed$/);
-  await expect(page.getByRole("heading", { name: "Jobs" })).toBeVisible();
+  await expect(page.getByRole("heading", { name: "Jobs", exact: true })).toBeVisible();
   await expect(page.getByText("admin · operator")).toBeVisible();
 });
 
@@ -39,7 +39,7 @@ test("a viewer signs in and sees the jobs list and a job's page", async ({ page,
   await expect(page.getByRole("link", { name: jobId.slice(0, 8) })).toBeVisible();
   await page.getByRole("link", { name: jobId.slice(0, 8) }).click();
   await expect(page.getByText(jobId)).toBeVisible();
-  await expect(page.getByRole("heading", { name: "Timeline" })).toBeVisible();
+  await expect(page.getByRole("heading", { name: "Attempts and events" })).toBeVisible();
   await page.screenshot({ path: "test-results/job-detail.png", fullPage: true });
   await page.goto("/jobs");
   await page.screenshot({ path: "test-results/jobs-list.png", fullPage: true });
