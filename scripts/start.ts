@@ -4,8 +4,9 @@
  * `next-server` is left behind). `tsx scripts/start.ts web|workers|sim` runs one part alone.
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { existsSync, readdirSync, statSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { needsBuild } from "./build";
 import { loadDotEnv, preflight, fail } from "./preflight";
 
 const root = resolve(import.meta.dirname, "..");
@@ -22,27 +23,6 @@ const parts: Part[] = requested.length ? (requested as Part[]) : [...ALL];
 
 const tsx = ["--import", "tsx"];
 const nextBin = join(root, "node_modules/next/dist/bin/next");
-
-function newestMtime(path: string): number {
-  if (!existsSync(path)) return 0;
-  const st = statSync(path);
-  if (!st.isDirectory()) return st.mtimeMs;
-  let newest = st.mtimeMs;
-  for (const entry of readdirSync(path)) {
-    if (entry === "node_modules" || entry.startsWith(".")) continue;
-    newest = Math.max(newest, newestMtime(join(path, entry)));
-  }
-  return newest;
-}
-
-/** A build is needed when there is none, or when a source the web uses is newer than it. */
-function needsBuild(): boolean {
-  const buildId = join(root, ".next/BUILD_ID");
-  if (!existsSync(buildId)) return true;
-  const built = statSync(buildId).mtimeMs;
-  const sources = ["app", "lib", "generated", "next.config.js", "package-lock.json", "tsconfig.json"].map((p) => join(root, p));
-  return sources.some((p) => newestMtime(p) > built);
-}
 
 function run(cmd: string, args: string[], label: string): void {
   const result = spawnSync(cmd, args, { cwd: root, stdio: "inherit", env: { ...process.env, NEXT_TELEMETRY_DISABLED: "1" } });
@@ -62,7 +42,7 @@ async function main() {
   // The whole system shows demo traffic unless told otherwise (BOUNDED_DEMO=0); a part alone does not.
   if (!requested.length && e.BOUNDED_DEMO) parts.push("demo");
   if (parts.includes("web") && noBuild && !existsSync(join(root, ".next/BUILD_ID"))) fail("--no-build, but there is no build: run `npx next build` first.");
-  if (parts.includes("web") && !noBuild && needsBuild()) {
+  if (parts.includes("web") && !noBuild && needsBuild(root)) {
     console.log("Building the web app (next build)…");
     run(process.execPath, [nextBin, "build"], "next build");
   }

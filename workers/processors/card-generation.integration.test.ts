@@ -99,6 +99,22 @@ describe("card_generation: a paid generation under a quota reserve", () => {
     expect(await books(t.packId)).toMatchObject({ remaining: 0, spent: 1, live: 0 });
   });
 
+  it("a run that died after its card was delivered and charged does not generate or charge again when retried", async () => {
+    setSim({});
+    const g = await generation(3);
+    expect(g.row.status).toBe("completed");
+    // The worker died between the release (image + spend, committed) and finishing the row: the
+    // reaper abandoned it with cursor 1, and an operator retries it.
+    await db().job.update({ where: { id: g.jobId }, data: { status: "queued", finishedAt: null } });
+    await runJob({ card_generation: processor }, queueJobFor(g.jobId, "generations", "card_generation"), new AbortController().signal, logger("test"));
+    const row = await db().job.findUniqueOrThrow({ where: { id: g.jobId }, select: { status: true, message: true } });
+    expect(row.status).toBe("completed");
+    expect(row.message).toContain("already delivered");
+    expect(sim.submitted()).toBe(1);
+    expect(await db().cardImage.count({ where: { jobId: g.jobId } })).toBe(1);
+    expect(await books(g.t.packId)).toMatchObject({ remaining: 2, spent: 1, live: 0 });
+  });
+
   it("a render the provider gives up on fails the job and returns the unit", async () => {
     setSim({ failRate: 1 });
     const g = await generation(1);

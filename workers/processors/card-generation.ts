@@ -25,6 +25,9 @@ export function cardGenerationWith(provider: (log: Parameters<Processor>[0]["log
     const params = generationParamsSchema.safeParse(run.params);
     if (!params.success) throw new JobFailed("The generation request is incomplete (no ad or kind). Request it again.");
     const { adId, kind } = params.data;
+    // The card is written, charged and counted in one transaction (cursor 1): a run that died
+    // after it, before its row was finished, has nothing left to do — claiming again would pay twice.
+    if (run.cursor >= 1) return { message: `The card of ad ${adId} was already delivered by an earlier run of this job; nothing was generated or charged again.`, result: { adId, kind, alreadyDelivered: true } };
     const started = Date.now();
 
     let reserve: Reserve;

@@ -1,0 +1,30 @@
+import { expect, test } from "@playwright/test";
+import { formatReport, runChaos } from "../test/chaos/chaos";
+
+/**
+ * The small chaos run (the full one is `npm run test:chaos`): 40 mixed jobs through the API of a
+ * system of its own — two worker processes SIGKILLed at random and restarted, its Redis killed
+ * and restarted once, its web process once — then every row terminal within its bound, nothing
+ * lost, no item applied twice, the quota books balanced. It serves the build the suite made.
+ */
+test("40 mixed jobs survive worker kills, a Redis restart and a web restart", async () => {
+  test.setTimeout(600_000);
+  const report = await runChaos({
+    jobs: 40,
+    seconds: 25,
+    seed: 20261202,
+    timeScale: 0.01,
+    workers: 2,
+    killEvery: [2, 5],
+    ports: { web: 3103, sim: 4113, redis: 6393 },
+    database: "bounded_e2e_chaos",
+    log: () => undefined,
+  });
+  const printed = formatReport(report);
+  console.log(printed);
+  expect(report.did.workerKills, "worker processes were killed").toBeGreaterThan(0);
+  expect(report.did.redisDownMs, "Redis was restarted").toBeGreaterThan(0);
+  expect(report.did.webDownMs, "the web process was restarted").toBeGreaterThan(0);
+  expect(report.accepted.length, "jobs accepted (a dislike may be refused by design)").toBeGreaterThanOrEqual(36);
+  expect(report.ok, printed).toBe(true);
+});

@@ -1,0 +1,290 @@
+/**
+ * A chaos run: the whole system (web, N worker processes, simulators, a Redis of its own) takes
+ * a mixed workload through its HTTP API while worker processes are SIGKILLed at random moments
+ * and restarted, Redis is killed and restarted once, and the web process once. Meanwhile every
+ * non-terminal row is watched against its bound. Then the chaos stops, the system settles, an
+ * operator retries what the chaos ended (one bulk retry through the API, as on /jobs), and the
+ * database is checked: no job lost, no item applied twice, the quota books balanced.
+ *
+ * `npm run test:chaos` runs the full size; the browser suite runs a small one (e2e/chaos.spec.ts).
+ */
+import { setTimeout as sleep } from "node:timers/promises";
+import pg from "pg";
+import { migrate } from "../../scripts/db/migrate";
+import { ChaosDb, type Check, type Overrun } from "./checks";
+import { ChaosSystem, ROOT, type ChaosPorts } from "./system";
+import { seeded, Workload, type Accepted, type WorkKind } from "./workload";
+
+export interface ChaosOptions {
+  jobs: number;
+  /** Real seconds over which the jobs are submitted (the chaos lasts as long). */
+  seconds: number;
+  seed: number;
+  timeScale: number;
+  workers: number;
+  /** Real seconds between two worker kills: drawn uniformly from this range. */
+  killEvery: [number, number];
+  ports: ChaosPorts;
+  database: string;
+  log?: (line: string) => void;
+}
+
+export interface ChaosReport {
+  options: Omit<ChaosOptions, "log">;
+  did: { workerKills: number; redisDownMs: number; webDownMs: number; unexpectedWorkerExits: number; resent: number; gaveUp: number };
+  accepted: Accepted[];
+  refused: Record<string, number>;
+  /** Statuses when the chaos had settled, before any retry. */
+  afterChaos: Record<string, number>;
+  /** Of those, the ones not completed, by kind: what the operator then retried. */
+  endedByChaos: { kind: string; status: string; n: number }[];
+  retries: { round: number; retried: number }[];
+  final: Record<string, number>;
+  overruns: Overrun[];
+  maxSilentOverBoundMs: number;
+  quota: { spent: number; reclaimed: number; late: number; debts: number };
+  checks: Check[];
+  ok: boolean;
+}
+
+const OPERATOR_TOKEN = "chaos-operator-token-0123456789abcdef";
+/** How long the system may take to bring every row to a terminal state once the chaos stops. */
+const SETTLE_MS = 180_000;
+
+/** The reaper's timings at a time scale (lib/jobs/stuck.ts): interval, and the grace after the last sign of life. */
+function reaperTimings(scale: number) {
+  const interval = Math.max(60_000 * scale, 1_000);
+  const silence = 3 * Math.max(30_000 * scale, 500);
+  return { intervalMs: interval, graceMs: Math.max(interval, silence) };
+}
+
+async function dropDatabase(url: string): Promise<void> {
+  const name = new URL(url).pathname.slice(1);
+  const admin = new pg.Client({ connectionString: url.replace(/\/[^/]+$/, "/postgres") });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+  await admin.end();
+}
+
+export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
+  const say = o.log ?? ((l: string) => console.log(l));
+  const random = seeded(o.seed);
+  const databaseUrl = `postgresql://postgres@127.0.0.1:5432/${o.database}`;
+  const sim = `http://127.0.0.1:${o.ports.sim}`;
+  const env: Record<string, string> = {
+    PORT: String(o.ports.web),
+    DATABASE_URL: databaseUrl,
+    BOUNDED_REDIS_PREFIX: "bounded-chaos",
+    BOUNDED_SIM_PORT: String(o.ports.sim),
+    MODEL_BASE_URL: sim,
+    MARKETPLACE_BASE_URL: `${sim}/marketplace`,
+    IMAGE_PROVIDER_BASE_URL: `${sim}/images`,
+    BOUNDED_TIME_SCALE: String(o.timeScale),
+    BOUNDED_DEMO: "0",
+    // Item outcomes are then known in advance: a bad row or a damaged file fails, nothing else.
+    BOUNDED_SIM_MODEL_ERROR_RATE: "0",
+    BOUNDED_SIM_OCR_ERROR_RATE: "0",
+    BOUNDED_ADMIN_PASSWORD: "chaos-operator-password",
+    BOUNDED_BOOTSTRAP_TOKEN: OPERATOR_TOKEN,
+    BOUNDED_SESSION_SECRET: "chaos-session-secret-0123456789abcdef0123456789",
+    LOG_LEVEL: "info",
+    // Budgets that fit the work on a small, busy machine, where a commit is not scaled and so weighs
+    // more than in production: the chaos is about crashes, not deadlines (those have their own
+    // tests). Each still bounds its rows, and the watch below holds them to it.
+    BOUNDED_BUDGET_IMPORTS_SOFT_S: "3000",
+    BOUNDED_BUDGET_IMPORTS_HARD_S: "4500",
+    BOUNDED_BUDGET_AGENT_INTERACTIVE_SOFT_S: "600",
+    BOUNDED_BUDGET_AGENT_INTERACTIVE_HARD_S: "900",
+    BOUNDED_BUDGET_MARKETPLACE_SYNC_SOFT_S: "3000",
+    BOUNDED_BUDGET_MARKETPLACE_SYNC_HARD_S: "4500",
+  };
+  const { intervalMs, graceMs } = reaperTimings(o.timeScale);
+
+  say(`chaos: seed ${o.seed}; ${o.jobs} jobs over ${o.seconds} s; time scale ${o.timeScale}; ${o.workers} worker processes; logs in test-results/chaos/`);
+  await dropDatabase(databaseUrl);
+  await migrate(databaseUrl);
+  const system = new ChaosSystem(o.ports, env, o.workers);
+  const did = { workerKills: 0, redisDownMs: 0, webDownMs: 0, unexpectedWorkerExits: 0, resent: 0, gaveUp: 0 };
+  const overrunsById = new Map<string, Overrun>();
+  let maxOver = -Infinity;
+  const dbUrlEnv = { ...process.env, ...env, REDIS_URL: system.env.REDIS_URL! };
+  const chaosDb = new ChaosDb(databaseUrl);
+  try {
+    // First start's operator token (BOUNDED_BOOTSTRAP_TOKEN), as `npm start` does it.
+    const { spawnSync } = await import("node:child_process");
+    const boot = spawnSync(process.execPath, ["--import", "tsx", "scripts/bootstrap.ts"], { cwd: ROOT, env: dbUrlEnv, encoding: "utf8" });
+    if (boot.status !== 0) throw new Error(`bootstrap failed: ${boot.stderr}`);
+    await system.start();
+    const workload = new Workload(system.baseUrl, OPERATOR_TOKEN, random);
+    await workload.grantPacks();
+
+    // The watch: every half second, rows silent past their bound. While Redis is down the
+    // reaper cannot ask the queue about a row (it skips it), so the outage is added to the tolerance.
+    let watching = true;
+    let redisDownSince: number | null = null;
+    const watch = (async () => {
+      while (watching) {
+        const tolerance = 1_000 + did.redisDownMs + (redisDownSince ? Date.now() - redisDownSince : 0);
+        for (const r of await chaosDb.overruns(o.timeScale, graceMs, intervalMs, tolerance).catch(() => [])) {
+          const prev = overrunsById.get(r.id);
+          if (!prev || prev.silentMs < r.silentMs) overrunsById.set(r.id, r);
+        }
+        await sleep(500);
+      }
+    })();
+    const watchMax = (async () => {
+      while (watching) {
+        for (const r of await chaosDb.overruns(o.timeScale, graceMs, intervalMs, -1e12).catch(() => [])) maxOver = Math.max(maxOver, r.silentMs - r.boundMs);
+        await sleep(1_000);
+      }
+    })();
+
+    // The chaos, beside the submissions.
+    const chaosEnds = Date.now() + o.seconds * 1000;
+    let chaosOn = true;
+    const killer = (async () => {
+      const restarts: Promise<void>[] = [];
+      while (chaosOn) {
+        await sleep((o.killEvery[0] + random() * (o.killEvery[1] - o.killEvery[0])) * 1000);
+        if (!chaosOn) break;
+        // Keep one worker process up: the test is of crashes, not of an outage of every worker.
+        const ready = system.readyWorkers();
+        if (ready.length < 2) continue;
+        const victim = ready[Math.floor(random() * ready.length)]!;
+        did.workerKills++;
+        restarts.push(system.restart(victim, 200 + random() * 1_300).catch((err) => say(`chaos: ${victim} did not come back: ${err.message}`)));
+      }
+      await Promise.all(restarts);
+    })();
+    const outages = (async () => {
+      await sleep(o.seconds * 350);
+      say("chaos: killing Redis (SIGKILL); it comes back from its append-only file");
+      let t = Date.now();
+      redisDownSince = t;
+      await system.restart("redis", 1_500);
+      did.redisDownMs = Date.now() - t;
+      redisDownSince = null;
+      await sleep(o.seconds * 300);
+      say("chaos: killing the web process (SIGKILL)");
+      t = Date.now();
+      await system.restart("web", 1_000);
+      did.webDownMs = Date.now() - t;
+    })();
+
+    const perJob = (o.seconds * 1000) / o.jobs;
+    let n = 0;
+    const submitters = Array.from({ length: 2 }, async () => {
+      while (n < o.jobs) {
+        const i = ++n;
+        const due = chaosEnds - o.seconds * 1000 + i * perJob;
+        if (due > Date.now()) await sleep(due - Date.now());
+        workload.markDelivered(await chaosDb.deliveredAds());
+        await workload.submitOne(i);
+      }
+    });
+    await Promise.all(submitters);
+    await outages;
+    if (Date.now() < chaosEnds) await sleep(chaosEnds - Date.now());
+    chaosOn = false;
+    await killer;
+    did.resent = workload.stats.resent;
+    did.gaveUp = workload.stats.gaveUp;
+    did.unexpectedWorkerExits = system.unexpectedExits.length;
+    say(`chaos: over — ${did.workerKills} worker kills, Redis down ${(did.redisDownMs / 1000).toFixed(1)} s, web down ${(did.webDownMs / 1000).toFixed(1)} s; ${workload.stats.accepted.length} jobs accepted; settling…`);
+
+    // Settle: every row terminal (the reaper finishes what the crashes left). A system that does
+    // not settle fails the run with what was left, rather than hanging it.
+    const unsettled: string[] = [];
+    const settle = async (what: string): Promise<boolean> => {
+      const started = Date.now();
+      while ((await chaosDb.nonTerminal()) > 0) {
+        if (Date.now() - started > SETTLE_MS) {
+          unsettled.push(`${what}: still ${fmtCounts(await chaosDb.statusCounts())} after ${SETTLE_MS / 1000} s`);
+          return false;
+        }
+        await sleep(500);
+      }
+      return true;
+    };
+    await settle("after the chaos");
+    const afterChaos = await chaosDb.statusCounts();
+    const ended = (await chaosDb.statusByKind()).filter((r) => r.status !== "completed" && r.status !== "completed_with_errors");
+    say(`chaos: settled — ${fmtCounts(afterChaos)}`);
+
+    // The operator retries what the chaos ended; each retry resumes at the job's cursor.
+    const retries: { round: number; retried: number }[] = [];
+    for (let round = 1; round <= 5 && unsettled.length === 0; round++) {
+      const res = await workload.send("/api/jobs/retry", () => ({ method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ filter: {} }) }), true);
+      const body = (await res?.json()) as { retried?: number; matched?: number };
+      if (!res?.ok) throw new Error(`bulk retry answered ${res?.status}: ${JSON.stringify(body)}`);
+      if (!body.matched) break;
+      retries.push({ round, retried: body.retried ?? 0 });
+      say(`chaos: operator bulk retry #${round}: ${body.retried} of ${body.matched} jobs retried`);
+      await settle(`after retry #${round}`);
+    }
+
+    // Reserves of generations killed mid-flight come back when the sweep window has passed.
+    const windowMs = 25 * 60_000 * o.timeScale;
+    const reservesUntil = Date.now() + windowMs * 2 + 30_000;
+    while ((await chaosDb.liveReserves()) > 0 && Date.now() < reservesUntil) await sleep(500);
+    watching = false;
+    await Promise.all([watch, watchMax]);
+
+    const checks: Check[] = [
+      { name: "the system settled: every row terminal within 180 s of the chaos ending (and of each retry)", ok: unsettled.length === 0, detail: unsettled.join("; ") || "yes" },
+      {
+        name: "no row non-terminal past its bound (hard limit + grace + one reaper interval after its last sign of life)",
+        ok: overrunsById.size === 0,
+        detail: overrunsById.size
+          ? `${overrunsById.size} rows: ${[...overrunsById.values()].slice(0, 5).map((r) => `${r.kind} ${r.id} ${r.status} silent ${(r.silentMs / 1000).toFixed(1)} s > ${(r.boundMs / 1000).toFixed(1)} s`).join("; ")}`
+          : `worst: ${(maxOver / 1000).toFixed(1)} s against its bound`,
+      },
+      ...(await chaosDb.finalChecks(workload.stats.accepted)),
+    ];
+    const report: ChaosReport = {
+      options: { jobs: o.jobs, seconds: o.seconds, seed: o.seed, timeScale: o.timeScale, workers: o.workers, killEvery: o.killEvery, ports: o.ports, database: o.database },
+      did,
+      accepted: workload.stats.accepted,
+      refused: workload.stats.refused,
+      afterChaos,
+      endedByChaos: ended,
+      retries,
+      final: await chaosDb.statusCounts(),
+      overruns: [...overrunsById.values()],
+      maxSilentOverBoundMs: maxOver,
+      quota: await chaosDb.quotaTotals(),
+      checks,
+      ok: checks.every((c) => c.ok) && did.gaveUp === 0,
+    };
+    return report;
+  } finally {
+    await system.stop();
+    await chaosDb.close();
+  }
+}
+
+function fmtCounts(c: Record<string, number>): string {
+  return Object.entries(c)
+    .map(([k, v]) => `${v} ${k}`)
+    .join(", ");
+}
+
+/** The report as printed: what was done, what was found, each check with its counts. */
+export function formatReport(r: ChaosReport): string {
+  const byWork = new Map<WorkKind, number>();
+  for (const a of r.accepted) byWork.set(a.work, (byWork.get(a.work) ?? 0) + 1);
+  const lines = [
+    "",
+    `CHAOS seed=${r.options.seed} jobs=${r.accepted.length} time_scale=${r.options.timeScale} workers=${r.options.workers}`,
+    `  did:      ${r.did.workerKills} worker processes SIGKILLed and restarted; Redis SIGKILLed once (down ${(r.did.redisDownMs / 1000).toFixed(1)} s); web SIGKILLed once (down ${(r.did.webDownMs / 1000).toFixed(1)} s)`,
+    `            ${r.did.resent} requests sent again while a part was down; ${r.did.gaveUp} never answered; ${r.did.unexpectedWorkerExits} worker exits not caused by the run`,
+    `  accepted: ${[...byWork].map(([k, v]) => `${v} ${k}`).join(", ")}${Object.keys(r.refused).length ? `; refused by design: ${fmtCounts(r.refused)}` : ""}`,
+    `  settled:  ${fmtCounts(r.afterChaos)}${r.endedByChaos.length ? ` (${r.endedByChaos.map((e) => `${e.n} ${e.kind} ${e.status}`).join(", ")})` : ""}`,
+    `  retried:  ${r.retries.length ? r.retries.map((x) => `round ${x.round}: ${x.retried}`).join(", ") : "nothing to retry"}`,
+    `  final:    ${fmtCounts(r.final)}`,
+    `  quota:    ${r.quota.spent} units spent, ${r.quota.reclaimed} reserves reclaimed by the sweeper, ${r.quota.late} late releases, ${r.quota.debts} open debts`,
+    ...r.checks.map((c) => `  [${c.ok ? "ok" : "FAIL"}] ${c.name} — ${c.detail}`),
+    `CHAOS ${r.ok ? "PASSED" : "FAILED"}`,
+  ];
+  return lines.join("\n");
+}
