@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { EnvError, parseEnv } from "./env";
+import { EnvError, hasHashTag, parseEnv } from "./env";
 
 /** The message of the EnvError `parseEnv(source)` throws (fails the test if it does not throw one). */
 function envErrorOf(source: Record<string, string | undefined>): string {
@@ -156,3 +156,42 @@ describe("error messages never echo secrets", () => {
   });
 });
 
+
+describe("Redis Cluster (BOUNDED_REDIS_CLUSTER)", () => {
+  it("is off by default, and a prefix may hold braces either way", () => {
+    expect(parseEnv({}).BOUNDED_REDIS_CLUSTER).toBe(false);
+    expect(parseEnv({ BOUNDED_REDIS_PREFIX: "{bounded}" }).BOUNDED_REDIS_PREFIX).toBe("{bounded}");
+    const on = parseEnv({ BOUNDED_REDIS_CLUSTER: "1", BOUNDED_REDIS_PREFIX: "app:{bounded}:v2", REDIS_URL: "redis://10.0.0.7:7000" });
+    expect(on.BOUNDED_REDIS_CLUSTER).toBe(true);
+    expect(on.BOUNDED_REDIS_PREFIX).toBe("app:{bounded}:v2");
+  });
+
+  it("refuses cluster mode with a prefix that has no hash tag, in one line naming both variables and why", () => {
+    for (const prefix of [undefined, "bounded", "bounded-{}", "bounded}{x", "{bounded"]) {
+      const message = envErrorOf({ BOUNDED_REDIS_CLUSTER: "1", BOUNDED_REDIS_PREFIX: prefix });
+      expect(message).toMatch(/^BOUNDED_REDIS_PREFIX: with BOUNDED_REDIS_CLUSTER=1 the prefix must contain a hash tag, e\.g\. \{bounded\}/);
+      expect(message).toContain("BullMQ needs all keys of a queue in one cluster slot");
+      expect(message).toContain("Fix BOUNDED_REDIS_PREFIX");
+      expect(message).not.toContain("\n");
+    }
+  });
+
+  it("refuses a database other than 0 in cluster mode (a cluster has only database 0)", () => {
+    expect(envErrorOf({ BOUNDED_REDIS_CLUSTER: "1", BOUNDED_REDIS_PREFIX: "{b}", REDIS_URL: "redis://127.0.0.1:7000/2" })).toMatch(/^REDIS_URL: with BOUNDED_REDIS_CLUSTER=1 /);
+    expect(parseEnv({ BOUNDED_REDIS_CLUSTER: "1", BOUNDED_REDIS_PREFIX: "{b}", REDIS_URL: "redis://127.0.0.1:7000/0" }).REDIS_URL).toBe("redis://127.0.0.1:7000/0");
+    expect(parseEnv({ REDIS_URL: "redis://127.0.0.1:6379/2" }).REDIS_URL).toBe("redis://127.0.0.1:6379/2");
+  });
+
+  it("accepts only 0 or 1", () => {
+    expect(envErrorOf({ BOUNDED_REDIS_CLUSTER: "yes" })).toMatch(/^BOUNDED_REDIS_CLUSTER: /);
+  });
+
+  it("finds the hash tag the way Redis does: the first { and the first } after it, with text between", () => {
+    expect(hasHashTag("{bounded}")).toBe(true);
+    expect(hasHashTag("app:{bounded}:v2")).toBe(true);
+    expect(hasHashTag("{}{bounded}")).toBe(false); // Redis hashes the whole key when the first tag is empty
+    expect(hasHashTag("}{bounded}")).toBe(true);
+    expect(hasHashTag("bounded")).toBe(false);
+    expect(hasHashTag("{bounded")).toBe(false);
+  });
+});

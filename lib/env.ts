@@ -8,7 +8,7 @@ import { z } from "zod";
 const positiveNumber = z.coerce.number().positive();
 const seconds = z.coerce.number().positive().optional();
 
-const schema = z.object({
+const fields = z.object({
   NODE_ENV: z.enum(["development", "production", "test"]).default("development"),
   DATABASE_URL: z
     .url({ protocol: /^postgres(ql)?$/, error: "must be a postgresql:// URL" })
@@ -16,8 +16,13 @@ const schema = z.object({
   REDIS_URL: z
     .url({ protocol: /^rediss?$/, error: "must be a redis:// URL" })
     .default("redis://127.0.0.1:6379"),
-  /** Prefix of every Redis key Bounded writes (queues, limiter, heartbeats). */
-  BOUNDED_REDIS_PREFIX: z.string().regex(/^[a-zA-Z0-9:_-]+$/).default("bounded"),
+  /**
+   * Prefix of every Redis key Bounded writes (queues, limiter, heartbeats). Braces make a Redis
+   * Cluster hash tag, required with BOUNDED_REDIS_CLUSTER=1 (see `hasHashTag`).
+   */
+  BOUNDED_REDIS_PREFIX: z.string().regex(/^[a-zA-Z0-9:_{}-]+$/).default("bounded"),
+  /** 1: REDIS_URL names one node of a Redis Cluster, and the client discovers the others. */
+  BOUNDED_REDIS_CLUSTER: z.enum(["0", "1"]).default("0").transform((v) => v === "1"),
   PORT: z.coerce.number().int().min(1).max(65535).default(3000),
   /** Multiplies every duration the system uses. 1 in production; small in tests and demos. */
   BOUNDED_TIME_SCALE: positiveNumber.max(1000).default(1),
@@ -68,10 +73,38 @@ const schema = z.object({
   BOUNDED_RESERVE_SWEEP_WINDOW_S: seconds,
 });
 
+/**
+ * Redis Cluster runs a multi-key command, a MULTI or a Lua script only when all its keys hash to
+ * one slot. BullMQ touches many keys of a queue in one script, and Bounded reads several of its
+ * own keys at once (MGET of snapshots, the login counters in one MULTI), so every key goes in one
+ * slot: the slot of the prefix's hash tag. Redis hashes only the text between the first `{` and
+ * the first `}` after it, when that text is not empty; as every key starts with the prefix, the
+ * prefix alone decides.
+ */
+export function hasHashTag(prefix: string): boolean {
+  const open = prefix.indexOf("{");
+  return open >= 0 && prefix.indexOf("}", open + 1) > open + 1;
+}
+
+const schema = fields.superRefine((e, ctx) => {
+  if (!e.BOUNDED_REDIS_CLUSTER) return;
+  if (!hasHashTag(e.BOUNDED_REDIS_PREFIX)) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["BOUNDED_REDIS_PREFIX"],
+      message:
+        "with BOUNDED_REDIS_CLUSTER=1 the prefix must contain a hash tag, e.g. {bounded}: BullMQ needs all keys of a queue in one cluster slot, and Bounded keeps all its keys in the slot of that tag",
+    });
+  }
+  if (!/^\/?0?$/.test(new URL(e.REDIS_URL).pathname)) {
+    ctx.addIssue({ code: "custom", path: ["REDIS_URL"], message: "with BOUNDED_REDIS_CLUSTER=1 it must name database 0 or none: Redis Cluster has only database 0" });
+  }
+});
+
 export type Env = z.infer<typeof schema>;
 
 /** Every variable the project reads (for `.env.example` and documentation checks). */
-export const ENV_VARIABLES = Object.keys(schema.shape) as (keyof Env)[];
+export const ENV_VARIABLES = Object.keys(fields.shape) as (keyof Env)[];
 
 export class EnvError extends Error {
   override name = "EnvError";

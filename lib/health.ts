@@ -1,5 +1,5 @@
 import { db } from "@/lib/db/client";
-import { redis, key } from "@/lib/redis/client";
+import { redis, key, scanKeys } from "@/lib/redis/client";
 
 export interface Health {
   ok: boolean;
@@ -17,13 +17,8 @@ function within<T>(ms: number, p: Promise<T>): Promise<T> {
 
 /** SCAN, never KEYS: this route is public and polled, and KEYS blocks Redis for the whole keyspace. */
 async function countKeys(pattern: string): Promise<number> {
-  let cursor = "0";
   let n = 0;
-  do {
-    const [next, keys] = await redis().scan(cursor, "MATCH", pattern, "COUNT", 500);
-    n += keys.length;
-    cursor = next;
-  } while (cursor !== "0");
+  for await (const keys of scanKeys(redis(), pattern, 500)) n += keys.length;
   return n;
 }
 

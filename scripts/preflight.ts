@@ -58,14 +58,30 @@ export async function preflight(needs: { postgres: boolean; redis: boolean }): P
     // ioredis reports the cause (e.g. ECONNREFUSED) as an event and rejects with "Connection is closed".
     let cause: Error | undefined;
     client.on("error", (err: Error) => (cause ??= err));
+    let clusterNode = false;
+    let clusterState: string | undefined;
     try {
       await client.connect();
       await client.ping();
+      // INFO and CLUSTER INFO are what BullMQ and the cluster client send first anyway.
+      clusterNode = /^cluster_enabled:1/m.test(await client.info("cluster"));
+      if (clusterNode) clusterState = /^cluster_state:(\w+)/m.exec(String(await client.call("CLUSTER", "INFO")))?.[1];
     } catch (err) {
       const why = (cause ?? (err as Error)).message.replace(/\.$/, "") || "no answer";
       fail(`Cannot reach Redis at ${hostOf(e.REDIS_URL)} (REDIS_URL): ${why}. Start Redis or fix REDIS_URL.`);
     } finally {
       client.disconnect();
+    }
+    // A mismatch fails later and obscurely: a plain client gets MOVED for most keys of a cluster
+    // node, and a cluster client keeps retrying against a server that has no slots to give.
+    if (clusterNode && !e.BOUNDED_REDIS_CLUSTER) {
+      fail(`Redis at ${hostOf(e.REDIS_URL)} (REDIS_URL) is a Redis Cluster node but BOUNDED_REDIS_CLUSTER=0. Set BOUNDED_REDIS_CLUSTER=1 and a hash-tagged BOUNDED_REDIS_PREFIX such as {bounded}.`);
+    }
+    if (!clusterNode && e.BOUNDED_REDIS_CLUSTER) {
+      fail(`Redis at ${hostOf(e.REDIS_URL)} (REDIS_URL) is not a Redis Cluster node but BOUNDED_REDIS_CLUSTER=1. Point REDIS_URL at a cluster node or set BOUNDED_REDIS_CLUSTER=0.`);
+    }
+    if (clusterNode && clusterState !== "ok") {
+      fail(`The Redis Cluster of ${hostOf(e.REDIS_URL)} (REDIS_URL) is not serving (cluster_state:${clusterState ?? "unknown"}). Repair the cluster (redis-cli --cluster check) and start again.`);
     }
   }
   return e;

@@ -26,6 +26,8 @@ const DUMMY_HASH =
   "scrypt$32768$8$1$AAAAAAAAAAAAAAAAAAAAAA==$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA==";
 
 export async function login(input: z.infer<typeof loginSchema>, clientAddress: string): Promise<LoginResult> {
+  // Both counters live under the prefix: on a Redis Cluster they share its hash tag's slot, as the
+  // MGET and the MULTI below need (a username's own braces come after the tag and change nothing).
   const userKey = key("login-failures", "user", input.username.toLowerCase());
   const addressKey = key("login-failures", "address", clientAddress);
   const [userFailures, addressFailures] = (await redis().mget(userKey, addressKey)).map(Number);

@@ -1,11 +1,11 @@
 import "server-only";
-import type { Redis } from "ioredis";
 import { db } from "@/lib/db/client";
 import { env, type Env } from "@/lib/env";
 import { bucketUpperMs } from "@/lib/modelcalls/buckets";
 import { KINDS, type JobKind } from "@/lib/queues/catalog";
 import { budgetProblem, budgetProblems, catalogPairs, resolveBudgetUnchecked, type ResolvedBudget } from "./budgets";
 import { formatBudget, formatDuration } from "./format";
+import type { RedisClient } from "@/lib/redis/client";
 import { listWorkerBudgets } from "./runtime";
 import type { WorkerBudgets } from "./schemas";
 
@@ -114,7 +114,7 @@ export interface BudgetReportOptions {
   /** @defaultValue `env()` */
   source?: Env;
   /** @defaultValue the shared producer connection */
-  redis?: Redis;
+  redis?: RedisClient;
   /** Key prefix of the worker publications. @defaultValue `key("worker-budgets")` */
   namespace?: string;
   /** @defaultValue `new Date()` */

@@ -1,9 +1,8 @@
 import { randomUUID } from "node:crypto";
-import type { Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { db } from "@/lib/db/client";
 import { parseEnv, type Env } from "@/lib/env";
-import { createRedis } from "@/lib/redis/client";
+import { createRedis, type RedisClient } from "@/lib/redis/client";
 import { newProgressToken } from "@/lib/jobs/create";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
 import { getBudgetReport } from "./report";
@@ -19,7 +18,7 @@ const namespace = () => `budgets-it-${randomUUID()}:worker-budgets`;
 /** A worker process's environment: defaults, the test time scale (publish every 1 s), plus `vars`. */
 const workerEnv = (vars: Record<string, string> = {}): Env => parseEnv({ BOUNDED_TIME_SCALE: "0.001", ...vars });
 
-let redis: Redis;
+let redis: RedisClient;
 const publishers: BudgetPublisher[] = [];
 
 beforeAll(() => {

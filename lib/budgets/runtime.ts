@@ -1,8 +1,7 @@
 import { hostname } from "node:os";
-import type { Redis } from "ioredis";
 import { env, type Env } from "@/lib/env";
 import { logger } from "@/lib/log";
-import { key, redis as sharedRedis } from "@/lib/redis/client";
+import { key, redis as sharedRedis, scanKeys, type RedisClient } from "@/lib/redis/client";
 import { scaled } from "@/lib/time";
 import { pairsOfQueues, resolveBudgetUnchecked } from "./budgets";
 import { workerBudgetsSchema, type WorkerBudgets } from "./schemas";
@@ -35,7 +34,7 @@ export interface BudgetPublisherOptions {
   /** Jobs this process runs at once, per queue. */
   concurrency: number;
   /** The connection to publish on (the worker's own). */
-  redis: Redis;
+  redis: RedisClient;
   /**
    * Key prefix of the publication (tests use their own, so they never see real workers).
    * @defaultValue `key("worker-budgets")`
@@ -123,18 +122,14 @@ function globEscape(s: string): string {
  * Every live publication (SCAN, never KEYS: a big keyspace must not block Redis), sorted by
  * host and pid. Unreadable publications are skipped and logged.
  */
-export async function listWorkerBudgets(options: { redis?: Redis; namespace?: string } = {}): Promise<WorkerBudgets[]> {
+export async function listWorkerBudgets(options: { redis?: RedisClient; namespace?: string } = {}): Promise<WorkerBudgets[]> {
   const client = options.redis ?? sharedRedis();
   const namespace = options.namespace ?? defaultNamespace();
   const found = new Set<string>(); // SCAN may return a key twice
-  let cursor = "0";
-  do {
-    const [next, batch] = await client.scan(cursor, "MATCH", `${globEscape(namespace)}:*`, "COUNT", 200);
-    for (const k of batch) found.add(k);
-    cursor = next;
-  } while (cursor !== "0");
+  for await (const batch of scanKeys(client, `${globEscape(namespace)}:*`, 200)) for (const k of batch) found.add(k);
   const keys = [...found];
   if (keys.length === 0) return [];
+  // One MGET for all publications: on a Redis Cluster they share the prefix's slot.
   const values = await client.mget(...keys);
   const workers: WorkerBudgets[] = [];
   values.forEach((value, i) => {

@@ -1,8 +1,7 @@
 import { hostname } from "node:os";
-import type { Redis } from "ioredis";
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from "prom-client";
 import { logger } from "@/lib/log";
-import { createRedis, key, redis } from "@/lib/redis/client";
+import { createRedis, key, redis, scanKeys, type RedisClient } from "@/lib/redis/client";
 import { scaled } from "@/lib/time";
 import { processMetrics, type BoundedMetrics } from "./metrics";
 
@@ -56,7 +55,7 @@ export interface MetricsPublisherOptions {
   /** @defaultValue this process's metrics */
   metrics?: BoundedMetrics;
   /** @defaultValue a connection of its own, closed by the returned stop function */
-  connection?: Redis;
+  connection?: RedisClient;
 }
 
 /**
@@ -106,15 +105,11 @@ export function startMetricsPublisher(role: string, options: MetricsPublisherOpt
 }
 
 /** Every live worker snapshot in Redis (expired ones are gone by TTL; unreadable ones are skipped). */
-export async function readWorkerSnapshots(connection: Redis = redis()): Promise<MetricsSnapshot[]> {
+export async function readWorkerSnapshots(connection: RedisClient = redis()): Promise<MetricsSnapshot[]> {
   const keys: string[] = [];
-  let cursor = "0";
-  do {
-    const [next, batch] = await connection.scan(cursor, "MATCH", key("metrics", "*"), "COUNT", 500);
-    keys.push(...batch);
-    cursor = next;
-  } while (cursor !== "0");
+  for await (const batch of scanKeys(connection, key("metrics", "*"), 500)) keys.push(...batch);
   if (keys.length === 0) return [];
+  // One MGET for all snapshots: on a Redis Cluster they share the prefix's slot.
   const values = await connection.mget(...keys);
   const snapshots: MetricsSnapshot[] = [];
   for (const [i, value] of values.entries()) {
@@ -134,7 +129,7 @@ export async function readWorkerSnapshots(connection: Redis = redis()): Promise<
  * read, the web's own metrics are still returned (and the failure logged): a scrape that fails
  * entirely would hide the one thing that still works.
  */
-export async function renderMetrics(options: { metrics?: BoundedMetrics; connection?: Redis } = {}): Promise<{ contentType: string; text: string }> {
+export async function renderMetrics(options: { metrics?: BoundedMetrics; connection?: RedisClient } = {}): Promise<{ contentType: string; text: string }> {
   const m = options.metrics ?? processMetrics();
   const [own, workers] = await Promise.all([
     m.registry.getMetricsAsJSON(),

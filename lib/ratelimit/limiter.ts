@@ -2,11 +2,10 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import type { Redis } from "ioredis";
 import { env } from "@/lib/env";
 import { describeError } from "@/lib/http/describe";
 import { logger } from "@/lib/log";
-import { key, redis } from "@/lib/redis/client";
+import { key, redis, scanKeys, type RedisClient } from "@/lib/redis/client";
 import { scaled, sleep } from "@/lib/time";
 import { BUCKETS, bucketRate, parseScope, type BucketRate, type Family } from "./buckets";
 import { deferralThreshold } from "./context";
@@ -91,7 +90,7 @@ export interface BucketState {
 
 export interface LimiterOptions {
   /** @defaultValue the process's shared connection, `redis()` */
-  redis?: Redis;
+  redis?: RedisClient;
   /** @defaultValue `env().BOUNDED_TIME_SCALE` */
   timeScale?: number;
   /** Real milliseconds added to each token's interval. @defaultValue `MARGIN_MS` (250), time-scaled */
@@ -110,7 +109,11 @@ export interface Limiter {
   rate(family: Family): BucketRate;
 }
 
-/** The Redis key of a scope's bucket. The `{…}` hash tag keeps one scope in one cluster slot. */
+/**
+ * The Redis key of a scope's bucket, the one key of the token-bucket script. On a Redis Cluster
+ * the prefix's hash tag comes first and decides the slot (every Bounded key shares it); the
+ * scope's own braces delimit the scope for `listActiveScopes`.
+ */
 export function bucketKey(scope: string): string {
   return key("ratelimit", `{${scope}}`);
 }
@@ -228,12 +231,17 @@ export function createLimiter(options: LimiterOptions = {}): Limiter {
     const prefix = bucketKey("");
     const pattern = `${prefix.slice(0, -2)}{*}`;
     const scopes = new Set<string>();
-    let cursor = "0";
-    do {
-      const [next, keys] = await withTimeout(client().scan(cursor, "MATCH", pattern, "COUNT", 500), redisTimeoutMs);
-      cursor = next;
-      for (const k of keys) scopes.add(k.slice(prefix.length - 1, -1));
-    } while (cursor !== "0" && scopes.size < limit);
+    const batches = scanKeys(client(), pattern, 500);
+    try {
+      while (scopes.size < limit) {
+        const batch = await withTimeout(batches.next(), redisTimeoutMs);
+        if (batch.done) break;
+        for (const k of batch.value) scopes.add(k.slice(prefix.length - 1, -1));
+      }
+    } finally {
+      // Stops the scan early (enough scopes, or a timeout: then once the pending call settles).
+      void batches.return();
+    }
     return [...scopes].sort().slice(0, limit);
   }
 

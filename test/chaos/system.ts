@@ -45,7 +45,7 @@ export class ChaosSystem {
     env: Record<string, string>,
     readonly workerCount: number,
   ) {
-    this.logDir = join(ROOT, "test-results", env.DATABASE_URL ? new URL(env.DATABASE_URL).pathname.slice(1) : "chaos");
+    this.logDir = join(ROOT, "test-results", new URL(env.DATABASE_URL!).pathname.slice(1));
     this.redisDir = join(this.logDir, "redis-data");
     this.env = { ...env, REDIS_URL: `redis://127.0.0.1:${ports.redis}` };
   }

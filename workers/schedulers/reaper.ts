@@ -1,13 +1,12 @@
-import type { Redis } from "ioredis";
 import { listOverdueDelayedJobs, reapStuckJobs, reaperIntervalMs } from "@/lib/jobs/stuck";
 import type { Logger } from "@/lib/log";
-import { key } from "@/lib/redis/client";
+import { key, type RedisClient } from "@/lib/redis/client";
 
 /**
  * Runs the reaper every interval in whichever worker process holds the lease, so any number of
  * worker processes reap each job once. A pass that throws is logged and the next one runs.
  */
-export function startReaper(redis: Redis, log: Logger, onReaped?: (kind: string) => void): () => void {
+export function startReaper(redis: RedisClient, log: Logger, onReaped?: (kind: string) => void): () => void {
   const interval = reaperIntervalMs();
   const lease = key("reaper", "lease");
   const owner = `${process.pid}:${Math.random().toString(36).slice(2)}`;

@@ -1,8 +1,7 @@
-import type { Redis } from "ioredis";
 import type { Logger } from "@/lib/log";
 import { reserveTimings } from "@/lib/quota/settings";
 import { sweepReserves, type Reclaimed } from "@/lib/quota/sweep";
-import { key } from "@/lib/redis/client";
+import { key, type RedisClient } from "@/lib/redis/client";
 
 /**
  * Runs the quota sweeper every interval in whichever worker process holds the lease (as the
@@ -10,7 +9,7 @@ import { key } from "@/lib/redis/client";
  * reserve past the sweep window and silent beyond the lease (lib/quota/sweep.ts). A pass that
  * throws is logged and the next one runs.
  */
-export function startReserveSweeper(redis: Redis, log: Logger, sweep: () => Promise<Reclaimed[]> = () => sweepReserves()): () => void {
+export function startReserveSweeper(redis: RedisClient, log: Logger, sweep: () => Promise<Reclaimed[]> = () => sweepReserves()): () => void {
   const { intervalMs, windowMs, leaseMs } = reserveTimings();
   const lease = key("reserve-sweeper", "lease");
   const owner = `${process.pid}:${Math.random().toString(36).slice(2)}`;
