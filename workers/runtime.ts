@@ -125,7 +125,7 @@ export async function runJob(
   let softFired: Promise<void> | undefined;
   const softTimer = at(softMs, () => {
     softFired = (async () => {
-      const finalizing = finalizeJob(jobId, attempt, { status: "timed_out", message: timedOutMessage, from: ["running"] }).catch((err) => {
+      const finalizing = finalizeJob(jobId, attempt, { status: "timed_out", message: timedOutMessage, from: ["running"], known: run }).catch((err) => {
         jobLog.error({ err }, "could not finalize the timed-out row");
         return null;
       });
@@ -165,7 +165,7 @@ export async function runJob(
   if (outcome.type === "hard") {
     // The processor ignored its signal. Its row is closed and fenced; the slot is freed now, and
     // whatever the processor still does cannot commit.
-    await finalizeJob(jobId, attempt, { status: "killed", message: killedMessage, from: ["running", "timed_out"] });
+    await finalizeJob(jobId, attempt, { status: "killed", message: killedMessage, from: ["running", "timed_out"], known: run });
     deadline.abort(new DeadlineExceeded(jobId, run.budgetSoftMs));
     jobLog.error({ hardMs: run.budgetHardMs }, "hard limit reached: run abandoned and fenced");
     void work.then((late) => jobLog.warn({ late: late.type }, "abandoned run settled after the hard limit"));
@@ -181,6 +181,8 @@ export async function runJob(
       message: outcome.result.message ?? defaultMessage,
       from: ["running"],
       result: outcome.result.result,
+      // A run whose counts are still those it started with finishes in one statement; otherwise in two.
+      known: run,
     });
     if (!finalized) jobLog.warn("run finished but the row was no longer this attempt's (reaped or superseded)");
     else jobLog.info("run finished");
@@ -206,7 +208,7 @@ export async function runJob(
   if (name === "DelayedError") throw err;
   if (deadlinePassed || name === "DeadlineExceeded") {
     // Normally already finalized by the soft timer; this covers a processor that threw first.
-    await finalizeJob(jobId, attempt, { status: "timed_out", message: timedOutMessage, from: ["running"] });
+    await finalizeJob(jobId, attempt, { status: "timed_out", message: timedOutMessage, from: ["running"], known: run });
     throw new UnrecoverableError("soft limit reached");
   }
   if (name === "AttemptFenced") {

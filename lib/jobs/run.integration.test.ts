@@ -1,9 +1,11 @@
 import { randomBytes } from "node:crypto";
+import pg from "pg";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
+import type { ResolvedBudget } from "@/lib/budgets/budgets";
 import { closeDb, db, type Prisma } from "@/lib/db/client";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
 import { AttemptFenced } from "./errors";
-import { commitItem, finishJob, startAttempt } from "./run";
+import { commitItem, finalizeJob, finishJob, progressPhrase, startAttempt, type FinalRow } from "./run";
 import type { JobStatus } from "./statuses";
 
 // Job rows are made with Prisma directly: these tests are about the fencing of runs, and need
@@ -19,7 +21,10 @@ afterAll(async () => {
   await closeDb();
 });
 
-async function makeJob(status: JobStatus = "queued"): Promise<{ jobId: string; tenantId: string }> {
+async function makeJob(
+  status: JobStatus = "queued",
+  overrides: { kind?: string; queue?: string; budgetSource?: string } = {},
+): Promise<{ jobId: string; tenantId: string }> {
   const slug = uniqueTenantSlug("run");
   tenants.push(slug);
   const tenant = await db().tenant.create({ data: { slug }, select: { id: true } });
@@ -34,6 +39,7 @@ async function makeJob(status: JobStatus = "queued"): Promise<{ jobId: string; t
       budgetHardMs: 900_000,
       budgetSource: "default",
       progressToken: randomBytes(16).toString("hex"),
+      ...overrides,
     },
     select: { id: true },
   });
@@ -57,6 +63,31 @@ const writeTransaction =
         categoryId: 1,
       },
     });
+
+/**
+ * What `fn` returns and how many statements it sent to PostgreSQL (each is one round trip): every
+ * query of the pg driver, which Prisma's adapter uses, is counted while it runs. Nothing else in
+ * this file runs at the same time.
+ */
+async function countingRoundTrips<T>(fn: () => Promise<T>): Promise<{ value: T; roundTrips: number }> {
+  const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+  const realQuery = proto.query;
+  let roundTrips = 0;
+  proto.query = function (this: unknown, ...args: unknown[]) {
+    roundTrips++;
+    return realQuery.apply(this, args);
+  };
+  try {
+    return { value: await fn(), roundTrips };
+  } finally {
+    proto.query = realQuery;
+  }
+}
+
+/** A resolver with numbers no catalog level has, so a row showing them took this worker's resolution. */
+const resolveAs =
+  (softMs: number, hardMs: number) =>
+  (queue: string, kind: string): ResolvedBudget => ({ softMs, hardMs, why: "test", source: `test:${queue}/${kind}` });
 
 const jobRow = (jobId: string) =>
   db().job.findUniqueOrThrow({
@@ -110,6 +141,78 @@ describe("startAttempt", () => {
 
   it("returns null for a job that does not exist", async () => {
     expect(await startAttempt("00000000-0000-4000-8000-000000000000")).toBeNull();
+    expect(await startAttempt("00000000-0000-4000-8000-000000000000", new Date(), resolveAs(1_000_000, 2_000_000))).toBeNull();
+  });
+
+  it("starts in one round trip with the budget this worker resolves written on the row, and the started event says it", async () => {
+    const { jobId } = await makeJob();
+
+    const { value: run, roundTrips } = await countingRoundTrips(() => startAttempt(jobId, new Date(), resolveAs(1_800_000, 2_400_400)));
+
+    expect(roundTrips).toBe(1);
+    expect(run).toMatchObject({ jobId, attempt: 1, budgetSoftMs: 1_800_000, budgetHardMs: 2_400_400, budgetSource: "test:imports/csv_import", params: null, slotMsUsed: 0 });
+    const row = await db().job.findUniqueOrThrow({ where: { id: jobId }, include: { events: true } });
+    expect(row).toMatchObject({ status: "running", budgetSoftMs: 1_800_000, budgetHardMs: 2_400_400, budgetSource: "test:imports/csv_import" });
+    // Formatted in SQL as fmtSeconds formats it: thousands separated, rounded to the second.
+    expect(row.events.map((e) => [e.type, e.attempt, e.message])).toEqual([["started", 1, "Attempt 1 started (budget 1,800 s soft, 2,400 s hard, test:imports/csv_import)"]]);
+  });
+
+  it("records the attempt's start time on the row as given, in UTC", async () => {
+    const { jobId } = await makeJob();
+    const at = new Date("2026-03-29T01:30:00.123Z");
+    await startAttempt(jobId, at, resolveAs(1_800_000, 2_400_000));
+    const row = await db().job.findUniqueOrThrow({ where: { id: jobId } });
+    expect([row.startedAt, row.attemptStartedAt, row.heartbeatAt].map((d) => d?.toISOString())).toEqual(Array(3).fill(at.toISOString()));
+    const [event] = await db().jobEvent.findMany({ where: { jobId } });
+    expect(event!.at.toISOString()).toBe(at.toISOString());
+  });
+
+  it("keeps a budget an operator set", async () => {
+    const { jobId } = await makeJob("queued", { budgetSource: "operator:ops@example.com" });
+    const run = await startAttempt(jobId, new Date(), resolveAs(1_800_000, 2_400_000));
+    expect(run).toMatchObject({ budgetSoftMs: 600_000, budgetHardMs: 900_000, budgetSource: "operator:ops@example.com" });
+    const [event] = await db().jobEvent.findMany({ where: { jobId } });
+    expect(event!.message).toBe("Attempt 1 started (budget 600 s soft, 900 s hard, operator:ops@example.com)");
+  });
+
+  it("resolves a queue and kind the catalog does not list on their own, and still writes that budget", async () => {
+    const { jobId } = await makeJob("queued", { queue: "imports", kind: "not_in_the_catalog" });
+    const run = await startAttempt(jobId, new Date(), resolveAs(1_800_000, 2_400_000));
+    expect(run).toMatchObject({ attempt: 1, kind: "not_in_the_catalog", budgetSource: "test:imports/not_in_the_catalog" });
+    expect(await db().jobEvent.count({ where: { jobId, type: "started" } })).toBe(1);
+  });
+
+  it("writes nothing when the budget of the row's queue and kind cannot be resolved", async () => {
+    const { jobId } = await makeJob();
+    const before = await jobRow(jobId);
+    const refusing = (queue: string, kind: string): ResolvedBudget => {
+      if (queue === "imports") throw new Error(`no budget for ${queue}/${kind}`);
+      return resolveAs(1_800_000, 2_400_000)(queue, kind);
+    };
+
+    await expect(startAttempt(jobId, new Date(), refusing)).rejects.toThrow("no budget for imports/csv_import");
+
+    expect(await jobRow(jobId)).toEqual(before);
+    expect(await db().jobEvent.count({ where: { jobId } })).toBe(0);
+  });
+
+  it("a start racing the current attempt's finish: one of them wins, never both", async () => {
+    for (let i = 0; i < 10; i++) {
+      const { jobId } = await makeJob();
+      const first = (await startAttempt(jobId))!;
+
+      const [finished, second] = await Promise.all([finishJob(jobId, first.attempt, "completed", "Imported all 10 rows."), startAttempt(jobId)]);
+
+      const row = await jobRow(jobId);
+      if (finished) {
+        expect(second).toBeNull();
+        expect(row).toMatchObject({ status: "completed", attempt: first.attempt });
+      } else {
+        expect(second?.attempt).toBe(first.attempt + 1);
+        expect(row).toMatchObject({ status: "running", attempt: first.attempt + 1, finishedAt: null });
+      }
+      expect(await db().jobEvent.count({ where: { jobId, type: "completed" } })).toBe(finished ? 1 : 0);
+    }
   });
 });
 
@@ -244,5 +347,104 @@ describe("finishJob", () => {
     expect(await finishJob(jobId, run.attempt, "completed", "Imported all 10 rows.")).toBe(false);
 
     expect(await jobRow(jobId)).toMatchObject({ status: "killed", message: "Stopped at the hard limit." });
+  });
+});
+
+describe("finalizeJob: one statement flips the status and writes the message and its event", () => {
+  const timedOut = (row: FinalRow) => `Timed out after ${progressPhrase(row)}.`;
+
+  it("finalizes with a message given as text in one round trip: status, message and event together", async () => {
+    const { jobId } = await makeJob();
+    const run = (await startAttempt(jobId))!;
+
+    const { value: status, roundTrips } = await countingRoundTrips(() =>
+      finalizeJob(jobId, run.attempt, { status: "completed", message: "Imported all 10 rows.", from: ["running"], result: { rows: 10 } }),
+    );
+
+    expect(status).toBe("completed");
+    expect(roundTrips).toBe(1);
+    const row = await db().job.findUniqueOrThrow({ where: { id: jobId }, include: { events: { where: { type: "completed" } } } });
+    expect(row).toMatchObject({ status: "completed", message: "Imported all 10 rows.", result: { rows: 10 } });
+    expect(row.events.map((e) => [e.attempt, e.message])).toEqual([[run.attempt, "Imported all 10 rows."]]);
+  });
+
+  it("builds a message from the row the run knows in the same round trip, when the committed row is still that one", async () => {
+    const { jobId } = await makeJob();
+    const run = (await startAttempt(jobId))!;
+
+    const { value: status, roundTrips } = await countingRoundTrips(() => finalizeJob(jobId, run.attempt, { status: "timed_out", message: timedOut, from: ["running"], known: run }));
+
+    expect(status).toBe("timed_out");
+    expect(roundTrips).toBe(1);
+    expect(await jobRow(jobId)).toMatchObject({ status: "timed_out", message: "Timed out after 0 of 10 rows." });
+    const events = await db().jobEvent.findMany({ where: { jobId, type: "timed_out" } });
+    expect(events.map((e) => e.message)).toEqual(["Timed out after 0 of 10 rows."]);
+  });
+
+  it("builds the message from the committed counts, not from a known row they have moved past (a second statement)", async () => {
+    const { jobId } = await makeJob();
+    const run = (await startAttempt(jobId))!;
+    await commitItem(jobId, run.attempt, 1, { ok: true, effect: async () => undefined });
+    await commitItem(jobId, run.attempt, 2, { ok: false, row: 3, reason: "amount is zero" });
+
+    const { value: status, roundTrips } = await countingRoundTrips(() => finalizeJob(jobId, run.attempt, { status: "timed_out", message: timedOut, from: ["running"], known: run }));
+
+    expect(status).toBe("timed_out");
+    expect(roundTrips).toBe(2);
+    expect(await jobRow(jobId)).toMatchObject({ status: "timed_out", message: "Timed out after 2 of 10 rows." });
+    const events = await db().jobEvent.findMany({ where: { jobId, type: "timed_out" } });
+    expect(events.map((e) => e.message)).toEqual(["Timed out after 2 of 10 rows."]);
+  });
+
+  it("decides completed_with_errors from the committed failures, in the status and in the event", async () => {
+    const { jobId } = await makeJob();
+    const run = (await startAttempt(jobId))!;
+    await commitItem(jobId, run.attempt, 1, { ok: false, row: 2, reason: "amount is zero" });
+
+    expect(await finalizeJob(jobId, run.attempt, { status: "completed", message: "Done.", from: ["running"] })).toBe("completed_with_errors");
+
+    expect(await db().jobEvent.findMany({ where: { jobId, type: { not: "started" } }, select: { type: true, message: true } })).toEqual([{ type: "completed_with_errors", message: "Done." }]);
+  });
+
+  it("does not finalize a stale attempt, whatever the message: no status, no message, no event", async () => {
+    const { jobId } = await makeJob();
+    const first = (await startAttempt(jobId))!;
+    await startAttempt(jobId);
+
+    const { value, roundTrips } = await countingRoundTrips(() => finalizeJob(jobId, first.attempt, { status: "timed_out", message: timedOut, known: first }));
+
+    expect(value).toBeNull();
+    expect(roundTrips).toBe(1);
+    expect(await jobRow(jobId)).toMatchObject({ status: "running", message: null, finishedAt: null });
+    expect(await db().jobEvent.count({ where: { jobId, type: { not: "started" } } })).toBe(0);
+  });
+
+  it("two finalizers at once: exactly one wins, and the row's message is the winner's only event", async () => {
+    for (let i = 0; i < 10; i++) {
+      const { jobId } = await makeJob();
+      const run = (await startAttempt(jobId))!;
+
+      const results = await Promise.all([
+        finalizeJob(jobId, run.attempt, { status: "completed", message: "Imported all 10 rows.", from: ["running"] }),
+        finalizeJob(jobId, run.attempt, { status: "timed_out", message: timedOut, from: ["running"], known: run }),
+      ]);
+
+      expect(results.filter((r) => r !== null)).toHaveLength(1);
+      const row = await jobRow(jobId);
+      expect(row.status).toBe(results.find((r) => r !== null));
+      const events = await db().jobEvent.findMany({ where: { jobId, type: { not: "started" } } });
+      expect(events.map((e) => [e.type, e.message])).toEqual([[row.status, row.message]]);
+    }
+  });
+
+  it("the same finalization twice: the second finds the row terminal and writes nothing", async () => {
+    const { jobId } = await makeJob();
+    const run = (await startAttempt(jobId))!;
+    const f = { status: "failed", message: "The job failed because of an internal error." } as const;
+
+    const results = await Promise.all([finalizeJob(jobId, run.attempt, f), finalizeJob(jobId, run.attempt, f)]);
+
+    expect(results.sort()).toEqual(["failed", null]);
+    expect(await db().jobEvent.count({ where: { jobId, type: "failed" } })).toBe(1);
   });
 });

@@ -1,6 +1,6 @@
-import { db, type Prisma } from "@/lib/db/client";
+import { db, Prisma } from "@/lib/db/client";
 import { metrics } from "@/lib/metrics/metrics";
-import type { ResolvedBudget } from "@/lib/budgets/budgets";
+import { catalogPairs, type ResolvedBudget } from "@/lib/budgets/budgets";
 import { KINDS, type JobKind } from "@/lib/queues/catalog";
 import { AttemptFenced } from "./errors";
 import { isTerminal, TERMINAL_STATUSES, type JobStatus } from "./statuses";
@@ -29,62 +29,102 @@ export interface RunStart {
 /** Budgets an operator set for a retry stay as they are; all others are what this worker resolves. */
 export const OPERATOR_BUDGET_PREFIX = "operator:";
 
+/** A budget to write on a row of this queue and kind. */
+interface PairBudget {
+  queue: string;
+  kind: string;
+  softMs: number;
+  hardMs: number;
+  source: string;
+}
+
+/** Per resolver: resolving every pair costs more CPU than the rest of a start, and the answers never change. */
+const catalogBudgetsOf = new WeakMap<(queue: string, kind: string) => ResolvedBudget, PairBudget[]>();
+
+/**
+ * The budget of every (queue, kind) the catalog runs, so the start statement can pick the row's
+ * without a read first. A pair whose resolution fails is left out: a row of that pair takes the
+ * path that resolves it alone, where the failure surfaces before anything is written.
+ */
+function catalogBudgets(resolve: (queue: string, kind: string) => ResolvedBudget): PairBudget[] {
+  const cached = catalogBudgetsOf.get(resolve);
+  if (cached) return cached;
+  const budgets: PairBudget[] = [];
+  for (const { queue, kind } of catalogPairs()) {
+    try {
+      const { softMs, hardMs, source } = resolve(queue, kind);
+      budgets.push({ queue, kind, softMs, hardMs, source });
+    } catch {
+      // Left out on purpose (see above).
+    }
+  }
+  catalogBudgetsOf.set(resolve, budgets);
+  return budgets;
+}
+
 /**
  * Starts a new attempt: the attempt number goes up (fencing every older run), the row is
- * `running` with the budget this worker really uses. Returns null for a job that is already
- * terminal or no longer exists.
+ * `running` with the budget this worker really uses, and its "started" timeline event is
+ * written — all in one statement. Returns null for a job that is already terminal or no longer
+ * exists. `resolveBudget` must give the same answer for a pair every time within the process
+ * (as `resolveBudget` of lib/budgets does: its environment is read once): its answers are kept.
  */
 export async function startAttempt(
   jobId: string,
   now = new Date(),
   resolveBudget?: (queue: string, kind: string) => ResolvedBudget,
 ): Promise<RunStart | null> {
-  return db().$transaction(async (tx) => {
-    // One atomic increment under the row lock: two runs started at once get different attempts.
-    const { count } = await tx.job.updateMany({
-      where: { id: jobId, status: { notIn: [...TERMINAL_STATUSES] } },
-      data: { attempt: { increment: 1 }, status: "running", message: null, heartbeatAt: now, attemptStartedAt: now },
-    });
-    if (count === 0) return null;
-    await tx.job.updateMany({ where: { id: jobId, startedAt: null }, data: { startedAt: now } });
-    if (resolveBudget) {
-      const { queue, kind } = await tx.job.findUniqueOrThrow({ where: { id: jobId }, select: { queue: true, kind: true } });
-      const budget = resolveBudget(queue, kind);
-      await tx.job.updateMany({
-        where: { id: jobId, NOT: { budgetSource: { startsWith: OPERATOR_BUDGET_PREFIX } } },
-        data: { budgetSoftMs: budget.softMs, budgetHardMs: budget.hardMs, budgetSource: budget.source },
-      });
-    }
-    const row = await tx.job.findUniqueOrThrow({
-      where: { id: jobId },
-      select: {
-        attempt: true,
-        cursor: true,
-        kind: true,
-        queue: true,
-        tenantId: true,
-        parentId: true,
-        total: true,
-        processed: true,
-        failed: true,
-        params: true,
-        budgetSoftMs: true,
-        budgetHardMs: true,
-        budgetSource: true,
-        slotMsUsed: true,
-      },
-    });
-    await tx.jobEvent.create({
-      data: {
-        jobId,
-        at: now,
-        type: "started",
-        attempt: row.attempt,
-        message: `Attempt ${row.attempt} started (budget ${fmtSeconds(row.budgetSoftMs)} soft, ${fmtSeconds(row.budgetHardMs)} hard, ${row.budgetSource})`,
-      },
-    });
-    return { jobId, ...row };
-  });
+  if (!resolveBudget) return startStatement(jobId, now, null);
+  const started = await startStatement(jobId, now, catalogBudgets(resolveBudget));
+  if (started) return started;
+  // Terminal, gone, or a queue and kind the catalog does not list (or whose resolution failed):
+  // read the pair and resolve it here — a resolution that throws writes nothing.
+  const rows = await db().$queryRaw<{ queue: string; kind: string; status: JobStatus }[]>`
+    SELECT queue, kind, status FROM "Job" WHERE id = ${jobId}::uuid`;
+  const row = rows[0];
+  if (!row || isTerminal(row.status)) return null;
+  const { softMs, hardMs, source } = resolveBudget(row.queue, row.kind);
+  return startStatement(jobId, now, [{ queue: row.queue, kind: row.kind, softMs, hardMs, source }]);
+}
+
+/**
+ * The start in one round trip. With `budgets`, only a row whose (queue, kind) is among them
+ * starts, and it takes that budget unless an operator set one; with null, the row keeps its
+ * budget. The event's seconds are formatted as `fmtSeconds` does.
+ */
+async function startStatement(jobId: string, now: Date, budgets: PairBudget[] | null): Promise<RunStart | null> {
+  const at = now.toISOString();
+  const list = budgets ?? [];
+  const rows = await db().$queryRaw<Omit<RunStart, "jobId">[]>`
+    WITH budget AS (
+      SELECT * FROM unnest(${list.map((b) => b.queue)}::text[], ${list.map((b) => b.kind)}::text[], ${list.map((b) => b.softMs)}::int[],
+                           ${list.map((b) => b.hardMs)}::int[], ${list.map((b) => b.source)}::text[]) AS b(queue, kind, "softMs", "hardMs", source)
+    ), started AS (
+      -- One atomic increment under the row lock: two runs started at once get different attempts.
+      UPDATE "Job" j
+      SET attempt = j.attempt + 1, status = 'running', message = NULL,
+          "heartbeatAt" = ${at}::timestamptz AT TIME ZONE 'UTC', "attemptStartedAt" = ${at}::timestamptz AT TIME ZONE 'UTC',
+          "startedAt" = coalesce(j."startedAt", ${at}::timestamptz AT TIME ZONE 'UTC'), "updatedAt" = now() AT TIME ZONE 'UTC',
+          "budgetSoftMs" = CASE WHEN starts_with(j."budgetSource", ${OPERATOR_BUDGET_PREFIX}) THEN j."budgetSoftMs"
+            ELSE coalesce((SELECT b."softMs" FROM budget b WHERE b.queue = j.queue AND b.kind = j.kind), j."budgetSoftMs") END,
+          "budgetHardMs" = CASE WHEN starts_with(j."budgetSource", ${OPERATOR_BUDGET_PREFIX}) THEN j."budgetHardMs"
+            ELSE coalesce((SELECT b."hardMs" FROM budget b WHERE b.queue = j.queue AND b.kind = j.kind), j."budgetHardMs") END,
+          "budgetSource" = CASE WHEN starts_with(j."budgetSource", ${OPERATOR_BUDGET_PREFIX}) THEN j."budgetSource"
+            ELSE coalesce((SELECT b.source FROM budget b WHERE b.queue = j.queue AND b.kind = j.kind), j."budgetSource") END
+      WHERE j.id = ${jobId}::uuid AND j.status::text <> ALL(${[...TERMINAL_STATUSES]})
+        AND (${budgets === null} OR EXISTS (SELECT 1 FROM budget b WHERE b.queue = j.queue AND b.kind = j.kind))
+      RETURNING j.attempt, j.cursor, j.kind, j.queue, j."tenantId", j."parentId", j.total, j.processed, j.failed, j.params,
+                j."budgetSoftMs", j."budgetHardMs", j."budgetSource", j."slotMsUsed"
+    ), event AS (
+      INSERT INTO "JobEvent" ("jobId", at, type, attempt, message)
+      SELECT ${jobId}::uuid, ${at}::timestamptz AT TIME ZONE 'UTC', 'started', attempt,
+             'Attempt ' || attempt || ' started (budget ' || to_char(round("budgetSoftMs" / 1000.0), 'FM999,999,999,990') || ' s soft, '
+               || to_char(round("budgetHardMs" / 1000.0), 'FM999,999,999,990') || ' s hard, ' || "budgetSource" || ')'
+      FROM started
+    )
+    SELECT * FROM started`;
+  const row = rows[0];
+  return row ? { jobId, ...row } : null;
 }
 
 type ItemOutcome = { ok: true; effect: (tx: Prisma.TransactionClient) => Promise<unknown> } | { ok: false; row: number; reason: string };
@@ -151,43 +191,84 @@ export interface Finalization {
   /** Only a row in one of these statuses is finalized. */
   from?: readonly JobStatus[];
   result?: Prisma.InputJsonValue;
+  /**
+   * The row as the caller last knew it (a run's start, say). When the row is still exactly that,
+   * a message function is evaluated on it and written in the finalizing statement itself;
+   * otherwise it is evaluated on the row as finalized and written by a second statement.
+   */
+  known?: FinalRow;
 }
 
 /**
- * Ends a run, if `attempt` is still current and the row is in one of `from`. The status flips in
- * one statement (fencing every later commit of this attempt at once); the message and its
- * timeline event follow in a second. Two round trips, no interactive transaction: the deadline
- * path must stay fast on a busy database. Returns the status written, or null when the row was
- * not this attempt's to finalize.
+ * Ends a run, if `attempt` is still current and the row is in one of `from`. One statement
+ * flips the status (fencing every later commit of this attempt at once) and, when the message is
+ * known by then — a string, or a function of a `known` row that is still current — writes it
+ * and the timeline event too. A message that needs the row as finalized follows in a second
+ * statement. No interactive transaction: the deadline path must stay fast on a busy database.
+ * Returns the status written, or null when the row was not this attempt's to finalize.
  */
 export async function finalizeJob(jobId: string, attempt: number, f: Finalization): Promise<JobStatus | null> {
   const from = [...(f.from ?? ["running", "delayed", "queued"])];
   const terminal = isTerminal(f.status);
-  const rows = await db().$queryRaw<(FinalRow & { status: JobStatus; parentId: string | null })[]>`
-    UPDATE "Job"
-    SET status = (CASE WHEN ${f.status} = 'completed' AND failed > 0 THEN 'completed_with_errors' ELSE ${f.status} END)::"JobStatus",
-        "finishedAt" = CASE WHEN ${terminal} THEN now() AT TIME ZONE 'UTC' ELSE NULL END,
-        "heartbeatAt" = now() AT TIME ZONE 'UTC',
-        "updatedAt" = now() AT TIME ZONE 'UTC'
-    WHERE id = ${jobId}::uuid AND attempt = ${attempt} AND status::text = ANY(${from})
-    RETURNING status, kind, total, processed, failed, cursor, "budgetSoftMs", "budgetHardMs", "parentId"`;
+  const result = f.result === undefined ? null : JSON.stringify(f.result);
+  const early = earlyMessage(f);
+  // The guard reads columns the statement does not write, so RETURNING repeats its answer.
+  const written = early === null ? Prisma.sql`FALSE` : early.known ? sameRow(early.known) : Prisma.sql`TRUE`;
+  const rows = await db().$queryRaw<(FinalRow & { status: JobStatus; parentId: string | null; written: boolean })[]>`
+    WITH done AS (
+      UPDATE "Job"
+      SET status = (CASE WHEN ${f.status} = 'completed' AND failed > 0 THEN 'completed_with_errors' ELSE ${f.status} END)::"JobStatus",
+          message = CASE WHEN ${written} THEN ${early?.message ?? null} ELSE message END,
+          result = coalesce(${result}::jsonb, result),
+          "finishedAt" = CASE WHEN ${terminal} THEN now() AT TIME ZONE 'UTC' ELSE NULL END,
+          "heartbeatAt" = now() AT TIME ZONE 'UTC',
+          "updatedAt" = now() AT TIME ZONE 'UTC'
+      WHERE id = ${jobId}::uuid AND attempt = ${attempt} AND status::text = ANY(${from})
+      RETURNING status, kind, total, processed, failed, cursor, "budgetSoftMs", "budgetHardMs", "parentId", ${written} AS written
+    ), event AS (
+      INSERT INTO "JobEvent" ("jobId", type, attempt, message, at)
+      SELECT ${jobId}::uuid, status::text, ${attempt}, ${early?.message ?? null}, now() AT TIME ZONE 'UTC' FROM done WHERE written
+    )
+    SELECT * FROM done`;
   const row = rows[0];
   if (!row) return null;
-  const message = typeof f.message === "function" ? f.message(row) : f.message;
-  const result = f.result === undefined ? null : JSON.stringify(f.result);
-  await db().$executeRaw`
-    WITH updated AS (
-      UPDATE "Job" SET message = ${message}, result = coalesce(${result}::jsonb, result)
-      WHERE id = ${jobId}::uuid AND attempt = ${attempt} RETURNING id
-    )
-    INSERT INTO "JobEvent" ("jobId", type, attempt, message, at)
-    SELECT id, ${row.status}, ${attempt}, ${message}, now() AT TIME ZONE 'UTC' FROM updated`;
+  if (!row.written) {
+    // The status flip above already fenced this attempt's commits: these counts are final.
+    const message = typeof f.message === "function" ? f.message(finalRowOf(row)) : f.message;
+    await db().$executeRaw`
+      WITH updated AS (
+        UPDATE "Job" SET message = ${message}
+        WHERE id = ${jobId}::uuid AND attempt = ${attempt} AND status = ${row.status}::"JobStatus" RETURNING id
+      )
+      INSERT INTO "JobEvent" ("jobId", type, attempt, message, at)
+      SELECT id, ${row.status}, ${attempt}, ${message}, now() AT TIME ZONE 'UTC' FROM updated`;
+  }
   if (isTerminal(row.status)) {
     metrics.jobsFinished.inc({ kind: row.kind, status: row.status });
     // The last part to end ends the job it was split from; every part's end updates its message.
     if (row.parentId) await settleParent(row.parentId);
   }
   return row.status;
+}
+
+/** The message when it can be known before the statement, and the row it assumes (none for a string). */
+function earlyMessage(f: Finalization): { message: string; known?: FinalRow } | null {
+  if (typeof f.message === "string") return { message: f.message };
+  if (!f.known) return null;
+  const known = finalRowOf(f.known);
+  return { message: f.message(known), known };
+}
+
+/** Just the columns a message may read, whatever else the row carries. */
+function finalRowOf({ kind, total, processed, failed, cursor, budgetSoftMs, budgetHardMs }: FinalRow): FinalRow {
+  return { kind, total, processed, failed, cursor, budgetSoftMs, budgetHardMs };
+}
+
+/** True while the row's columns a message reads are still `known`. */
+function sameRow(known: FinalRow): Prisma.Sql {
+  return Prisma.sql`(kind = ${known.kind} AND total IS NOT DISTINCT FROM ${known.total}::int AND processed = ${known.processed}::int
+    AND failed = ${known.failed}::int AND cursor = ${known.cursor}::int
+    AND "budgetSoftMs" = ${known.budgetSoftMs}::int AND "budgetHardMs" = ${known.budgetHardMs}::int)`;
 }
 
 /** Which child status the parent takes when its parts did not all complete: the worst one. */
@@ -210,8 +291,8 @@ const PART_OUTCOME: Partial<Record<JobStatus, string>> = {
  */
 export async function settleParent(parentId: string): Promise<JobStatus | null> {
   const decision = await db().$transaction(async (tx) => {
-    const locked = await tx.$queryRaw<{ attempt: number; status: JobStatus; kind: string }[]>`
-      SELECT attempt, status, kind FROM "Job" WHERE id = ${parentId}::uuid FOR UPDATE`;
+    const locked = await tx.$queryRaw<(FinalRow & { attempt: number; status: JobStatus })[]>`
+      SELECT attempt, status, kind, total, processed, failed, cursor, "budgetSoftMs", "budgetHardMs" FROM "Job" WHERE id = ${parentId}::uuid FOR UPDATE`;
     const parent = locked[0];
     if (!parent || parent.status !== "running") return null;
     const groups = await tx.job.groupBy({ by: ["status"], where: { parentId }, _count: { _all: true } });
@@ -228,13 +309,15 @@ export async function settleParent(parentId: string): Promise<JobStatus | null> 
       return null;
     }
     const worst = PART_SEVERITY.find((s) => count([s]) > 0);
-    return { attempt: parent.attempt, parts, done, worst: worst ?? null, worstCount: worst ? count([worst]) : 0 };
+    return { parent, parts, done, worst: worst ?? null, worstCount: worst ? count([worst]) : 0 };
   });
   if (!decision) return null;
-  const { attempt, parts, done, worst, worstCount } = decision;
-  return finalizeJob(parentId, attempt, {
+  const { parent, parts, done, worst, worstCount } = decision;
+  return finalizeJob(parentId, parent.attempt, {
     status: worst ?? "completed",
     from: ["running"],
+    // Every part has ended, so the counts read under the lock are normally the final ones.
+    known: parent,
     message: (row) => {
       const noun = nounOf(row.kind);
       if (!worst) {
