@@ -39,7 +39,7 @@ export default async function OverviewPage() {
           <h1>Overview</h1>
           <p className="muted">
             {stuck.length > 0 ? `${fmtInt(stuck.length)} stuck. ` : "Nothing stuck. "}
-            {attention > 0 ? `${fmtInt(attention)} jobs ended badly (timed out, stopped, failed or abandoned).` : "No job ended badly."}
+            {attention > 0 ? `${fmtInt(attention)} jobs ended badly in the last 24 h (timed out, stopped, failed or abandoned).` : "No job ended badly in the last 24 h."}
             {scale !== 1 ? ` Time scale ${scale}: latencies are as measured, budgets in production units.` : ""}
           </p>
         </div>
@@ -73,6 +73,7 @@ export default async function OverviewPage() {
       </section>
 
       <h2 style={{ marginTop: "1.5rem" }}>Jobs by status</h2>
+      <p className="muted">Waiting and running now; finished in the last 24 hours. Each links to the full list.</p>
       <section className="grid cols-4" aria-label="Jobs by status">
         {JOB_STATUSES.map((st) => (
           <Link key={st} href={`/jobs?status=${st}`} className={`stat ${ATTENTION.has(st) && counts[st] > 0 ? "alert" : ""}`}>

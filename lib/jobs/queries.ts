@@ -4,7 +4,7 @@ import { env } from "@/lib/env";
 import { JOB_KINDS } from "@/lib/queues/catalog";
 import { partOf } from "./parts";
 import { nounOf } from "./run";
-import { JOB_STATUSES, isTerminal, type JobStatus } from "./statuses";
+import { JOB_STATUSES, TERMINAL_STATUSES, isTerminal, type JobStatus } from "./statuses";
 
 export const jobFilterSchema = z.object({
   status: z.enum(JOB_STATUSES).optional(),
@@ -71,34 +71,86 @@ function toSummary(row: SummaryRow): JobSummary {
   };
 }
 
-/** Newest first; `q` matches a job id exactly or a tenant by prefix. */
+/** A tenant search (`q`) that matches more tenants than this filters through the join instead of by id. */
+const SEARCH_TENANTS_BY_ID = 500;
+
+/**
+ * The tenant part of a list filter, resolved to ids before the list query: with `tenantId` as a
+ * value the planner reads one tenant's jobs newest first from the (tenantId, createdAt) index and
+ * stops after a page; through the join it reads every job of the tenant and sorts them. Null: no
+ * tenant matches, the list is empty.
+ */
+async function tenantScope(f: { tenant?: string; q?: string }): Promise<Prisma.JobWhereInput[] | null> {
+  const scope: Prisma.JobWhereInput[] = [];
+  if (f.tenant) {
+    const tenant = await db().tenant.findUnique({ where: { slug: f.tenant.toLowerCase() }, select: { id: true } });
+    if (!tenant) return null;
+    scope.push({ tenantId: tenant.id });
+  }
+  if (f.q) {
+    if (UUID.test(f.q)) {
+      scope.push({ id: f.q.toLowerCase() });
+    } else {
+      const prefix = f.q.toLowerCase();
+      const tenants = await db().tenant.findMany({ where: { slug: { startsWith: prefix } }, select: { id: true }, take: SEARCH_TENANTS_BY_ID + 1 });
+      if (tenants.length === 0) return null;
+      // A prefix that matches most tenants matches most jobs: the newest-first scan with the join
+      // as a filter finds a page at once, and the id list would only grow the statement.
+      scope.push(tenants.length <= SEARCH_TENANTS_BY_ID ? { tenantId: { in: tenants.map((t) => t.id) } } : { tenant: { slug: { startsWith: prefix } } });
+    }
+  }
+  return scope;
+}
+
+/**
+ * Newest first; `q` matches a job id exactly or a tenant by prefix. Keyset pagination: `after`
+ * is the last job of the previous page, and the next page is the jobs strictly before it in
+ * (createdAt, id) order. The bound is written as `createdAt <= c AND (createdAt < c OR id < i)`
+ * so that `createdAt <= c` is an index condition: a later page costs what the first one does,
+ * however deep it is (an OR alone, as Prisma's `cursor` writes it, is a filter over every newer
+ * row).
+ */
 export async function listJobs(filter: JobFilter): Promise<{ jobs: JobSummary[]; nextAfter: string | null }> {
   const f = jobFilterSchema.parse(filter);
-  const where: Prisma.JobWhereInput = {
-    ...(f.status ? { status: f.status } : {}),
-    ...(f.kind ? { kind: f.kind } : {}),
-    ...(f.tenant ? { tenant: { slug: f.tenant.toLowerCase() } } : {}),
-    ...(f.q
-      ? UUID.test(f.q)
-        ? { id: f.q.toLowerCase() }
-        : { tenant: { slug: { startsWith: f.q.toLowerCase() } } }
-      : {}),
-  };
+  const [scope, cursor] = await Promise.all([
+    tenantScope(f),
+    f.after ? db().job.findUnique({ where: { id: f.after }, select: { createdAt: true } }) : Promise.resolve(undefined),
+  ]);
+  // No such tenant, or a cursor that names no job (deleted with its tenant): nothing follows.
+  if (scope === null || cursor === null) return { jobs: [], nextAfter: null };
+  const conditions: Prisma.JobWhereInput[] = [
+    ...(f.status ? [{ status: f.status }] : []),
+    ...(f.kind ? [{ kind: f.kind }] : []),
+    ...scope,
+    ...(cursor && f.after ? [{ createdAt: { lte: cursor.createdAt } }, { OR: [{ createdAt: { lt: cursor.createdAt } }, { id: { lt: f.after } }] }] : []),
+  ];
   const rows = await db().job.findMany({
-    where,
+    where: { AND: conditions },
     select: summarySelect,
     orderBy: [{ createdAt: "desc" }, { id: "desc" }],
     take: f.limit + 1,
-    ...(f.after ? { cursor: { id: f.after }, skip: 1 } : {}),
   });
   const page = rows.slice(0, f.limit);
   return { jobs: page.map(toSummary), nextAfter: rows.length > f.limit ? (page.at(-1)?.id ?? null) : null };
 }
 
-export async function countJobsByStatus(): Promise<Record<JobStatus, number>> {
-  const groups = await db().job.groupBy({ by: ["status"], _count: { _all: true } });
+/** The window of finished jobs the overview counts. */
+export const RECENT_FINISHED_MS = 24 * 3_600_000;
+
+/**
+ * Jobs per status for the overview: every job still queued, running or delayed, and the jobs that
+ * finished in the last 24 hours. Not all history — that count grows with every job ever run, and
+ * "1,204 failed" from last year is not what on-call needs. Each status is one range of the
+ * (status, updatedAt) or (status, finishedAt) index.
+ */
+export async function countJobsByStatus(now = new Date()): Promise<Record<JobStatus, number>> {
+  const since = new Date(now.getTime() - RECENT_FINISHED_MS);
+  const [open, finished] = await Promise.all([
+    db().job.groupBy({ by: ["status"], where: { status: { notIn: [...TERMINAL_STATUSES] } }, _count: { _all: true } }),
+    db().job.groupBy({ by: ["status"], where: { status: { in: [...TERMINAL_STATUSES] }, finishedAt: { gte: since } }, _count: { _all: true } }),
+  ]);
   const counts = Object.fromEntries(JOB_STATUSES.map((s) => [s, 0])) as Record<JobStatus, number>;
-  for (const g of groups) counts[g.status] = g._count._all;
+  for (const g of [...open, ...finished]) counts[g.status] = g._count._all;
   return counts;
 }
 

@@ -17,6 +17,8 @@ export const reaperIntervalMs = () => Math.max(scaled(REAPER_INTERVAL_MS), 1000)
 /** A job is silent when it has missed three heartbeats. */
 export const silenceMs = () => 3 * heartbeatIntervalMs();
 /** How long past its hard limit (since its last heartbeat) a job may stay non-terminal: one reaper interval. */
+/** Candidates a reaper pass settles at once (each: one queue lookup, one statement). */
+const REAP_CONCURRENCY = 8;
 export const reapGraceMs = () => Math.max(reaperIntervalMs(), silenceMs());
 
 export type StuckReason = "silent" | "over_budget" | "waiting_for_worker";
@@ -163,34 +165,45 @@ export async function reapStuckJobs(now = new Date()): Promise<ReapedJob[]> {
            j."budgetSoftMs", j."budgetHardMs", j."queueJobId", coalesce(j."heartbeatAt", j."createdAt") AS "lastSign",
            coalesce(j."heartbeatAt", j."createdAt") < (${now}::timestamptz AT TIME ZONE 'UTC') - make_interval(secs => (j."budgetHardMs" * ${scale}::float8 + ${grace}) / 1000) AS "pastHard"
     FROM "Job" j
-    WHERE j.status::text = ANY(${statuses})
+    -- Compared as the enum, not as text: a cast column cannot use the status index, and the pass
+    -- would read the whole history every reaper interval.
+    WHERE j.status = ANY(${statuses}::"JobStatus"[])
       AND coalesce(j."heartbeatAt", j."createdAt") < (${now}::timestamptz AT TIME ZONE 'UTC') - make_interval(secs => ${grace}::float8 / 1000)
       AND NOT EXISTS (SELECT 1 FROM "Job" c WHERE c."parentId" = j.id)
     ORDER BY coalesce(j."heartbeatAt", j."createdAt") ASC
     LIMIT ${limit}`;
   const candidates = [...(await select(["running", "delayed"], 500)), ...(await select(["queued"], 200))];
   const reaped: ReapedJob[] = [];
-  for (const c of candidates) {
+  const reap = async (c: (typeof candidates)[number]) => {
     const state = await queueState(c.queue, c.queueJobId ?? c.id);
-    if (state === "unreachable") continue;
+    if (state === "unreachable") return;
     const lostByQueue = state === "unknown" || state === "completed" || state === "failed";
     const waitingForWorker = c.status === "queued" && (state === "waiting" || state === "prioritized" || state === "waiting-children");
     // A delayed job waits for a rate-limit window: only a queue that lost it makes it stuck.
-    if (c.status === "delayed" && !lostByQueue) continue;
-    if (!lostByQueue && (!c.pastHard || waitingForWorker)) continue;
+    if (c.status === "delayed" && !lostByQueue) return;
+    if (!lostByQueue && (!c.pastHard || waitingForWorker)) return;
     const silentFor = fmtAge((now.getTime() - c.lastSign.getTime()) / scale);
     const why = lostByQueue
       ? `the queue no longer runs it (queue state: ${state})`
       : `no sign of life for ${silentFor}, past its hard limit of ${fmtAge(c.budgetHardMs)} (its worker stopped)`;
     const message = (row: FinalRow) =>
       `Abandoned after ${progressPhrase(row)}: ${why}. Retry to continue from where it stopped.`;
-    const status = await finalizeJob(c.id, c.attempt, { status: "abandoned", message, from: [c.status] });
+    // The row as selected: when nothing moved since, the message is written in the finishing statement.
+    const status = await finalizeJob(c.id, c.attempt, { status: "abandoned", message, from: [c.status], known: c });
     if (status) reaped.push({ id: c.id, kind: c.kind, status, message: why });
-  }
+  };
+  // Side by side: after a worker machine dies, its dozens of rows are all due in the same pass, and
+  // one at a time (a queue lookup and a statement each) the last would wait for all the others.
+  const queue = [...candidates];
+  await Promise.all(
+    Array.from({ length: Math.min(REAP_CONCURRENCY, queue.length) }, async () => {
+      for (let c = queue.shift(); c; c = queue.shift()) await reap(c);
+    }),
+  );
   return reaped;
 }
 
-/** The latest jobs the reaper finalized, for the stuck page. */
+/** The latest jobs the reaper finalized, for the stuck page (read newest first from the (status, finishedAt) index). */
 export async function listRecentlyReaped(limit = 20) {
   const rows = await db().job.findMany({
     where: { status: "abandoned" },
