@@ -8,9 +8,10 @@
  *
  * `npm run test:chaos` runs the full size; the browser suite runs a small one (e2e/chaos.spec.ts).
  */
+import { spawnSync } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
-import { migrate } from "../../scripts/db/migrate";
+import { maintenanceUrl, migrate, quoteIdent } from "../../scripts/db/migrate";
 import { ChaosDb, type Check, type Overrun } from "./checks";
 import { ChaosSystem, ROOT, type ChaosPorts } from "./system";
 import { seeded, Workload, type Accepted, type WorkKind } from "./workload";
@@ -61,10 +62,9 @@ function reaperTimings(scale: number) {
 }
 
 async function dropDatabase(url: string): Promise<void> {
-  const name = new URL(url).pathname.slice(1);
-  const admin = new pg.Client({ connectionString: url.replace(/\/[^/]+$/, "/postgres") });
+  const admin = new pg.Client({ connectionString: maintenanceUrl(url) });
   await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+  await admin.query(`DROP DATABASE IF EXISTS ${quoteIdent(new URL(url).pathname.slice(1))} WITH (FORCE)`);
   await admin.end();
 }
 
@@ -109,12 +109,10 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
   const did = { workerKills: 0, redisDownMs: 0, webDownMs: 0, unexpectedWorkerExits: 0, resent: 0, gaveUp: 0 };
   const overrunsById = new Map<string, Overrun>();
   let maxOver = -Infinity;
-  const dbUrlEnv = { ...process.env, ...env, REDIS_URL: system.env.REDIS_URL! };
   const chaosDb = new ChaosDb(databaseUrl);
   try {
     // First start's operator token (BOUNDED_BOOTSTRAP_TOKEN), as `npm start` does it.
-    const { spawnSync } = await import("node:child_process");
-    const boot = spawnSync(process.execPath, ["--import", "tsx", "scripts/bootstrap.ts"], { cwd: ROOT, env: dbUrlEnv, encoding: "utf8" });
+    const boot = spawnSync(process.execPath, ["--import", "tsx", "scripts/bootstrap.ts"], { cwd: ROOT, env: { ...process.env, ...system.env }, encoding: "utf8" });
     if (boot.status !== 0) throw new Error(`bootstrap failed: ${boot.stderr}`);
     await system.start();
     const workload = new Workload(system.baseUrl, OPERATOR_TOKEN, random);
