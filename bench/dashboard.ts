@@ -48,7 +48,7 @@ import pg from "pg";
 import { z } from "zod";
 // Relative imports: tsx maps "@/…" only from the repository root; these work from anywhere.
 import { parseEnv } from "../lib/env";
-import { databaseName, maintenanceUrl, migrate, quoteIdent } from "../scripts/db/migrate";
+import { dropDatabase, migrate } from "../scripts/db/migrate";
 
 const SIZES = {
   small: { calls: 10_000, jobs: 1_000, database: "bounded_bench_small" },
@@ -123,16 +123,6 @@ const urlOf = (size: Size) => {
   return url.toString();
 };
 const keep = process.argv.includes("--keep");
-
-async function dropDatabase(url: string): Promise<void> {
-  const admin = new pg.Client({ connectionString: maintenanceUrl(url) });
-  await admin.connect();
-  try {
-    await admin.query(`DROP DATABASE IF EXISTS ${quoteIdent(databaseName(url))} WITH (FORCE)`);
-  } finally {
-    await admin.end();
-  }
-}
 
 function median(values: number[]): number {
   const s = [...values].sort((a, b) => a - b);

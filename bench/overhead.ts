@@ -24,7 +24,7 @@ import { performance } from "node:perf_hooks";
 import pg from "pg";
 // Relative imports: tsx maps "@/…" only from the repository root; these work from anywhere.
 import { parseEnv } from "../lib/env";
-import { databaseName, maintenanceUrl, migrate, quoteIdent } from "../scripts/db/migrate";
+import { dropDatabase, migrate } from "../scripts/db/migrate";
 
 /** Jobs per timed round, per variant. */
 const JOBS = 3_000;
@@ -41,18 +41,9 @@ const benchUrl = (() => {
   url.pathname = "/bounded_bench_overhead";
   return url.toString();
 })();
-const benchName = databaseName(benchUrl);
 const prefix = `bounded-bench-overhead-${process.pid}`;
 
-async function dropBenchDatabase(): Promise<void> {
-  const admin = new pg.Client({ connectionString: maintenanceUrl(benchUrl) });
-  await admin.connect();
-  try {
-    await admin.query(`DROP DATABASE IF EXISTS ${quoteIdent(benchName)} WITH (FORCE)`);
-  } finally {
-    await admin.end();
-  }
-}
+const dropBenchDatabase = () => dropDatabase(benchUrl);
 
 /** startAttempt's statement over plain pg: the attempt, status and budget (an operator's kept), and the "started" event. */
 const START_IN_ONE_STATEMENT = `

@@ -4,7 +4,7 @@
  * all. `serve.ts tight` serves the tight-budget system (see TIGHT_ENV); its environment comes
  * from the runner, like the main one's.
  */
-import pg from "pg";
+import { dropDatabase } from "../scripts/db/migrate";
 import { Redis } from "ioredis";
 import { E2E_ENV, TIGHT_ENV } from "./env";
 
@@ -12,12 +12,7 @@ const env = process.argv[2] === "tight" ? TIGHT_ENV : E2E_ENV;
 // The start script reads its own arguments: all parts; the tight system serves the build the main
 // one (started first) made and is serving — never a rebuild under it, even after a source edit.
 process.argv.splice(2, Infinity, ...(env === TIGHT_ENV ? ["--no-build"] : []));
-const database = new URL(env.DATABASE_URL).pathname.slice(1);
-
-const admin = new pg.Client({ connectionString: env.DATABASE_URL.replace(/\/[^/]+$/, "/postgres") });
-await admin.connect();
-await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
-await admin.end();
+await dropDatabase(env.DATABASE_URL);
 
 const redis = new Redis(env.REDIS_URL);
 let cursor = "0";

@@ -92,6 +92,17 @@ function client(connectionString: string): pg.Client {
   return c;
 }
 
+/** Drops the database if it exists, closing its sessions (test and benchmark databases). */
+export async function dropDatabase(databaseUrl: string): Promise<void> {
+  const admin = client(maintenanceUrl(databaseUrl));
+  await admin.connect();
+  try {
+    await admin.query(`DROP DATABASE IF EXISTS ${quoteIdent(databaseName(databaseUrl))} WITH (FORCE)`);
+  } finally {
+    await admin.end();
+  }
+}
+
 /** Creates the database when it does not exist yet; returns whether it did. */
 export async function ensureDatabase(databaseUrl: string): Promise<boolean> {
   const name = databaseName(databaseUrl);

@@ -10,8 +10,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
-import pg from "pg";
-import { maintenanceUrl, migrate, quoteIdent } from "../../scripts/db/migrate";
+import { dropDatabase, migrate } from "../../scripts/db/migrate";
 import { ChaosDb, type Check, type Overrun } from "./checks";
 import { ChaosSystem, ROOT, type ChaosPorts } from "./system";
 import { seeded, Workload, type Accepted, type WorkKind } from "./workload";
@@ -59,13 +58,6 @@ function reaperTimings(scale: number) {
   const interval = Math.max(60_000 * scale, 1_000);
   const silence = 3 * Math.max(30_000 * scale, 500);
   return { intervalMs: interval, graceMs: Math.max(interval, silence) };
-}
-
-async function dropDatabase(url: string): Promise<void> {
-  const admin = new pg.Client({ connectionString: maintenanceUrl(url) });
-  await admin.connect();
-  await admin.query(`DROP DATABASE IF EXISTS ${quoteIdent(new URL(url).pathname.slice(1))} WITH (FORCE)`);
-  await admin.end();
 }
 
 export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
