@@ -1,10 +1,10 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { closeDb, db } from "@/lib/db/client";
 import { makeJob } from "@/test/helpers/jobs";
-import { countJobsByStatus, RECENT_FINISHED_MS } from "./queries";
+import { countJobsByStatus, listJobs, RECENT_FINISHED_MS } from "./queries";
 
 afterAll(async () => {
-  await db().job.deleteMany({ where: { tenant: { slug: "t-overview-counts" } } });
+  await db().job.deleteMany({ where: { tenant: { slug: { in: ["t-overview-counts", "t-list-pages"] } } } });
   await closeDb();
 });
 
@@ -23,5 +23,25 @@ describe("countJobsByStatus (the overview's counts)", () => {
     const after = await countJobsByStatus(now);
     expect(after.running - before.running).toBe(2);
     expect(after.failed - before.failed).toBe(1);
+  });
+});
+
+describe("listJobs pages (keyset on createdAt, id)", () => {
+  it("walks every job once, newest first, across pages, even when jobs share a creation time", async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 7; i++) ids.push((await makeJob("t-list-pages", { softMs: 600_000, hardMs: 900_000 })).id);
+    // Five of them created in the same millisecond: only the id orders them.
+    const same = new Date("2026-11-30T12:00:00.000Z");
+    await db().job.updateMany({ where: { id: { in: ids.slice(0, 5) } }, data: { createdAt: same } });
+    const seen: string[] = [];
+    let after: string | undefined;
+    for (let page = 0; page < 10; page++) {
+      const r = await listJobs({ tenant: "t-list-pages", limit: 2, after });
+      seen.push(...r.jobs.map((j) => j.id));
+      if (!r.nextAfter) break;
+      after = r.nextAfter;
+    }
+    const expected = await db().job.findMany({ where: { id: { in: ids } }, orderBy: [{ createdAt: "desc" }, { id: "desc" }], select: { id: true } });
+    expect(seen).toEqual(expected.map((j) => j.id));
   });
 });
