@@ -98,7 +98,7 @@ async function main(): Promise<void> {
   const { ensureTenant } = await import("../lib/tenants/ensure-tenant");
   const { queueProcessor } = await import("../workers/queue-processor");
   const { startWatchdog } = await import("../workers/watchdog");
-  type Processor = import("../workers/runtime").Processor;
+  type Processor = import("../workers/processor").Processor;
 
   const e = env();
   const concurrency = e.BOUNDED_WORKER_CONCURRENCY;

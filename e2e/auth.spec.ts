@@ -1,39 +1,26 @@
-import { execFileSync } from "node:child_process";
-import { expect, test } from "@playwright/test";
 import { E2E_ENV } from "./env";
+import { expect, submitSignIn, test, users, VIEWER } from "./fixtures";
 
-function addUser(name: string, role: "viewer" | "operator", password: string) {
-  execFileSync(process.execPath, ["--import", "tsx", "scripts/users.ts", "add", name, "--role", role, "--password", password], {
-    env: { ...process.env, ...E2E_ENV },
-    stdio: "pipe",
-  });
-}
+const addUser = (name: string, role: "viewer" | "operator", password: string) => users("add", name, "--role", role, "--password", password);
 
-test("an anonymous visitor of /jobs is sent to /login and comes back after signing in", async ({ page }) => {
+test("an anonymous visitor of /jobs is sent to /login and comes back after signing in", async ({ page, credentialsFor }) => {
   await page.goto("/jobs?status=completed");
   await expect(page).toHaveURL(/\/login\?next=%2Fjobs%3Fstatus%3Dcompleted$/);
-  await page.getByLabel("Username").fill("admin");
-  await page.getByLabel("Password").fill(E2E_ENV.BOUNDED_ADMIN_PASSWORD);
-  await page.getByRole("button", { name: "Sign in" }).click();
+  await submitSignIn(page, await credentialsFor("operator"));
   await expect(page).toHaveURL(/\/jobs\?status=completed$/);
   await expect(page.getByRole("heading", { name: "Jobs", exact: true })).toBeVisible();
   await expect(page.getByText("admin · operator")).toBeVisible();
 });
 
-test("a viewer signs in and sees the jobs list and a job's page", async ({ page, request }) => {
-  addUser("viewer-e2e", "viewer", "viewer-e2e-password");
+test("a viewer signs in and sees the jobs list and a job's page", async ({ page, request, signIn }) => {
   const created = await request.post("/api/imports?tenant=e2e-viewer-sees", {
     data: "date,amount,currency,counterparty,description\n2026-01-02,-3.50,EUR,Pizzeria Roma,Lunch\n",
     headers: { "content-type": "text/csv" },
   });
   const { jobId } = await created.json();
 
-  await page.goto("/login");
-  await page.getByLabel("Username").fill("viewer-e2e");
-  await page.getByLabel("Password").fill("viewer-e2e-password");
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await expect(page.getByRole("heading", { name: "Overview" })).toBeVisible();
-  await expect(page.getByText("viewer-e2e · viewer")).toBeVisible();
+  await signIn("viewer");
+  await expect(page.getByText(`${VIEWER.username} · viewer`)).toBeVisible();
 
   await page.goto("/jobs?tenant=e2e-viewer-sees");
   await expect(page.getByRole("link", { name: jobId.slice(0, 8) })).toBeVisible();
@@ -65,10 +52,9 @@ test("the jobs API refuses anonymous and unknown-token calls with 401 and accept
 
 test("a revoked token is refused", async ({ request }) => {
   addUser("revoked-e2e", "viewer", "revoked-e2e-password");
-  const out = execFileSync(process.execPath, ["--import", "tsx", "scripts/users.ts", "token", "revoked-e2e"], { env: { ...process.env, ...E2E_ENV } }).toString();
-  const token = out.trim().split("\n").pop()!;
+  const token = users("token", "revoked-e2e").trim().split("\n").pop()!;
   expect((await request.get("/api/jobs", { headers: { authorization: `Bearer ${token}` } })).status()).toBe(200);
-  execFileSync(process.execPath, ["--import", "tsx", "scripts/users.ts", "revoke", "revoked-e2e"], { env: { ...process.env, ...E2E_ENV } });
+  users("revoke", "revoked-e2e");
   expect((await request.get("/api/jobs", { headers: { authorization: `Bearer ${token}` } })).status()).toBe(401);
 });
 
@@ -76,25 +62,16 @@ test("wrong passwords are refused, then sign-in is rate-limited", async ({ page 
   addUser("throttled-e2e", "viewer", "throttled-e2e-password");
   await page.goto("/login");
   for (let i = 0; i < 10; i++) {
-    await page.getByLabel("Username").fill("throttled-e2e");
-    await page.getByLabel("Password").fill(`wrong-${i}`);
-    await page.getByRole("button", { name: "Sign in" }).click();
+    await submitSignIn(page, { username: "throttled-e2e", password: `wrong-${i}` });
     await expect(page.locator("p.form-error")).toHaveText("Wrong username or password.");
     await page.reload();
   }
-  await page.getByLabel("Username").fill("throttled-e2e");
-  await page.getByLabel("Password").fill("throttled-e2e-password");
-  await page.getByRole("button", { name: "Sign in" }).click();
+  await submitSignIn(page, { username: "throttled-e2e", password: "throttled-e2e-password" });
   await expect(page.locator("p.form-error")).toContainText("Too many failed sign-ins");
   await expect(page).toHaveURL(/\/login/);
 });
 
-test("the session cookie is httpOnly and SameSite", async ({ page, context }) => {
-  await page.goto("/login");
-  await page.getByLabel("Username").fill("admin");
-  await page.getByLabel("Password").fill(E2E_ENV.BOUNDED_ADMIN_PASSWORD);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await expect(page.getByRole("heading", { name: "Overview" })).toBeVisible();
+test("the session cookie is httpOnly and SameSite", async ({ operatorPage: page, context }) => {
   await page.screenshot({ path: "test-results/overview.png", fullPage: true });
   const cookie = (await context.cookies()).find((c) => c.name === "bounded_session");
   expect(cookie).toMatchObject({ httpOnly: true, sameSite: "Lax" });

@@ -1,12 +1,10 @@
-import { execFileSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { expect, test, type APIRequestContext } from "@playwright/test";
+import type { APIRequestContext } from "@playwright/test";
 import { ACTION_ACCESS, ROUTE_ACCESS, type Access } from "../app/api/access-rules";
 import { sql } from "./db";
 import { BASE_URL, E2E_ENV } from "./env";
-
-const users = (...args: string[]) => execFileSync(process.execPath, ["--import", "tsx", "scripts/users.ts", ...args], { env: { ...process.env, ...E2E_ENV } }).toString();
+import { expect, test, users } from "./fixtures";
 
 type Caller = "anonymous" | "viewer" | "operator" | "revoked";
 let tokens: Record<Exclude<Caller, "anonymous">, string>;

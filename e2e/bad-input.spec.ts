@@ -1,9 +1,10 @@
 import http from "node:http";
 import { randomUUID } from "node:crypto";
-import { expect, test, type APIRequestContext, type APIResponse, type Page } from "@playwright/test";
+import type { APIRequestContext, APIResponse, Page } from "@playwright/test";
 import { ACCEPTED_UPLOADS, FORMULAS, REFUSED_BATCHES, REFUSED_UPLOADS, formulaCsv, type RefusedUpload } from "./bad-input-corpus";
 import { sql } from "./db";
 import { BASE_URL, E2E_ENV } from "./env";
+import { expect, test } from "./fixtures";
 
 /** The rows a refused request must not leave behind. */
 async function stateCounts() {
@@ -232,15 +233,7 @@ test.describe("odd but valid files are accepted", () => {
   }
 });
 
-async function signIn(page: Page) {
-  await page.goto("/login");
-  await page.getByLabel("Username").fill("admin");
-  await page.getByLabel("Password").fill(E2E_ENV.BOUNDED_ADMIN_PASSWORD);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await expect(page.getByRole("heading", { name: "Overview" })).toBeVisible();
-}
-
-test("spreadsheet formulas are imported as text and shown inert on the progress and job pages", async ({ request, page }) => {
+test("spreadsheet formulas are imported as text and shown inert on the progress and job pages", async ({ request, page, signIn }) => {
   const { csv, failingRows } = formulaCsv();
   const created = await request.post("/api/imports", { multipart: { tenant: "e2e-formulas", file: { name: "formulas.csv", mimeType: "text/csv", buffer: csv } } });
   expect(created.status(), await created.text()).toBe(201);
@@ -263,7 +256,7 @@ test("spreadsheet formulas are imported as text and shown inert on the progress 
   };
   await page.goto(`/progress/${progressToken}`);
   await checkInert(page.getByTestId("failures"));
-  await signIn(page);
+  await signIn("operator");
   await page.goto(`/jobs/${jobId}`);
   await checkInert(page.locator("table").filter({ hasText: failingRows[0]!.shown }));
 });

@@ -1,16 +1,8 @@
-import { expect, test, type Page } from "@playwright/test";
 import { E2E_ENV } from "./env";
+import { expect, test } from "./fixtures";
 
-async function signInAsAdmin(page: Page, next: string) {
-  await page.goto(`/login?next=${encodeURIComponent(next)}`);
-  await page.getByLabel("Username").fill("admin");
-  await page.getByLabel("Password").fill(E2E_ENV.BOUNDED_ADMIN_PASSWORD);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await expect(page).toHaveURL(new RegExp(`${next}$`));
-}
-
-test("the budgets page shows each queue's budget with its source, and the live workers that really use it", async ({ page }) => {
-  await signInAsAdmin(page, "/budgets");
+test("the budgets page shows each queue's budget with its source, and the live workers that really use it", async ({ page, signIn }) => {
+  await signIn("operator", { next: "/budgets" });
   await expect(page.getByRole("heading", { name: "Budgets", level: 1 })).toBeVisible();
 
   // The worker process publishes at start; the page is rendered per request, so reload until it shows.

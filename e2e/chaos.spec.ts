@@ -1,5 +1,5 @@
-import { expect, test } from "@playwright/test";
 import { formatReport, runChaos } from "../test/chaos/chaos";
+import { expect, test } from "./fixtures";
 
 /**
  * The small chaos run (the full one is `npm run test:chaos`): 40 mixed jobs through the API of a

@@ -1,6 +1,6 @@
-import { expect, test } from "@playwright/test";
 import { sql } from "./db";
 import { transactionsCsv } from "./csv";
+import { expect, test } from "./fixtures";
 
 test("a 2,000-row upload with 20 bad rows moves live on the progress page and ends completed_with_errors", async ({ page }) => {
   const { csv, badRows } = transactionsCsv(2000, 100);
@@ -54,7 +54,8 @@ test("a 2,000-row upload with 20 bad rows moves live on the progress page and en
   );
   expect(counts).toEqual({ n: "1980", distinct_rows: "1980" });
 
-  // Polling stops once the job is terminal.
+  // Polling stops once the job is terminal. A clock on purpose: the rule is that nothing is asked
+  // for during a stretch of several polling intervals, and an absence has no state to wait for.
   let requests = 0;
   page.on("request", (r) => {
     if (r.url().includes("/api/progress/")) requests += 1;

@@ -1,8 +1,9 @@
 import { randomUUID } from "node:crypto";
-import { expect, test, type APIRequestContext } from "@playwright/test";
+import type { APIRequestContext } from "@playwright/test";
 import { samplePdf, samplePng, sampleText, truncatedPdf } from "../lib/documents/sample-documents";
 import { sql } from "./db";
 import { E2E_ENV } from "./env";
+import { expect, test } from "./fixtures";
 
 /**
  * The job kinds beside the CSV import — bulk_ocr, agent_run, overdue_invoices — through their

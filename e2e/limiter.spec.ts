@@ -1,22 +1,14 @@
-import { expect, test, type Page } from "@playwright/test";
 import { TIGHT_ENV, TIGHT_URL } from "./env";
+import { expect, test } from "./fixtures";
 
 // The system at time scale 0.02: a statistics window (60 s) is 1.2 s, far longer than a page's
 // processing, so every page after the first waits in delayed — as in production. (At the main
 // system's 0.0005 a window is shorter than a database commit, and a sync rarely has to wait.)
 test.use({ baseURL: TIGHT_URL });
 
-async function signInAsAdmin(page: Page, next: string) {
-  await page.goto(`/login?next=${encodeURIComponent(next)}`);
-  await page.getByLabel("Username").fill("admin");
-  await page.getByLabel("Password").fill(TIGHT_ENV.BOUNDED_ADMIN_PASSWORD);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await expect(page).toHaveURL(new RegExp(`${next}$`));
-}
-
 const operator = { authorization: `Bearer ${TIGHT_ENV.BOUNDED_BOOTSTRAP_TOKEN}` };
 
-test("a sync started through POST /api/syncs waits for its windows in delayed, says so to its customer, and /limiter shows its reschedules, its tenant and its bucket", async ({ page, request }) => {
+test("a sync started through POST /api/syncs waits for its windows in delayed, says so to its customer, and /limiter shows its reschedules, its tenant and its bucket", async ({ page, request, signIn }) => {
   const tenant = `e2e-limiter-${Date.now().toString(36)}`;
   const started = await request.post("/api/syncs", { headers: operator, data: { tenant, family: "statistics" } });
   expect(started.status()).toBe(201);
@@ -44,7 +36,7 @@ test("a sync started through POST /api/syncs waits for its windows in delayed, s
   expect((await request.post("/api/syncs", { headers: operator, data: { tenant, family: "invoices" } })).status()).toBe(422);
   expect((await request.post("/api/syncs", { data: { tenant, family: "statistics" } })).status()).toBe(401);
 
-  await signInAsAdmin(page, "/limiter");
+  await signIn("operator", { next: "/limiter" });
   await page.goto("/limiter?range=1h");
   await expect(page.getByRole("heading", { name: "Limiter", level: 1 })).toBeVisible();
   await expect(page.getByTestId("reschedules-total")).not.toHaveText("0");

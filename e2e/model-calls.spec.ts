@@ -1,6 +1,6 @@
-import { expect, test } from "@playwright/test";
 import { sql } from "./db";
 import { E2E_ENV } from "./env";
+import { expect, test } from "./fixtures";
 
 // Calls of this spec's own, under a queue name nobody else uses: the page is checked against
 // numbers known here, whatever other specs (the import spec makes real model calls) recorded.
@@ -28,18 +28,9 @@ test.afterAll(async () => {
   await sql(`DELETE FROM "ModelCallRollup" WHERE "queue" = $1`, [QUEUE]);
 });
 
-async function signIn(page: import("@playwright/test").Page) {
-  await page.goto("/login");
-  await page.getByLabel("Username").fill("admin");
-  await page.getByLabel("Password").fill(E2E_ENV.BOUNDED_ADMIN_PASSWORD);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await expect(page.getByRole("heading", { name: "Overview" })).toBeVisible();
-}
-
 const WITH_UNIT = /^≈ \d+(\.\d)? (ms|s|min|h)$/;
 
-test("the model-calls page draws the latency histogram with p50, p99 and max beside it", async ({ page }) => {
-  await signIn(page);
+test("the model-calls page draws the latency histogram with p50, p99 and max beside it", async ({ operatorPage: page }) => {
   await page.goto(`/model-calls?range=24h&queue=${QUEUE}`);
   await expect(page.getByRole("heading", { level: 1, name: "Model calls" })).toBeVisible();
 

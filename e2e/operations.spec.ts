@@ -1,17 +1,8 @@
 import { randomBytes, randomUUID } from "node:crypto";
-import { expect, test, type Page } from "@playwright/test";
 import { sql } from "./db";
-import { E2E_ENV } from "./env";
+import { expect, test } from "./fixtures";
 
-async function signIn(page: Page) {
-  await page.goto("/login");
-  await page.getByLabel("Username").fill("admin");
-  await page.getByLabel("Password").fill(E2E_ENV.BOUNDED_ADMIN_PASSWORD);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await expect(page.getByRole("heading", { name: "Overview" })).toBeVisible();
-}
-
-test("the reaper in the running worker abandons a job its worker left behind, and /stuck shows it as reaped", async ({ page }) => {
+test("the reaper in the running worker abandons a job its worker left behind, and /stuck shows it as reaped", async ({ page, signIn }) => {
   // A row that says running, silent for an hour, whose queue job no longer exists: a worker died with it.
   const id = randomUUID();
   const [tenant] = await sql<{ id: string }>(`INSERT INTO "Tenant" (id, slug) VALUES ($1, 'e2e-reaped') ON CONFLICT (slug) DO UPDATE SET slug = EXCLUDED.slug RETURNING id`, [randomUUID()]);
@@ -25,7 +16,7 @@ test("the reaper in the running worker abandons a job its worker left behind, an
   const [row] = await sql<{ message: string }>(`SELECT message FROM "Job" WHERE id = $1`, [id]);
   expect(row!.message).toMatch(/^Abandoned after 42 of 120 rows: /);
 
-  await signIn(page);
+  await signIn("operator");
   await page.goto("/stuck");
   await expect(page.getByRole("heading", { name: "Stuck jobs" })).toBeVisible();
   const reaped = page.getByRole("row").filter({ has: page.getByRole("link", { name: id.slice(0, 8) }) });
@@ -33,8 +24,7 @@ test("the reaper in the running worker abandons a job its worker left behind, an
   await page.screenshot({ path: "test-results/stuck.png", fullPage: true });
 });
 
-test("the database panel shows table activity per second", async ({ page }) => {
-  await signIn(page);
+test("the database panel shows table activity per second", async ({ operatorPage: page }) => {
   await page.goto("/database");
   await expect(page.getByRole("heading", { name: "Database" })).toBeVisible();
   await expect(page.getByRole("cell", { name: "Category", exact: true })).toBeVisible();

@@ -1,8 +1,9 @@
 import { execFileSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { expect, test, type APIRequestContext, type Page } from "@playwright/test";
+import type { APIRequestContext } from "@playwright/test";
 import { sql as sqlOn } from "./db";
 import { TIGHT_ENV, TIGHT_URL } from "./env";
+import { expect, test } from "./fixtures";
 
 // The system at time scale 1/50: a generation's real timeouts (a 150 s poll attempt is 3 s here)
 // stay far above an HTTP round trip, as in production. At 1/2000 they are tens of milliseconds
@@ -11,14 +12,6 @@ test.use({ baseURL: TIGHT_URL });
 const sql = <T extends Record<string, unknown>>(text: string, params: unknown[] = []) => sqlOn<T>(text, params, TIGHT_ENV.DATABASE_URL);
 const operator = { authorization: `Bearer ${TIGHT_ENV.BOUNDED_BOOTSTRAP_TOKEN}` };
 const TERMINAL = ["completed", "completed_with_errors", "timed_out", "killed", "failed", "abandoned", "cancelled"];
-
-async function signIn(page: Page, username: string, password: string) {
-  await page.goto("/login");
-  await page.getByLabel("Username").fill(username);
-  await page.getByLabel("Password").fill(password);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await expect(page.getByRole("heading", { name: "Overview" })).toBeVisible();
-}
 
 const packs = (...args: string[]) => execFileSync(process.execPath, ["--import", "tsx", "scripts/packs.ts", ...args], { env: { ...process.env, ...TIGHT_ENV } }).toString();
 
@@ -54,7 +47,7 @@ async function packOf(tenant: string) {
   return row ? { size: row.size, remaining: row.remaining, spent: Number(row.spent), live: Number(row.live) } : null;
 }
 
-test("an operator grants a pack, generations spend it (a dislike included), and /reserves shows the policy arithmetic and the pack's books", async ({ page, request }) => {
+test("an operator grants a pack, generations spend it (a dislike included), and /reserves shows the policy arithmetic and the pack's books", async ({ page, request, signIn }) => {
   const tenant = "e2e-reserves";
 
   // Bad grants: a clear 4xx, nothing created.
@@ -89,7 +82,7 @@ test("an operator grants a pack, generations spend it (a dislike included), and 
   expect(flag!.used ?? false).toBe(false);
   expect(packs("show", tenant)).toContain(`${tenant}: ${5 - completed} of 5 units remaining, 0 held by running generations, ${completed} spent, 0 open debt(s)`);
 
-  await signIn(page, "admin", TIGHT_ENV.BOUNDED_ADMIN_PASSWORD);
+  await signIn("operator");
   await page.goto("/reserves");
   await expect(page.getByRole("heading", { name: "Reserves", level: 1 })).toBeVisible();
   const policy = page.getByTestId("policy-table");

@@ -1,18 +1,7 @@
-import { execFileSync } from "node:child_process";
-import { expect, test, type Page } from "@playwright/test";
 import { sql } from "./db";
 import { transactionsCsv } from "./csv";
 import { E2E_ENV } from "./env";
-
-async function signIn(page: Page, username: string, password: string) {
-  await page.goto("/login");
-  await page.getByLabel("Username").fill(username);
-  await page.getByLabel("Password").fill(password);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await expect(page.getByRole("heading", { name: "Overview" })).toBeVisible();
-}
-
-const users = (...args: string[]) => execFileSync(process.execPath, ["--import", "tsx", "scripts/users.ts", ...args], { env: { ...process.env, ...E2E_ENV } }).toString();
+import { expect, test, users, VIEWER } from "./fixtures";
 
 /** An import that ran, then made to look as a timeout leaves it: 10 of 30 rows done. */
 async function timedOutImport(request: import("@playwright/test").APIRequestContext, tenant: string) {
@@ -24,9 +13,9 @@ async function timedOutImport(request: import("@playwright/test").APIRequestCont
   return { jobId: jobId as string, progressToken: progressToken as string };
 }
 
-test("an operator retries a timed-out import from the job page: it resumes at the cursor, no row is written twice, the customer's page reaches 100 %", async ({ page, request }) => {
+test("an operator retries a timed-out import from the job page: it resumes at the cursor, no row is written twice, the customer's page reaches 100 %", async ({ page, request, signIn }) => {
   const { jobId, progressToken } = await timedOutImport(request, "e2e-retry");
-  await signIn(page, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD);
+  await signIn("operator");
   await page.goto(`/jobs/${jobId}`);
   await expect(page.locator("[data-status]").first()).toHaveAttribute("data-status", "timed_out");
   await page.getByRole("button", { name: "Retry from where it stopped" }).click();
@@ -46,12 +35,10 @@ test("an operator retries a timed-out import from the job page: it resumes at th
   await page.screenshot({ path: "test-results/job-after-retry.png", fullPage: true });
 });
 
-test("a viewer sees Retry disabled with the reason, and the server refuses viewer and anonymous retries, each leaving an audit entry", async ({ page, request }) => {
+test("a viewer sees Retry disabled with the reason, and the server refuses viewer and anonymous retries, each leaving an audit entry", async ({ viewerPage: page, request }) => {
   const { jobId } = await timedOutImport(request, "e2e-retry-viewer");
-  users("add", "viewer-retry", "--role", "viewer", "--password", "viewer-retry-password");
-  const viewerToken = users("token", "viewer-retry").trim().split("\n").pop()!;
+  const viewerToken = users("token", VIEWER.username).trim().split("\n").pop()!;
 
-  await signIn(page, "viewer-retry", "viewer-retry-password");
   await page.goto(`/jobs/${jobId}`);
   await expect(page.getByRole("button", { name: "Retry from where it stopped" })).toBeDisabled();
   await expect(page.getByText("Only operators can retry jobs; you are signed in as a viewer.")).toBeVisible();
@@ -64,7 +51,7 @@ test("a viewer sees Retry disabled with the reason, and the server refuses viewe
   const audit = await sql<{ actor: string; result: string }>(`select actor, result::text from "AuditEntry" where action = 'job.retry' and target = $1 order by id`, [jobId]);
   expect(audit).toEqual([
     { actor: "anonymous", result: "refused" },
-    { actor: "viewer-retry", result: "refused" },
+    { actor: VIEWER.username, result: "refused" },
   ]);
 
   // The operator's API twin; then a second retry of the now-queued job is refused with the reason.
@@ -96,9 +83,9 @@ test("bulk retry by filter: a preview count first, then the retry; bad filters a
 });
 
 
-test("bulk retry from the jobs page: Preview counts the matching jobs, only then Retry is offered, and it retries them", async ({ page, request }) => {
+test("bulk retry from the jobs page: Preview counts the matching jobs, only then Retry is offered, and it retries them", async ({ page, request, signIn }) => {
   const { jobId } = await timedOutImport(request, "e2e-bulk-page");
-  await signIn(page, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD);
+  await signIn("operator");
   await page.goto("/jobs");
   const form = page.getByRole("form", { name: "Bulk retry" });
   await form.getByLabel("Tenant").fill("e2e-bulk-page");

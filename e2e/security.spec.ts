@@ -1,12 +1,10 @@
-import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { expect, test, type APIRequestContext } from "@playwright/test";
+import type { APIRequestContext } from "@playwright/test";
 import { Redis } from "ioredis";
 import { sql } from "./db";
 import { BASE_URL, E2E_ENV } from "./env";
 import { transactionsCsv } from "./csv";
-
-const users = (...args: string[]) => execFileSync(process.execPath, ["--import", "tsx", "scripts/users.ts", ...args], { env: { ...process.env, ...E2E_ENV } }).toString();
+import { expect, test, users } from "./fixtures";
 
 /** Server action ids by `file#export`, from the build the system under test serves. */
 function actionId(action: string): string {
@@ -29,14 +27,18 @@ function postAction(request: APIRequestContext, page: string, action: string, fi
   return request.post(page, { headers: { "next-action": actionId(action), origin: BASE_URL, ...headers }, multipart: form, maxRedirects: 0 });
 }
 
-const signIn = (request: APIRequestContext, username: string, password: string, headers: Record<string, string> = {}) =>
+/**
+ * The sign-in action as any client can post it, with the headers a proxy adds: these tests are of
+ * the action's own answer (its cookie, its throttling), so they do not go through the login page.
+ */
+const postSignIn = (request: APIRequestContext, username: string, password: string, headers: Record<string, string> = {}) =>
   postAction(request, "/login", "app/login/actions.ts#signIn", { username, password, next: "/" }, headers);
 
 const sessionCookie = (setCookie: string | undefined) => setCookie?.split("\n").find((c) => c.startsWith("bounded_session="));
 
 test("the session cookie is HttpOnly, SameSite=Lax, Path=/, and Secure when the request came over HTTPS", async ({ playwright }) => {
   const plain = await playwright.request.newContext({ baseURL: BASE_URL });
-  const signedIn = await signIn(plain, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, { "x-forwarded-for": "198.51.100.1" });
+  const signedIn = await postSignIn(plain, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, { "x-forwarded-for": "198.51.100.1" });
   const cookie = sessionCookie(signedIn.headers()["set-cookie"]);
   expect(cookie, `a session cookie is set (status ${signedIn.status()})`).toBeTruthy();
   const attributes = cookie!.split(";").map((a) => a.trim().toLowerCase());
@@ -48,7 +50,7 @@ test("the session cookie is HttpOnly, SameSite=Lax, Path=/, and Secure when the 
   await plain.dispose();
 
   const behindTls = await playwright.request.newContext({ baseURL: BASE_URL });
-  const secure = await signIn(behindTls, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, { "x-forwarded-for": "198.51.100.1", "x-forwarded-proto": "https" });
+  const secure = await postSignIn(behindTls, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, { "x-forwarded-for": "198.51.100.1", "x-forwarded-proto": "https" });
   const secureCookie = sessionCookie(secure.headers()["set-cookie"]);
   expect(secureCookie).toBeTruthy();
   expect(secureCookie!.split(";").map((a) => a.trim().toLowerCase())).toEqual(expect.arrayContaining(["secure", "httponly", "samesite=lax", "path=/"]));
@@ -64,7 +66,7 @@ test("server actions refuse a foreign Origin, even with an operator's session, a
   await sql(`update "Job" set status = 'failed', message = 'failed on purpose' where id = $1`, [jobId]);
 
   const operator = await playwright.request.newContext({ baseURL: BASE_URL });
-  const signedIn = await signIn(operator, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, { "x-forwarded-for": "198.51.100.2" });
+  const signedIn = await postSignIn(operator, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, { "x-forwarded-for": "198.51.100.2" });
   const cookie = sessionCookie(signedIn.headers()["set-cookie"])!.split(";")[0]!;
   const state = async () => {
     const [row] = await sql<{ status: string; attempt: number; audited: string }>(
@@ -132,15 +134,15 @@ test("progress tokens are 128-bit random hex and public progress URLs and answer
 
 test("sign-in is rate-limited per user whatever the address, and per address whatever the user", async ({ request }) => {
   users("add", "sec-throttle", "--role", "viewer", "--password", "sec-throttle-password");
-  const refusal = async (r: Awaited<ReturnType<typeof signIn>>) => {
+  const refusal = async (r: Awaited<ReturnType<typeof postSignIn>>) => {
     expect(r.status()).toBeLessThan(500);
     return r.text();
   };
   // Ten wrong passwords, each from another address: the per-user limit does not care.
   for (let i = 0; i < 10; i++) {
-    expect(await refusal(await signIn(request, "sec-throttle", `wrong-${i}`, { "x-forwarded-for": `203.0.113.${i + 1}` }))).toContain("Wrong username or password.");
+    expect(await refusal(await postSignIn(request, "sec-throttle", `wrong-${i}`, { "x-forwarded-for": `203.0.113.${i + 1}` }))).toContain("Wrong username or password.");
   }
-  const blocked = await signIn(request, "sec-throttle", "sec-throttle-password", { "x-forwarded-for": "203.0.113.99" });
+  const blocked = await postSignIn(request, "sec-throttle", "sec-throttle-password", { "x-forwarded-for": "203.0.113.99" });
   expect(await refusal(blocked)).toContain("Too many failed sign-ins. Try again in 15 min.");
   expect(sessionCookie(blocked.headers()["set-cookie"]), "no session for the right password while throttled").toBeUndefined();
 
@@ -155,15 +157,15 @@ test("sign-in is rate-limited per user whatever the address, and per address wha
   } finally {
     redis.disconnect();
   }
-  const after = await signIn(request, "sec-throttle", "sec-throttle-password", { "x-forwarded-for": "203.0.113.100" });
+  const after = await postSignIn(request, "sec-throttle", "sec-throttle-password", { "x-forwarded-for": "203.0.113.100" });
   expect(sessionCookie(after.headers()["set-cookie"]), "signed in once the window has passed").toBeTruthy();
 
   // Thirty failures from one address, over many user names: that address is refused, even the
   // right password of another user; another address is not.
-  for (let i = 0; i < 30; i++) await refusal(await signIn(request, `sec-guess-${i}`, "guess", { "x-forwarded-for": "198.51.100.77" }));
-  const fromGuesser = await signIn(request, "sec-throttle", "sec-throttle-password", { "x-forwarded-for": "198.51.100.77" });
+  for (let i = 0; i < 30; i++) await refusal(await postSignIn(request, `sec-guess-${i}`, "guess", { "x-forwarded-for": "198.51.100.77" }));
+  const fromGuesser = await postSignIn(request, "sec-throttle", "sec-throttle-password", { "x-forwarded-for": "198.51.100.77" });
   expect(await refusal(fromGuesser)).toContain("Too many failed sign-ins");
   expect(sessionCookie(fromGuesser.headers()["set-cookie"])).toBeUndefined();
-  const elsewhere = await signIn(request, "sec-throttle", "sec-throttle-password", { "x-forwarded-for": "198.51.100.78" });
+  const elsewhere = await postSignIn(request, "sec-throttle", "sec-throttle-password", { "x-forwarded-for": "198.51.100.78" });
   expect(sessionCookie(elsewhere.headers()["set-cookie"])).toBeTruthy();
 });

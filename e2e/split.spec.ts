@@ -1,14 +1,14 @@
-import { expect, test } from "@playwright/test";
 import { transactionsCsv } from "./csv";
 import { sql as sqlOn } from "./db";
 import { TIGHT_ENV, TIGHT_URL } from "./env";
+import { expect, test } from "./fixtures";
 
 // Against the tight-budget system: an import of 300 rows cannot finish in its 600 s budget.
 test.use({ baseURL: TIGHT_URL });
 const sql = <T extends Record<string, unknown>>(text: string, params: unknown[] = []) => sqlOn<T>(text, params, TIGHT_ENV.DATABASE_URL);
 const statusOf = async (jobId: string) => (await sql<{ status: string }>(`select status::text from "Job" where id = $1`, [jobId]))[0]?.status;
 
-test("an import that timed out is split by measured latency from the job page; the parts complete, the job completes and the customer's page shows 100 %", async ({ page, request }) => {
+test("an import that timed out is split by measured latency from the job page; the parts complete, the job completes and the customer's page shows 100 %", async ({ page, request, signIn }) => {
   const created = await request.post("/api/imports?tenant=e2e-split", { data: transactionsCsv(300).csv, headers: { "content-type": "text/csv" } });
   expect(created.status()).toBe(201);
   const { jobId, progressToken } = (await created.json()) as { jobId: string; progressToken: string };
@@ -17,11 +17,7 @@ test("an import that timed out is split by measured latency from the job page; t
   expect(timedOut!.cursor).toBeLessThan(300);
   expect(timedOut!.message).toMatch(/^Timed out after [\d,]+ of 300 rows \(budget 600 s\)/);
 
-  await page.goto("/login");
-  await page.getByLabel("Username").fill("admin");
-  await page.getByLabel("Password").fill(TIGHT_ENV.BOUNDED_ADMIN_PASSWORD);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await expect(page.getByRole("heading", { name: "Overview" })).toBeVisible();
+  await signIn("operator");
 
   await page.goto(`/jobs/${jobId}`);
   // The proposal with its arithmetic: rows left × measured p99 against the budget × 0.7.

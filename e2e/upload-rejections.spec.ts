@@ -1,7 +1,8 @@
-import { expect, test, type APIRequestContext } from "@playwright/test";
+import type { APIRequestContext } from "@playwright/test";
 import { sql } from "./db";
 import { transactionsCsv } from "./csv";
 import { E2E_ENV } from "./env";
+import { expect, test } from "./fixtures";
 
 const MAX_BYTES = Number(E2E_ENV.BOUNDED_UPLOAD_MAX_BYTES);
 const MAX_ROWS = Number(E2E_ENV.BOUNDED_UPLOAD_MAX_ROWS);

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { BUDGET_VARIABLES, type BudgetVariable } from "@/lib/queues/catalog";
 
 /**
  * The whole environment, parsed once. Nothing else in the project reads `process.env`.
@@ -7,6 +8,12 @@ import { z } from "zod";
 
 const positiveNumber = z.coerce.number().positive();
 const seconds = z.coerce.number().positive().optional();
+
+/**
+ * `BOUNDED_BUDGET_<QUEUE>_SOFT_S` / `_HARD_S` for every queue of the catalog, and no others: an
+ * override of a queue the catalog knows is always parsed, so it is never silently ignored.
+ */
+const budgetOverrides = Object.fromEntries(BUDGET_VARIABLES.map((v) => [v, seconds])) as Record<BudgetVariable, typeof seconds>;
 
 const fields = z.object({
   NODE_ENV: z.enum(["development", "production", "test"]).default("development"),
@@ -55,20 +62,7 @@ const fields = z.object({
   /** Jobs one worker process runs at once, per queue. */
   BOUNDED_WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
-  BOUNDED_BUDGET_IMPORTS_SOFT_S: seconds,
-  BOUNDED_BUDGET_IMPORTS_HARD_S: seconds,
-  BOUNDED_BUDGET_DOCUMENTS_SOFT_S: seconds,
-  BOUNDED_BUDGET_DOCUMENTS_HARD_S: seconds,
-  BOUNDED_BUDGET_AGENT_BATCH_SOFT_S: seconds,
-  BOUNDED_BUDGET_AGENT_BATCH_HARD_S: seconds,
-  BOUNDED_BUDGET_AGENT_INTERACTIVE_SOFT_S: seconds,
-  BOUNDED_BUDGET_AGENT_INTERACTIVE_HARD_S: seconds,
-  BOUNDED_BUDGET_SWEEPS_SOFT_S: seconds,
-  BOUNDED_BUDGET_SWEEPS_HARD_S: seconds,
-  BOUNDED_BUDGET_MARKETPLACE_SYNC_SOFT_S: seconds,
-  BOUNDED_BUDGET_MARKETPLACE_SYNC_HARD_S: seconds,
-  BOUNDED_BUDGET_GENERATIONS_SOFT_S: seconds,
-  BOUNDED_BUDGET_GENERATIONS_HARD_S: seconds,
+  ...budgetOverrides,
   /** How old a silent quota reserve must be before the sweeper takes it back. Unset: lib/quota/policy.ts (25 min). */
   BOUNDED_RESERVE_SWEEP_WINDOW_S: seconds,
 });
@@ -101,7 +95,8 @@ const schema = fields.superRefine((e, ctx) => {
   }
 });
 
-export type Env = z.infer<typeof schema>;
+/** The budget overrides are typed by name pattern (zod's inference keeps only literal keys). */
+export type Env = z.infer<typeof schema> & Partial<Record<BudgetVariable, number>>;
 
 /** Every variable the project reads (for `.env.example` and documentation checks). */
 export const ENV_VARIABLES = Object.keys(fields.shape) as (keyof Env)[];

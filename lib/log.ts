@@ -45,7 +45,7 @@ function redactPaths(): string[] {
 let base: Logger | undefined;
 
 /** The process's root logger: JSON lines on stdout, level from `LOG_LEVEL`, secrets redacted. */
-export function baseLogger(): Logger {
+function baseLogger(): Logger {
   base ??= pino({
     level: env().LOG_LEVEL,
     base: { pid: process.pid },

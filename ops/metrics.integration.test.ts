@@ -1,9 +1,10 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { Registry } from "prom-client";
 import { afterAll, describe, expect, it } from "vitest";
-import { catalogPairs } from "@/lib/budgets/budgets";
+import { catalogPairs } from "@/lib/queues/catalog";
 import { closeDb, db } from "@/lib/db/client";
 import { createMetrics } from "@/lib/metrics/metrics";
+import { DATABASE_SOURCES } from "@/lib/metrics/sources";
 import { getPerItemBudget } from "@/lib/modelcalls/queries";
 import { sweepPolicy } from "@/lib/quota/settings";
 import { ensureTenant } from "@/lib/tenants/ensure-tenant";
@@ -38,7 +39,7 @@ describe("bounded_item_budget_seconds", () => {
       });
       created.push(job.id);
     }
-    const m = createMetrics(new Registry(), { defaultMetrics: false, countStuck: async () => ({}) });
+    const m = createMetrics(new Registry(), { defaultMetrics: false, countStuck: async () => ({}), itemBudgets: DATABASE_SOURCES.itemBudgets });
     const reported = await values(m.registry, "bounded_item_budget_seconds");
 
     const expected = [];

@@ -1,21 +1,25 @@
-import type { QueueName } from "@/lib/queues/catalog";
+import { QUEUE_NAMES, type JobKind, type QueueName } from "@/lib/queues/catalog";
 import { agentRun } from "./processors/agent-run";
 import { bulkOcr } from "./processors/bulk-ocr";
 import { cardGeneration } from "./processors/card-generation";
 import { csvImport } from "./processors/csv-import";
 import { marketplaceSync } from "./processors/marketplace-sync";
 import { overdueInvoices } from "./processors/overdue-invoices";
-import type { Processor } from "./runtime";
+import type { Processor } from "./processor";
 
-/** Job kind → processor. Queues, payloads and budgets of each kind: lib/queues/catalog.ts. */
-export const PROCESSORS: Record<string, Processor> = {
-  card_generation: cardGeneration,
+/**
+ * Job kind → processor: the worker half of each kind's declaration in lib/queues/catalog.ts
+ * (lib never imports workers). Typed by the catalog's kinds, so a kind without a processor, or a
+ * processor for a kind the catalog does not declare, does not compile.
+ */
+export const PROCESSORS: Record<JobKind, Processor> = {
   csv_import: csvImport,
   bulk_ocr: bulkOcr,
   agent_run: agentRun,
   overdue_invoices: overdueInvoices,
   marketplace_sync: marketplaceSync,
+  card_generation: cardGeneration,
 };
 
-/** The queues this worker process consumes. */
-export const WORKER_QUEUES: QueueName[] = ["imports", "documents", "agent-batch", "agent-interactive", "sweeps", "marketplace-sync", "generations"];
+/** The queues this worker process consumes: every queue of the catalog. */
+export const WORKER_QUEUES: readonly QueueName[] = QUEUE_NAMES;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { KINDS, QUEUE_NAMES } from "@/lib/queues/catalog";
+import { KINDS, QUEUE_NAMES, RESCHEDULE_QUEUES } from "@/lib/queues/catalog";
 import { DEFER_THRESHOLD_MS } from "@/lib/ratelimit/limiter";
-import { MAX_STARTED_ATTEMPTS, RESCHEDULE_QUEUES, rescheduleWorkerOptions } from "./reschedule";
+import { MAX_STARTED_ATTEMPTS, rescheduleWorkerOptions } from "./reschedule";
 
 describe("the guard against endless self-delays", () => {
   it("maxStartedAttempts is set for the sync queue, above every start a throttled sync can make within its maximum age", () => {

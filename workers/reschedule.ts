@@ -1,25 +1,33 @@
-import { DelayedError, type Job as QueueJob } from "bullmq";
+import type { Job as QueueJob } from "bullmq";
 import { db } from "@/lib/db/client";
 import { env } from "@/lib/env";
-import { finalizeJob, fmtSeconds, progressPhrase, type FinalRow, type RunStart } from "@/lib/jobs/run";
+import type { FinalRow } from "@/lib/jobs/finalize-statement";
+import { formatDuration, formatSeconds, formatWaitSeconds } from "@/lib/format/duration";
+import { progressPhrase } from "@/lib/jobs/messages";
+import { finalizeJob, type RunStart } from "@/lib/jobs/run";
 import type { Logger } from "@/lib/log";
 import { metrics } from "@/lib/metrics/metrics";
-import { KINDS, type JobKind, type QueueName } from "@/lib/queues/catalog";
+import { kindSpec, reschedules } from "@/lib/queues/catalog";
 import { parseScope, toProductionMs } from "@/lib/ratelimit/buckets";
 import { runWithRateLimitDeferral } from "@/lib/ratelimit/context";
-import { isRateLimitDefer } from "@/lib/ratelimit/errors";
+import type { RateLimitDefer } from "@/lib/ratelimit/errors";
 import { deferThresholdMs } from "@/lib/ratelimit/limiter";
+import { scaled } from "@/lib/time";
 
 /**
- * The reschedule policy: a job of these queues that must wait longer than the deferral threshold
- * for a rate-limit window gives its worker slot back — the queue job moves to *delayed* for
- * exactly the wait, without spending a retry attempt — instead of sleeping in the slot.
+ * The reschedule policy, whole: a job of a queue the catalog marks `reschedule` that must wait
+ * longer than the deferral threshold for a rate-limit window gives its worker slot back — the
+ * queue job moves to *delayed* for exactly the wait, without spending a retry attempt — instead of
+ * sleeping in the slot. This module owns every part of it:
+ * - where the deferral context is opened (`withDeferral`): only around those queues' runs, so the
+ *   limiter turns a long wait into `RateLimitDefer` there and sleeps it out everywhere else;
+ * - the budget's carry-over (`slotClockStart`): a resumed run counts the slot time earlier runs used;
+ * - what a deferral writes and what happens to the queue job (`deferRun`): the row `delayed` with
+ *   what it waits for, the maximum-age check, the wake-up a little before the window opens, and
+ *   `moveToDelayed` without spending an attempt;
+ * - the BullMQ worker options of those queues (`rescheduleWorkerOptions`).
+ * Processors only let the typed deferral through; they resume at their cursor like any run.
  */
-export const RESCHEDULE_QUEUES: ReadonlySet<QueueName> = new Set<QueueName>(["marketplace-sync"]);
-
-export function reschedules(queueName: string): boolean {
-  return RESCHEDULE_QUEUES.has(queueName as QueueName);
-}
 
 /**
  * BullMQ's `maxStartedAttempts` for those queues: every reschedule is one more start of the same
@@ -35,25 +43,21 @@ export function rescheduleWorkerOptions(queueName: string): { maxStartedAttempts
 }
 
 /**
- * The processor wrapper of a queue under the reschedule policy, and the only place a deferral
- * context is opened: inside `run`, the limiter turns a wait over the threshold into
- * `RateLimitDefer`; here it becomes `moveToDelayed(now + waitMs)` + `DelayedError`, which BullMQ
- * takes as "not finished, not failed": `attemptsMade` stays as it was. The runtime has already
- * written the row (`delayed`, what it waits for, until when) before the error reaches here.
+ * Runs `fn` (a run's processor) in the deferral context when its queue reschedules: inside it,
+ * the limiter throws `RateLimitDefer` for a wait over the threshold. Other queues' runs sleep
+ * their waits in the slot, as an HTTP request would get a 429.
  */
-export async function runRescheduling(queueJob: QueueJob, token: string | undefined, run: () => Promise<void>): Promise<void> {
-  try {
-    await runWithRateLimitDeferral(deferThresholdMs(), run);
-  } catch (err) {
-    if (!isRateLimitDefer(err)) throw err;
-    // Back in a slot a little before the window opens: taking the slot and starting the attempt
-    // take that long, and a bucket that refills to capacity while nobody asks loses the time.
-    // The limiter still gates the request; what is left of the wait is slept (below the threshold).
-    // At most the threshold, so what is left on waking is slept rather than deferred again.
-    const lead = Math.min(RESUME_LEAD_MS, deferThresholdMs(), err.waitMs / 2);
-    await queueJob.moveToDelayed(Date.now() + Math.ceil(err.waitMs - lead), token);
-    throw new DelayedError();
-  }
+export function withDeferral<T>(queueName: string, fn: () => Promise<T>): Promise<T> {
+  return reschedules(queueName) ? runWithRateLimitDeferral(deferThresholdMs(), fn) : fn();
+}
+
+/**
+ * Real time (ms since the epoch) from which a run's limits count: the attempt's start, moved back
+ * by the slot time its earlier runs used (production ms on the row). The budget counts time in a
+ * worker slot, not time spent waiting in delayed.
+ */
+export function slotClockStart(attemptStart: Date, slotMsUsed: number): number {
+  return attemptStart.getTime() - scaled(slotMsUsed);
 }
 
 /**
@@ -61,18 +65,42 @@ export async function runRescheduling(queueJob: QueueJob, token: string | undefi
  * (queue promotion, a worker slot, starting the attempt — a few database round trips). Not
  * time-scaled: machine latency does not shrink with the time scale.
  */
-export const RESUME_LEAD_MS = 150;
+const RESUME_LEAD_MS = 150;
 
-export type RescheduleOutcome = "delayed" | "timed_out" | "fenced";
+/**
+ * When the queue job should be back in a slot: a little before the window opens, since taking
+ * the slot and starting the attempt take that long and a bucket that refills while nobody asks
+ * loses the time. The limiter still gates the request; what is left of the wait is slept. The
+ * lead is at most the threshold, so what is left on waking is slept rather than deferred again.
+ */
+function wakeUpDelayMs(waitMs: number): number {
+  const lead = Math.min(RESUME_LEAD_MS, deferThresholdMs(), waitMs / 2);
+  return Math.ceil(waitMs - lead);
+}
+
+/** How a deferral ended: slot given back, past the kind's maximum age, or the row was no longer this run's. */
+export type DeferralResult = "delayed" | "timed_out" | "fenced";
 
 /** A Date as an ISO string for a `::timestamptz` parameter (UTC whatever the server's zone). */
 const sql = (d: Date) => d.toISOString();
 
-const fmtWait = (productionMs: number) => `${Math.max(1, Math.ceil(productionMs / 1000)).toLocaleString("en-US")} s`;
-
-function fmtAge(productionMs: number): string {
-  const h = productionMs / 3600_000;
-  return h >= 1 ? `${Number.isInteger(h) ? h : h.toFixed(1)} h` : `${Math.round(productionMs / 60_000)} min`;
+/**
+ * A run deferred by the limiter: writes it down and, when it was written, moves the queue job to
+ * *delayed* until its wake-up without spending an attempt (BullMQ's `moveToDelayed` with the
+ * lock token; the caller then throws `DelayedError`, which BullMQ takes as "not finished, not
+ * failed"). Without a token (a run started outside a BullMQ worker) the queue job is the caller's.
+ */
+export async function deferRun(
+  run: Pick<RunStart, "jobId" | "attempt" | "queue" | "kind">,
+  attemptStart: Date,
+  defer: RateLimitDefer,
+  log: Logger,
+  queueJob: QueueJob,
+  token: string | undefined,
+): Promise<DeferralResult> {
+  const result = await recordDeferral(run, attemptStart, defer, log);
+  if (result === "delayed" && token !== undefined) await queueJob.moveToDelayed(Date.now() + wakeUpDelayMs(defer.waitMs), token);
+  return result;
 }
 
 /**
@@ -82,8 +110,13 @@ function fmtAge(productionMs: number): string {
  * per-minute rollup of reschedules and time lost for the tenant. A wait that would take the job
  * past its kind's maximum age ends it `timed_out` instead. Times on the row are production units.
  */
-export async function rescheduleRun(run: Pick<RunStart, "jobId" | "attempt" | "queue" | "kind">, attemptStart: Date, defer: Error, log: Logger, now = new Date()): Promise<RescheduleOutcome> {
-  if (!isRateLimitDefer(defer)) throw defer;
+async function recordDeferral(
+  run: Pick<RunStart, "jobId" | "attempt" | "queue" | "kind">,
+  attemptStart: Date,
+  defer: RateLimitDefer,
+  log: Logger,
+  now = new Date(),
+): Promise<DeferralResult> {
   const { jobId, attempt } = run;
   const scale = env().BOUNDED_TIME_SCALE;
   const waitMs = Math.max(0, defer.waitMs);
@@ -93,12 +126,13 @@ export async function rescheduleRun(run: Pick<RunStart, "jobId" | "attempt" | "q
   const parsed = parseScope(defer.scope);
   const family = parsed?.family ?? "unknown";
   const tenant = parsed?.tenant ?? "unknown";
-  const spec = KINDS[run.kind as JobKind];
+  const spec = kindSpec(run.kind);
+  const maxAge = spec?.maxAge;
 
   // One statement, one round trip: the row (fenced by the attempt, and only while the wait keeps
   // the job within its maximum age), its timeline event and the tenant's per-minute rollup.
-  const message = `Waiting ${fmtWait(waitProductionMs)} for ${defer.scope} (the marketplace's rate limit); it resumes by itself.`;
-  const maxAgeRealMs = spec?.maxAge ? spec.maxAge.ms * scale : null;
+  const message = `Waiting ${formatWaitSeconds(waitProductionMs)} for ${defer.scope} (the marketplace's rate limit); it resumes by itself.`;
+  const maxAgeRealMs = maxAge ? maxAge.ms * scale : null;
   const at = sql(now);
   const rows = await db().$queryRaw<{ slotMsUsed: number; budgetSoftMs: number; reschedules: number }[]>`
     WITH updated AS (
@@ -111,7 +145,7 @@ export async function rescheduleRun(run: Pick<RunStart, "jobId" | "attempt" | "q
     ), event AS (
       INSERT INTO "JobEvent" ("jobId", at, type, attempt, message)
       SELECT id, ${at}::timestamptz AT TIME ZONE 'UTC', 'delayed', ${attempt},
-             ${message} || ' Gave its worker slot back after ' || ${fmtSeconds(slotProductionMs)} || '; ' || round("slotMsUsed" / 1000.0) || ' s of its '
+             ${message} || ' Gave its worker slot back after ' || ${formatSeconds(slotProductionMs)} || '; ' || round("slotMsUsed" / 1000.0) || ' s of its '
                || round("budgetSoftMs" / 1000.0) || ' s budget used so far (reschedule ' || reschedules || ').'
       FROM updated
     ), rollup AS (
@@ -125,13 +159,13 @@ export async function rescheduleRun(run: Pick<RunStart, "jobId" | "attempt" | "q
     SELECT "slotMsUsed", "budgetSoftMs", reschedules FROM updated`;
   const written = rows[0];
 
-  if (!written && spec?.maxAge) {
+  if (!written && maxAge) {
     // Not written: another attempt owns the row, or the wait would take the job past its maximum age.
     const message = (row: FinalRow) =>
-      `Timed out after ${progressPhrase(row)}: waiting ${fmtWait(waitProductionMs)} more for ${defer.scope} would take it past its maximum age of ${fmtAge(spec.maxAge!.ms)} (waits for rate-limit windows count there, not in its budget). ${spec.advice}`;
+      `Timed out after ${progressPhrase(row)}: waiting ${formatWaitSeconds(waitProductionMs)} more for ${defer.scope} would take it past its maximum age of ${formatDuration(maxAge.ms)} (waits for rate-limit windows count there, not in its budget). ${spec.advice}`;
     const status = await finalizeJob(jobId, attempt, { status: "timed_out", message, from: ["running"] });
     if (status) {
-      log.warn({ scope: defer.scope, waitMs: waitProductionMs, maxAgeMs: spec.maxAge.ms }, "maximum age reached while waiting for a rate-limit window: job timed out");
+      log.warn({ scope: defer.scope, waitMs: waitProductionMs, maxAgeMs: maxAge.ms }, "maximum age reached while waiting for a rate-limit window: job timed out");
       return "timed_out";
     }
   }

@@ -1,20 +1,25 @@
 import { Worker } from "node:worker_threads";
 import { env } from "@/lib/env";
-import { nounOf } from "@/lib/jobs/run";
-import type { HardLimitWatch } from "./runtime";
+import type { HardLimitWatch } from "./processor";
+import type { WatchdogData, WatchdogMessage } from "./watchdog-thread";
 
-/** Starts the hard-limit watchdog thread (see watchdog-thread.mjs) and returns its feed. */
+/**
+ * Starts the hard-limit watchdog thread (see watchdog-thread.ts) and returns its feed. The thread
+ * loads TypeScript through tsx (watchdog-thread-entry.mjs), like the worker process itself, so it
+ * shares the runtime's typed finalize statements instead of a copy.
+ */
 export function startWatchdog(): HardLimitWatch & { stop(): Promise<void> } {
-  const thread = new Worker(new URL("./watchdog-thread.mjs", import.meta.url), {
-    workerData: { databaseUrl: env().DATABASE_URL },
+  const thread = new Worker(new URL("./watchdog-thread-entry.mjs", import.meta.url), {
+    workerData: { databaseUrl: env().DATABASE_URL } satisfies WatchdogData,
     execArgv: [],
   });
   thread.unref();
-  const beat = setInterval(() => thread.postMessage({ t: "beat" }), 100);
+  const post = (msg: WatchdogMessage) => thread.postMessage(msg);
+  const beat = setInterval(() => post({ t: "beat" }), 100);
   beat.unref();
   return {
-    start: (run) => thread.postMessage({ t: "start", ...run, noun: nounOf(run.kind) }),
-    end: (jobId) => thread.postMessage({ t: "end", jobId }),
+    start: (run) => post({ t: "start", ...run }),
+    end: (jobId) => post({ t: "end", jobId }),
     stop: async () => {
       clearInterval(beat);
       await thread.terminate();

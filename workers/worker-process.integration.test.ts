@@ -3,6 +3,7 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { randomUUID } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { waitFor } from "@/test/helpers/wait";
 
 // Real worker processes (node + tsx) against the real PostgreSQL and Redis, killed for real.
 // Each test uses its own Redis prefix so no other worker takes its jobs.
@@ -83,16 +84,6 @@ const exited = (c: ChildProcess) =>
     else c.once("exit", (code, signal) => resolve({ code, signal }));
   });
 
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs: number): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 function csv(rows: number): Uint8Array {
   const lines = ["date,amount,currency,counterparty,description"];
   for (let i = 1; i <= rows; i++) lines.push(`2026-01-${String((i % 28) + 1).padStart(2, "0")},-${i}.50,EUR,REWE Markt,row ${i}`);
@@ -111,7 +102,7 @@ describe("worker processes", () => {
     const job = () => m.db.db().job.findUniqueOrThrow({ where: { id: jobId } });
 
     const first = start(["workers/main.ts"], budgetEnv);
-    await waitFor("the first worker to be mid-job", async () => (await job()).processed >= 40, 30_000);
+    await waitFor(async () => (await job()).processed >= 40, { timeoutMs: 30_000, intervalMs: 100, what: "the first worker to be mid-job" });
     first.kill("SIGKILL");
     await exited(first);
     const atKill = await job();
@@ -120,12 +111,11 @@ describe("worker processes", () => {
 
     start(["workers/main.ts"], budgetEnv);
     const final = await waitFor(
-      "the job to be terminal",
       async () => {
         const j = await job();
         return ["completed", "completed_with_errors", "abandoned"].includes(j.status) && j;
       },
-      60_000,
+      { timeoutMs: 60_000, intervalMs: 100, what: "the job to be terminal" },
     );
     const bound = atKill.heartbeatAt!.getTime() + 90_000 + 60_000; // hard limit + one reaper interval (real ms, floors included)
     expect(final.finishedAt!.getTime()).toBeLessThanOrEqual(bound);

@@ -7,7 +7,7 @@ import { JOB_STATUSES, STATUS_LABEL } from "@/lib/jobs/statuses";
 import { getLatencyHistogram } from "@/lib/modelcalls/queries";
 import { JobsTable } from "../components/jobs-table";
 import { fmtInt } from "../components/format";
-import { fmtMs } from "./model-calls/format";
+import { formatDurationRounded } from "@/lib/format/duration";
 import { requirePageViewer } from "@/lib/auth/principal";
 
 export const dynamic = "force-dynamic";
@@ -52,7 +52,7 @@ export default async function OverviewPage() {
         </Link>
         <Link href="/model-calls" className="stat">
           <div className="label">Model calls, 24 h: p50 / p99</div>
-          <div className="value">{s.p50 && s.p99 ? `${fmtMs(s.p50.ms)} / ${fmtMs(s.p99.ms)}` : "—"}</div>
+          <div className="value">{s.p50 && s.p99 ? `${formatDurationRounded(s.p50.ms)} / ${formatDurationRounded(s.p99.ms)}` : "—"}</div>
           <div className="label">
             {fmtInt(s.total)} calls{failedCalls ? `, ${fmtInt(failedCalls)} failed or aborted` : ""}
           </div>

@@ -2,7 +2,8 @@
  * Who may call what: every route handler and every server action of the product, with the role
  * it needs. Kept next to the routes; a test fails when a route or an action exists without a rule
  * here (or a rule without its route), and the browser suite walks this list as anonymous, viewer
- * and operator. The checks themselves run in the handlers (`route()`, `audited()`).
+ * and operator. The checks themselves run in the handlers (`route()`, `operatorRoute()`,
+ * `operatorAction()`).
  */
 export type Access = "public" | "viewer" | "operator";
 

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { tenantSlugSchema } from "@/lib/imports/create-import";
 
 /** The most steps one agent run may take: a runaway plan is refused, not budgeted for. */
-export const MAX_AGENT_STEPS = 50;
+const MAX_AGENT_STEPS = 50;
 
 /** What an `agent_run` job is asked to do (its `params`). */
 export const agentRunParamsSchema = z.object({
@@ -23,7 +23,6 @@ export type AgentRunParams = z.infer<typeof agentRunParamsSchema>;
 
 /** The body of `POST /api/agent-runs`. */
 export const agentRunRequestSchema = agentRunParamsSchema.extend({ tenant: tenantSlugSchema }).strict();
-export type AgentRunRequest = z.input<typeof agentRunRequestSchema>;
 
 /** One tool invocation of a step, as kept in the job's result. */
 export interface ToolUse {

@@ -9,7 +9,7 @@ const log = logger("agents.tools");
  * Euro reference rates (units of the currency per 1 EUR). Illustrative and fixed: the tools are
  * deterministic so that a run can be repeated and tested.
  */
-export const EUR_RATES: Readonly<Record<string, number>> = {
+const EUR_RATES: Readonly<Record<string, number>> = {
   EUR: 1,
   USD: 1.08,
   GBP: 0.86,
@@ -47,7 +47,7 @@ function money(amount: number, currency: string): string {
   return `${amount.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits })} ${currency}`;
 }
 
-export const TOOLS = {
+const TOOLS = {
   /** The reference rate of a currency. */
   lookup_rate: {
     latencyMs: 30,

@@ -21,9 +21,10 @@ export interface ActionOutcome<T> {
 }
 
 /**
- * Runs an operator action the one way every server action and API route runs them: the role is
- * checked on the server, and the action leaves exactly one audit entry — allowed, refused (with
- * why) or failed. A refusal throws `Unauthenticated` / `Forbidden` after it is recorded.
+ * Runs an action under a role: the role is checked on the server, and the action leaves exactly
+ * one audit entry — allowed, refused (with why) or failed. A refusal throws `Unauthenticated` /
+ * `Forbidden` after it is recorded. Operator routes and server actions reach it through
+ * `operatorRoute` / `operatorAction` (lib/http/operator.ts), which add the parsing and the answer.
  */
 export async function audited<T>(needed: Role, what: AuditedAction, run: (principal: Principal) => Promise<ActionOutcome<T>>): Promise<T> {
   const principal = await currentPrincipal();

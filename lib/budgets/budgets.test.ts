@@ -3,13 +3,12 @@ import { parseEnv, type Env } from "@/lib/env";
 import {
   BudgetConfigError,
   DEFAULT_BUDGET,
-  budgetVariable,
-  catalogPairs,
   resolveBudget,
   validateBudgets,
-  type Budget,
   type BudgetCatalog,
 } from "./budgets";
+import type { Budget } from "./budget";
+import { budgetVariable, catalogPairs } from "@/lib/queues/catalog";
 import { formatBudget, formatDuration } from "./format";
 
 /** An environment with nothing set but the given variables (as a process would read them). */

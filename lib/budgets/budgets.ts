@@ -1,14 +1,7 @@
 import { env, type Env } from "@/lib/env";
-import { JOB_KINDS, KINDS, QUEUE_NAMES, QUEUES, type JobKind, type QueueName } from "@/lib/queues/catalog";
+import { budgetVariable, catalogPairs, KINDS, QUEUES, type JobKind, type QueueName } from "@/lib/queues/catalog";
+import type { Budget } from "./budget";
 import { formatDuration } from "./format";
-
-/** How long a job may run: the soft limit ends it cleanly, the hard limit stops it. */
-export interface Budget {
-  softMs: number;
-  hardMs: number;
-  /** Why this number: written next to it so nobody inherits a budget nobody chose. */
-  why: string;
-}
 
 export interface ResolvedBudget extends Budget {
   /**
@@ -31,25 +24,6 @@ export class BudgetConfigError extends Error {
   override name = "BudgetConfigError";
 }
 
-/** `marketplace-sync` → `MARKETPLACE_SYNC`, as in BOUNDED_BUDGET_<QUEUE>_SOFT_S. */
-export function budgetVariable(queue: string, limit: "SOFT" | "HARD"): string {
-  return `BOUNDED_BUDGET_${queue.toUpperCase().replaceAll("-", "_")}_${limit}_S`;
-}
-
-/** Every (queue, kind) pair the catalog can run, in catalog order. */
-export function catalogPairs(): { queue: QueueName; kind: JobKind }[] {
-  const pairs: { queue: QueueName; kind: JobKind }[] = [];
-  const seen = new Set<string>();
-  const add = (queue: QueueName, kind: JobKind) => {
-    if (seen.has(`${queue}\0${kind}`)) return;
-    seen.add(`${queue}\0${kind}`);
-    pairs.push({ queue, kind });
-  };
-  for (const queue of QUEUE_NAMES) for (const kind of QUEUES[queue].kinds as readonly JobKind[]) add(queue, kind);
-  for (const kind of JOB_KINDS) for (const queue of KINDS[kind].queues) add(queue, kind);
-  return pairs;
-}
-
 /** The pairs a worker consuming `queues` runs. */
 export function pairsOfQueues(queues: readonly string[]): { queue: QueueName; kind: JobKind }[] {
   return catalogPairs().filter((p) => queues.includes(p.queue));
@@ -60,7 +34,7 @@ export function pairsOfQueues(queues: readonly string[]): { queue: QueueName; ki
  * tests pass their own to exercise every level of the precedence.
  */
 export interface BudgetCatalog {
-  queues: Readonly<Record<string, { readonly budget?: Budget; readonly kinds?: readonly string[] }>>;
+  queues: Readonly<Record<string, { readonly budget?: Budget; readonly policy?: string }>>;
   kinds: Readonly<Record<string, { readonly budget?: Budget; readonly queues?: readonly string[] }>>;
 }
 

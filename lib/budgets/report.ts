@@ -2,15 +2,17 @@ import "server-only";
 import { db } from "@/lib/db/client";
 import { env, type Env } from "@/lib/env";
 import { bucketUpperMs } from "@/lib/modelcalls/buckets";
-import { KINDS, type JobKind } from "@/lib/queues/catalog";
-import { budgetProblem, budgetProblems, catalogPairs, resolveBudgetUnchecked, type ResolvedBudget } from "./budgets";
-import { formatBudget, formatDuration } from "./format";
+import { listP99Buckets } from "@/lib/modelcalls/queries";
+import { catalogPairs, KINDS, type JobKind } from "@/lib/queues/catalog";
+import { budgetProblem, budgetProblems, resolveBudgetUnchecked, type ResolvedBudget } from "./budgets";
+import { formatDuration } from "@/lib/format/duration";
+import { formatBudget } from "./format";
 import type { RedisClient } from "@/lib/redis/client";
 import { listWorkerBudgets } from "./runtime";
 import type { WorkerBudgets } from "./schemas";
 
 /** How far back the risk looks: a week covers weekday and weekend load and last week's month-end batch. */
-export const RISK_WINDOW_DAYS = 7;
+const RISK_WINDOW_DAYS = 7;
 /** Reading the live workers must not hold the page when Redis is unreachable. */
 const REDIS_READ_TIMEOUT_MS = 3_000;
 
@@ -180,7 +182,7 @@ export async function getBudgetReport(options: BudgetReportOptions = {}): Promis
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+    timer = setTimeout(() => reject(new Error(`no answer within ${formatDuration(ms)}`)), ms);
   });
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
@@ -188,7 +190,7 @@ function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
 const sameNumbers = (a: { softMs: number; hardMs: number }, b: { softMs: number; hardMs: number }) => a.softMs === b.softMs && a.hardMs === b.hardMs;
 
 /** Drift in words: live workers that disagree with each other, and workers that differ from the configuration. */
-export function findDrift(configuration: ResolvedBudget, runtime: RuntimeBudget[]): Drift[] {
+function findDrift(configuration: ResolvedBudget, runtime: RuntimeBudget[]): Drift[] {
   const drift: Drift[] = [];
   const groups = new Map<string, RuntimeBudget[]>();
   for (const r of runtime) {
@@ -264,26 +266,11 @@ async function riskStats(pairs: { queue: string; kind: JobKind }[], now: Date): 
        AND j."createdAt" >= (${since}::timestamptz AT TIME ZONE 'UTC')
        AND j."createdAt" < (${until}::timestamptz AT TIME ZONE 'UTC')
       GROUP BY t.queue, t.kind`,
-    db().$queryRaw<{ queue: string; kind: string; bucket: number; maxMs: number; calls: number }[]>`
-      WITH per_bucket AS (
-        SELECT t.queue, t.kind, r.bucket, sum(r.count)::float8 AS n, max(r."maxMs") AS max_ms
-        FROM unnest(${queues}::text[], ${kinds}::text[], ${anyQueue}::boolean[]) AS t(queue, kind, any_queue)
-        JOIN "ModelCallRollup" r
-          ON r."jobKind" = t.kind AND (t.any_queue OR r.queue = t.queue)
-        WHERE r.type = 'model'
-          AND r.hour >= date_trunc('hour', ${since}::timestamptz AT TIME ZONE 'UTC')
-          AND r.hour < (${until}::timestamptz AT TIME ZONE 'UTC')
-        GROUP BY t.queue, t.kind, r.bucket
-      ), cumulative AS (
-        SELECT queue, kind, bucket, max_ms,
-               sum(n) OVER (PARTITION BY queue, kind ORDER BY bucket) AS cum,
-               sum(n) OVER (PARTITION BY queue, kind) AS total
-        FROM per_bucket
-      )
-      SELECT DISTINCT ON (queue, kind) queue, kind, bucket, max_ms AS "maxMs", total AS "calls"
-      FROM cumulative
-      WHERE cum >= 0.99 * total
-      ORDER BY queue, kind, bucket`,
+    listP99Buckets(
+      pairs.map((p, i) => ({ kind: p.kind, queue: anyQueue[i] ? undefined : p.queue, pair: p })),
+      { since: new Date(since), until: now },
+      ["model"],
+    ),
   ]);
 
   const stats = new Map<string, PairStats>();
@@ -297,7 +284,7 @@ async function riskStats(pairs: { queue: string; kind: JobKind }[], now: Date): 
     });
   }
   for (const r of callRows) {
-    const k = `${r.queue}\0${r.kind}`;
+    const k = `${r.scope.pair.queue}\0${r.scope.pair.kind}`;
     stats.set(k, { ...(stats.get(k) ?? EMPTY_STATS), calls: r.calls, p99Bucket: r.bucket, p99BucketMaxMs: r.maxMs });
   }
   return stats;
@@ -312,7 +299,7 @@ export function p99FromBucket(bucket: number, maxMsInBucket: number): number {
   return Math.min(bucketUpperMs(bucket), maxMsInBucket);
 }
 
-export function assessRisk(
+function assessRisk(
   s: PairStats,
   budget: { softMs: number; basis: "runtime" | "configuration" },
   timeScale: number,

@@ -12,19 +12,19 @@ const log = logger("budgets");
  * Production interval between two publications: short enough that the page shows a restarted
  * worker's new budgets within seconds, long enough that a hundred workers cost nothing.
  */
-export const PUBLISH_INTERVAL_MS = 10_000;
+const PUBLISH_INTERVAL_MS = 10_000;
 /** Never publish more often than once a second, however small BOUNDED_TIME_SCALE is. */
 const MIN_PUBLISH_INTERVAL_MS = 1_000;
 /** A publication lives 3 intervals: one or two missed publishes (a GC pause, a Redis blip) do not make a live worker vanish. */
 const TTL_INTERVALS = 3;
 
 /** The Redis key prefix of all publications: `<BOUNDED_REDIS_PREFIX>:worker-budgets`. */
-export function defaultNamespace(): string {
+function defaultNamespace(): string {
   return key("worker-budgets");
 }
 
 /** This process's interval between publications, in wall-clock ms. */
-export function publishIntervalMs(timeScale: number = env().BOUNDED_TIME_SCALE): number {
+function publishIntervalMs(timeScale: number = env().BOUNDED_TIME_SCALE): number {
   return Math.max(MIN_PUBLISH_INTERVAL_MS, scaled(PUBLISH_INTERVAL_MS, timeScale));
 }
 

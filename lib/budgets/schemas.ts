@@ -1,7 +1,7 @@
 import { z } from "zod";
 
 /** One (queue, kind) budget as a worker process resolved it from its own environment. */
-export const publishedBudgetSchema = z.object({
+const publishedBudgetSchema = z.object({
   queue: z.string(),
   kind: z.string(),
   softMs: z.number(),
@@ -9,7 +9,6 @@ export const publishedBudgetSchema = z.object({
   source: z.string(),
   why: z.string(),
 });
-export type PublishedBudget = z.infer<typeof publishedBudgetSchema>;
 
 /**
  * What a worker process publishes in Redis: who it is and the budgets it really uses. Parsed

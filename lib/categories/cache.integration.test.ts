@@ -1,6 +1,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startImportHarness } from "@/test/helpers/import-harness";
+import { waitFor } from "@/test/helpers/wait";
 
 // The reference cache, proven on the database's own counters: pg_stat_user_tables, each snapshot
 // read in its own autocommit statement on a fresh connection (inside one transaction PostgreSQL
@@ -20,6 +21,41 @@ async function categoryReads(): Promise<{ seq: number; idx: number }> {
   }
 }
 
+async function databaseNow(): Promise<Date> {
+  const client = new pg.Client({ connectionString: DATABASE_URL });
+  await client.connect();
+  try {
+    return (await client.query<{ now: Date }>(`SELECT clock_timestamp() AS now`)).rows[0]!.now;
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * Waits until every client backend of this database that started at `since` or later has ended.
+ * A backend flushes its table counters on exit before it leaves pg_stat_activity, so once the
+ * pool's backends are gone, what they read is in pg_stat_user_tables.
+ */
+async function backendsEnded(since: Date): Promise<void> {
+  const client = new pg.Client({ connectionString: DATABASE_URL });
+  await client.connect();
+  try {
+    await waitFor(
+      async () => {
+        const { rows } = await client.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_stat_activity
+           WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid() AND backend_start >= $1`,
+          [since],
+        );
+        return rows[0]!.n === 0;
+      },
+      { timeoutMs: 10_000, what: "the closed pool's backends to end" },
+    );
+  } finally {
+    await client.end();
+  }
+}
+
 beforeAll(async () => {
   h = await startImportHarness();
   cache = await import("./cache");
@@ -32,12 +68,13 @@ describe("Category reference cache", () => {
     // Backends flush their counters when they end: start from a closed pool, end with one.
     await h.m.db.closeDb();
     const before = await categoryReads();
+    const poolOpened = await databaseNow();
 
     await h.run(jobId);
     const job = await h.m.db.db().job.findUniqueOrThrow({ where: { id: jobId } });
     expect(job).toMatchObject({ status: "completed", processed: 1000 });
     await h.m.db.closeDb();
-    await new Promise((r) => setTimeout(r, 200));
+    await backendsEnded(poolOpened);
 
     const after = await categoryReads();
     // One load for the process (other suites sharing this database may add a few); per-row reads

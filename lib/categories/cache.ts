@@ -32,7 +32,7 @@ export function getCategories(): Promise<Category[]> {
   return state.__boundedCategories;
 }
 
-export function invalidateCategories(): void {
+function invalidateCategories(): void {
   state.__boundedCategories = undefined;
 }
 

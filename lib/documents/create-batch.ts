@@ -8,7 +8,7 @@ export type CreateDocumentBatchResult =
   | { type: "rejected"; status: 413 | 415 | 422; code: DocumentRejection; message: string };
 
 /** A file name as people see it on the progress page: no control characters, at most 255 characters. */
-export function cleanFilename(name: string, number: number): string {
+function cleanFilename(name: string, number: number): string {
   const cleaned = name
     .replace(/[\u0000-\u001f\u007f]/g, "")
     .replace(/^.*[\\/]/, "")

@@ -2,7 +2,7 @@ import { formatBytes } from "@/lib/units";
 import type { DocumentLimits } from "./settings";
 
 /** The document types OCR accepts, by the content type stored on each JobFile. */
-export const DOCUMENT_TYPES = {
+const DOCUMENT_TYPES = {
   "application/pdf": "PDF",
   "image/png": "PNG",
   "image/jpeg": "JPEG",
@@ -13,10 +13,6 @@ export const DOCUMENT_TYPES = {
 export type DocumentType = keyof typeof DOCUMENT_TYPES;
 
 export const SUPPORTED_TYPES_LABEL = "PDF, PNG, JPEG, TIFF or plain text";
-
-export function isDocumentType(value: string): value is DocumentType {
-  return Object.hasOwn(DOCUMENT_TYPES, value);
-}
 
 
 const startsWith = (bytes: Uint8Array, ...signature: number[]) => signature.every((b, i) => bytes[i] === b);
@@ -100,7 +96,7 @@ export type DocumentsInspection =
   | { ok: false; status: 413 | 415 | 422; code: DocumentRejection; message: string };
 
 /** “File 3 (“scan.bmp”)”: the number is the one the progress page uses for the file. */
-export function fileLabel(number: number, filename: string): string {
+function fileLabel(number: number, filename: string): string {
   return `File ${number} (“${filename}”)`;
 }
 

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { closeDb, db } from "@/lib/db/client";
 import { flushModelCallRecords } from "@/lib/modelcalls/record";
 import { startSimulators, type RunningSimulators } from "@/workers/simulators/server";
+import { waitFor } from "@/test/helpers/wait";
 import { OcrError, ocrDocument } from "./ocr-client";
 import { samplePdf, sampleText, truncatedPdf } from "./sample-documents";
 
@@ -63,12 +64,22 @@ describe("ocrDocument against the OCR simulator", () => {
   });
 
   it("an abort rejects with the signal's reason itself (not wrapped), and the call is recorded as aborted", async () => {
-    const slow = await simulator({ errorRate: 0, latencyMs: () => 1_000_000 });
+    let reachedService = false;
+    const slow = await simulator({
+      errorRate: 0,
+      latencyMs: () => {
+        reachedService = true;
+        return 1_000_000;
+      },
+    });
     const controller = new AbortController();
     const reason = new DeadlineProbe("soft limit");
-    setTimeout(() => controller.abort(reason), 30);
     const started = Date.now();
-    await expect(ocrDocument({ bytes: sampleText(), signal: controller.signal, context: { queue, jobKind: "aborted" }, baseUrl: slow })).rejects.toBe(reason);
+    const ocr = ocrDocument({ bytes: sampleText(), signal: controller.signal, context: { queue, jobKind: "aborted" }, baseUrl: slow });
+    // Aborted mid-call: once the service is working on the document (1,000 s, 1 s at this scale).
+    await waitFor(() => reachedService, { timeoutMs: 10_000, what: "the OCR service to receive the document" });
+    controller.abort(reason);
+    await expect(ocr).rejects.toBe(reason);
     expect(Date.now() - started).toBeLessThan(900);
     expect(await recorded("aborted")).toEqual([{ type: "ocr", model: "ocr", outcome: "aborted", error: "DeadlineProbe: soft limit" }]);
     // An already aborted signal: no request at all.

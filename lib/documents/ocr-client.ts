@@ -1,10 +1,9 @@
-import http from "node:http";
-import https from "node:https";
 import { env } from "@/lib/env";
-import { logger } from "@/lib/log";
 import { describeError, snippet } from "@/lib/http/describe";
+import { attemptRequest, backoffMs, describeFailure } from "@/lib/http/outbound";
+import { logger } from "@/lib/log";
 import { recordInBackground, recordModelCall, type ModelCallContext, type ModelCallRecord, type RecordModelCall } from "@/lib/modelcalls/record";
-import { scaled, sleep } from "@/lib/time";
+import { sleep } from "@/lib/time";
 import { ocrBaseUrl } from "./settings";
 
 const log = logger("documents.ocr");
@@ -61,18 +60,13 @@ export interface OcrOptions {
 /** Backoff before retry n (1-based): 500–1000 ms, then 1–2 s (scaled), jittered. */
 const BACKOFF_BASE_MS = 500;
 
-interface RawResponse {
-  status: number;
-  body: string;
-}
-
 type Attempt = { ok: true; text: string; pages: number } | { ok: false; message: string; status?: number; retryable: boolean; cause?: unknown };
 
 /**
  * Sends one document to the OCR service (`POST {baseUrl}/ocr`, the bytes as the body) and
  * returns its `{ text, pages }`. Transient failures are retried; each HTTP attempt is recorded as
- * a ModelCall row of type "ocr". Over node:http rather than fetch, so the caller's signal is the
- * only time limit (as for model calls).
+ * a ModelCall row of type "ocr". No per-request time limit: the caller's signal is the only one
+ * (as for model calls).
  */
 export async function ocrDocument(options: OcrOptions): Promise<OcrResult> {
   const { bytes, signal, context } = options;
@@ -104,60 +98,29 @@ export async function ocrDocument(options: OcrOptions): Promise<OcrResult> {
     if (!result.retryable || attempt > maxRetries) {
       throw new OcrError(result.message, { status: result.status, attempts: attempt, retryable: result.retryable, cause: result.cause });
     }
-    const waitMs = scaled(BACKOFF_BASE_MS * 2 ** (attempt - 1) * (1 + Math.random()), timeScale);
+    const waitMs = backoffMs(BACKOFF_BASE_MS, attempt, timeScale);
     log.warn({ ...context, attempt, status: result.status, waitMs, error: result.message }, "OCR call failed, retrying");
     await sleep(waitMs, signal);
   }
 }
 
+const SERVICE = "the OCR service";
+
 async function attemptOnce(url: URL, bytes: Uint8Array, contentType: string, signal: AbortSignal): Promise<Attempt> {
-  let response: RawResponse;
-  try {
-    response = await postBytes(url, bytes, contentType, signal);
-  } catch (err) {
-    return { ok: false, message: `the OCR service could not be reached (${describeError(err)})`, retryable: true, cause: err };
+  const attempt = await attemptRequest({ method: "POST", url, body: bytes, headers: { "content-type": contentType, accept: "application/json" }, signal });
+  if (!attempt.ok) {
+    // An aborted attempt: the caller rethrows the signal's reason; the message is never read.
+    if (attempt.kind === "aborted") return { ok: false, message: describeError(attempt.reason), retryable: false };
+    const status = "status" in attempt ? attempt.status : undefined;
+    const cause = "cause" in attempt ? attempt.cause : undefined;
+    return { ok: false, status, message: describeFailure(SERVICE, attempt), retryable: attempt.retryable, cause };
   }
-  const { status, body } = response;
-  if (status < 200 || status >= 300) {
-    return { ok: false, status, message: errorMessage(status, body), retryable: status >= 500 || status === 429 || status === 408 };
-  }
+  const { status, body } = attempt.response;
   try {
     const json = JSON.parse(body) as { text?: unknown; pages?: unknown };
     if (typeof json.text === "string" && Number.isInteger(json.pages)) return { ok: true, text: json.text, pages: json.pages as number };
   } catch {
     // handled below
   }
-  return { ok: false, status, message: `the OCR service answered something other than { text, pages }: ${snippet(body)}`, retryable: false };
-}
-
-/** The service's own words for a refusal (`{ error: { message } }`), else the status and a snippet. */
-function errorMessage(status: number, body: string): string {
-  try {
-    const message = (JSON.parse(body) as { error?: { message?: unknown } }).error?.message;
-    if (typeof message === "string" && message) return status >= 500 ? `the OCR service failed (HTTP ${status}: ${message})` : message;
-  } catch {
-    // not JSON
-  }
-  return `the OCR service answered HTTP ${status}${body ? `: ${snippet(body)}` : ""}`;
-}
-
-function postBytes(url: URL, bytes: Uint8Array, contentType: string, signal: AbortSignal): Promise<RawResponse> {
-  return new Promise<RawResponse>((resolve, reject) => {
-    const transport = url.protocol === "https:" ? https : http;
-    const request = transport.request(
-      url,
-      { method: "POST", headers: { "content-type": contentType, "content-length": bytes.byteLength, accept: "application/json" }, signal },
-      (response) => {
-        const chunks: Buffer[] = [];
-        response.on("data", (chunk: Buffer) => chunks.push(chunk));
-        response.on("error", reject);
-        response.on("close", () => {
-          if (!response.complete) reject(new Error("connection closed before the response was complete"));
-        });
-        response.on("end", () => resolve({ status: response.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") }));
-      },
-    );
-    request.on("error", reject);
-    request.end(bytes);
-  });
+  return { ok: false, status, message: `${SERVICE} answered something other than { text, pages }: ${snippet(body)}`, retryable: false };
 }

@@ -1,7 +1,7 @@
 import { env } from "@/lib/env";
 
 /** At most this many documents in one `bulk_ocr` job: production's largest batches are 95 files. */
-export const MAX_DOCUMENTS = 95;
+const MAX_DOCUMENTS = 95;
 
 export interface DocumentLimits {
   /** @defaultValue 95 */

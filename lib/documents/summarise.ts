@@ -2,11 +2,11 @@ import { chatCompletion, type ChatCompletionOptions } from "@/lib/modelcalls/cha
 import type { ChatMessage } from "@/lib/modelcalls/schemas";
 
 /** How much of a document's text the model is shown: the first pages say what a document is. */
-export const SUMMARY_INPUT_CHARS = 6_000;
+const SUMMARY_INPUT_CHARS = 6_000;
 /** The stored summary is one sentence; anything longer is cut here. */
-export const SUMMARY_MAX_CHARS = 500;
+const SUMMARY_MAX_CHARS = 500;
 
-export const DOCUMENT_KINDS = ["invoice", "receipt", "contract", "letter", "statement", "form", "other"] as const;
+const DOCUMENT_KINDS = ["invoice", "receipt", "contract", "letter", "statement", "form", "other"] as const;
 
 export interface SummariseOptions extends Omit<ChatCompletionOptions, "messages"> {
   filename: string;
@@ -20,7 +20,7 @@ export async function summariseDocument(options: SummariseOptions): Promise<stri
   return parseSummaryAnswer(content);
 }
 
-export function buildSummaryPrompt(filename: string, text: string): ChatMessage[] {
+function buildSummaryPrompt(filename: string, text: string): ChatMessage[] {
   const shown = text.length > SUMMARY_INPUT_CHARS ? `${text.slice(0, SUMMARY_INPUT_CHARS)}\n[… ${text.length - SUMMARY_INPUT_CHARS} more characters]` : text;
   return [
     {
@@ -37,7 +37,7 @@ export function buildSummaryPrompt(filename: string, text: string): ChatMessage[
  * The summary to store: reasoning (`<think>…</think>`) removed, whitespace collapsed, cut to one
  * short paragraph. An empty answer is returned as "" for the caller to refuse.
  */
-export function parseSummaryAnswer(answer: string): string {
+function parseSummaryAnswer(answer: string): string {
   const flat = answer.replace(/<think>[\s\S]*?<\/think>/gi, "").replace(/\s+/g, " ").trim();
   return flat.length > SUMMARY_MAX_CHARS ? `${flat.slice(0, SUMMARY_MAX_CHARS - 1)}…` : flat;
 }

@@ -22,7 +22,7 @@ export function errorResponse(
  * The message of a 422 names what is wrong (the first three problems), so a caller reading only
  * `message` (a log line, a CLI) still knows which field to fix; `issues` has them all.
  */
-export function invalidRequestMessage(issues: { path: string; message: string }[]): string {
+function invalidRequestMessage(issues: { path: string; message: string }[]): string {
   const shown = issues.slice(0, 3).map((i) => (i.path ? `${i.path}: ${i.message}` : i.message));
   const more = issues.length > 3 ? ` (and ${issues.length - 3} more)` : "";
   return `The request has invalid fields — ${shown.join("; ")}${more}.`;

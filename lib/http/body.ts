@@ -41,7 +41,7 @@ export async function parseMultipart(body: Uint8Array, contentType: string, help
 }
 
 /** The most an operator's JSON request needs: a filter, a budget, a number of parts. */
-export const JSON_BODY_MAX_BYTES = 64 * 1024;
+const JSON_BODY_MAX_BYTES = 64 * 1024;
 
 /** A JSON body as read: its value, or why it could not be read (to throw once the call is audited). */
 export type JsonBody = { ok: true; value: unknown } | { ok: false; error: ApiError };

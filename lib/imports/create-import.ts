@@ -14,7 +14,7 @@ export const tenantSlugSchema = z
   .refine((slug) => slug !== "system", "tenant “system” is reserved");
 
 /** A file name as shown back to people: control characters dropped, at most 255 characters. */
-export const filenameSchema = z
+const filenameSchema = z
   .string()
   .trim()
   .transform((s) => s.replace(/[\u0000-\u001f\u007f]/g, "").slice(0, 255) || "upload.csv");

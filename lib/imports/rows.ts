@@ -50,7 +50,6 @@ export const transactionRowSchema = z.object({
   description: z.string().trim().max(500, "description is longer than 500 characters").default(""),
 });
 
-export type TransactionRow = z.infer<typeof transactionRowSchema>;
 
 /** The first problem of a row, as one sentence. */
 export function rowProblem(error: z.ZodError): string {

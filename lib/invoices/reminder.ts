@@ -1,7 +1,7 @@
 import { ItemError } from "@/lib/jobs/errors";
 
 /** Currencies invoices are issued in, with their minor-unit digits (ISO 4217). */
-export const INVOICE_CURRENCIES: Readonly<Record<string, number>> = {
+const INVOICE_CURRENCIES: Readonly<Record<string, number>> = {
   EUR: 2,
   USD: 2,
   GBP: 2,

@@ -6,16 +6,16 @@ import { scaled } from "@/lib/time";
 import { MAX_INVOICES_PER_SWEEP, type OverdueSweepParams } from "./schemas";
 
 /** The tenant that owns sweeps over every tenant's invoices. */
-export const SYSTEM_TENANT = "system";
+const SYSTEM_TENANT = "system";
 
 /** How often the schedule looks whether a sweep is due, in production time. */
-export const SWEEP_CHECK_INTERVAL_MS = 15 * 60_000;
+const SWEEP_CHECK_INTERVAL_MS = 15 * 60_000;
 /**
  * At most one scheduled sweep per day, in production time. Invoices become overdue by the day,
  * and an invoice the sweep could not mark (a poisoned row) stays open and due: once a day it is
  * tried again and shows up in that day's job, instead of in a new failed job every 15 minutes.
  */
-export const SWEEP_PERIOD_MS = 24 * 3_600_000;
+const SWEEP_PERIOD_MS = 24 * 3_600_000;
 
 export type SweepStart =
   | { type: "created"; jobId: string; progressToken: string; total: number; asOf: string }
@@ -45,7 +45,7 @@ class SweepAlreadyRunning extends Error {
 }
 
 /** `YYYY-MM-DD` of `now` in UTC: the sweep's day. */
-export function sweepDay(now: Date): string {
+function sweepDay(now: Date): string {
   return now.toISOString().slice(0, 10);
 }
 

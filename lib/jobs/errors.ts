@@ -4,6 +4,8 @@
  * worker threads and module duplication where `instanceof` may not.
  */
 
+import { formatSeconds } from "@/lib/format/duration";
+
 /** The job's soft limit passed: its AbortSignal aborts with this reason. */
 export class DeadlineExceeded extends Error {
   override name = "DeadlineExceeded";
@@ -11,7 +13,7 @@ export class DeadlineExceeded extends Error {
     readonly jobId: string,
     readonly budgetMs: number,
   ) {
-    super(`job ${jobId}: soft limit of ${Math.round(budgetMs / 1000)} s reached`);
+    super(`job ${jobId}: soft limit of ${formatSeconds(budgetMs)} reached`);
   }
 }
 

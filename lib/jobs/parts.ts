@@ -6,7 +6,7 @@ import type { Prisma } from "@/lib/db/client";
  * in that job's batch). The part reads its items from that job's upload or files; its own cursor
  * counts from 0 to `to − from`.
  */
-export const partSchema = z.object({
+const partSchema = z.object({
   /** The job that was split (its upload or files hold the items). */
   of: z.uuid(),
   /** 1-based number of this part, and how many parts there are. */

@@ -1,9 +1,10 @@
 import { z } from "zod";
 import { db, type Prisma } from "@/lib/db/client";
 import { env } from "@/lib/env";
+import { formatWaitSeconds } from "@/lib/format/duration";
 import { JOB_KINDS } from "@/lib/queues/catalog";
 import { partOf } from "./parts";
-import { nounOf } from "./run";
+import { nounOf } from "./messages";
 import { JOB_STATUSES, TERMINAL_STATUSES, isTerminal, type JobStatus } from "./statuses";
 
 export const jobFilterSchema = z.object({
@@ -279,7 +280,7 @@ export interface Progress {
   waitSeconds?: number;
 }
 
-export const PROGRESS_TOKEN = /^[0-9a-f]{32}$/;
+const PROGRESS_TOKEN = /^[0-9a-f]{32}$/;
 
 function progressTitle(kind: string, total: number | null, filename: string | null, params: Prisma.JsonValue = null): string {
   switch (kind) {
@@ -337,8 +338,9 @@ export async function getProgress(token: string, now = new Date()): Promise<Prog
   let waitSeconds: number | undefined;
   let message = row.message;
   if (row.status === "delayed" && row.wakeUpAt) {
-    waitSeconds = Math.max(1, Math.ceil((row.wakeUpAt.getTime() - now.getTime()) / env().BOUNDED_TIME_SCALE / 1000));
-    message = `Waiting ${waitSeconds.toLocaleString("en-US")} s for the marketplace's rate limit; it goes on by itself.`;
+    const waitMs = (row.wakeUpAt.getTime() - now.getTime()) / env().BOUNDED_TIME_SCALE;
+    waitSeconds = Math.max(1, Math.ceil(waitMs / 1000));
+    message = `Waiting ${formatWaitSeconds(waitMs)} for the marketplace's rate limit; it goes on by itself.`;
   }
   return {
     title: progressTitle(row.kind, row.total, row.upload?.filename ?? null, row.params),

@@ -4,7 +4,9 @@ import { db } from "@/lib/db/client";
 import type { Principal } from "@/lib/auth/roles";
 import { queue } from "@/lib/queues/queues";
 import type { JobKind, QueueName } from "@/lib/queues/catalog";
-import { OPERATOR_BUDGET_PREFIX, countLabel, nounOf } from "./run";
+import { formatSeconds } from "@/lib/format/duration";
+import { countLabel, nounOf } from "./messages";
+import { OPERATOR_BUDGET_PREFIX } from "./run";
 import type { JobStatus } from "./statuses";
 
 /** Only a job that ended without finishing its work can be retried. */
@@ -59,7 +61,7 @@ export async function retryJob(jobId: string, by: Principal, request: RetryReque
     if (softMs < resolved.softMs || softMs > resolved.softMs * MAX_BUDGET_FACTOR) {
       return {
         type: "budget_out_of_bounds",
-        message: `Choose a soft budget between ${Math.round(resolved.softMs / 1000)} s (the current one) and ${Math.round((resolved.softMs * MAX_BUDGET_FACTOR) / 1000)} s (${MAX_BUDGET_FACTOR}×).`,
+        message: `Choose a soft budget between ${formatSeconds(resolved.softMs)} (the current one) and ${formatSeconds(resolved.softMs * MAX_BUDGET_FACTOR)} (${MAX_BUDGET_FACTOR}×).`,
       };
     }
     hardMs = Math.round(softMs * (resolved.hardMs / resolved.softMs));

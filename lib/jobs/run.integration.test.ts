@@ -5,7 +5,9 @@ import type { ResolvedBudget } from "@/lib/budgets/budgets";
 import { closeDb, db, type Prisma } from "@/lib/db/client";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
 import { AttemptFenced } from "./errors";
-import { commitItem, finalizeJob, finishJob, progressPhrase, startAttempt, type FinalRow } from "./run";
+import type { FinalRow } from "./finalize-statement";
+import { progressPhrase } from "./messages";
+import { commitItem, finalizeJob, finishJob, startAttempt } from "./run";
 import type { JobStatus } from "./statuses";
 
 // Job rows are made with Prisma directly: these tests are about the fencing of runs, and need
@@ -153,7 +155,7 @@ describe("startAttempt", () => {
     expect(run).toMatchObject({ jobId, attempt: 1, budgetSoftMs: 1_800_000, budgetHardMs: 2_400_400, budgetSource: "test:imports/csv_import", params: null, slotMsUsed: 0 });
     const row = await db().job.findUniqueOrThrow({ where: { id: jobId }, include: { events: true } });
     expect(row).toMatchObject({ status: "running", budgetSoftMs: 1_800_000, budgetHardMs: 2_400_400, budgetSource: "test:imports/csv_import" });
-    // Formatted in SQL as fmtSeconds formats it: thousands separated, rounded to the second.
+    // Formatted in SQL as formatSeconds formats it: thousands separated, rounded to the second.
     expect(row.events.map((e) => [e.type, e.attempt, e.message])).toEqual([["started", 1, "Attempt 1 started (budget 1,800 s soft, 2,400 s hard, test:imports/csv_import)"]]);
   });
 

@@ -1,8 +1,10 @@
-import { db, Prisma } from "@/lib/db/client";
+import type { ResolvedBudget } from "@/lib/budgets/budgets";
+import { db, type Prisma } from "@/lib/db/client";
 import { metrics } from "@/lib/metrics/metrics";
-import { catalogPairs, type ResolvedBudget } from "@/lib/budgets/budgets";
-import { KINDS, type JobKind } from "@/lib/queues/catalog";
+import { catalogPairs } from "@/lib/queues/catalog";
 import { AttemptFenced } from "./errors";
+import { finalizeStatement, finalMessageStatement, finalRowOf, type FinalizedRow, type FinalRow } from "./finalize-statement";
+import { countLabel, nounOf, progressPhrase } from "./messages";
 import { isTerminal, TERMINAL_STATUSES, type JobStatus } from "./statuses";
 
 /** What a run knows about its job once its attempt has started. */
@@ -90,7 +92,7 @@ export async function startAttempt(
 /**
  * The start in one round trip. With `budgets`, only a row whose (queue, kind) is among them
  * starts, and it takes that budget unless an operator set one; with null, the row keeps its
- * budget. The event's seconds are formatted as `fmtSeconds` does.
+ * budget. The event's seconds are formatted as `formatSeconds` does.
  */
 async function startStatement(jobId: string, now: Date, budgets: PairBudget[] | null): Promise<RunStart | null> {
   const at = now.toISOString();
@@ -172,17 +174,6 @@ export async function heartbeat(jobId: string, attempt: number): Promise<boolean
   return count > 0;
 }
 
-/** The row as a finalizer sees it, read under its lock. */
-export interface FinalRow {
-  kind: string;
-  total: number | null;
-  processed: number;
-  failed: number;
-  cursor: number;
-  budgetSoftMs: number;
-  budgetHardMs: number;
-}
-
 export interface Finalization {
   /** The status to write; `completed` becomes `completed_with_errors` when any item failed. */
   status: JobStatus;
@@ -208,47 +199,31 @@ export interface Finalization {
  * Returns the status written, or null when the row was not this attempt's to finalize.
  */
 export async function finalizeJob(jobId: string, attempt: number, f: Finalization): Promise<JobStatus | null> {
-  const from = [...(f.from ?? ["running", "delayed", "queued"])];
-  const terminal = isTerminal(f.status);
-  const result = f.result === undefined ? null : JSON.stringify(f.result);
   const early = earlyMessage(f);
-  // The guard reads columns the statement does not write, so RETURNING repeats its answer.
-  const written = early === null ? Prisma.sql`FALSE` : early.known ? sameRow(early.known) : Prisma.sql`TRUE`;
-  const rows = await db().$queryRaw<(FinalRow & { status: JobStatus; parentId: string | null; written: boolean })[]>`
-    WITH done AS (
-      UPDATE "Job"
-      SET status = (CASE WHEN ${f.status} = 'completed' AND failed > 0 THEN 'completed_with_errors' ELSE ${f.status} END)::"JobStatus",
-          message = CASE WHEN ${written} THEN ${early?.message ?? null} ELSE message END,
-          result = coalesce(${result}::jsonb, result),
-          "finishedAt" = CASE WHEN ${terminal} THEN now() AT TIME ZONE 'UTC' ELSE NULL END,
-          "heartbeatAt" = now() AT TIME ZONE 'UTC',
-          "updatedAt" = now() AT TIME ZONE 'UTC'
-      WHERE id = ${jobId}::uuid AND attempt = ${attempt} AND status::text = ANY(${from})
-      RETURNING status, kind, total, processed, failed, cursor, "budgetSoftMs", "budgetHardMs", "parentId", ${written} AS written
-    ), event AS (
-      INSERT INTO "JobEvent" ("jobId", type, attempt, message, at)
-      SELECT ${jobId}::uuid, status::text, ${attempt}, ${early?.message ?? null}, now() AT TIME ZONE 'UTC' FROM done WHERE written
-    )
-    SELECT * FROM done`;
+  const statement = finalizeStatement({
+    jobId,
+    attempt,
+    status: f.status,
+    terminal: isTerminal(f.status),
+    from: f.from ?? ["running", "delayed", "queued"],
+    result: f.result === undefined ? null : JSON.stringify(f.result),
+    early,
+  });
+  const rows = await db().$queryRawUnsafe<FinalizedRow[]>(statement.text, ...statement.values);
   const row = rows[0];
   if (!row) return null;
+  const status = row.status as JobStatus;
   if (!row.written) {
-    // The status flip above already fenced this attempt's commits: these counts are final.
     const message = typeof f.message === "function" ? f.message(finalRowOf(row)) : f.message;
-    await db().$executeRaw`
-      WITH updated AS (
-        UPDATE "Job" SET message = ${message}
-        WHERE id = ${jobId}::uuid AND attempt = ${attempt} AND status = ${row.status}::"JobStatus" RETURNING id
-      )
-      INSERT INTO "JobEvent" ("jobId", type, attempt, message, at)
-      SELECT id, ${row.status}, ${attempt}, ${message}, now() AT TIME ZONE 'UTC' FROM updated`;
+    const follow = finalMessageStatement(jobId, attempt, status, message);
+    await db().$executeRawUnsafe(follow.text, ...follow.values);
   }
-  if (isTerminal(row.status)) {
-    metrics.jobsFinished.inc({ kind: row.kind, status: row.status });
+  if (isTerminal(status)) {
+    metrics.jobsFinished.inc({ kind: row.kind, status });
     // The last part to end ends the job it was split from; every part's end updates its message.
     if (row.parentId) await settleParent(row.parentId);
   }
-  return row.status;
+  return status;
 }
 
 /** The message when it can be known before the statement, and the row it assumes (none for a string). */
@@ -257,18 +232,6 @@ function earlyMessage(f: Finalization): { message: string; known?: FinalRow } | 
   if (!f.known) return null;
   const known = finalRowOf(f.known);
   return { message: f.message(known), known };
-}
-
-/** Just the columns a message may read, whatever else the row carries. */
-function finalRowOf({ kind, total, processed, failed, cursor, budgetSoftMs, budgetHardMs }: FinalRow): FinalRow {
-  return { kind, total, processed, failed, cursor, budgetSoftMs, budgetHardMs };
-}
-
-/** True while the row's columns a message reads are still `known`. */
-function sameRow(known: FinalRow): Prisma.Sql {
-  return Prisma.sql`(kind = ${known.kind} AND total IS NOT DISTINCT FROM ${known.total}::int AND processed = ${known.processed}::int
-    AND failed = ${known.failed}::int AND cursor = ${known.cursor}::int
-    AND "budgetSoftMs" = ${known.budgetSoftMs}::int AND "budgetHardMs" = ${known.budgetHardMs}::int)`;
 }
 
 /** Which child status the parent takes when its parts did not all complete: the worst one. */
@@ -332,23 +295,4 @@ export async function settleParent(parentId: string): Promise<JobStatus | null> 
 /** Ends a run with a terminal status and the message a person reads, if the attempt is still current. */
 export async function finishJob(jobId: string, attempt: number, status: JobStatus, message: string): Promise<boolean> {
   return (await finalizeJob(jobId, attempt, { status, message })) !== null;
-}
-
-export function countLabel(n: number, noun: string): string {
-  return `${n.toLocaleString("en-US")} ${noun}${n === 1 ? "" : "s"}`;
-}
-
-export function fmtSeconds(ms: number): string {
-  return `${Math.round(ms / 1000).toLocaleString("en-US")} s`;
-}
-
-export function nounOf(kind: string): string {
-  return KINDS[kind as JobKind]?.noun ?? "item";
-}
-
-/** "340 of 1,772 rows", from the committed counts. */
-export function progressPhrase(row: Pick<FinalRow, "kind" | "total" | "processed" | "failed">): string {
-  const done = row.processed + row.failed;
-  const noun = nounOf(row.kind);
-  return row.total !== null ? `${done.toLocaleString("en-US")} of ${countLabel(row.total, noun)}` : countLabel(done, noun);
 }

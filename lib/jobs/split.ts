@@ -1,33 +1,34 @@
 import { z } from "zod";
 import type { Principal } from "@/lib/auth/roles";
 import { resolveBudget } from "@/lib/budgets/budgets";
-import { formatDuration } from "@/lib/budgets/format";
+import { formatDuration, formatDurationRounded } from "@/lib/format/duration";
 import { p99FromBucket } from "@/lib/budgets/report";
 import { db } from "@/lib/db/client";
 import { env } from "@/lib/env";
+import { listP99Buckets } from "@/lib/modelcalls/queries";
 import { enqueueJob, queue } from "@/lib/queues/queues";
 import type { JobKind, QueueName } from "@/lib/queues/catalog";
 import { newProgressToken } from "./create";
 import type { Part } from "./parts";
 import { RETRYABLE_STATUSES } from "./retry";
-import { nounOf } from "./run";
+import { nounOf } from "./messages";
 import type { JobStatus } from "./statuses";
 
 /** Parts are sized to fill this share of the soft budget at the per-item p99: room for a slower day. */
-export const SAFETY_FACTOR = 0.7;
+const SAFETY_FACTOR = 0.7;
 export const MIN_PARTS = 2;
 export const MAX_PARTS = 50;
 /** Latencies over this many days size a split. */
-export const SPLIT_WINDOW_DAYS = 7;
+const SPLIT_WINDOW_DAYS = 7;
 /** Fewer calls than this in the window say too little about the tail: the kind's default is used. */
-export const MIN_CALLS_FOR_P99 = 50;
+const MIN_CALLS_FOR_P99 = 50;
 
 /**
  * The kinds whose items are independent (a row, a document) and stored with the job, so any
  * range of them can run as a job of its own; with the per-item p99 assumed when too few calls
  * were recorded, and why. Agent runs (steps depend on each other) and sweeps are not split.
  */
-export const SPLITTABLE: Partial<Record<JobKind, { defaultItemP99Ms: number; why: string }>> = {
+const SPLITTABLE: Partial<Record<JobKind, { defaultItemP99Ms: number; why: string }>> = {
   csv_import: { defaultItemP99Ms: 35_000, why: "one model call per row; 35 s is the production p99 of a model call" },
   bulk_ocr: { defaultItemP99Ms: 50_000, why: "an OCR call (p99 15 s) and a model pass (p99 35 s) per document" },
 };
@@ -94,23 +95,11 @@ const n = (x: number) => x.toLocaleString("en-US");
  * makes (model, OCR, tool), the p99 of one call (from the hourly rollup) × calls per item, summed.
  * Null when fewer than `MIN_CALLS_FOR_P99` calls or no finished item were recorded.
  */
-export async function measuredItemP99(kind: string, now = new Date()): Promise<{ perItemMs: number; calls: number; items: number } | null> {
+async function measuredItemP99(kind: string, now = new Date()): Promise<{ perItemMs: number; calls: number; items: number } | null> {
   const since = new Date(now.getTime() - SPLIT_WINDOW_DAYS * 86_400_000).toISOString();
   const until = now.toISOString();
   const [perType, [jobs]] = await Promise.all([
-    db().$queryRaw<{ type: string; bucket: number; maxMs: number; calls: number }[]>`
-      WITH per_bucket AS (
-        SELECT r.type, r.bucket, sum(r.count)::float8 AS n, max(r."maxMs") AS max_ms
-        FROM "ModelCallRollup" r
-        WHERE r."jobKind" = ${kind} AND r.hour >= date_trunc('hour', ${since}::timestamptz AT TIME ZONE 'UTC')
-          AND r.hour < (${until}::timestamptz AT TIME ZONE 'UTC')
-        GROUP BY r.type, r.bucket
-      ), cumulative AS (
-        SELECT type, bucket, max_ms, sum(n) OVER (PARTITION BY type ORDER BY bucket) AS cum, sum(n) OVER (PARTITION BY type) AS total
-        FROM per_bucket
-      )
-      SELECT DISTINCT ON (type) type::text, bucket, max_ms AS "maxMs", total AS calls
-      FROM cumulative WHERE cum >= 0.99 * total ORDER BY type, bucket`,
+    listP99Buckets([{ kind }], { since: new Date(since), until: now }),
     db().$queryRaw<{ items: number }[]>`
       SELECT coalesce(sum(processed + failed), 0)::float8 AS items FROM "Job"
       WHERE kind = ${kind} AND "parentId" IS NULL
@@ -177,12 +166,12 @@ async function makePlan(job: NonNullable<Awaited<ReturnType<typeof loadForSplit>
   }
   const p99 = formatDuration(perItemP99Ms);
   const each = `${parts} parts of ~${n(Math.ceil(remaining / parts))} ${noun}s`;
-  let arithmetic = `${n(remaining)} ${noun}${remaining === 1 ? "" : "s"} × ${p99} p99 ≈ ${formatDuration(expectedMs).replace(/^≈/, "")}; budget ${formatDuration(softMs)} × ${SAFETY_FACTOR} → `;
+  let arithmetic = `${n(remaining)} ${noun}${remaining === 1 ? "" : "s"} × ${p99} p99 ≈ ${formatDurationRounded(expectedMs)}; budget ${formatDuration(softMs)} × ${SAFETY_FACTOR} → `;
   if (request.parts !== undefined && request.parts !== suggestedParts) arithmetic += `${suggestedParts} parts suggested; you chose ${each}`;
   else arithmetic += each;
   if (raw > MAX_PARTS && parts === MAX_PARTS) arithmetic += ` (at most ${MAX_PARTS}: each part may still need longer than its budget)`;
   const perPart = Math.ceil(remaining / parts) * perItemP99Ms;
-  if (request.parts !== undefined && perPart > softMs) arithmetic += ` — at p99 a part needs ≈${formatDuration(perPart)}, more than its ${formatDuration(softMs)} budget`;
+  if (request.parts !== undefined && perPart > softMs) arithmetic += ` — at p99 a part needs ≈${formatDurationRounded(perPart)}, more than its ${formatDuration(softMs)} budget`;
   return {
     jobId: job.id,
     kind,

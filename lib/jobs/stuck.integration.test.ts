@@ -66,7 +66,7 @@ describe("reaper", () => {
     expect(reaped.map((r) => r.id)).toContain(id);
     const row = await db().job.findUniqueOrThrow({ where: { id } });
     expect(row.status).toBe("abandoned");
-    expect(row.message).toMatch(/^Abandoned after 4 of 10 rows: no sign of life for [\d.]+ (min|h), past its hard limit of 15 min \(its worker stopped\)/);
+    expect(row.message).toMatch(/^Abandoned after 4 of 10 rows: no sign of life for [\d.]+ (min|h)( \d+ min)?, past its hard limit of 15 min \(its worker stopped\)/);
     expect(row.finishedAt).not.toBeNull();
   });
 

@@ -1,21 +1,24 @@
 import { db } from "@/lib/db/client";
 import { env } from "@/lib/env";
+import { formatDuration, formatDurationRounded } from "@/lib/format/duration";
 import { queue } from "@/lib/queues/queues";
 import { QUEUE_NAMES, type QueueName } from "@/lib/queues/catalog";
 import { scaled } from "@/lib/time";
-import { finalizeJob, progressPhrase, settleParent, type FinalRow } from "./run";
+import type { FinalRow } from "./finalize-statement";
+import { progressPhrase } from "./messages";
+import { finalizeJob, settleParent } from "./run";
 import type { JobStatus } from "./statuses";
 
 /** How often a running job refreshes its heartbeat, in production time. */
-export const HEARTBEAT_MS = 30_000;
+const HEARTBEAT_MS = 30_000;
 /** How often the reaper looks, in production time. */
-export const REAPER_INTERVAL_MS = 60_000;
+const REAPER_INTERVAL_MS = 60_000;
 
 /** Real-time intervals: scaled, with floors so a tiny time scale does not turn them into busy loops. */
 export const heartbeatIntervalMs = () => Math.max(scaled(HEARTBEAT_MS), 500);
 export const reaperIntervalMs = () => Math.max(scaled(REAPER_INTERVAL_MS), 1000);
 /** A job is silent when it has missed three heartbeats. */
-export const silenceMs = () => 3 * heartbeatIntervalMs();
+const silenceMs = () => 3 * heartbeatIntervalMs();
 /** How long past its hard limit (since its last heartbeat) a job may stay non-terminal: one reaper interval. */
 /** Candidates a reaper pass settles at once (each: one queue lookup, one statement). */
 const REAP_CONCURRENCY = 8;
@@ -139,11 +142,6 @@ export interface ReapedJob {
   message: string;
 }
 
-function fmtAge(ms: number): string {
-  const s = ms / 1000;
-  return s < 90 ? `${Math.round(s)} s` : s < 5400 ? `${Math.round(s / 60)} min` : `${(s / 3600).toFixed(1)} h`;
-}
-
 /**
  * The reaper's pass. Finalizes as `abandoned`:
  * - rows non-terminal past their hard limit plus the grace since their last sign of life (a
@@ -182,10 +180,10 @@ export async function reapStuckJobs(now = new Date()): Promise<ReapedJob[]> {
     // A delayed job waits for a rate-limit window: only a queue that lost it makes it stuck.
     if (c.status === "delayed" && !lostByQueue) return;
     if (!lostByQueue && (!c.pastHard || waitingForWorker)) return;
-    const silentFor = fmtAge((now.getTime() - c.lastSign.getTime()) / scale);
+    const silentFor = formatDurationRounded((now.getTime() - c.lastSign.getTime()) / scale);
     const why = lostByQueue
       ? `the queue no longer runs it (queue state: ${state})`
-      : `no sign of life for ${silentFor}, past its hard limit of ${fmtAge(c.budgetHardMs)} (its worker stopped)`;
+      : `no sign of life for ${silentFor}, past its hard limit of ${formatDuration(c.budgetHardMs)} (its worker stopped)`;
     const message = (row: FinalRow) =>
       `Abandoned after ${progressPhrase(row)}: ${why}. Retry to continue from where it stopped.`;
     // The row as selected: when nothing moved since, the message is written in the finishing statement.
@@ -212,6 +210,26 @@ export async function listRecentlyReaped(limit = 20) {
     select: { id: true, kind: true, queue: true, message: true, finishedAt: true, processed: true, failed: true, total: true, tenant: { select: { slug: true } } },
   });
   return rows.map((r) => ({ ...r, tenant: r.tenant.slug, finishedAt: r.finishedAt?.toISOString() ?? null }));
+}
+
+/** The stuck page's counts beside its lists. */
+export interface StuckCounts {
+  /** Jobs in *delayed*: waiting for a rate-limit window, which is not stuck. */
+  delayed: number;
+  /** Jobs the reaper abandoned in the last 24 hours (real time). */
+  reapedLastDay: number;
+}
+
+/** How far back the stuck page counts reaped jobs (its "Reaped in the last 24 h"). */
+const REAPED_WINDOW_MS = 24 * 3_600_000;
+
+/** Plain counts for the stuck page, read side by side. */
+export async function getStuckCounts(now = new Date()): Promise<StuckCounts> {
+  const [delayed, reapedLastDay] = await Promise.all([
+    db().job.count({ where: { status: "delayed" } }),
+    db().job.count({ where: { status: "abandoned", finishedAt: { gte: new Date(now.getTime() - REAPED_WINDOW_MS) } } }),
+  ]);
+  return { delayed, reapedLastDay };
 }
 
 /** Split jobs still `running` although none of their parts is open: settle them now. */

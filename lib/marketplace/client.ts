@@ -1,5 +1,6 @@
 import { env } from "@/lib/env";
-import { describeError, snippet } from "@/lib/http/describe";
+import { snippet } from "@/lib/http/describe";
+import { attemptRequest, backoffMs as retryBackoffMs, describeFailure } from "@/lib/http/outbound";
 import { logger } from "@/lib/log";
 import { bucketRate, BUCKETS, scopeOf, type Family } from "@/lib/ratelimit/buckets";
 import { acquire as sharedAcquire, maxWaitMs as defaultMaxWaitMs, waitForRateLimit, type Limiter } from "@/lib/ratelimit/limiter";
@@ -169,35 +170,34 @@ export async function fetchMarketplacePage(options: FetchMarketplacePageOptions)
       throw new MarketplaceError(outcome.message, { code: outcome.code, status: outcome.status, attempts: attempt, retryable: outcome.retryable, cause: outcome.cause });
     }
     failures++;
-    const backoffMs = scaled(BACKOFF_BASE_MS * 2 ** (failures - 1) * (1 + Math.random()), timeScale);
+    const backoffMs = retryBackoffMs(BACKOFF_BASE_MS, failures, timeScale);
     log.warn({ scope, page, attempt, status: outcome.status, backoffMs, error: outcome.message }, "marketplace request failed, retrying");
     await sleep(backoffMs, signal);
   }
 }
 
+const SERVICE = "the marketplace";
+
 /** One HTTP request, its answer classified. Never rejects. */
 async function requestPage(url: URL, page: number, timeoutMs: number, signal: AbortSignal | undefined): Promise<Outcome> {
-  const timeout = AbortSignal.timeout(timeoutMs);
-  let status: number;
-  let body: string;
-  let headers: Headers;
-  try {
-    const response = await fetch(url, { headers: { accept: "application/json" }, signal: signal ? AbortSignal.any([signal, timeout]) : timeout });
-    status = response.status;
-    headers = response.headers;
-    body = await response.text();
-  } catch (err) {
-    const message = timeout.aborted
-      ? `the marketplace did not answer within ${timeoutMs} ms`
-      : `the marketplace could not be reached (${describeError(err)})`;
-    return { type: "failed", code: "unreachable", message, retryable: true, cause: err };
+  const attempt = await attemptRequest({ method: "GET", url, headers: { accept: "application/json" }, signal, timeoutMs });
+  if (!attempt.ok) {
+    switch (attempt.kind) {
+      case "aborted":
+        // The caller rethrows the signal's reason; the message is never read.
+        return { type: "failed", code: "unreachable", message: "aborted", retryable: false, cause: attempt.reason };
+      case "unreachable":
+      case "timeout":
+        return { type: "failed", code: "unreachable", message: describeFailure(SERVICE, attempt), retryable: true, cause: attempt.cause };
+      case "throttled":
+        return { type: "throttled", retryAfterMs: attempt.retryAfterMs, message: describeFailure(SERVICE, attempt) };
+      case "server_error":
+        return { type: "failed", code: "server_error", status: attempt.status, message: describeFailure(SERVICE, attempt), retryable: true };
+      case "rejected":
+        return { type: "failed", code: attempt.status === 404 ? "not_found" : "rejected", status: attempt.status, message: describeFailure(SERVICE, attempt), retryable: false };
+    }
   }
-
-  if (status === 429) return { type: "throttled", retryAfterMs: retryAfterMs(headers), message: errorMessage(status, body) };
-  if (status >= 500 || status === 408) return { type: "failed", code: "server_error", status, message: errorMessage(status, body), retryable: true };
-  if (status < 200 || status >= 300) {
-    return { type: "failed", code: status === 404 ? "not_found" : "rejected", status, message: errorMessage(status, body), retryable: false };
-  }
+  const { status, body } = attempt.response;
   let json: unknown;
   try {
     json = JSON.parse(body);
@@ -207,27 +207,7 @@ async function requestPage(url: URL, page: number, timeoutMs: number, signal: Ab
   const parsed = marketplacePageSchema.safeParse(json);
   if (!parsed.success || parsed.data.page !== page) {
     const why = parsed.success ? `page ${parsed.data.page} instead of ${page}` : parsed.error.issues[0]?.message;
-    return { type: "failed", code: "invalid_response", status, message: `the marketplace answered something other than a page (${why}): ${snippet(body)}`, retryable: false };
+    return { type: "failed", code: "invalid_response", status, message: `${SERVICE} answered something other than a page (${why}): ${snippet(body)}`, retryable: false };
   }
   return { type: "ok", result: { items: parsed.data.items, nextPage: parsed.data.nextPage } };
-}
-
-/** `retry-after-ms` (precise) or `Retry-After` (whole seconds), in real milliseconds. */
-function retryAfterMs(headers: Headers): number | undefined {
-  const ms = Number(headers.get("retry-after-ms"));
-  if (headers.has("retry-after-ms") && Number.isFinite(ms) && ms >= 0) return ms;
-  const seconds = Number(headers.get("retry-after"));
-  if (headers.has("retry-after") && Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
-  return undefined;
-}
-
-/** The service's own words (`{ error: { message } }`), else the status and a snippet. */
-function errorMessage(status: number, body: string): string {
-  try {
-    const message = (JSON.parse(body) as { error?: { message?: unknown } }).error?.message;
-    if (typeof message === "string" && message) return status >= 500 ? `the marketplace failed (HTTP ${status}: ${message})` : message;
-  } catch {
-    // not JSON
-  }
-  return `the marketplace answered HTTP ${status}${body ? `: ${snippet(body)}` : ""}`;
 }

@@ -4,7 +4,7 @@ import { z } from "zod";
  * One record of a marketplace endpoint family. `value` is the family's headline number:
  * statistics — views of the day, orders — order amount in cents, ads — spend in cents.
  */
-export const marketplaceItemSchema = z.object({
+const marketplaceItemSchema = z.object({
   id: z.string().min(1),
   date: z.iso.date(),
   value: z.number().int().nonnegative(),

@@ -3,6 +3,7 @@ import type { JobStatus } from "@/lib/jobs/statuses";
 import { logger } from "@/lib/log";
 import { JOB_KINDS } from "@/lib/queues/catalog";
 import { SWEEP_POLICY, worstCaseMs } from "@/lib/quota/policy";
+import { sweepPolicy } from "@/lib/quota/settings";
 
 /**
  * The process's Prometheus metrics: one prom-client `Registry` per process, kept on `globalThis`
@@ -12,14 +13,14 @@ import { SWEEP_POLICY, worstCaseMs } from "@/lib/quota/policy";
  */
 
 /** Every metric name starts with this, Node's default metrics included. */
-export const METRIC_PREFIX = "bounded_";
+const METRIC_PREFIX = "bounded_";
 
 /**
  * Buckets of `bounded_model_call_duration_seconds`: tool calls take tens of milliseconds, model
  * calls a median ~5.5 s with a p99 ~35 s and a rare tail to ~11 min; budgets end at tens of
  * minutes. Dense between 1 s and 1 min where the budgets are decided, up to an hour.
  */
-export const MODEL_CALL_DURATION_BUCKETS_S = [
+const MODEL_CALL_DURATION_BUCKETS_S = [
   0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120, 300, 600, 900, 1800, 3600,
 ];
 
@@ -28,14 +29,14 @@ export const MODEL_CALL_DURATION_BUCKETS_S = [
  * threshold are slept in the slot and never observed; the statistics family waits up to one
  * window (60 s), a caller that lost the race up to two (~125 s).
  */
-export const RATE_LIMIT_WAIT_BUCKETS_S = [5, 7.5, 10, 15, 20, 30, 45, 60, 75, 90, 105, 125, 150, 180, 300];
+const RATE_LIMIT_WAIT_BUCKETS_S = [5, 7.5, 10, 15, 20, 30, 45, 60, 75, 90, 105, 125, 150, 180, 300];
 
 /**
  * Buckets of `bounded_reserve_age_seconds` (production seconds): generations take a minute or
  * two, their worst case and the sweep window (both from lib/quota/policy.ts) are bucket bounds,
  * so "held past the worst case" and "reclaimed at the window" read straight off the histogram.
  */
-export const RESERVE_AGE_BUCKETS_S = [...new Set([30, 60, 120, 300, 600, 900, 1200, 1800, 3600, 7200, worstCaseMs() / 1000, SWEEP_POLICY.windowMs / 1000])].sort((a, b) => a - b);
+const RESERVE_AGE_BUCKETS_S = [...new Set([30, 60, 120, 300, 600, 900, 1200, 1800, 3600, 7200, worstCaseMs() / 1000, SWEEP_POLICY.windowMs / 1000])].sort((a, b) => a - b);
 
 /** Counts of jobs stuck per kind, as `countStuckByKind()` in lib/jobs/stuck returns them. */
 export type CountStuckByKind = () => Promise<Record<string, number>>;
@@ -50,18 +51,15 @@ export interface ItemBudget {
 /** Every known per-item budget; a pair with no typical job yet is left out. */
 export type ListItemBudgets = () => Promise<ItemBudget[]>;
 
-export interface MetricsOptions {
-  /**
-   * Where `bounded_jobs_stuck` comes from, evaluated at scrape time.
-   * @defaultValue `countStuckByKind` from `@/lib/jobs/stuck` (loaded on first scrape)
-   */
+/** What the scrape-time gauges read; lib/metrics/sources.ts has the database's. */
+export interface ScrapeSources {
+  /** Where `bounded_jobs_stuck` comes from, evaluated at scrape time. */
   countStuck?: CountStuckByKind;
-  /**
-   * Where `bounded_item_budget_seconds` comes from, evaluated at scrape time.
-   * @defaultValue `getPerItemBudget(kind, queue)` from `@/lib/modelcalls/queries` for every queue
-   * and kind of the catalog, recomputed at most once a minute
-   */
+  /** Where `bounded_item_budget_seconds` comes from, evaluated at scrape time. */
   itemBudgets?: ListItemBudgets;
+}
+
+export interface MetricsOptions extends ScrapeSources {
   /**
    * Whether to register Node's default metrics (`bounded_process_*`, `bounded_nodejs_*`).
    * @defaultValue true
@@ -117,35 +115,19 @@ export interface BoundedMetrics {
 
 const log = logger("metrics");
 
-/** The default source of `bounded_jobs_stuck`: another module, loaded only when a scrape needs it. */
-const countStuckFromJobs: CountStuckByKind = async () => (await import("@/lib/jobs/stuck")).countStuckByKind();
+const holder = globalThis as unknown as { __boundedMetrics?: BoundedMetrics; __boundedScrapeSources?: ScrapeSources };
 
-/**
- * The default source of `bounded_item_budget_seconds`. The median job size it divides by moves
- * slowly (7 days of jobs), so one computation serves every scrape for a minute instead of a
- * median query per queue and kind on each.
- */
-const ITEM_BUDGET_REFRESH_MS = 60_000;
-let itemBudgetMemo: { at: number; value: Promise<ItemBudget[]> } | undefined;
-const itemBudgetsFromJobs: ListItemBudgets = () => {
-  if (itemBudgetMemo && Date.now() - itemBudgetMemo.at < ITEM_BUDGET_REFRESH_MS) return itemBudgetMemo.value;
-  const value = (async () => {
-    const [{ getPerItemBudget }, { catalogPairs }] = await Promise.all([import("@/lib/modelcalls/queries"), import("@/lib/budgets/budgets")]);
-    const budgets = await Promise.all(catalogPairs().map(async ({ queue, kind }) => ({ queue, kind, budget: await getPerItemBudget(kind, queue) })));
-    return budgets.flatMap(({ queue, kind, budget }) => (budget ? [{ queue, kind, seconds: budget.perItemMs / 1000 }] : []));
-  })();
-  itemBudgetMemo = { at: Date.now(), value };
-  // A failed computation is not remembered: the next scrape tries again.
-  value.catch(() => {
-    if (itemBudgetMemo?.value === value) itemBudgetMemo = undefined;
-  });
-  return value;
-};
+/** The sources every metrics object of this process reads when none were given to it. */
+export function installScrapeSources(sources: ScrapeSources): void {
+  holder.__boundedScrapeSources = sources;
+}
 
 /** Registers Bounded's metrics on `registry` (a fresh one in tests, the process's one otherwise). */
 export function createMetrics(registry: Registry, options: MetricsOptions = {}): BoundedMetrics {
-  const countStuck = options.countStuck ?? countStuckFromJobs;
-  const itemBudgets = options.itemBudgets ?? itemBudgetsFromJobs;
+  // A source given here wins; otherwise the one installed for the process (read at each scrape,
+  // so installing after the metrics exist still works); with neither, the gauge stays empty.
+  const countStuck = () => (options.countStuck ?? holder.__boundedScrapeSources?.countStuck)?.();
+  const itemBudgets = () => (options.itemBudgets ?? holder.__boundedScrapeSources?.itemBudgets)?.();
   let scrapeTimeGauges = true;
 
   const modelCallDuration = new Histogram({
@@ -217,6 +199,7 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
       this.reset();
       try {
         const counts = await countStuck();
+        if (!counts) return;
         // Every kind of the catalog has a series (0 when nothing is stuck), so a graph or an
         // alert never has to tell "none stuck" from "not reported".
         for (const kind of JOB_KINDS) this.set({ kind }, 0);
@@ -238,7 +221,7 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
       if (!scrapeTimeGauges) return;
       this.reset();
       try {
-        for (const { queue, kind, seconds } of await itemBudgets()) if (Number.isFinite(seconds)) this.set({ queue, kind }, seconds);
+        for (const { queue, kind, seconds } of (await itemBudgets()) ?? []) if (Number.isFinite(seconds)) this.set({ queue, kind }, seconds);
       } catch (err) {
         log.warn({ err }, "could not compute per-item budgets for bounded_item_budget_seconds");
       }
@@ -252,7 +235,7 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     async collect() {
       if (!scrapeTimeGauges) return;
       try {
-        this.set((await import("@/lib/quota/settings")).sweepPolicy().windowMs / 1000);
+        this.set(sweepPolicy().windowMs / 1000);
       } catch (err) {
         log.warn({ err }, "could not read the sweep window for bounded_reserve_sweep_window_seconds");
       }
@@ -288,7 +271,6 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
   };
 }
 
-const holder = globalThis as unknown as { __boundedMetrics?: BoundedMetrics };
 
 /** This process's metrics (created on first use, on a registry of their own). */
 export function processMetrics(): BoundedMetrics {

@@ -4,6 +4,7 @@ import { logger } from "@/lib/log";
 import { createRedis, key, redis, scanKeys, type RedisClient } from "@/lib/redis/client";
 import { scaled } from "@/lib/time";
 import { processMetrics, type BoundedMetrics } from "./metrics";
+import { useDatabaseSources } from "./sources";
 
 /**
  * Web and workers in one scrape. Prometheus scrapes the web (`GET /api/metrics`); workers have
@@ -130,6 +131,8 @@ export async function readWorkerSnapshots(connection: RedisClient = redis()): Pr
  * entirely would hide the one thing that still works.
  */
 export async function renderMetrics(options: { metrics?: BoundedMetrics; connection?: RedisClient } = {}): Promise<{ contentType: string; text: string }> {
+  // The process that serves scrapes reads the database's gauges at scrape time.
+  useDatabaseSources();
   const m = options.metrics ?? processMetrics();
   const [own, workers] = await Promise.all([
     m.registry.getMetricsAsJSON(),

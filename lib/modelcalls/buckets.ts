@@ -17,9 +17,9 @@
  */
 
 /** Buckets per decade of milliseconds. */
-export const BUCKETS_PER_DECADE = 6;
+const BUCKETS_PER_DECADE = 6;
 /** The lower bound of bucket 1's formula: bucket `b` starts at `FIRST_BOUND_MS · 10^(b/6)`. */
-export const FIRST_BOUND_MS = 10;
+const FIRST_BOUND_MS = 10;
 /** The last bucket; everything slower is counted in it. */
 export const LAST_BUCKET = 33;
 /** Number of buckets (0 … LAST_BUCKET). */
@@ -79,11 +79,6 @@ export function bucketFirstMs(b: number): number {
 export function logPosition(ms: number): number {
   if (!(ms > FIRST_BOUND_MS)) return 0;
   return Math.min(BUCKET_COUNT, BUCKETS_PER_DECADE * Math.log10(ms / FIRST_BOUND_MS));
-}
-
-/** Inverse of `logPosition` (for positions ≥ 0): the duration in ms at that axis position. */
-export function msAtLogPosition(position: number): number {
-  return FIRST_BOUND_MS * 10 ** (position / BUCKETS_PER_DECADE);
 }
 
 export type CallOutcome = "ok" | "error" | "aborted";

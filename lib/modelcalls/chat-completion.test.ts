@@ -1,7 +1,8 @@
 import { describe, expect, it, vi } from "vitest";
-import { chatCompletion, retryAfterMs, type ChatCompletionOptions } from "./chat-completion";
+import { waitFor } from "@/test/helpers/wait";
+import type { OutboundResponse } from "@/lib/http/outbound";
+import { chatCompletion, type ChatCompletionOptions, type HttpPost } from "./chat-completion";
 import { ModelCallError } from "./errors";
-import type { HttpPost, HttpResponse } from "./http";
 import type { ModelCallRecord } from "./record";
 
 /** A control signal of the kind jobs abort with; callers recognise it by class. */
@@ -9,7 +10,7 @@ class DeadlineProbe extends Error {
   override name = "DeadlineProbe";
 }
 
-function response(status: number, body: unknown, headers: Record<string, string> = {}): HttpResponse {
+function response(status: number, body: unknown, headers: Record<string, string> = {}): OutboundResponse {
   return {
     status,
     header: (name) => headers[name.toLowerCase()],
@@ -21,7 +22,7 @@ const ok = (content: string) => response(200, { choices: [{ message: { role: "as
 const serverError = () => response(500, { error: { message: "overloaded", type: "server_error" } });
 
 /** A transport answering from a script, one entry per attempt (a thrown Error is a network error). */
-function scripted(...answers: (HttpResponse | Error)[]): HttpPost & { calls: number } {
+function scripted(...answers: (OutboundResponse | Error)[]): HttpPost & { calls: number } {
   const post = Object.assign(
     async () => {
       post.calls++;
@@ -114,10 +115,15 @@ describe("chatCompletion", () => {
   it("rejects with the abort reason itself when aborted mid-call, recorded as aborted", async () => {
     const controller = new AbortController();
     const reason = new DeadlineProbe("soft limit reached");
+    let inFlight = false;
     const post: HttpPost = (_url, _body, _headers, signal) =>
-      new Promise((_resolve, reject) => signal.addEventListener("abort", () => reject(new Error("socket destroyed"))));
+      new Promise((_resolve, reject) => {
+        inFlight = true;
+        signal.addEventListener("abort", () => reject(new Error("socket destroyed")));
+      });
     const { promise, records } = call(post, { signal: controller.signal });
-    setTimeout(() => controller.abort(reason), 5);
+    await waitFor(() => inFlight, { timeoutMs: 5_000, what: "the request to be in flight" });
+    controller.abort(reason);
     await expect(promise).rejects.toBe(reason);
     expect(records).toEqual([expect.objectContaining({ outcome: "aborted", error: "DeadlineProbe: soft limit reached" })]);
   });
@@ -127,7 +133,9 @@ describe("chatCompletion", () => {
     const reason = new DeadlineProbe("deadline");
     const post = scripted(serverError(), ok("never"));
     const { promise, records } = call(post, { signal: controller.signal, timeScale: 1 });
-    setTimeout(() => controller.abort(reason), 20);
+    // The failed attempt is recorded just before the backoff (250–500 ms at this scale) begins.
+    await waitFor(() => records.length === 1, { timeoutMs: 5_000, what: "the first attempt to fail" });
+    controller.abort(reason);
     await expect(promise).rejects.toBe(reason);
     expect(post.calls).toBe(1);
     expect(records.map((r) => r.outcome)).toEqual(["error"]);
@@ -145,18 +153,5 @@ describe("chatCompletion", () => {
   it("keeps the answer when recording fails", async () => {
     const { promise } = call(scripted(ok("rent")), { record: () => Promise.reject(new Error("database down")) });
     await expect(promise).resolves.toMatchObject({ content: "rent" });
-  });
-});
-
-describe("retryAfterMs", () => {
-  const headers = (h: Record<string, string>) => ({ header: (name: string) => h[name] });
-
-  it("reads retry-after-ms, then retry-after in seconds or as a date", () => {
-    expect(retryAfterMs(headers({ "retry-after-ms": "250" }))).toBe(250);
-    expect(retryAfterMs(headers({ "retry-after": "2" }))).toBe(2_000);
-    const inTenSeconds = new Date(Date.now() + 10_000).toUTCString();
-    expect(retryAfterMs(headers({ "retry-after": inTenSeconds }))).toBeGreaterThan(8_000);
-    expect(retryAfterMs(headers({ "retry-after": "soon" }))).toBeUndefined();
-    expect(retryAfterMs(headers({}))).toBeUndefined();
   });
 });

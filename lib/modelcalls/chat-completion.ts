@@ -1,13 +1,20 @@
 import { env } from "@/lib/env";
+import { describeError, snippet } from "@/lib/http/describe";
+import { attemptRequest, backoffMs, sendRequest, serviceMessage, type OutboundResponse } from "@/lib/http/outbound";
 import { logger } from "@/lib/log";
 import { scaled, sleep } from "@/lib/time";
 import { ModelCallError } from "./errors";
-import { postJson, type HttpPost, type HttpResponse } from "./http";
-import { describeError, snippet } from "@/lib/http/describe";
 import { recordInBackground, recordModelCall, type ModelCallContext, type RecordModelCall } from "./record";
-import { chatCompletionErrorSchema, chatCompletionResponseSchema, type ChatMessage } from "./schemas";
+import { chatCompletionResponseSchema, type ChatMessage } from "./schemas";
 
 const log = logger("modelcalls");
+
+/** Sends one POST and reads the whole response; rejects on network errors and on abort. */
+export type HttpPost = (url: URL, body: string, headers: Record<string, string>, signal: AbortSignal) => Promise<OutboundResponse>;
+
+/** The JSON POST of `sendRequest`; the caller's signal is the only time limit. */
+const postJson: HttpPost = (url, body, headers, signal) =>
+  sendRequest({ method: "POST", url, body, headers: { ...headers, "content-type": "application/json" }, signal });
 
 export interface ChatCompletionOptions {
   messages: ChatMessage[];
@@ -38,7 +45,7 @@ export interface ChatCompletionOptions {
   maxRetryAfterMs?: number;
   /** @defaultValue `recordModelCall` (a ModelCall row per attempt) */
   record?: RecordModelCall;
-  /** @defaultValue `postJson` over node:http(s) */
+  /** @defaultValue `postJson` (`sendRequest` of lib/http/outbound, over node:http(s)) */
   post?: HttpPost;
 }
 
@@ -109,7 +116,7 @@ export async function chatCompletion(options: ChatCompletionOptions): Promise<Ch
         cause: result.cause,
       });
     }
-    const waitMs = backoffMs(attempt, result.retryAfterMs, timeScale);
+    const waitMs = retryWaitMs(attempt, result.retryAfterMs, timeScale);
     log.warn({ ...context, model, attempt, status: result.status, waitMs, error: result.message }, "model call failed, retrying");
     await sleep(waitMs, signal);
   }
@@ -122,62 +129,46 @@ async function attemptOnce(
   headers: Record<string, string>,
   signal: AbortSignal,
 ): Promise<Attempt> {
-  let response: HttpResponse;
-  try {
-    response = await post(url, body, headers, signal);
-  } catch (err) {
-    return { ok: false, message: `network error: ${describeError(err)}`, retryable: true, cause: err };
+  const attempt = await attemptRequest({ method: "POST", url, body, headers, signal }, (r) => post(r.url, body, headers, r.signal!));
+  if (!attempt.ok) {
+    switch (attempt.kind) {
+      case "aborted":
+        // The caller rethrows the signal's reason; the message is only a placeholder.
+        return { ok: false, message: `aborted: ${describeError(attempt.reason)}`, retryable: false, cause: attempt.reason };
+      case "unreachable":
+      case "timeout":
+        return { ok: false, message: `network error: ${describeError(attempt.cause)}`, retryable: true, cause: attempt.cause };
+      default:
+        return {
+          ok: false,
+          status: attempt.status,
+          message: `HTTP ${attempt.status}: ${errorMessage(attempt.response.body)}`,
+          retryable: attempt.retryable,
+          retryAfterMs: attempt.retryAfterMs,
+        };
+    }
   }
-  const { status } = response;
-  if (status < 200 || status >= 300) {
-    return {
-      ok: false,
-      status,
-      message: `HTTP ${status}: ${errorMessage(response.body)}`,
-      retryable: status >= 500 || status === 429 || status === 408,
-      retryAfterMs: retryAfterMs(response),
-    };
-  }
+  const { status, body: text } = attempt.response;
   let json: unknown;
   try {
-    json = JSON.parse(response.body);
+    json = JSON.parse(text);
   } catch {
-    return { ok: false, status, message: `response is not JSON: ${snippet(response.body)}`, retryable: false };
+    return { ok: false, status, message: `response is not JSON: ${snippet(text)}`, retryable: false };
   }
   const parsed = chatCompletionResponseSchema.safeParse(json);
   const content = parsed.success ? parsed.data.choices[0]!.message.content : null;
   if (content === null) {
-    return { ok: false, status, message: `response has no message content: ${snippet(response.body)}`, retryable: false };
+    return { ok: false, status, message: `response has no message content: ${snippet(text)}`, retryable: false };
   }
   return { ok: true, content };
 }
 
-function backoffMs(attempt: number, retryAfterMs: number | undefined, timeScale: number): number {
-  const backoff = scaled(BACKOFF_BASE_MS * 2 ** (attempt - 1) * (1 + Math.random()), timeScale);
-  return Math.max(backoff, retryAfterMs ?? 0);
+/** Waits the backoff, or longer when the server asked for longer. */
+function retryWaitMs(attempt: number, retryAfterMs: number | undefined, timeScale: number): number {
+  return Math.max(backoffMs(BACKOFF_BASE_MS, attempt, timeScale), retryAfterMs ?? 0);
 }
 
-/**
- * The wait a 429/503 asks for: `retry-after-ms` (sent by OpenAI and by the simulators, whose
- * windows are time-scaled below a second), else `retry-after` in seconds or as an HTTP date.
- * Taken as given, never scaled: it is the server's clock, not ours.
- */
-export function retryAfterMs(response: Pick<HttpResponse, "header">): number | undefined {
-  const ms = Number(response.header("retry-after-ms"));
-  if (response.header("retry-after-ms") && Number.isFinite(ms) && ms >= 0) return ms;
-  const value = response.header("retry-after")?.trim();
-  if (!value) return undefined;
-  if (/^\d+(\.\d+)?$/.test(value)) return Number(value) * 1000;
-  const at = Date.parse(value);
-  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
-}
-
+/** The server's own words for the failure, else a snippet of what it sent. */
 function errorMessage(body: string): string {
-  try {
-    const parsed = chatCompletionErrorSchema.safeParse(JSON.parse(body));
-    if (parsed.success) return parsed.data.error.message;
-  } catch {
-    // not JSON: an HTML page from a proxy, for instance
-  }
-  return snippet(body) || "(empty body)";
+  return serviceMessage(body) ?? (snippet(body) || "(empty body)");
 }

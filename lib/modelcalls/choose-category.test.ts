@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { buildCategoryPrompt, chooseCategory, parseCategoryAnswer } from "./choose-category";
-import type { HttpPost } from "./http";
+import type { HttpPost } from "./chat-completion";
 
 const slugs = ["groceries", "dining", "transport", "home", "home-office", "salary", "other"];
 

@@ -2,7 +2,7 @@ import { chatCompletion, type ChatCompletionOptions } from "./chat-completion";
 import type { ChatMessage } from "./schemas";
 
 /** The answer when the model names none of the allowed categories; the list is expected to have it. */
-export const FALLBACK_CATEGORY = "other";
+const FALLBACK_CATEGORY = "other";
 
 export interface CategorisableTransaction {
   date: Date | string;

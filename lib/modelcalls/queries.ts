@@ -115,7 +115,7 @@ const DAILY: ReadonlySet<LatencyRange> = new Set(["7d", "30d"]);
  * for "1h" that means the previous and the current hour rows (60–120 minutes), which the response
  * says in `window`.
  */
-export function latencyWindow(range: LatencyRange, now: Date = new Date()): { from: Date; to: Date; window: LatencyWindow } {
+function latencyWindow(range: LatencyRange, now: Date = new Date()): { from: Date; to: Date; window: LatencyWindow } {
   const to = now;
   const daily = DAILY.has(range);
   const from = new Date((daily ? floorDay : floorHour)(to.getTime() - RANGE_MS[range]));
@@ -297,4 +297,65 @@ export async function getPerItemBudget(kind: string, queue?: string, now: Date =
 /** `getPerItemBudget(kind).perItemMs`, or null when unknown. */
 export async function perItemBudgetMs(kind: string, queue?: string): Promise<number | null> {
   return (await getPerItemBudget(kind, queue))?.perItemMs ?? null;
+}
+
+/** Whose calls a p99 is taken over: a job kind's, on one queue or on any. */
+export interface P99Scope {
+  kind: string;
+  /** @defaultValue any queue, calls recorded outside a queue included */
+  queue?: string;
+}
+
+/** The bucket holding a scope's 99th-percentile call of one type. */
+export interface P99Bucket<S extends P99Scope = P99Scope> {
+  scope: S;
+  type: CallType;
+  /** The latency bucket that holds the 99th-percentile call. */
+  bucket: number;
+  /** The slowest call recorded in that bucket (recorded ms, as measured: not time-scaled). */
+  maxMs: number;
+  /** Calls of that type in the scope and window. */
+  calls: number;
+}
+
+/**
+ * For each scope and call type, the latency bucket holding the 99th-percentile call over
+ * `[since, until)`, from the hourly rollup, with the slowest call in that bucket and the number of
+ * calls — aggregated in PostgreSQL, one row per scope × type that had calls. The job splitter sizes
+ * parts from it and the budgets page judges risk from it, so both read the same p99.
+ *
+ * @param types - the call types to read. @defaultValue every type
+ */
+export async function listP99Buckets<S extends P99Scope>(
+  scopes: readonly S[],
+  window: { since: Date; until: Date },
+  types: readonly CallType[] = CALL_TYPES,
+): Promise<P99Bucket<S>[]> {
+  if (scopes.length === 0) return [];
+  const since = window.since.toISOString();
+  const until = window.until.toISOString();
+  const kinds = scopes.map((s) => s.kind);
+  const queues = scopes.map((s) => s.queue ?? "");
+  const anyQueue = scopes.map((s) => s.queue === undefined);
+  const rows = await db().$queryRaw<{ scope: number; type: CallType; bucket: number; maxMs: number; calls: number }[]>`
+    WITH per_bucket AS (
+      SELECT t.i, r.type, r.bucket, sum(r.count)::float8 AS n, max(r."maxMs") AS max_ms
+      FROM unnest(${kinds}::text[], ${queues}::text[], ${anyQueue}::boolean[]) WITH ORDINALITY AS t(kind, queue, any_queue, i)
+      JOIN "ModelCallRollup" r
+        ON r."jobKind" = t.kind AND (t.any_queue OR r.queue = t.queue)
+      WHERE r.type::text = ANY(${[...types]}::text[])
+        AND r.hour >= date_trunc('hour', ${since}::timestamptz AT TIME ZONE 'UTC')
+        AND r.hour < (${until}::timestamptz AT TIME ZONE 'UTC')
+      GROUP BY t.i, r.type, r.bucket
+    ), cumulative AS (
+      SELECT i, type, bucket, max_ms,
+             sum(n) OVER (PARTITION BY i, type ORDER BY bucket) AS cum,
+             sum(n) OVER (PARTITION BY i, type) AS total
+      FROM per_bucket
+    )
+    SELECT DISTINCT ON (i, type) (i - 1)::int AS scope, type::text AS type, bucket, max_ms AS "maxMs", total AS calls
+    FROM cumulative
+    WHERE cum >= 0.99 * total
+    ORDER BY i, type, bucket`;
+  return rows.map((r) => ({ scope: scopes[r.scope]!, type: r.type, bucket: r.bucket, maxMs: r.maxMs, calls: r.calls }));
 }

@@ -1,7 +1,7 @@
 import { z } from "zod";
 
 /** One chat message, as OpenAI-compatible servers accept it. */
-export const chatMessageSchema = z.object({
+const chatMessageSchema = z.object({
   role: z.enum(["system", "user", "assistant"]),
   content: z.string(),
 });
@@ -13,7 +13,6 @@ export const chatCompletionRequestSchema = z.object({
   messages: z.array(chatMessageSchema).min(1),
   temperature: z.number().min(0).max(2).optional(),
 });
-export type ChatCompletionRequest = z.infer<typeof chatCompletionRequestSchema>;
 
 /**
  * The response body of a successful chat completion. Only what Bounded reads is required, and
@@ -49,11 +48,10 @@ export const chatCompletionResponseSchema = z.object({
 export type ChatCompletionResponse = z.infer<typeof chatCompletionResponseSchema>;
 
 /** The error body OpenAI-compatible servers send with a 4xx/5xx status. */
-export const chatCompletionErrorSchema = z.object({
+const chatCompletionErrorSchema = z.object({
   error: z.object({
     message: z.string(),
     type: z.string().nullable().optional(),
     code: z.union([z.string(), z.number()]).nullable().optional(),
   }),
 });
-export type ChatCompletionErrorBody = z.infer<typeof chatCompletionErrorSchema>;

@@ -1,16 +1,73 @@
 import { z } from "zod";
-import type { Budget } from "@/lib/budgets/budgets";
+import type { Budget } from "@/lib/budgets/budget";
 import { worstCaseMs } from "@/lib/quota/policy";
 
 /**
- * The job catalog: every queue, every job kind, which queue runs it, and the budgets declared
- * in code (each with the reason for its number). Environment overrides and the global default
- * are applied by lib/budgets.
+ * The job catalog: one declaration per queue and one per job kind. Everything else is derived
+ * from it — the queues a worker consumes, the (queue, kind) pairs, the environment's budget
+ * override variables (lib/env.ts), the budgets page, the reschedule policy's queues, the metrics'
+ * label values, the demo traffic's coverage and the processor table (workers/catalog.ts, typed
+ * `Record<JobKind, …>` so a kind without a processor does not compile). Adding a kind is one
+ * entry in `KINDS` (plus its processor); adding a queue is one entry in `QUEUES`.
+ *
+ * Pure (no environment, no database): lib/env.ts, the pages and the worker thread can import it.
  */
+
+/** What a queue job carries: only the row's id. Everything else is on the row, the record. */
+export const jobPayloadSchema = z.object({ jobId: z.uuid() }).strict();
+export type JobPayload = z.infer<typeof jobPayloadSchema>;
+
+/**
+ * The policy a queue's jobs run under, besides the deadline every job has:
+ * - `deadline`: a wait for a rate-limit window is slept in the slot (short) or is a 429 outside a job;
+ * - `reschedule`: a wait longer than the threshold gives the worker slot back (moved to *delayed*
+ *   for exactly the wait, no attempt spent), see workers/reschedule.ts.
+ */
+export type QueuePolicy = "deadline" | "reschedule";
+
+export interface QueueSpec {
+  /** A budget declared for every kind on this queue (a kind's own budget wins). */
+  readonly budget?: Budget;
+  readonly policy: QueuePolicy;
+}
+
+/** The outside service an item's calls go to (limits per provider: the items-in-flight work builds on it). */
+export type Provider = "model" | "ocr" | "marketplace" | "images" | "none";
+
+export interface KindSpec {
+  /** The queues that may run this kind; the first is the default. */
+  readonly queues: readonly QueueName[];
+  /** The queue job's payload (the same for every kind today: the row id). */
+  readonly payload: z.ZodType<JobPayload>;
+  /** A budget declared for the task itself (wins over the queue's). */
+  readonly budget?: Budget;
+  /** What one item is called, in messages people read. */
+  readonly noun: string;
+  /** What to do when a job of this kind times out, said to the person reading the message. */
+  readonly advice: string;
+  /**
+   * For kinds that give their slot back while they wait (rescheduled), the longest a job may live
+   * from its creation, waits included: the budget only counts time in a slot.
+   */
+  readonly maxAge?: { readonly ms: number; readonly why: string };
+  /** Items of one job in flight at once, and why that number. */
+  readonly itemConcurrency: { readonly n: number; readonly why: string };
+  /** The outside service each item calls. */
+  readonly provider: Provider;
+  /**
+   * How the demo traffic of `npm start` starts this kind: a relative weight among the demo's
+   * pieces of work, or `null` with the reason it is not part of the random mix.
+   */
+  readonly demo: { readonly weight: number } | { readonly weight: null; readonly why: string };
+}
+
+const GENERATION_BUDGET_MS = Math.ceil((worstCaseMs() * 1.25) / 60_000) * 60_000;
+const ONE_AT_A_TIME = { n: 1, why: "items run one after another: each item's commit advances the cursor by one" } as const;
+
 export const QUEUES = {
-  imports: { kinds: ["csv_import"] },
+  imports: { policy: "deadline" },
   documents: {
-    kinds: ["bulk_ocr"],
+    policy: "deadline",
     budget: {
       softMs: 30 * 60_000,
       hardMs: 40 * 60_000,
@@ -18,7 +75,7 @@ export const QUEUES = {
     },
   },
   "agent-batch": {
-    kinds: ["agent_run"],
+    policy: "deadline",
     budget: {
       softMs: 30 * 60_000,
       hardMs: 40 * 60_000,
@@ -26,16 +83,16 @@ export const QUEUES = {
     },
   },
   "agent-interactive": {
-    kinds: ["agent_run"],
+    policy: "deadline",
     budget: {
       softMs: 60_000,
       hardMs: 90_000,
       why: "a person is waiting on the screen: past a minute an answer is worth less than a clear 'this took too long'",
     },
   },
-  sweeps: { kinds: ["overdue_invoices"] },
+  sweeps: { policy: "deadline" },
   "marketplace-sync": {
-    kinds: ["marketplace_sync"],
+    policy: "reschedule",
     budget: {
       softMs: 10 * 60_000,
       hardMs: 15 * 60_000,
@@ -43,58 +100,50 @@ export const QUEUES = {
     },
   },
   generations: {
-    kinds: ["card_generation"],
+    policy: "deadline",
     budget: {
       // Computed, not copied: the generation's own timeouts (lib/quota/policy.ts) end it first.
-      softMs: Math.ceil((worstCaseMs() * 1.25) / 60_000) * 60_000,
-      hardMs: Math.ceil((worstCaseMs() * 1.25) / 60_000) * 60_000 + 5 * 60_000,
+      softMs: GENERATION_BUDGET_MS,
+      hardMs: GENERATION_BUDGET_MS + 5 * 60_000,
       why: "the worst case of one paid generation (every poll, download and QA attempt timing out, one regeneration: 960 s, lib/quota/policy.ts) plus a quarter, rounded up to the minute: the generation's own timeouts end it first, so the budget never cuts a generation that can still finish",
     },
   },
-} as const satisfies Record<string, { kinds: readonly string[]; budget?: Budget }>;
+} as const satisfies Record<string, QueueSpec>;
 
 export type QueueName = keyof typeof QUEUES;
 export const QUEUE_NAMES = Object.keys(QUEUES) as QueueName[];
 
-export const JOB_KINDS = ["csv_import", "bulk_ocr", "agent_run", "overdue_invoices", "marketplace_sync", "card_generation"] as const;
-export type JobKind = (typeof JOB_KINDS)[number];
-
-export interface KindSpec {
-  /** The queues that may run this kind; the first is the default. */
-  queues: readonly QueueName[];
-  /** A budget declared for the task itself (wins over the queue's). */
-  budget?: Budget;
-  /** What one item is called, in messages people read. */
-  noun: string;
-  /** What to do when a job of this kind times out, said to the person reading the message. */
-  advice: string;
-  /**
-   * For kinds that give their slot back while they wait (rescheduled), the longest a job may live
-   * from its creation, waits included: the budget only counts time in a slot.
-   */
-  maxAge?: { ms: number; why: string };
-}
-
-export const KINDS: Record<JobKind, KindSpec> = {
-  card_generation: {
-    queues: ["generations"],
-    noun: "card",
-    advice: "The reserved image quota was returned; retry to generate the card again.",
+export const KINDS = {
+  csv_import: {
+    queues: ["imports"],
+    payload: jobPayloadSchema,
+    noun: "row",
+    advice: "Split the file or retry the remaining rows.",
+    itemConcurrency: ONE_AT_A_TIME,
+    provider: "model",
+    demo: { weight: 5 },
   },
-  marketplace_sync: {
-    queues: ["marketplace-sync"],
-    noun: "page",
-    advice: "Retry it: it resumes at the page it reached.",
-    maxAge: {
-      ms: 6 * 3600_000,
-      why: "statistics allow one request a minute, so a 300-page history needs 5 h of windows; data still arriving after 6 h is staler than what a fresh sync would fetch",
-    },
+  bulk_ocr: {
+    queues: ["documents"],
+    payload: jobPayloadSchema,
+    noun: "document",
+    advice: "Split the batch or retry the remaining documents.",
+    itemConcurrency: ONE_AT_A_TIME,
+    provider: "ocr",
+    demo: { weight: 2 },
   },
-  csv_import: { queues: ["imports"], noun: "row", advice: "Split the file or retry the remaining rows." },
-  bulk_ocr: { queues: ["documents"], noun: "document", advice: "Split the batch or retry the remaining documents." },
-  agent_run: { queues: ["agent-batch", "agent-interactive"], noun: "step", advice: "Retry with a larger budget or give the agent a smaller task." },
+  agent_run: {
+    queues: ["agent-batch", "agent-interactive"],
+    payload: jobPayloadSchema,
+    noun: "step",
+    advice: "Retry with a larger budget or give the agent a smaller task.",
+    itemConcurrency: { n: 1, why: "an agent's next step depends on the answer to the last one" },
+    provider: "model",
+    demo: { weight: 2 },
+  },
   overdue_invoices: {
     queues: ["sweeps"],
+    payload: jobPayloadSchema,
     noun: "invoice",
     advice: "The next scheduled pass continues with the remaining invoices.",
     budget: {
@@ -102,8 +151,67 @@ export const KINDS: Record<JobKind, KindSpec> = {
       hardMs: 8 * 60_000,
       why: "one pass over the open invoices at ~10 ms each covers ~30,000 in 5 min; a pass that needs longer must be batched, not given more time",
     },
+    itemConcurrency: { n: 1, why: "each invoice is a short database write: the pass is bound by the database, not by waiting" },
+    provider: "none",
+    demo: { weight: null, why: "started once a day by the workers' own schedule (and on demand by an operator), never by random traffic" },
   },
-};
+  marketplace_sync: {
+    queues: ["marketplace-sync"],
+    payload: jobPayloadSchema,
+    noun: "page",
+    advice: "Retry it: it resumes at the page it reached.",
+    maxAge: {
+      ms: 6 * 3600_000,
+      why: "statistics allow one request a minute, so a 300-page history needs 5 h of windows; data still arriving after 6 h is staler than what a fresh sync would fetch",
+    },
+    itemConcurrency: { n: 1, why: "the marketplace names the next page in its answer to the last one" },
+    provider: "marketplace",
+    demo: { weight: 4 },
+  },
+  card_generation: {
+    queues: ["generations"],
+    payload: jobPayloadSchema,
+    noun: "card",
+    advice: "The reserved image quota was returned; retry to generate the card again.",
+    itemConcurrency: { n: 1, why: "one card per job: the reservation holds one unit of quota" },
+    provider: "images",
+    demo: { weight: 3 },
+  },
+} as const satisfies Record<string, KindSpec>;
 
-export const jobPayloadSchema = z.object({ jobId: z.uuid() }).strict();
-export type JobPayload = z.infer<typeof jobPayloadSchema>;
+export type JobKind = keyof typeof KINDS;
+export const JOB_KINDS = Object.keys(KINDS) as [JobKind, ...JobKind[]];
+
+/** The kind's declaration, or undefined for a kind the catalog does not know (a row from elsewhere). */
+export function kindSpec(kind: string): KindSpec | undefined {
+  return Object.hasOwn(KINDS, kind) ? KINDS[kind as JobKind] : undefined;
+}
+
+/** The kinds a queue runs, in catalog order. */
+export function kindsOfQueue(queue: QueueName): JobKind[] {
+  return JOB_KINDS.filter((kind) => (KINDS[kind].queues as readonly QueueName[]).includes(queue));
+}
+
+/** Every (queue, kind) pair the catalog can run, in queue order. */
+export function catalogPairs(): { queue: QueueName; kind: JobKind }[] {
+  return QUEUE_NAMES.flatMap((queue) => kindsOfQueue(queue).map((kind) => ({ queue, kind })));
+}
+
+/** The queues under the reschedule policy. */
+export const RESCHEDULE_QUEUES: ReadonlySet<QueueName> = new Set(QUEUE_NAMES.filter((q) => QUEUES[q].policy === "reschedule"));
+
+/** True for a queue whose jobs give their worker slot back while they wait for a rate-limit window. */
+export function reschedules(queue: string): boolean {
+  return RESCHEDULE_QUEUES.has(queue as QueueName);
+}
+
+/** The environment variable of a queue's budget override, in seconds. */
+export type BudgetVariable = `BOUNDED_BUDGET_${string}_${"SOFT" | "HARD"}_S`;
+
+/** `marketplace-sync` → `BOUNDED_BUDGET_MARKETPLACE_SYNC_SOFT_S`. */
+export function budgetVariable(queue: string, limit: "SOFT" | "HARD"): BudgetVariable {
+  return `BOUNDED_BUDGET_${queue.toUpperCase().replaceAll("-", "_")}_${limit}_S`;
+}
+
+/** Every budget override variable: two per queue of the catalog (lib/env.ts parses them). */
+export const BUDGET_VARIABLES: readonly BudgetVariable[] = QUEUE_NAMES.flatMap((q) => [budgetVariable(q, "SOFT"), budgetVariable(q, "HARD")]);

@@ -17,7 +17,7 @@ export function queue(name: QueueName): Queue {
 }
 
 /** The queue job could not be added for this row: another run still holds the queue job id. */
-export class QueueJobIdTaken extends Error {
+class QueueJobIdTaken extends Error {
   override name = "QueueJobIdTaken";
 }
 

@@ -10,7 +10,7 @@ export type QuotaRefusal =
   | { code: "dislike_already_used"; adId: string }
   | { code: "nothing_to_dislike"; adId: string };
 
-export function refusalMessage(r: QuotaRefusal): string {
+function refusalMessage(r: QuotaRefusal): string {
   switch (r.code) {
     case "no_pack":
       return "This tenant has no image generation pack: nothing can be generated until one is bought.";

@@ -8,7 +8,7 @@ import { grantPack } from "./reserves";
 const log = logger("quota");
 
 /** The most one grant adds: a typo of a few zeros is refused rather than given away. */
-export const MAX_GRANT_UNITS = 100_000;
+const MAX_GRANT_UNITS = 100_000;
 
 /** `POST /api/packs` and `npm run packs -- grant`: what an operator gives a tenant. */
 export const packGrantSchema = z
@@ -21,7 +21,6 @@ export const packGrantSchema = z
       .max(MAX_GRANT_UNITS, `units must be at most ${MAX_GRANT_UNITS.toLocaleString("en")}`),
   })
   .strict();
-export type PackGrant = z.infer<typeof packGrantSchema>;
 
 /** A tenant's pack as people read it. */
 export interface PackState {

@@ -67,7 +67,7 @@ export interface ReservesReport {
 
 const MINUTE = 60_000;
 /** Packs listed on /reserves; the totals cover all of them. */
-export const PACKS_SHOWN = 50;
+const PACKS_SHOWN = 50;
 
 export async function getReservesReport(now: Date = new Date()): Promise<ReservesReport> {
   const e = env();

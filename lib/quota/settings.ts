@@ -1,5 +1,6 @@
 import { resolveBudgetUnchecked } from "@/lib/budgets/budgets";
 import { env, type Env } from "@/lib/env";
+import { KINDS } from "@/lib/queues/catalog";
 import { scaled } from "@/lib/time";
 import { GENERATION_POLICY, reservationProblems, ReservationPolicyError, SWEEP_POLICY, type SweepPolicy } from "./policy";
 
@@ -17,15 +18,15 @@ export function sweepPolicy(source: Env = env()): SweepPolicy & { windowSource: 
  */
 export function validateReservationPolicy(source: Env = env(), policy = GENERATION_POLICY): void {
   const sweep = sweepPolicy(source);
-  const budget = resolveBudgetUnchecked("generations", "card_generation", source);
+  const budget = resolveBudgetUnchecked(KINDS.card_generation.queues[0], "card_generation", source);
   const problems = reservationProblems({ policy, sweep, windowSource: sweep.windowSource, budgetSoftMs: budget.softMs });
   if (problems.length > 0) throw new ReservationPolicyError(`Unsafe reservation policy, refusing to start: ${problems.join("; ")}.`);
 }
 
 /** Real time a reserve's window never goes under, whatever the time scale. */
-export const MIN_WINDOW_MS = 10_000;
+const MIN_WINDOW_MS = 10_000;
 /** Real time between heartbeats never goes under this (a busy loop otherwise). */
-export const MIN_HEARTBEAT_MS = 100;
+const MIN_HEARTBEAT_MS = 100;
 
 /**
  * The sweeper's and the heartbeat's real-time durations in this process (scaled). At small time

@@ -1,6 +1,7 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { closeDb, db } from "@/lib/db/client";
 import { processMetrics } from "@/lib/metrics/metrics";
+import { waitFor } from "@/test/helpers/wait";
 import { dislikeRetryUsed } from "./ads";
 import { claim, heartbeat, release } from "./reserves";
 import { sweepReserves } from "./sweep";
@@ -92,11 +93,21 @@ describe("an abandoned reserve is reclaimed whole", () => {
     const r = await claim({ tenantId: t.tenantId, kind: "generate", subject: t.adIds[0]!, now: at(t0, 0) });
     // Hold the reserve's row lock in a transaction that heartbeats it, while the sweeper runs.
     let sweep: Promise<unknown> | undefined;
-    await db().$transaction(async (tx) => {
-      await tx.quotaReserve.update({ where: { id: r.id }, data: { heartbeatAt: at(t0, 30 * MIN) } });
-      sweep = sweepReserves({ ...timing, now: at(t0, 30 * MIN + 1000), tenantId: t.tenantId });
-      await new Promise((resolve) => setTimeout(resolve, 300));
-    });
+    await db().$transaction(
+      async (tx) => {
+        await tx.quotaReserve.update({ where: { id: r.id }, data: { heartbeatAt: at(t0, 30 * MIN) } });
+        const [{ pid }] = await tx.$queryRaw<[{ pid: number }]>`SELECT pg_backend_pid() AS pid`;
+        let settled = false;
+        sweep = sweepReserves({ ...timing, now: at(t0, 30 * MIN + 1000), tenantId: t.tenantId }).finally(() => (settled = true));
+        // Held until the sweeper has gone as far as it can: waiting on this row lock (its delete),
+        // or done without needing it.
+        await waitFor(
+          async () => settled || (await db().$queryRaw<[{ n: number }]>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE ${pid}::int = ANY(pg_blocking_pids(pid))`)[0].n > 0,
+          { timeoutMs: 20_000, what: "the sweeper to wait on the reserve's row lock" },
+        );
+      },
+      { timeout: 30_000 },
+    );
     // The sweeper read the old heartbeat (the update was not committed) but its delete re-checks.
     expect(await sweep).toEqual([]);
     expect(await books(t.packId)).toMatchObject({ remaining: 0, live: 1 });

@@ -19,7 +19,8 @@ describe("runWithRateLimitDeferral", () => {
         }
         return name;
       });
-    // Pauses chosen so the two chains alternate: a, b, a, b, …
+    // Pauses chosen so the two chains alternate: a, b, a, b, … Real timers on purpose: the context
+    // must survive a timer turn of the event loop, where another job's code runs in between.
     const results = await Promise.all([job("a", 100, [5, 1, 7, 2, 3]), job("b", 200, [1, 6, 2, 5, 4])]);
     expect(results).toEqual(["a", "b"]);
     expect(new Set(seen.a)).toEqual(new Set([100]));
@@ -31,7 +32,7 @@ describe("runWithRateLimitDeferral", () => {
   it("a nested context applies to its own function only", async () => {
     await runWithRateLimitDeferral(100, async () => {
       await runWithRateLimitDeferral(7, async () => {
-        await delay(1);
+        await delay(1); // a timer turn, not a microtask: what a real wait inside a job crosses
         expect(deferralThreshold()).toBe(7);
       });
       expect(deferralThreshold()).toBe(100);

@@ -3,6 +3,8 @@
  * survives worker threads and module duplication where `instanceof` may not.
  */
 
+import { formatDuration, formatWaitSeconds } from "@/lib/format/duration";
+
 /**
  * A control signal, never an item failure: inside a job, the scope's next token is further away
  * than the job's deferral threshold, so the job should give its worker slot back and come back
@@ -18,7 +20,7 @@ export class RateLimitDefer extends Error {
     /** The rate-limit scope, `family:tenant`. */
     readonly scope: string,
   ) {
-    super(`rate limit ${scope}: next token in ${Math.ceil(waitMs)} ms; rescheduling`);
+    super(`rate limit ${scope}: next token in ${formatDuration(waitMs)}; rescheduling`);
   }
 }
 
@@ -37,7 +39,7 @@ export class RateLimitCapExceeded extends Error {
     readonly scope: string,
   ) {
     const retryAfterSeconds = Math.max(1, Math.ceil(waitMs / 1000));
-    super(`The rate limit for ${scope} is used up; try again in ${retryAfterSeconds} s.`);
+    super(`The rate limit for ${scope} is used up; try again in ${formatWaitSeconds(waitMs)}.`);
     this.retryAfterSeconds = retryAfterSeconds;
   }
 }

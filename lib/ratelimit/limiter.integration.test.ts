@@ -73,7 +73,7 @@ describe("the token-bucket script (tryAcquire)", () => {
     const before = performance.now();
     expect(await slow.tryAcquire(scope)).toEqual({ acquired: true });
     const taken = performance.now();
-    await delay(300);
+    await delay(300); // elapsed time is the input here: the bucket refills with it
     const peeking = performance.now();
     const part = await slow.peekBucket(scope);
     const peeked = performance.now();
@@ -91,12 +91,12 @@ describe("the token-bucket script (tryAcquire)", () => {
     await fast.tryAcquire(other);
     const wait = await fast.tryAcquire(other);
     expect(wait.acquired).toBe(false);
-    await delay(!wait.acquired ? wait.waitMs : 0);
+    await delay(!wait.acquired ? wait.waitMs : 0); // the rule: after exactly the wait it named, a token is there
     expect(await fast.tryAcquire(other)).toEqual({ acquired: true });
 
     const orders = fresh("orders"); // 600 ms a window of 10
     for (let i = 0; i < 10; i++) await fast.tryAcquire(orders);
-    await delay(1_300); // two windows: still only a bucket's worth
+    await delay(1_300); // two windows of elapsed time (the input): still only a bucket's worth
     expect((await fast.peekBucket(orders)).tokens).toBe(10);
     for (let i = 0; i < 10; i++) expect(await fast.tryAcquire(orders)).toEqual({ acquired: true });
     expect((await fast.tryAcquire(orders)).acquired).toBe(false);
@@ -203,6 +203,7 @@ describe("acquire: the waiting policy", () => {
     const a = fresh("statistics");
     const b = fresh("statistics");
     await Promise.all([limiter.tryAcquire(a), limiter.tryAcquire(b)]);
+    // Timer awaits, so each job's context has to survive the other job running in between.
     const [short, long] = await Promise.allSettled([
       runWithRateLimitDeferral(1, async () => {
         await delay(5);
@@ -250,6 +251,7 @@ describe("acquire: the waiting policy", () => {
     await limiter.tryAcquire(scope);
     const reason = new Error("deadline");
     const controller = new AbortController();
+    // A clock on purpose: the abort lands during the 6 s sleep, which has no state to wait for.
     setTimeout(() => controller.abort(reason), 20);
     await expect(limiter.acquire(scope, { signal: controller.signal })).rejects.toBe(reason);
   });

@@ -3,6 +3,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { env } from "@/lib/env";
+import { formatDuration } from "@/lib/format/duration";
 import { describeError } from "@/lib/http/describe";
 import { logger } from "@/lib/log";
 import { key, redis, scanKeys, type RedisClient } from "@/lib/redis/client";
@@ -20,7 +21,7 @@ export const DEFER_THRESHOLD_MS = 5_000;
  * two statistics windows with their margins (a caller that loses the race for the next token
  * waits a second one) and a little more — the longest wait ever seen in production, ~125 s.
  */
-export const MAX_WAIT_MS = 125_000;
+const MAX_WAIT_MS = 125_000;
 /**
  * What `tryAcquire` answers when Redis cannot be asked (production ms): "not now, ask again
  * shortly". The limiter fails closed: without Redis nobody can know whether a token is left,
@@ -43,7 +44,7 @@ export function deferThresholdMs(): number {
  * keep the production ratios; there, the marketplace client's own pacing of one scope's
  * consecutive requests (lib/marketplace/client.ts) covers the delays of a busy machine.
  */
-export const MARGIN_MS = 250;
+const MARGIN_MS = 250;
 
 /** `MAX_WAIT_MS` in real (time-scaled) milliseconds: the default cap of `acquire` outside a job. */
 export function maxWaitMs(timeScale: number = env().BOUNDED_TIME_SCALE): number {
@@ -140,7 +141,7 @@ function tokenBucketScript(): { source: string; sha: string } {
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`Redis did not answer within ${ms} ms`)), ms);
+    timer = setTimeout(() => reject(new Error(`Redis did not answer within ${formatDuration(ms)}`)), ms);
     timer.unref();
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));

@@ -9,7 +9,7 @@ import { scaled } from "@/lib/time";
  * How long a person waiting on a preview request may wait for the tenant's token (production
  * ms): beyond it there is no "later" for an HTTP call — the answer is 429 with Retry-After.
  */
-export const PREVIEW_MAX_WAIT_MS = 5_000;
+const PREVIEW_MAX_WAIT_MS = 5_000;
 
 export const previewQuerySchema = z.object({
   tenant: tenantSlugSchema,

@@ -10,4 +10,3 @@ export type SyncParams = z.infer<typeof syncParamsSchema>;
 
 /** The body of `POST /api/syncs`. */
 export const syncRequestSchema = syncParamsSchema.extend({ tenant: tenantSlugSchema }).strict();
-export type SyncRequest = z.input<typeof syncRequestSchema>;

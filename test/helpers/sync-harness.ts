@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import net from "node:net";
 import { vi } from "vitest";
 import type { Worker } from "bullmq";
+import { waitFor } from "./wait";
 
 /**
  * What a marketplace-sync test needs, against the real database, Redis and BullMQ: the
@@ -68,14 +69,8 @@ export async function startSyncHarness(options: { timeScale: number; pages: numb
       workers.push(w);
       return w;
     },
-    async waitFor<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 30_000): Promise<T> {
-      const end = Date.now() + timeoutMs;
-      for (;;) {
-        const value = await probe();
-        if (value) return value;
-        if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-        await new Promise((r) => setTimeout(r, 10));
-      }
+    waitFor<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 30_000): Promise<T> {
+      return waitFor(probe, { what, timeoutMs }) as Promise<T>;
     },
     /** Closes every worker started so far (their jobs stay in the queue as they are). */
     async stopWorkers() {

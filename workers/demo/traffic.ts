@@ -1,4 +1,5 @@
 import { createAgentRun } from "@/lib/agents/create-run";
+import { KINDS, type JobKind } from "@/lib/queues/catalog";
 import { createDocumentBatch } from "@/lib/documents/create-batch";
 import { samplePdf, samplePng, sampleText, truncatedPdf } from "@/lib/documents/sample-documents";
 import { createImport } from "@/lib/imports/create-import";
@@ -18,7 +19,7 @@ import { scaled, sleep } from "@/lib/time";
  */
 export const DEMO_TENANTS = Array.from({ length: 20 }, (_, i) => `demo-${String(i + 1).padStart(2, "0")}`);
 /** Production time between two pieces of work. */
-export const DEMO_INTERVAL_MS = 8_000;
+const DEMO_INTERVAL_MS = 8_000;
 /** A tenant's pack is topped up to this many units when it runs low. */
 const PACK_UNITS = 200;
 
@@ -44,84 +45,80 @@ export function demoCsv(rows: number, badEvery: number | null, random: Random): 
 }
 
 export interface DemoAction {
-  name: string;
+  /** The job kind it starts. */
+  name: JobKind;
   weight: number;
   run: (random: Random) => Promise<string>;
 }
 
-/** Each piece of work the demo starts, with how often (relative weight). */
-export const DEMO_ACTIONS: DemoAction[] = [
-  {
-    name: "import",
-    weight: 5,
-    run: async (random) => {
-      const tenant = pick(DEMO_TENANTS, random);
-      const roll = random();
-      // One in ten is far too big for its 10 min budget (~5.5 s a row): it times out, to be retried or split.
-      const rows = roll < 0.1 ? 1_500 : between(20, 120, random);
-      const badEvery = roll >= 0.1 && roll < 0.3 ? between(7, 15, random) : null;
-      const r = await createImport({ tenant, filename: `statement-${between(1000, 9999, random)}.csv`, bytes: demoCsv(rows, badEvery, random) });
-      return r.type === "created" ? `import of ${rows} rows for ${tenant}` : `import refused: ${r.message}`;
-    },
+/** The kinds the catalog puts in the demo's random mix (a numeric `demo.weight`). */
+type DemoKind = { [K in JobKind]: (typeof KINDS)[K]["demo"]["weight"] extends number ? K : never }[JobKind];
+
+/**
+ * How the demo starts each kind of the mix, through the same functions the API calls. Typed by
+ * the catalog: a kind given a demo weight there must have a starter here; how often each runs is
+ * the catalog's weight.
+ */
+const DEMO_STARTERS: Record<DemoKind, (random: Random) => Promise<string>> = {
+  csv_import: async (random) => {
+    const tenant = pick(DEMO_TENANTS, random);
+    const roll = random();
+    // One in ten is far too big for its 10 min budget (~5.5 s a row): it times out, to be retried or split.
+    const rows = roll < 0.1 ? 1_500 : between(20, 120, random);
+    const badEvery = roll >= 0.1 && roll < 0.3 ? between(7, 15, random) : null;
+    const r = await createImport({ tenant, filename: `statement-${between(1000, 9999, random)}.csv`, bytes: demoCsv(rows, badEvery, random) });
+    return r.type === "created" ? `import of ${rows} rows for ${tenant}` : `import refused: ${r.message}`;
   },
-  {
-    name: "documents",
-    weight: 2,
-    run: async (random) => {
-      const tenant = pick(DEMO_TENANTS, random);
-      const n = between(3, 12, random);
-      const files = Array.from({ length: n }, (_, i) => {
-        const kind = random();
-        if (kind < 0.05) return { filename: `scan-${i + 1}.pdf`, bytes: truncatedPdf() };
-        if (kind < 0.5) return { filename: `invoice-${i + 1}.pdf`, bytes: samplePdf([`Invoice ${between(1, 999, random)} from ${pick(COUNTERPARTIES, random)}`, `Total due: ${(random() * 2000).toFixed(2)} EUR`]) };
-        if (kind < 0.8) return { filename: `receipt-${i + 1}.png`, bytes: samplePng(320, 200) };
-        return { filename: `contract-${i + 1}.txt`, bytes: sampleText() };
-      });
-      const r = await createDocumentBatch({ tenant, files });
-      return r.type === "created" ? `OCR batch of ${n} documents for ${tenant}` : `OCR batch refused: ${r.message}`;
-    },
+  bulk_ocr: async (random) => {
+    const tenant = pick(DEMO_TENANTS, random);
+    const n = between(3, 12, random);
+    const files = Array.from({ length: n }, (_, i) => {
+      const kind = random();
+      if (kind < 0.05) return { filename: `scan-${i + 1}.pdf`, bytes: truncatedPdf() };
+      if (kind < 0.5) return { filename: `invoice-${i + 1}.pdf`, bytes: samplePdf([`Invoice ${between(1, 999, random)} from ${pick(COUNTERPARTIES, random)}`, `Total due: ${(random() * 2000).toFixed(2)} EUR`]) };
+      if (kind < 0.8) return { filename: `receipt-${i + 1}.png`, bytes: samplePng(320, 200) };
+      return { filename: `contract-${i + 1}.txt`, bytes: sampleText() };
+    });
+    const r = await createDocumentBatch({ tenant, files });
+    return r.type === "created" ? `OCR batch of ${n} documents for ${tenant}` : `OCR batch refused: ${r.message}`;
   },
-  {
-    name: "agent",
-    weight: 2,
-    run: async (random) => {
-      const interactive = random() < 0.6;
-      const tenant = pick(DEMO_TENANTS, random);
-      const steps = interactive ? between(2, 6, random) : between(8, 24, random);
-      await createAgentRun({ tenant, task: pick(TASKS, random), steps, interactive });
-      return `${interactive ? "interactive" : "batch"} agent run of ${steps} steps for ${tenant}`;
-    },
+  agent_run: async (random) => {
+    const interactive = random() < 0.6;
+    const tenant = pick(DEMO_TENANTS, random);
+    const steps = interactive ? between(2, 6, random) : between(8, 24, random);
+    await createAgentRun({ tenant, task: pick(TASKS, random), steps, interactive });
+    return `${interactive ? "interactive" : "batch"} agent run of ${steps} steps for ${tenant}`;
   },
-  {
-    name: "sync",
-    weight: 4,
-    run: async (random) => {
-      const tenant = pick(DEMO_TENANTS, random);
-      const family = pick(FAMILIES, random);
-      const r = await startSync({ tenant, family });
-      return r.existing ? `sync ${family}:${tenant} already ${r.status}` : `sync ${family}:${tenant}`;
-    },
+  marketplace_sync: async (random) => {
+    const tenant = pick(DEMO_TENANTS, random);
+    const family = pick(FAMILIES, random);
+    const r = await startSync({ tenant, family });
+    return r.existing ? `sync ${family}:${tenant} already ${r.status}` : `sync ${family}:${tenant}`;
   },
-  {
-    name: "generation",
-    weight: 3,
-    run: async (random) => {
-      const tenant = pick(DEMO_TENANTS, random);
-      const pack = await getPack(tenant);
-      if (!pack || pack.remaining < 5) await grantUnits({ tenant, units: PACK_UNITS });
-      // A handful of ads per tenant, so dislikes find cards to regenerate.
-      const adId = `00000000-0000-4000-8000-${String(DEMO_TENANTS.indexOf(tenant)).padStart(6, "0")}${String(between(1, 5, random)).padStart(6, "0")}`;
-      const kind = random() < 0.2 ? "dislike" : "generate";
-      try {
-        await createGeneration({ tenant, adId, kind });
-        return `${kind} card for ${tenant}`;
-      } catch (err) {
-        // A dislike of an ad without a card yet (or one already used) is refused: normal here.
-        return `${kind} refused for ${tenant}: ${(err as Error).message}`;
-      }
-    },
+  card_generation: async (random) => {
+    const tenant = pick(DEMO_TENANTS, random);
+    const pack = await getPack(tenant);
+    if (!pack || pack.remaining < 5) await grantUnits({ tenant, units: PACK_UNITS });
+    // A handful of ads per tenant, so dislikes find cards to regenerate.
+    const adId = `00000000-0000-4000-8000-${String(DEMO_TENANTS.indexOf(tenant)).padStart(6, "0")}${String(between(1, 5, random)).padStart(6, "0")}`;
+    const kind = random() < 0.2 ? "dislike" : "generate";
+    try {
+      await createGeneration({ tenant, adId, kind });
+      return `${kind} card for ${tenant}`;
+    } catch (err) {
+      // A dislike of an ad without a card yet (or one already used) is refused: normal here.
+      return `${kind} refused for ${tenant}: ${(err as Error).message}`;
+    }
   },
-];
+};
+
+/** Each piece of work the demo starts, with how often (the catalog's relative weight). */
+export const DEMO_ACTIONS: readonly DemoAction[] = (Object.keys(DEMO_STARTERS) as DemoKind[]).map((kind) => ({
+  name: kind,
+  weight: KINDS[kind].demo.weight,
+  run: DEMO_STARTERS[kind],
+}));
+
 
 /** Picks the next action by weight. */
 export function nextAction(random: Random, actions: readonly DemoAction[] = DEMO_ACTIONS): DemoAction {
@@ -151,7 +148,7 @@ export async function runDemoTraffic(options: { log: Logger; signal: AbortSignal
   };
   for (const action of DEMO_ACTIONS) await attempt(action);
   for (const tenant of DEMO_TENANTS.slice(0, 5)) {
-    for (const family of FAMILIES) await attempt({ name: "sync", weight: 0, run: async () => (await startSync({ tenant, family }), `sync ${family}:${tenant}`) });
+    for (const family of FAMILIES) await attempt({ name: "marketplace_sync", weight: 0, run: async () => (await startSync({ tenant, family }), `sync ${family}:${tenant}`) });
   }
   while (!signal.aborted) {
     await sleep(intervalMs, signal).catch(() => undefined);

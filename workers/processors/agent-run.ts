@@ -5,10 +5,10 @@ import { callTool, ToolError } from "@/lib/agents/tools";
 import { db, type Prisma } from "@/lib/db/client";
 import { ItemError, JobFailed } from "@/lib/jobs/errors";
 import { forEachItem } from "@/lib/jobs/for-each-item";
-import { countLabel } from "@/lib/jobs/run";
+import { countLabel } from "@/lib/jobs/messages";
 import { chatCompletion } from "@/lib/modelcalls/chat-completion";
 import { ModelCallError } from "@/lib/modelcalls/errors";
-import type { Processor } from "../runtime";
+import type { Processor } from "../processor";
 
 const storedStepsSchema = z.object({ steps: z.array(agentStepSchema) }).partial();
 

@@ -6,9 +6,9 @@ import { summariseDocument } from "@/lib/documents/summarise";
 import { ItemError, JobFailed } from "@/lib/jobs/errors";
 import { forEachItem } from "@/lib/jobs/for-each-item";
 import { itemSourceOf } from "@/lib/jobs/parts";
-import { countLabel } from "@/lib/jobs/run";
+import { countLabel } from "@/lib/jobs/messages";
 import { ModelCallError } from "@/lib/modelcalls/errors";
-import type { Processor } from "../runtime";
+import type { Processor } from "../processor";
 
 /**
  * `bulk_ocr`: for each stored document (JobFile, numbered 1…n), OCR, then one model pass that

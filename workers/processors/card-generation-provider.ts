@@ -24,7 +24,7 @@ export class ProviderError extends Error {
 }
 
 /** How often the poll asks for the status, within an attempt (production time). */
-export const POLL_EVERY_MS = 2_000;
+const POLL_EVERY_MS = 2_000;
 
 const statusSchema = z.object({ id: z.string(), status: z.enum(["running", "succeeded", "failed"]), error: z.string().optional() });
 const submitSchema = z.object({ id: z.string().min(1) });
@@ -49,7 +49,7 @@ export interface ProviderOptions {
  * Runs `fn` with up to `phase.attempts` attempts, each under its own timeout; the job's signal
  * ends everything at once (rejecting with its reason, unchanged). A refusal (4xx) is not retried.
  */
-export async function withAttempts<T>(name: string, phase: PhasePolicy, signal: AbortSignal, timeScale: number, log: Logger, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+async function withAttempts<T>(name: string, phase: PhasePolicy, signal: AbortSignal, timeScale: number, log: Logger, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
   let last: unknown;
   for (let attempt = 1; attempt <= phase.attempts; attempt++) {
     signal.throwIfAborted();

@@ -5,7 +5,7 @@ import { GENERATION_POLICY, WRITES } from "@/lib/quota/policy";
 import { claim, heartbeat, release, type Reserve } from "@/lib/quota/reserves";
 import { reserveTimings } from "@/lib/quota/settings";
 import { scaled } from "@/lib/time";
-import type { Processor } from "../runtime";
+import type { Processor } from "../processor";
 import { createProviderClient, ProviderError, type ProviderClient } from "./card-generation-provider";
 
 /** Real time a write transaction always gets, whatever the time scale (a database round trip does not shrink). */

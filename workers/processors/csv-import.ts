@@ -5,12 +5,12 @@ import { db } from "@/lib/db/client";
 import { ItemError, JobFailed } from "@/lib/jobs/errors";
 import { forEachItem } from "@/lib/jobs/for-each-item";
 import { itemSourceOf } from "@/lib/jobs/parts";
-import { countLabel } from "@/lib/jobs/run";
+import { countLabel } from "@/lib/jobs/messages";
 import { REQUIRED_COLUMNS } from "@/lib/imports/inspect-upload";
 import { rowProblem, transactionRowSchema } from "@/lib/imports/rows";
 import { ModelCallError } from "@/lib/modelcalls/errors";
 import { chooseCategory } from "@/lib/modelcalls/choose-category";
-import type { Processor } from "../runtime";
+import type { Processor } from "../processor";
 
 /**
  * `csv_import`: streams the stored file, validates each row, asks the model for a category and

@@ -1,11 +1,11 @@
 import { db } from "@/lib/db/client";
 import { JobFailed } from "@/lib/jobs/errors";
 import { forEachItem } from "@/lib/jobs/for-each-item";
-import { countLabel } from "@/lib/jobs/run";
+import { countLabel } from "@/lib/jobs/messages";
 import { fetchMarketplacePage, type MarketplacePageResult } from "@/lib/marketplace/client";
 import type { MarketplaceItem } from "@/lib/marketplace/schemas";
 import { syncParamsSchema } from "@/lib/syncs/schemas";
-import type { Processor } from "../runtime";
+import type { Processor } from "../processor";
 
 interface FetchedPage {
   page: number;

@@ -4,8 +4,8 @@ import { formatReminder } from "@/lib/invoices/reminder";
 import { overdueSweepParamsSchema } from "@/lib/invoices/schemas";
 import { JobFailed } from "@/lib/jobs/errors";
 import { forEachItem } from "@/lib/jobs/for-each-item";
-import { countLabel } from "@/lib/jobs/run";
-import type { Processor } from "../runtime";
+import { countLabel } from "@/lib/jobs/messages";
+import type { Processor } from "../processor";
 
 /** What the sweep counts on its job's `result` as it goes (in each item's transaction). */
 const tallySchema = z.object({ markedOverdue: z.number().int(), unchanged: z.number().int() }).partial();

@@ -2,6 +2,7 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PROVIDER_POLL } from "@/lib/quota/policy";
+import { waitFor } from "@/test/helpers/wait";
 import { cardPng, createImageSimulator, IMAGE_LATENCY, sampleRenderMs } from "./images";
 import { createRouter } from "./router";
 
@@ -27,8 +28,15 @@ describe("the image provider simulator", () => {
     expect(sim.submitted()).toBe(1);
     expect(await (await fetch(`${base}/generations/${id}`)).json()).toMatchObject({ id, status: "running" });
     expect((await fetch(`${base}/generations/${id}/image`)).status).toBe(409);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-    expect(await (await fetch(`${base}/generations/${id}`)).json()).toMatchObject({ status: "succeeded" });
+    // The render (200 s, 200 ms at this scale) ends by itself; the status it ends in is the check.
+    const ended = await waitFor(
+      async () => {
+        const body = (await (await fetch(`${base}/generations/${id}`)).json()) as { status: string };
+        return body.status !== "running" && body;
+      },
+      { timeoutMs: 10_000, what: "the render to end" },
+    );
+    expect(ended).toMatchObject({ status: "succeeded" });
     const image = Buffer.from(await (await fetch(`${base}/generations/${id}/image`)).arrayBuffer());
     expect(image.equals(cardPng(id))).toBe(true);
     expect(await (await fetch(`${base}/generations/${id}/qa`, { method: "POST", body: "{}" })).json()).toEqual({ id, verdict: "defect" });

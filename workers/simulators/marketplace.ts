@@ -9,7 +9,7 @@ import { HttpError, errorBody, sendJson, type Route } from "./router";
 const log = logger("simulators.marketplace");
 
 /** Latency of one page in production: 40–200 ms, uniform (a paginated read API, not a model). */
-export function sampleMarketplaceLatencyMs(random: () => number = Math.random): number {
+function sampleMarketplaceLatencyMs(random: () => number = Math.random): number {
   return 40 + random() * 160;
 }
 

@@ -24,7 +24,7 @@ export const OCR_LATENCY = {
 } as const;
 
 /** The largest document the simulated service reads; above every upload limit Bounded allows. */
-export const OCR_MAX_BODY_BYTES = 32 * 1024 * 1024;
+const OCR_MAX_BODY_BYTES = 32 * 1024 * 1024;
 
 /** One call's latency in production milliseconds (not yet time-scaled). Pure given `random`. */
 export function sampleOcrLatencyMs(random: () => number = Math.random): number {

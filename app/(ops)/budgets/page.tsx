@@ -1,4 +1,5 @@
-import { formatBudget, formatDuration } from "@/lib/budgets/format";
+import { formatBudget } from "@/lib/budgets/format";
+import { formatAgo, formatDuration } from "@/lib/format/duration";
 import { formatRatio, getBudgetReport, type BudgetRisk, type BudgetRow, type LiveWorker, type RiskEstimate } from "@/lib/budgets/report";
 import { fmtInt, fmtTime } from "../../components/format";
 import { requirePageViewer } from "@/lib/auth/principal";
@@ -317,7 +318,7 @@ function WorkerRow({ worker, timeScale }: { worker: LiveWorker; timeScale: numbe
         ) : null}
       </td>
       <td>{fmtTime(worker.startedAt)}</td>
-      <td className="num">{worker.ageMs < 2000 ? "just now" : `${formatDuration(worker.ageMs)} ago`}</td>
+      <td className="num">{formatAgo(worker.ageMs)}</td>
     </tr>
   );
 }

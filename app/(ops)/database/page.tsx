@@ -1,4 +1,5 @@
 import { sampleTableActivity } from "@/lib/database/table-stats";
+import { formatDuration } from "@/lib/format/duration";
 import { fmtInt } from "../../components/format";
 import { requirePageViewer } from "@/lib/auth/principal";
 
@@ -18,7 +19,7 @@ export default async function DatabasePage() {
         <div>
           <h1>Database</h1>
           <p className="muted">
-            Table activity per second over the last {(intervalMs / 1000).toFixed(1)} s (two snapshots of <code>pg_stat_user_tables</code>). Reload to sample again.
+            Table activity per second over the last {formatDuration(intervalMs)} (two snapshots of <code>pg_stat_user_tables</code>). Reload to sample again.
           </p>
         </div>
       </div>

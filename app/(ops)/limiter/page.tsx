@@ -1,7 +1,8 @@
 import Link from "next/link";
 import { requirePageViewer } from "@/lib/auth/principal";
 import { getLimiterReport, LIMITER_RANGES, limiterQuerySchema, type LimiterRange, type LimiterReport } from "@/lib/ratelimit/report";
-import { fmtDuration, fmtInt, fmtTime } from "../../components/format";
+import { formatDuration, formatSeconds } from "@/lib/format/duration";
+import { fmtInt, fmtTime } from "../../components/format";
 import { RescheduleChart } from "./reschedule-chart";
 import styles from "./limiter.module.css";
 
@@ -59,7 +60,7 @@ export default async function LimiterPage({ searchParams }: { searchParams: Prom
         </div>
         <div className="stat">
           <div className="label">Time spent waiting for windows</div>
-          <div className="value">{fmtDuration(r.totals.waitSeconds)}</div>
+          <div className="value">{formatDuration(r.totals.waitSeconds * 1000)}</div>
         </div>
         <div className="stat">
           <div className="label">Waiting in delayed now</div>
@@ -97,11 +98,11 @@ export default async function LimiterPage({ searchParams }: { searchParams: Prom
                   <dt>reschedules</dt>
                   <dd data-series={s.key}>{fmtInt(s.reschedules)}</dd>
                   <dt>time waiting</dt>
-                  <dd>{fmtDuration(s.waitSeconds)}</dd>
+                  <dd>{formatDuration(s.waitSeconds * 1000)}</dd>
                   <dt>mean wait</dt>
-                  <dd>{fmtDuration(s.waitSeconds / Math.max(1, s.reschedules))}</dd>
+                  <dd>{formatDuration((s.waitSeconds * 1000) / Math.max(1, s.reschedules))}</dd>
                   <dt>longest wait</dt>
-                  <dd>{fmtDuration(s.maxWaitSeconds)}</dd>
+                  <dd>{formatDuration(s.maxWaitSeconds * 1000)}</dd>
                 </dl>
               </div>
             ))
@@ -141,10 +142,10 @@ export default async function LimiterPage({ searchParams }: { searchParams: Prom
                         "—"
                       ) : d.overdue ? (
                         <span className="badge bad" title={`queue state: ${d.queueState ?? "unknown"}`}>
-                          {fmtDuration(-d.dueInSeconds)} overdue
+                          {formatDuration(-d.dueInSeconds * 1000)} overdue
                         </span>
                       ) : d.dueInSeconds > 0 ? (
-                        `in ${fmtDuration(d.dueInSeconds)}`
+                        `in ${formatDuration(d.dueInSeconds * 1000)}`
                       ) : (
                         "now"
                       )}
@@ -161,7 +162,7 @@ export default async function LimiterPage({ searchParams }: { searchParams: Prom
           </div>
         )}
         <p className="small muted" style={{ marginBottom: 0 }}>
-          A delayed job is never reaped; one still delayed {fmtDuration(r.overdueAfterSeconds)} after its wake-up time is flagged here and on the stuck page.
+          A delayed job is never reaped; one still delayed {formatDuration(r.overdueAfterSeconds * 1000)} after its wake-up time is flagged here and on the stuck page.
         </p>
       </section>
 
@@ -187,7 +188,7 @@ export default async function LimiterPage({ searchParams }: { searchParams: Prom
                       <td>{t.tenant}</td>
                       <td className={`mono small ${styles.nowrap}`}>{t.families.join(", ")}</td>
                       <td className="num">{fmtInt(t.reschedules)}</td>
-                      <td className="num">{fmtDuration(t.waitSeconds)}</td>
+                      <td className="num">{formatDuration(t.waitSeconds * 1000)}</td>
                     </tr>
                   ))}
                 </tbody>
@@ -216,7 +217,7 @@ export default async function LimiterPage({ searchParams }: { searchParams: Prom
                       {fmtInt(b.capacity)} token{b.capacity === 1 ? "" : "s"}
                     </td>
                     <td className={`num ${styles.nowrap}`}>
-                      {fmtInt(b.refillPerWindow)} per {fmtDuration(b.windowSeconds)}
+                      {fmtInt(b.refillPerWindow)} per {formatSeconds(b.windowSeconds * 1000)}
                     </td>
                     <td className={`small muted ${styles.why}`}>{b.why}</td>
                   </tr>
@@ -256,8 +257,8 @@ export default async function LimiterPage({ searchParams }: { searchParams: Prom
                       </span>
                       {fmtTokens(b.tokens)} of {fmtInt(b.capacity)}
                     </td>
-                    <td className="num">{b.nextTokenSeconds <= 0 ? "available" : `in ${fmtDuration(b.nextTokenSeconds)}`}</td>
-                    <td className="num">{b.fullSeconds <= 0 ? "full" : `in ${fmtDuration(b.fullSeconds)}`}</td>
+                    <td className="num">{b.nextTokenSeconds <= 0 ? "available" : `in ${formatDuration(b.nextTokenSeconds * 1000)}`}</td>
+                    <td className="num">{b.fullSeconds <= 0 ? "full" : `in ${formatDuration(b.fullSeconds * 1000)}`}</td>
                   </tr>
                 ))}
               </tbody>

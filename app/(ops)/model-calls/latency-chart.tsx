@@ -2,7 +2,8 @@
 
 import { Bar, BarChart, CartesianGrid, Legend, ReferenceLine, Tooltip, XAxis, YAxis, type TooltipContentProps } from "recharts";
 import { BUCKET_COUNT, logPosition } from "@/lib/modelcalls/buckets";
-import { AXIS_TICKS_MS, fmtMs } from "./format";
+import { formatDuration, formatDurationRounded } from "@/lib/format/duration";
+import { AXIS_TICKS_MS } from "./format";
 import styles from "./model-calls.module.css";
 
 /** One bar: a latency bucket with its calls per outcome (a plain DTO from the server page). */
@@ -36,7 +37,11 @@ function BucketTooltip({ active, payload }: TooltipContentProps) {
     <div className={styles.tooltip}>
       <div>
         <strong>
-          {p.bucket === 0 ? "under " + fmtMs(p.upperMs ?? 0) : p.upperMs === null ? `${fmtMs(p.lowerMs)} and more` : `${fmtMs(p.lowerMs)} – ${fmtMs(p.upperMs)}`}
+          {p.bucket === 0
+            ? "under " + formatDurationRounded(p.upperMs ?? 0)
+            : p.upperMs === null
+              ? `${formatDurationRounded(p.lowerMs)} and more`
+              : `${formatDurationRounded(p.lowerMs)} – ${formatDurationRounded(p.upperMs)}`}
         </strong>
       </div>
       <div>
@@ -95,7 +100,7 @@ export function LatencyChart({ buckets, perItemMs, label }: { buckets: ChartBuck
             strokeWidth={2}
             strokeDasharray="6 4"
             ifOverflow="extendDomain"
-            label={{ value: `per-item budget ${fmtMs(perItemMs)}`, position: "top", fill: "#2458d3", fontSize: 12 }}
+            label={{ value: `per-item budget ${formatDuration(perItemMs)}`, position: "top", fill: "#2458d3", fontSize: 12 }}
           />
         ) : null}
       </BarChart>

@@ -10,7 +10,8 @@ import {
   type PerItemBudget,
 } from "@/lib/modelcalls/queries";
 import { fmtInt, fmtTime } from "../../components/format";
-import { fmtMs, RANGE_LABEL } from "./format";
+import { formatDuration, formatDurationRounded } from "@/lib/format/duration";
+import { RANGE_LABEL } from "./format";
 import { LatencyChart, type ChartBucket } from "./latency-chart";
 import styles from "./model-calls.module.css";
 import { requirePageViewer } from "@/lib/auth/principal";
@@ -151,7 +152,8 @@ function Select({ name, label, values, current }: { name: string; label: string;
 }
 
 function pct(e: PercentileEstimate | null): string {
-  return e ? `≈ ${fmtMs(e.ms)}` : "—";
+  // An estimate from the histogram's buckets: the "≈" is said here, once.
+  return e ? `≈ ${formatDurationRounded(e.ms)}` : "—";
 }
 
 function SummaryList({ title, s, testId }: { title: string; s: LatencySummary; testId: string }) {
@@ -170,9 +172,9 @@ function SummaryList({ title, s, testId }: { title: string; s: LatencySummary; t
             <dt>p99</dt>
             <dd data-stat="p99">{pct(s.p99)}</dd>
             <dt>max</dt>
-            <dd data-stat="max">{s.maxMs !== null ? fmtMs(s.maxMs) : "—"}</dd>
+            <dd data-stat="max">{s.maxMs !== null ? formatDuration(s.maxMs) : "—"}</dd>
             <dt>mean</dt>
-            <dd data-stat="mean">{s.meanMs !== null ? fmtMs(s.meanMs) : "—"}</dd>
+            <dd data-stat="mean">{s.meanMs !== null ? formatDuration(s.meanMs) : "—"}</dd>
             <dt>calls</dt>
             <dd data-stat="total">{fmtInt(s.total)}</dd>
           </dl>
@@ -206,8 +208,8 @@ function BudgetNote({ kind, budget }: { kind: string | undefined; budget: PerIte
   }
   return (
     <p className={`small ${styles.budget}`} data-testid="per-item-budget">
-      <strong>Per-item budget {fmtMs(budget.perItemMs)}</strong> (dashed line): the soft budget of <span className="mono">{budget.queue}</span>,{" "}
-      {fmtMs(budget.softMs)}, over the median job size of {fmtInt(Math.round(budget.medianItems))} items ({fmtInt(budget.jobs)}{" "}
+      <strong>Per-item budget {formatDuration(budget.perItemMs)}</strong> (dashed line): the soft budget of <span className="mono">{budget.queue}</span>,{" "}
+      {formatDuration(budget.softMs)}, over the median job size of {fmtInt(Math.round(budget.medianItems))} items ({fmtInt(budget.jobs)}{" "}
       {budget.jobs === 1 ? "job" : "jobs"} of the last 7 days): what one item may take on average for a typical job to fit its budget. When an item
       costs about one call, calls right of the line are items typical jobs cannot afford.
     </p>
@@ -216,7 +218,7 @@ function BudgetNote({ kind, budget }: { kind: string | undefined; budget: PerIte
 
 function chartLabel(h: LatencyHistogram): string {
   const s = h.summary;
-  return `Histogram of ${fmtInt(s.total)} ${TYPE_LABEL[h.type]} by latency: p50 ${pct(s.p50)}, p99 ${pct(s.p99)}, max ${s.maxMs !== null ? fmtMs(s.maxMs) : "unknown"}.`;
+  return `Histogram of ${fmtInt(s.total)} ${TYPE_LABEL[h.type]} by latency: p50 ${pct(s.p50)}, p99 ${pct(s.p99)}, max ${s.maxMs !== null ? formatDuration(s.maxMs) : "unknown"}.`;
 }
 
 const capitalise = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);

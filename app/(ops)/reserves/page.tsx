@@ -1,5 +1,6 @@
 import { requirePageViewer } from "@/lib/auth/principal";
 import { getReservesReport, type ReservesReport } from "@/lib/quota/report";
+import { formatDuration, formatDurationRounded, formatSeconds } from "@/lib/format/duration";
 import { fmtInt, fmtTime } from "../../components/format";
 import { AgeChart, ReclaimedChart } from "./reserves-charts";
 import styles from "./reserves.module.css";
@@ -7,22 +8,15 @@ import styles from "./reserves.module.css";
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Reserves" };
 
-const fmtS = (ms: number) => `${fmtInt(Math.round(ms / 1000))} s`;
 const units = (n: number) => `${fmtInt(n)} ${n === 1 ? "unit" : "units"}`;
 const releases = (n: number) => `${fmtInt(n)} ${n === 1 ? "release" : "releases"}`;
-const fmtMin = (ms: number) => {
-  const m = ms / 60_000;
-  if (m >= 48 * 60) return `${fmtInt(Math.round(m / 1440))} d`;
-  if (m >= 120) return `${fmtInt(Math.round(m / 60))} h`;
-  return `${Number.isInteger(m) ? m : m.toFixed(1)} min`;
-};
 
 export default async function ReservesPage() {
   // Checked here, not only in the layout: a client navigation renders the page without it.
   await requirePageViewer("/reserves");
   const r = await getReservesReport();
   const p = r.policy;
-  const ageLabel = `Live reserves by age: ${r.live.count} live; worst case of a generation ${fmtMin(p.worstCaseMs)}, sweep window ${fmtMin(p.windowMs)}`;
+  const ageLabel = `Live reserves by age: ${r.live.count} live; worst case of a generation ${formatDuration(p.worstCaseMs)}, sweep window ${formatDuration(p.windowMs)}`;
   return (
     <main className="page">
       <div className="page-head">
@@ -64,17 +58,17 @@ export default async function ReservesPage() {
             <dt>of kind dislike</dt>
             <dd>{units(r.live.byKind.dislike)}</dd>
             <dt>median age</dt>
-            <dd>{r.live.medianMs !== null ? fmtMin(Math.round(r.live.medianMs / 6000) * 6000) : "—"}</dd>
+            <dd>{r.live.medianMs !== null ? formatDurationRounded(r.live.medianMs) : "—"}</dd>
             <dt>oldest</dt>
-            <dd data-stat="oldest">{r.live.oldestMs !== null ? fmtMin(Math.round(r.live.oldestMs / 6000) * 6000) : "—"}</dd>
+            <dd data-stat="oldest">{r.live.oldestMs !== null ? formatDurationRounded(r.live.oldestMs) : "—"}</dd>
             <dt>past worst case, alive</dt>
             <dd>{units(r.live.pastWorstCase)}</dd>
             <dt>silent past lease</dt>
             <dd>{units(r.live.silent)}</dd>
           </dl>
           <p className="small muted">
-            Taken back only when older than {fmtMin(p.windowMs)} <strong>and</strong> silent for more than {fmtMin(p.leaseMs)} (heartbeat every{" "}
-            {fmtS(p.heartbeatMs)}). A slow generation that still heartbeats keeps its unit.
+            Taken back only when older than {formatDuration(p.windowMs)} <strong>and</strong> silent for more than {formatDuration(p.leaseMs)} (heartbeat every{" "}
+            {formatSeconds(p.heartbeatMs)}). A slow generation that still heartbeats keeps its unit.
           </p>
         </aside>
       </div>
@@ -129,17 +123,17 @@ function Headlines({ r }: { r: ReservesReport }) {
       <div className={`stat ${safe ? "" : "alert"}`}>
         <div className="label">Sweep window against the worst case × {p.margin}</div>
         <div className="value" data-stat="window-vs-needed">
-          {fmtMin(p.windowMs)} {safe ? "≥" : "<"} {fmtMin(p.neededMs)}
+          {formatDuration(p.windowMs)} {safe ? "≥" : "<"} {formatDuration(p.neededMs)}
         </div>
         <div className="small muted">
-          worst case {fmtMin(p.worstCaseMs)} ({fmtS(p.worstCaseMs)}); {safe ? `${fmtS(p.windowMs - p.neededMs)} to spare` : "too short: workers refuse to start"}
+          worst case {formatDuration(p.worstCaseMs)} ({formatSeconds(p.worstCaseMs)}); {safe ? `${formatSeconds(p.windowMs - p.neededMs)} to spare` : "too short: workers refuse to start"}
         </div>
       </div>
       <div className={`stat ${r.live.silent > 0 ? "alert" : ""}`}>
         <div className="label">Units held by running generations</div>
         <div className="value">{plural(r.live.count, "unit", "units")}</div>
         <div className="small muted">
-          {plural(r.live.silent, "reserve", "reserves")} silent past the {fmtMin(p.leaseMs)} lease; oldest {r.live.oldestMs !== null ? fmtMin(Math.round(r.live.oldestMs / 6000) * 6000) : "—"}
+          {plural(r.live.silent, "reserve", "reserves")} silent past the {formatDuration(p.leaseMs)} lease; oldest {r.live.oldestMs !== null ? formatDurationRounded(r.live.oldestMs) : "—"}
         </div>
       </div>
       <div className="stat">
@@ -223,32 +217,32 @@ function PolicyTable({ r }: { r: ReservesReport }) {
             {p.terms.map((t) => (
               <tr key={t.name}>
                 <td>{t.name}</td>
-                <td className="num">{fmtS(t.eachMs)}</td>
+                <td className="num">{formatSeconds(t.eachMs)}</td>
                 <td className="num">× {t.attempts}</td>
                 <td className="num">× {t.times}</td>
-                <td className="num">= {fmtS(t.totalMs)}</td>
+                <td className="num">= {formatSeconds(t.totalMs)}</td>
                 <td className="small">{t.why}</td>
               </tr>
             ))}
             <tr className={styles.total}>
               <td colSpan={4}>worst case of one generation</td>
               <td className="num" data-stat="worst-case">
-                {fmtS(p.worstCaseMs)}
+                {formatSeconds(p.worstCaseMs)}
               </td>
-              <td className="small">{fmtMin(p.worstCaseMs)}</td>
+              <td className="small">{formatDuration(p.worstCaseMs)}</td>
             </tr>
             <tr>
               <td colSpan={4}>× margin {p.margin}: the shortest safe sweep window</td>
-              <td className="num">{fmtS(p.neededMs)}</td>
-              <td className="small">{fmtMin(p.neededMs)}</td>
+              <td className="num">{formatSeconds(p.neededMs)}</td>
+              <td className="small">{formatDuration(p.neededMs)}</td>
             </tr>
             <tr className={styles.total}>
               <td colSpan={4}>sweep window ({p.windowSource})</td>
               <td className="num" data-stat="window">
-                {fmtS(p.windowMs)}
+                {formatSeconds(p.windowMs)}
               </td>
               <td className="small">
-                {fmtMin(p.windowMs)}: {p.windowWhy}. {p.windowMs >= p.neededMs ? `${fmtS(p.windowMs - p.neededMs)} to spare.` : "TOO SHORT."}
+                {formatDuration(p.windowMs)}: {p.windowWhy}. {p.windowMs >= p.neededMs ? `${formatSeconds(p.windowMs - p.neededMs)} to spare.` : "TOO SHORT."}
               </td>
             </tr>
           </tbody>
@@ -293,7 +287,7 @@ function LateTable({ r }: { r: ReservesReport }) {
                       {l.resolution === "debt" ? (l.debtSettledAt ? "debt, settled" : "debt, open") : l.resolution === "charged" ? "charged again" : "nothing to charge"}
                     </span>
                   </td>
-                  <td className="num">{fmtMin(Math.round(l.heldMs / 6000) * 6000)}</td>
+                  <td className="num">{formatDurationRounded(l.heldMs)}</td>
                 </tr>
               ))}
             </tbody>

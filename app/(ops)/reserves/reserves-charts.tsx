@@ -1,6 +1,7 @@
 "use client";
 
 import { Bar, BarChart, CartesianGrid, Legend, ReferenceLine, Tooltip, XAxis, YAxis } from "recharts";
+import { formatDuration } from "@/lib/format/duration";
 import styles from "./reserves.module.css";
 
 const COLORS = { generate: "#2458d3", dislike: "#d08a00" } as const;
@@ -37,8 +38,8 @@ export function AgeChart({ buckets, worstCaseMin, windowMin, label }: { buckets:
         <Legend verticalAlign="bottom" height={28} iconType="square" wrapperStyle={{ fontSize: 13 }} />
         <Bar dataKey="generate" name="generate" stackId="kind" fill={COLORS.generate} isAnimationActive={false} />
         <Bar dataKey="dislike" name="dislike" stackId="kind" fill={COLORS.dislike} isAnimationActive={false} />
-        <ReferenceLine x={worstCaseMin} stroke="#5b6270" strokeWidth={2} strokeDasharray="6 4" label={{ value: `worst case ${worstCaseMin} min`, position: "top", fill: "#5b6270", fontSize: 12 }} />
-        <ReferenceLine x={windowMin} stroke="#c0392b" strokeWidth={2} label={{ value: `sweep window ${windowMin} min`, position: "top", fill: "#c0392b", fontSize: 12, offset: 14 }} />
+        <ReferenceLine x={worstCaseMin} stroke="#5b6270" strokeWidth={2} strokeDasharray="6 4" label={{ value: `worst case ${formatDuration(worstCaseMin * 60_000)}`, position: "top", fill: "#5b6270", fontSize: 12 }} />
+        <ReferenceLine x={windowMin} stroke="#c0392b" strokeWidth={2} label={{ value: `sweep window ${formatDuration(windowMin * 60_000)}`, position: "top", fill: "#c0392b", fontSize: 12, offset: 14 }} />
       </BarChart>
     </div>
   );

@@ -1,9 +1,9 @@
 import Link from "next/link";
 import { env } from "@/lib/env";
-import { listOverdueDelayedJobs, listRecentlyReaped, listStuckJobs, reapGraceMs, reaperIntervalMs, type StuckReason } from "@/lib/jobs/stuck";
-import { db } from "@/lib/db/client";
+import { formatDuration, formatDurationRounded } from "@/lib/format/duration";
+import { getStuckCounts, listOverdueDelayedJobs, listRecentlyReaped, listStuckJobs, reapGraceMs, reaperIntervalMs, type StuckReason } from "@/lib/jobs/stuck";
 import { StatusBadge } from "../../components/status-badge";
-import { fmtAgo, fmtDuration, fmtInt, fmtTime } from "../../components/format";
+import { fmtAgo, fmtInt, fmtTime } from "../../components/format";
 import { requirePageViewer } from "@/lib/auth/principal";
 
 export const dynamic = "force-dynamic";
@@ -18,13 +18,7 @@ const REASON: Record<StuckReason, string> = {
 export default async function StuckPage() {
   // Checked here, not only in the layout: a client navigation renders the page without it.
   await requirePageViewer("/stuck");
-  const [stuck, reaped, delayed, reapedToday, overdue] = await Promise.all([
-    listStuckJobs(),
-    listRecentlyReaped(),
-    db().job.count({ where: { status: "delayed" } }),
-    db().job.count({ where: { status: "abandoned", finishedAt: { gte: new Date(Date.now() - 24 * 3600_000) } } }),
-    listOverdueDelayedJobs(),
-  ]);
+  const [stuck, reaped, { delayed, reapedLastDay }, overdue] = await Promise.all([listStuckJobs(), listRecentlyReaped(), getStuckCounts(), listOverdueDelayedJobs()]);
   const byKind = new Map<string, typeof stuck>();
   for (const s of stuck) byKind.set(s.kind, [...(byKind.get(s.kind) ?? []), s]);
   const scale = env().BOUNDED_TIME_SCALE;
@@ -35,7 +29,7 @@ export default async function StuckPage() {
           <h1>Stuck jobs</h1>
           <p className="muted">
             Jobs that are not finished and are silent, past their soft budget, or still waiting for a worker. The reaper abandons a job that stays silent past its
-            hard limit (it looks every {fmtDuration(reaperIntervalMs() / 1000)}, with a grace of {fmtDuration(reapGraceMs() / 1000)}, real time).
+            hard limit (it looks every {formatDuration(reaperIntervalMs())}, with a grace of {formatDuration(reapGraceMs())}, real time).
             {scale !== 1 ? ` Ages and budgets are in production units (time scale ${scale}).` : ""}
           </p>
         </div>
@@ -52,7 +46,7 @@ export default async function StuckPage() {
         </Link>
         <Link className="stat" href="/jobs?status=abandoned">
           <div className="label">Reaped in the last 24 h</div>
-          <div className="value">{fmtInt(reapedToday)}</div>
+          <div className="value">{fmtInt(reapedLastDay)}</div>
         </Link>
       </section>
 
@@ -96,7 +90,7 @@ export default async function StuckPage() {
                       </td>
                       <td>{j.reasons.map((r) => REASON[r]).join(", ")}</td>
                       <td className="num">
-                        {fmtDuration(j.ageMs / 1000)} / {fmtDuration(j.budgetSoftMs / 1000)}{" "}
+                        {formatDurationRounded(j.ageMs)} / {formatDuration(j.budgetSoftMs)}{" "}
                         <strong style={{ color: j.budgetUsed > 1 ? "var(--bad)" : undefined }}>({Math.round(j.budgetUsed * 100)} %)</strong>
                       </td>
                       <td>{j.heartbeatAt ? fmtAgo(j.heartbeatAt) : "never"}</td>
@@ -143,7 +137,7 @@ export default async function StuckPage() {
                     <td className="mono">{d.kind}</td>
                     <td>{d.tenant}</td>
                     <td className="small">{fmtTime(d.wakeUpAt)}</td>
-                    <td className="num">{fmtDuration(d.overdueMs / 1000)}</td>
+                    <td className="num">{formatDurationRounded(d.overdueMs)}</td>
                     <td className="mono">{d.queueState}</td>
                   </tr>
                 ))}

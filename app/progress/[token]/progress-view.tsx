@@ -5,7 +5,8 @@ import { useState } from "react";
 import type { Progress } from "@/lib/jobs/queries";
 import { STATUS_LABEL } from "@/lib/jobs/statuses";
 import { StatusBadge, statusTone } from "../../components/status-badge";
-import { fmtAgo, fmtDuration, fmtInt } from "../../components/format";
+import { formatDurationRounded, formatWaitSeconds } from "@/lib/format/duration";
+import { fmtAgo, fmtInt } from "../../components/format";
 
 /** One query-options factory per polled resource; polling stops by itself once the job is terminal. */
 export function progressQuery(token: string, initialData: Progress) {
@@ -82,9 +83,9 @@ function View({ token, initial }: { token: string; initial: Progress }) {
             <span className="big">{p.terminal
                 ? "—"
                 : p.waitSeconds !== undefined
-                  ? `waiting ${fmtDuration(p.waitSeconds)}`
+                  ? `waiting ${formatWaitSeconds(p.waitSeconds * 1000)}`
                   : p.etaSeconds !== null
-                    ? `about ${fmtDuration(p.etaSeconds)}`
+                    ? `about ${formatDurationRounded(p.etaSeconds * 1000)}`
                     : waitingToStart
                       ? "waiting to start"
                       : "estimating…"}</span>

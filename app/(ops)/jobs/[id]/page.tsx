@@ -2,12 +2,13 @@ import Link from "next/link";
 import { notFound } from "next/navigation";
 import { getJob } from "@/lib/jobs/queries";
 import { StatusBadge, statusTone } from "../../../components/status-badge";
-import { fmtDuration, fmtInt, fmtTime } from "../../../components/format";
+import { fmtInt, fmtTime } from "../../../components/format";
+import { formatDuration } from "@/lib/format/duration";
 import { requirePageViewer } from "@/lib/auth/principal";
 import { hasRole } from "@/lib/auth/roles";
 import { MAX_BUDGET_FACTOR, RETRYABLE_STATUSES } from "@/lib/jobs/retry";
 import { MAX_PARTS, MIN_PARTS, planSplit } from "@/lib/jobs/split";
-import { nounOf } from "@/lib/jobs/run";
+import { nounOf } from "@/lib/jobs/messages";
 import { STATUS_LABEL } from "@/lib/jobs/statuses";
 import { RetryForm } from "./retry-form";
 import { SplitForm } from "./split-form";
@@ -197,7 +198,7 @@ export default async function JobPage({ params, searchParams }: { params: Promis
             <dd className="mono">{job.queue}</dd>
             <dt>Budget</dt>
             <dd>
-              soft {fmtDuration(job.budgetSoftMs / 1000)}, hard {fmtDuration(job.budgetHardMs / 1000)}{" "}
+              soft {formatDuration(job.budgetSoftMs)}, hard {formatDuration(job.budgetHardMs)}{" "}
               <span className="muted small">({job.budgetSource})</span>
             </dd>
             <dt>Cursor</dt>

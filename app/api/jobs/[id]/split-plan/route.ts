@@ -1,20 +1,13 @@
-import { errorResponse, parseQuery, route } from "@/lib/http/api";
+import { operatorRoute } from "@/lib/http/operator";
 import { planSplit, splitRequestSchema } from "@/lib/jobs/split";
 import { describeSplit } from "@/lib/jobs/split-messages";
 
 export const dynamic = "force-dynamic";
 
-/** Operator: the proposed split of a job (`?parts=` to see another k), with its arithmetic. Changes nothing. */
-export const GET = route<{ params: Promise<{ id: string }> }>(
-  "operator",
-  async (request, { params }) => {
-    const { id } = await params;
-    const r = await planSplit(id, parseQuery(request, splitRequestSchema.strip()));
-    if (r.type !== "plan") {
-      const d = describeSplit(r);
-      return errorResponse(d.status, d.code, d.message);
-    }
-    return Response.json(r.plan);
-  },
-  "GET /api/jobs/:id/split-plan",
-);
+/** Operator: the proposed split of a job (`?parts=` to see another k), with its arithmetic. Changes nothing, so it is not audited. */
+export const GET = operatorRoute({
+  name: "GET /api/jobs/:id/split-plan",
+  input: { query: splitRequestSchema.strip() },
+  run: (input, { params }: { params: { id: string } }) => planSplit(params.id, input),
+  describe: describeSplit,
+});

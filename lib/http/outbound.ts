@@ -1,0 +1,230 @@
+import http from "node:http";
+import https from "node:https";
+import { scaled } from "@/lib/time";
+import { describeError, snippet } from "./describe";
+
+/**
+ * Outbound HTTP to the outside services (model endpoint, OCR, marketplace): sending one request
+ * with the job's signal and an optional per-request time limit, classifying what came back, the
+ * wait a server asks for (`Retry-After`), the retry backoff, and the words for a failure. The
+ * clients keep what is theirs: the body they send, how they read an answer, their retry policy
+ * and what they record.
+ */
+
+export interface OutboundRequest {
+  /** @defaultValue "POST" when there is a body, else "GET" */
+  method?: string;
+  url: URL;
+  headers?: Record<string, string>;
+  /** Sent as is, with its `content-length`; the caller names its `content-type`. */
+  body?: string | Uint8Array;
+  /**
+   * The job's signal. When it aborts, the request is cut and the call rejects with
+   * `signal.reason` itself — never wrapped — so callers tell a deadline from an outside failure
+   * by that exact object.
+   */
+  signal?: AbortSignal;
+  /**
+   * This one request's time limit (real ms); running out is a `timeout` failure, not an abort.
+   * @defaultValue none: the signal is the only limit, because model calls take up to ~11 min
+   */
+  timeoutMs?: number;
+}
+
+export interface OutboundResponse {
+  status: number;
+  /** A response header by case-insensitive name (the first value when repeated). */
+  header(name: string): string | undefined;
+  body: string;
+}
+
+/** Sends one request and reads the whole response; rejects on network errors and on abort. */
+export type SendRequest = (request: OutboundRequest) => Promise<OutboundResponse>;
+
+/**
+ * One request over node:http(s) rather than `fetch`: Node's fetch gives up on a response whose
+ * headers take longer than 300 s (undici's `headersTimeout`, not configurable without the undici
+ * package), and production model calls take up to ~11 min. Only `signal` (and `timeoutMs`, as
+ * `attemptRequest` applies it) limits the time. Any status resolves; an abort rejects with the
+ * signal's reason.
+ */
+export const sendRequest: SendRequest = ({ method, url, headers = {}, body, signal }) =>
+  new Promise<OutboundResponse>((resolve, reject) => {
+    // Whatever the socket reports once the signal has fired, the signal's reason is what happened.
+    const fail = (err: unknown) => reject(signal?.aborted ? signal.reason : err);
+    if (signal?.aborted) return fail(signal.reason);
+    const transport = url.protocol === "https:" ? https : http;
+    const request = transport.request(
+      url,
+      {
+        method: method ?? (body === undefined ? "GET" : "POST"),
+        headers: body === undefined ? headers : { ...headers, "content-length": Buffer.byteLength(body) },
+        signal,
+      },
+      (response) => {
+        const chunks: Buffer[] = [];
+        response.on("data", (chunk: Buffer) => chunks.push(chunk));
+        response.on("error", fail);
+        // A connection cut mid-body ends the stream without `complete`; resolve() already won otherwise.
+        response.on("close", () => {
+          if (!response.complete) fail(new Error("connection closed before the response was complete"));
+        });
+        response.on("end", () =>
+          resolve({
+            status: response.statusCode ?? 0,
+            header: (name) => {
+              const value = response.headers[name.toLowerCase()];
+              return Array.isArray(value) ? value[0] : value;
+            },
+            body: Buffer.concat(chunks).toString("utf8"),
+          }),
+        );
+      },
+    );
+    request.on("error", fail);
+    request.end(body);
+  });
+
+/**
+ * Why a request did not succeed:
+ * - `unreachable` — no answer: connection refused or reset, DNS, a body cut short;
+ * - `timeout` — no answer within the request's own `timeoutMs`;
+ * - `throttled` — 429, the service's rate limit;
+ * - `server_error` — 5xx or 408: the service failed, the request itself may be fine;
+ * - `rejected` — any other non-2xx (4xx): the request is refused as it is.
+ * Retryable: all but `rejected`. Not a failure: an attempt of kind `aborted` (the caller's signal
+ * fired), whose `reason` the caller rethrows as it is.
+ */
+export type OutboundFailureKind = "unreachable" | "timeout" | "throttled" | "server_error" | "rejected";
+
+export type OutboundAttempt =
+  | { ok: true; response: OutboundResponse }
+  | { ok: false; kind: "aborted"; retryable: false; reason: unknown }
+  | { ok: false; kind: "unreachable"; retryable: true; cause: unknown }
+  | { ok: false; kind: "timeout"; retryable: true; timeoutMs: number; cause: unknown }
+  | {
+      ok: false;
+      kind: "throttled" | "server_error" | "rejected";
+      retryable: boolean;
+      status: number;
+      response: OutboundResponse;
+      /** The wait the server asked for, when it asked (`retryAfterMs`). */
+      retryAfterMs: number | undefined;
+    };
+
+export type OutboundFailure = Exclude<OutboundAttempt, { ok: true } | { kind: "aborted" }>;
+
+/** A status's class: 2xx ok; 429 throttled; 5xx and 408 server_error (worth another try); else rejected. */
+export function classifyStatus(status: number): "ok" | "throttled" | "server_error" | "rejected" {
+  if (status >= 200 && status < 300) return "ok";
+  if (status === 429) return "throttled";
+  if (status >= 500 || status === 408) return "server_error";
+  return "rejected";
+}
+
+/**
+ * One request, its outcome classified; never rejects. `timeoutMs` is combined with the caller's
+ * signal here, so a transport that honours its signal needs to know nothing about either.
+ *
+ * @param send - the transport. @defaultValue `sendRequest`
+ */
+export async function attemptRequest(request: OutboundRequest, send: SendRequest = sendRequest): Promise<OutboundAttempt> {
+  const { signal, timeoutMs } = request;
+  const timeout = timeoutMs === undefined ? undefined : AbortSignal.timeout(timeoutMs);
+  const combined = timeout && signal ? AbortSignal.any([signal, timeout]) : (timeout ?? signal);
+  let response: OutboundResponse;
+  try {
+    response = await send({ ...request, signal: combined });
+  } catch (err) {
+    if (signal?.aborted) return { ok: false, kind: "aborted", retryable: false, reason: signal.reason };
+    if (timeout?.aborted) return { ok: false, kind: "timeout", retryable: true, timeoutMs: timeoutMs!, cause: err };
+    return { ok: false, kind: "unreachable", retryable: true, cause: err };
+  }
+  const kind = classifyStatus(response.status);
+  if (kind === "ok") return { ok: true, response };
+  return { ok: false, kind, retryable: kind !== "rejected", status: response.status, response, retryAfterMs: retryAfterMs(response) };
+}
+
+const MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
+const MONTH = "(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)";
+const TIME = "(\\d{2}):(\\d{2}):(\\d{2})";
+/** RFC 9110 §5.6.7: `Sun, 06 Nov 1994 08:49:37 GMT` (the preferred form). */
+const IMF_FIXDATE = new RegExp(`^[a-z]{3}, (\\d{2}) ${MONTH} (\\d{4}) ${TIME} GMT$`, "i");
+/** The obsolete RFC 850 form: `Sunday, 06-Nov-94 08:49:37 GMT`. */
+const RFC850_DATE = new RegExp(`^[a-z]{6,9}, (\\d{2})-${MONTH}-(\\d{2}) ${TIME} GMT$`, "i");
+/** The obsolete asctime form, UTC by definition: `Sun Nov  6 08:49:37 1994`. */
+const ASCTIME_DATE = new RegExp(`^[a-z]{3} ${MONTH} ( \\d|\\d{2}) ${TIME} (\\d{4})$`, "i");
+
+/** An HTTP-date (RFC 9110 §5.6.7, all three forms) as epoch ms; undefined for anything else. */
+export function parseHttpDate(value: string, now: number = Date.now()): number | undefined {
+  let parts: { day: string; month: string; year: number; h: string; m: string; s: string } | undefined;
+  let match = IMF_FIXDATE.exec(value);
+  if (match) parts = { day: match[1]!, month: match[2]!, year: Number(match[3]), h: match[4]!, m: match[5]!, s: match[6]! };
+  else if ((match = RFC850_DATE.exec(value))) {
+    // A two-digit year more than 50 years ahead is the most recent past year with those digits.
+    const thisYear = new Date(now).getUTCFullYear();
+    let year = Math.floor(thisYear / 100) * 100 + Number(match[3]);
+    if (year > thisYear + 50) year -= 100;
+    parts = { day: match[1]!, month: match[2]!, year, h: match[4]!, m: match[5]!, s: match[6]! };
+  } else if ((match = ASCTIME_DATE.exec(value))) {
+    parts = { day: match[2]!, month: match[1]!, year: Number(match[6]), h: match[3]!, m: match[4]!, s: match[5]! };
+  }
+  if (!parts) return undefined;
+  const at = Date.UTC(parts.year, MONTHS.indexOf(parts.month.toLowerCase()), Number(parts.day), Number(parts.h), Number(parts.m), Number(parts.s));
+  return Number.isNaN(at) ? undefined : at;
+}
+
+/**
+ * The wait a response asks for, in ms: `retry-after-ms` (sent by OpenAI and by the simulators,
+ * whose windows are time-scaled below a second), else `Retry-After` as delay-seconds or as an
+ * HTTP-date (RFC 9110 §10.2.3; a date in the past is no wait). Fractional seconds, which some
+ * servers send, are read too. Taken as given, never scaled: it is the server's clock, not ours.
+ * Undefined when the response asks for nothing readable.
+ */
+export function retryAfterMs(response: Pick<OutboundResponse, "header">, now: number = Date.now()): number | undefined {
+  const precise = response.header("retry-after-ms")?.trim();
+  if (precise && /^\d+(\.\d+)?$/.test(precise)) return Number(precise);
+  const value = response.header("retry-after")?.trim();
+  if (!value) return undefined;
+  if (/^\d+(\.\d+)?$/.test(value)) return Number(value) * 1000;
+  const at = parseHttpDate(value, now);
+  return at === undefined ? undefined : Math.max(0, at - now);
+}
+
+/**
+ * The backoff before retry `retry` (1-based): `baseMs`–2×`baseMs`, then twice that… (production
+ * ms, scaled), jittered so that a burst of failed calls does not come back in lockstep.
+ */
+export function backoffMs(baseMs: number, retry: number, timeScale: number): number {
+  return scaled(baseMs * 2 ** (retry - 1) * (1 + Math.random()), timeScale);
+}
+
+/** The service's own words in an error body (`{ error: { message } }`, the OpenAI shape), if any. */
+export function serviceMessage(body: string): string | undefined {
+  try {
+    const message = (JSON.parse(body) as { error?: { message?: unknown } } | null)?.error?.message;
+    return typeof message === "string" && message ? message : undefined;
+  } catch {
+    return undefined; // not JSON: an HTML page from a proxy, for instance
+  }
+}
+
+/**
+ * A failure in the words a person reads, naming the service ("the marketplace"): a refusal in
+ * the service's own words, a server failure with its status, else the status and a snippet of
+ * the body; no answer as "could not be reached" or "did not answer within".
+ */
+export function describeFailure(service: string, failure: OutboundFailure): string {
+  switch (failure.kind) {
+    case "unreachable":
+      return `${service} could not be reached (${describeError(failure.cause)})`;
+    case "timeout":
+      return `${service} did not answer within ${failure.timeoutMs} ms`;
+    default: {
+      const { status, response } = failure;
+      const message = serviceMessage(response.body);
+      if (message) return status >= 500 ? `${service} failed (HTTP ${status}: ${message})` : message;
+      return `${service} answered HTTP ${status}${response.body ? `: ${snippet(response.body)}` : ""}`;
+    }
+  }
+}

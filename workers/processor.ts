@@ -1,0 +1,36 @@
+import type { Job as QueueJob } from "bullmq";
+import type { Prisma } from "@/lib/db/client";
+import type { FinalRow } from "@/lib/jobs/finalize-statement";
+import type { ItemLoop } from "@/lib/jobs/for-each-item";
+import type { RunStart } from "@/lib/jobs/run";
+import type { Logger } from "@/lib/log";
+
+/** What a processor is given and returns; the runtime (runtime.ts) runs it under the deadline policy. */
+
+export interface RunContext {
+  run: RunStart;
+  /**
+   * Aborts at the soft limit (reason: `DeadlineExceeded`) or when the worker stops (reason:
+   * `WorkerShutdown`). Pass it to everything awaited.
+   */
+  signal: AbortSignal;
+  log: Logger;
+  queueJob: QueueJob;
+  /** Ready-made for `forEachItem`: this attempt, its cursor and signal. */
+  loop: ItemLoop;
+}
+
+export interface RunResult {
+  /** The terminal message; built from the committed row counts when a function. */
+  message?: string | ((row: FinalRow) => string);
+  /** What the job produced, kept on the row. */
+  result?: Prisma.InputJsonValue;
+}
+
+export type Processor = (ctx: RunContext) => Promise<RunResult | void>;
+
+/** Lets a watchdog outside the event loop enforce the hard limit on a processor that blocks it. */
+export interface HardLimitWatch {
+  start(run: { jobId: string; attempt: number; hardAt: number; kind: string }): void;
+  end(jobId: string): void;
+}
