@@ -5,7 +5,7 @@ import { formatWaitSeconds } from "@/lib/format/duration";
 import { JOB_KINDS } from "@/lib/queues/catalog";
 import { partOf } from "./parts";
 import { nounOf } from "./messages";
-import { JOB_STATUSES, TERMINAL_STATUSES, isTerminal, type JobStatus } from "./statuses";
+import { JOB_STATUSES, OPEN_STATUSES, TERMINAL_STATUSES, isTerminal, type JobStatus } from "./statuses";
 
 export const jobFilterSchema = z.object({
   status: z.enum(JOB_STATUSES).optional(),
@@ -135,8 +135,6 @@ export async function listJobs(filter: JobFilter): Promise<{ jobs: JobSummary[];
   return { jobs: page.map(toSummary), nextAfter: rows.length > f.limit ? (page.at(-1)?.id ?? null) : null };
 }
 
-const OPEN_STATUSES = JOB_STATUSES.filter((s) => !isTerminal(s));
-
 /** The window of finished jobs the overview counts. */
 export const RECENT_FINISHED_MS = 24 * 3_600_000;
 
@@ -150,7 +148,7 @@ export async function countJobsByStatus(now = new Date()): Promise<Record<JobSta
   const since = new Date(now.getTime() - RECENT_FINISHED_MS);
   const [open, finished] = await Promise.all([
     // `in` the open statuses, not `notIn` the terminal ones: a NOT IN reads the whole table.
-    db().job.groupBy({ by: ["status"], where: { status: { in: OPEN_STATUSES } }, _count: { _all: true } }),
+    db().job.groupBy({ by: ["status"], where: { status: { in: [...OPEN_STATUSES] } }, _count: { _all: true } }),
     db().job.groupBy({ by: ["status"], where: { status: { in: [...TERMINAL_STATUSES] }, finishedAt: { gte: since } }, _count: { _all: true } }),
   ]);
   const counts = Object.fromEntries(JOB_STATUSES.map((s) => [s, 0])) as Record<JobStatus, number>;
@@ -178,15 +176,9 @@ export interface JobDetail extends JobSummary {
   events: { at: string; type: string; attempt: number; message: string }[];
 }
 
-export interface PartSummary {
-  id: string;
+/** A part shows the progress a job summary does, and where it sits in the original job. */
+export interface PartSummary extends Pick<JobSummary, "id" | "status" | "total" | "processed" | "failed" | "attempt" | "message"> {
   index: number;
-  status: JobStatus;
-  total: number | null;
-  processed: number;
-  failed: number;
-  attempt: number;
-  message: string | null;
   /** Positions of the original job's items this part covers: from + 1 … to. */
   from: number;
   to: number;

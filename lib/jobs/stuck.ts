@@ -26,7 +26,8 @@ export const reapGraceMs = () => Math.max(reaperIntervalMs(), silenceMs());
 
 export type StuckReason = "silent" | "over_budget" | "waiting_for_worker";
 
-export interface StuckJob {
+/** The job columns the stuck list reads; timestamps are `Date`s in a row and ISO strings in the DTO. */
+interface StuckColumns<Time> {
   id: string;
   kind: string;
   queue: string;
@@ -36,11 +37,14 @@ export interface StuckJob {
   total: number | null;
   processed: number;
   failed: number;
-  createdAt: string;
-  attemptStartedAt: string | null;
-  heartbeatAt: string | null;
+  createdAt: Time;
+  attemptStartedAt: Time | null;
+  heartbeatAt: Time | null;
   budgetSoftMs: number;
   budgetHardMs: number;
+}
+
+export interface StuckJob extends StuckColumns<string> {
   /** Production milliseconds the current attempt has run (or the job has waited, when queued). */
   ageMs: number;
   /** ageMs against the soft budget. */
@@ -50,21 +54,7 @@ export interface StuckJob {
   queueState: string;
 }
 
-interface Row {
-  id: string;
-  kind: string;
-  queue: string;
-  tenant: string;
-  status: JobStatus;
-  attempt: number;
-  total: number | null;
-  processed: number;
-  failed: number;
-  createdAt: Date;
-  attemptStartedAt: Date | null;
-  heartbeatAt: Date | null;
-  budgetSoftMs: number;
-  budgetHardMs: number;
+interface Row extends StuckColumns<Date> {
   /** The queue job's id when it is not the row's (syncs: one per tenant and family). */
   queueJobId: string | null;
 }

@@ -130,117 +130,106 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
   const itemBudgets = () => (options.itemBudgets ?? holder.__boundedScrapeSources?.itemBudgets)?.();
   let scrapeTimeGauges = true;
 
-  const modelCallDuration = new Histogram({
-    name: `${METRIC_PREFIX}model_call_duration_seconds`,
-    help: "Duration of model, OCR and tool calls, by queue, job kind, outcome and call type.",
-    labelNames: ["queue", "kind", "outcome", "type"] as const,
-    buckets: MODEL_CALL_DURATION_BUCKETS_S,
-    registers: [registry],
-  });
-  const jobsFinished = new Counter({
-    name: `${METRIC_PREFIX}jobs_finished_total`,
-    help: "Jobs that reached a terminal status, by kind and status.",
-    labelNames: ["kind", "status"] as const,
-    registers: [registry],
-  });
-  const jobItemsFailed = new Counter({
-    name: `${METRIC_PREFIX}job_items_failed_total`,
-    help: "Batch items recorded as failed (the batch went on without them), by job kind.",
-    labelNames: ["kind"] as const,
-    registers: [registry],
-  });
-  const jobsReaped = new Counter({
-    name: `${METRIC_PREFIX}jobs_reaped_total`,
-    help: "Jobs the reaper abandoned: silent past their hard limit, or no longer held by the queue, by kind.",
-    labelNames: ["kind"] as const,
-    registers: [registry],
-  });
-  const rateLimitReschedules = new Counter({
-    name: `${METRIC_PREFIX}rate_limit_reschedules_total`,
-    help: "Jobs that gave their worker slot back to wait for a rate-limit window (moved to delayed, no attempt spent), by queue and endpoint family.",
-    labelNames: ["queue", "family"] as const,
-    registers: [registry],
-  });
-  const rateLimitWait = new Histogram({
-    name: `${METRIC_PREFIX}rate_limit_wait_seconds`,
-    help: "How long a rescheduled job waits in delayed for its rate-limit window, in production seconds, by queue and endpoint family.",
-    labelNames: ["queue", "family"] as const,
-    buckets: RATE_LIMIT_WAIT_BUCKETS_S,
-    registers: [registry],
-  });
-  const reserveAge = new Histogram({
-    name: `${METRIC_PREFIX}reserve_age_seconds`,
-    help: "Age of quota reserves when they end (spent, refunded or reclaimed by the sweeper), in production seconds, by reserve kind.",
-    labelNames: ["kind", "end"] as const,
-    buckets: RESERVE_AGE_BUCKETS_S,
-    registers: [registry],
-  });
-  const reservesReclaimed = new Counter({
-    name: `${METRIC_PREFIX}reserves_reclaimed_total`,
-    help: "Quota reserves the sweeper took back (past the sweep window and silent beyond the lease): unit refunded, kind-specific effects undone, by kind.",
-    labelNames: ["kind"] as const,
-    registers: [registry],
-  });
-  const reserveLateReleases = new Counter({
-    name: `${METRIC_PREFIX}reserve_late_releases_total`,
-    help: "Releases that found their reserve already swept, by kind and resolution (charged again, debt, none for a failure).",
-    labelNames: ["kind", "resolution"] as const,
-    registers: [registry],
-  });
-  new Gauge({
-    name: `${METRIC_PREFIX}jobs_stuck`,
-    help: "Jobs stuck now (not finished and silent, running past their soft budget, or queued longer than it; delayed jobs excluded), by kind; read from the database at scrape time.",
-    labelNames: ["kind"] as const,
-    registers: [registry],
-    // Every process that reports it reads the same database: merging must not add them up.
-    aggregator: "max",
-    async collect() {
-      if (!scrapeTimeGauges) return;
-      this.reset();
-      try {
-        const counts = await countStuck();
-        if (!counts) return;
-        // Every kind of the catalog has a series (0 when nothing is stuck), so a graph or an
-        // alert never has to tell "none stuck" from "not reported".
-        for (const kind of JOB_KINDS) this.set({ kind }, 0);
-        for (const [kind, n] of Object.entries(counts)) this.set({ kind }, n);
-      } catch (err) {
-        // No value rather than a failed scrape: the other metrics still matter when this one can't be read.
-        log.warn({ err }, "could not count stuck jobs for bounded_jobs_stuck");
-      }
+  // Every metric is registered on `registry` only, under the shared prefix.
+  const counter = <L extends string>(name: string, help: string, labelNames: readonly L[]) =>
+    new Counter<L>({ name: `${METRIC_PREFIX}${name}`, help, labelNames, registers: [registry] });
+  const histogram = <L extends string>(name: string, help: string, labelNames: readonly L[], buckets: number[]) =>
+    new Histogram<L>({ name: `${METRIC_PREFIX}${name}`, help, labelNames, buckets, registers: [registry] });
+  /**
+   * A gauge read when scraped, unless this process turned scrape-time gauges off. Whoever reports
+   * it reads the same database or settings, so merging processes must not add them up: `max`.
+   * A read that fails is logged rather than failing the scrape: the other metrics still matter
+   * when this one can't be read.
+   */
+  const scrapeTimeGauge = <L extends string>(name: string, help: string, labelNames: readonly L[], read: (gauge: Gauge<L>) => Promise<void> | void, failure: string) =>
+    new Gauge<L>({
+      name: `${METRIC_PREFIX}${name}`,
+      help,
+      labelNames,
+      registers: [registry],
+      aggregator: "max",
+      async collect() {
+        if (!scrapeTimeGauges) return;
+        try {
+          await read(this);
+        } catch (err) {
+          log.warn({ err }, failure);
+        }
+      },
+    });
+
+  const modelCallDuration = histogram(
+    "model_call_duration_seconds",
+    "Duration of model, OCR and tool calls, by queue, job kind, outcome and call type.",
+    ["queue", "kind", "outcome", "type"],
+    MODEL_CALL_DURATION_BUCKETS_S,
+  );
+  const jobsFinished = counter("jobs_finished_total", "Jobs that reached a terminal status, by kind and status.", ["kind", "status"]);
+  const jobItemsFailed = counter("job_items_failed_total", "Batch items recorded as failed (the batch went on without them), by job kind.", ["kind"]);
+  const jobsReaped = counter(
+    "jobs_reaped_total",
+    "Jobs the reaper abandoned: silent past their hard limit, or no longer held by the queue, by kind.",
+    ["kind"],
+  );
+  const rateLimitReschedules = counter(
+    "rate_limit_reschedules_total",
+    "Jobs that gave their worker slot back to wait for a rate-limit window (moved to delayed, no attempt spent), by queue and endpoint family.",
+    ["queue", "family"],
+  );
+  const rateLimitWait = histogram(
+    "rate_limit_wait_seconds",
+    "How long a rescheduled job waits in delayed for its rate-limit window, in production seconds, by queue and endpoint family.",
+    ["queue", "family"],
+    RATE_LIMIT_WAIT_BUCKETS_S,
+  );
+  const reserveAge = histogram(
+    "reserve_age_seconds",
+    "Age of quota reserves when they end (spent, refunded or reclaimed by the sweeper), in production seconds, by reserve kind.",
+    ["kind", "end"],
+    RESERVE_AGE_BUCKETS_S,
+  );
+  const reservesReclaimed = counter(
+    "reserves_reclaimed_total",
+    "Quota reserves the sweeper took back (past the sweep window and silent beyond the lease): unit refunded, kind-specific effects undone, by kind.",
+    ["kind"],
+  );
+  const reserveLateReleases = counter(
+    "reserve_late_releases_total",
+    "Releases that found their reserve already swept, by kind and resolution (charged again, debt, none for a failure).",
+    ["kind", "resolution"],
+  );
+  scrapeTimeGauge(
+    "jobs_stuck",
+    "Jobs stuck now (not finished and silent, running past their soft budget, or queued longer than it; delayed jobs excluded), by kind; read from the database at scrape time.",
+    ["kind"],
+    async (gauge) => {
+      gauge.reset();
+      const counts = await countStuck();
+      if (!counts) return;
+      // Every kind of the catalog has a series (0 when nothing is stuck), so a graph or an
+      // alert never has to tell "none stuck" from "not reported".
+      for (const kind of JOB_KINDS) gauge.set({ kind }, 0);
+      for (const [kind, n] of Object.entries(counts)) gauge.set({ kind }, n);
     },
-  });
-  new Gauge({
-    name: `${METRIC_PREFIX}item_budget_seconds`,
-    help: "Per-item budget: the queue's soft budget divided by the median item count of the kind's jobs over the last 7 days (the reference line of /model-calls), by queue and kind; read from the database at scrape time.",
-    labelNames: ["queue", "kind"] as const,
-    registers: [registry],
-    // Computed from the database by whoever reports it: merging must not add them up.
-    aggregator: "max",
-    async collect() {
-      if (!scrapeTimeGauges) return;
-      this.reset();
-      try {
-        for (const { queue, kind, seconds } of (await itemBudgets()) ?? []) if (Number.isFinite(seconds)) this.set({ queue, kind }, seconds);
-      } catch (err) {
-        log.warn({ err }, "could not compute per-item budgets for bounded_item_budget_seconds");
-      }
+    "could not count stuck jobs for bounded_jobs_stuck",
+  );
+  scrapeTimeGauge(
+    "item_budget_seconds",
+    "Per-item budget: the queue's soft budget divided by the median item count of the kind's jobs over the last 7 days (the reference line of /model-calls), by queue and kind; read from the database at scrape time.",
+    ["queue", "kind"],
+    async (gauge) => {
+      gauge.reset();
+      for (const { queue, kind, seconds } of (await itemBudgets()) ?? []) if (Number.isFinite(seconds)) gauge.set({ queue, kind }, seconds);
     },
-  });
-  new Gauge({
-    name: `${METRIC_PREFIX}reserve_sweep_window_seconds`,
-    help: "The reserve sweeper's window in production seconds (a reserve younger than this is never reclaimed): BOUNDED_RESERVE_SWEEP_WINDOW_S or the default; read at scrape time.",
-    registers: [registry],
-    aggregator: "max",
-    async collect() {
-      if (!scrapeTimeGauges) return;
-      try {
-        this.set(sweepPolicy().windowMs / 1000);
-      } catch (err) {
-        log.warn({ err }, "could not read the sweep window for bounded_reserve_sweep_window_seconds");
-      }
-    },
-  });
+    "could not compute per-item budgets for bounded_item_budget_seconds",
+  );
+  scrapeTimeGauge(
+    "reserve_sweep_window_seconds",
+    "The reserve sweeper's window in production seconds (a reserve younger than this is never reclaimed): BOUNDED_RESERVE_SWEEP_WINDOW_S or the default; read at scrape time.",
+    [],
+    (gauge) => gauge.set(sweepPolicy().windowMs / 1000),
+    "could not read the sweep window for bounded_reserve_sweep_window_seconds",
+  );
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: METRIC_PREFIX });
 
   return {

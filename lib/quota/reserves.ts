@@ -149,19 +149,7 @@ export async function release(reserve: Reserve, outcome: ReleaseOutcome, options
     // The sweeper already undid the kind's effects; a newer dislike of the same ad may hold the
     // flag now, so it is left alone.
     await tx.lateRelease.create({
-      data: {
-        reserveId: reserve.id,
-        packId: reserve.packId,
-        tenantId: reserve.tenantId,
-        kind: reserve.kind,
-        subject: reserve.subject,
-        jobId: reserve.jobId,
-        outcome,
-        resolution,
-        reservedAt: reserve.reservedAt,
-        reclaimedAt: reclaim.reclaimedAt,
-        releasedAt: now,
-      },
+      data: { ...reserveColumns(reserve), outcome, resolution, reclaimedAt: reclaim.reclaimedAt, releasedAt: now },
       select: { id: true },
     });
     return { result: { type: "late", resolution }, reclaimedAt: reclaim.reclaimedAt };
@@ -195,7 +183,8 @@ export async function release(reserve: Reserve, outcome: ReleaseOutcome, options
   return result;
 }
 
-function spendOf(reserve: Reserve, now: Date, late: boolean) {
+/** What a spend and a late release copy of their reserve, so either can be traced back to it. */
+function reserveColumns(reserve: Reserve) {
   return {
     reserveId: reserve.id,
     packId: reserve.packId,
@@ -204,9 +193,11 @@ function spendOf(reserve: Reserve, now: Date, late: boolean) {
     subject: reserve.subject,
     jobId: reserve.jobId,
     reservedAt: reserve.reservedAt,
-    spentAt: now,
-    late,
   };
+}
+
+function spendOf(reserve: Reserve, now: Date, late: boolean) {
+  return { ...reserveColumns(reserve), spentAt: now, late };
 }
 
 /**

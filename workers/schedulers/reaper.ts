@@ -1,37 +1,24 @@
 import { listOverdueDelayedJobs, reapStuckJobs, reaperIntervalMs } from "@/lib/jobs/stuck";
 import type { Logger } from "@/lib/log";
-import { key, type RedisClient } from "@/lib/redis/client";
+import type { RedisClient } from "@/lib/redis/client";
+import { startLeasedInterval } from "./leased-interval";
 
 /**
  * Runs the reaper every interval in whichever worker process holds the lease, so any number of
  * worker processes reap each job once. A pass that throws is logged and the next one runs.
  */
 export function startReaper(redis: RedisClient, log: Logger, onReaped?: (kind: string) => void): () => void {
-  const interval = reaperIntervalMs();
-  const lease = key("reaper", "lease");
-  const owner = `${process.pid}:${Math.random().toString(36).slice(2)}`;
-  let running = false;
-  const timer = setInterval(async () => {
-    if (running) return;
-    running = true;
-    try {
-      const got = await redis.set(lease, owner, "PX", Math.max(interval - 100, 500), "NX");
-      if (got !== "OK") return;
-      const reaped = await reapStuckJobs();
-      for (const r of reaped) {
-        log.warn({ jobId: r.id, kind: r.kind, why: r.message }, "reaped a stuck job");
-        onReaped?.(r.kind);
-      }
-      // Delayed jobs are never reaped (they wait for a rate-limit window), but one that missed
-      // its wake-up by more than the grace is flagged: no worker consumes its queue, or none is free.
-      for (const d of await listOverdueDelayedJobs()) {
-        log.warn({ jobId: d.id, kind: d.kind, wakeUpAt: d.wakeUpAt, overdueMs: Math.round(d.overdueMs), queueState: d.queueState }, "a delayed job is past its wake-up time");
-      }
-    } catch (err) {
-      log.error({ err }, "reaper pass failed; the next one will retry");
-    } finally {
-      running = false;
+  const schedule = { name: "reaper", intervalMs: reaperIntervalMs(), failure: "reaper pass failed; the next one will retry" };
+  return startLeasedInterval(redis, log, schedule, async () => {
+    const reaped = await reapStuckJobs();
+    for (const r of reaped) {
+      log.warn({ jobId: r.id, kind: r.kind, why: r.message }, "reaped a stuck job");
+      onReaped?.(r.kind);
     }
-  }, interval);
-  return () => clearInterval(timer);
+    // Delayed jobs are never reaped (they wait for a rate-limit window), but one that missed
+    // its wake-up by more than the grace is flagged: no worker consumes its queue, or none is free.
+    for (const d of await listOverdueDelayedJobs()) {
+      log.warn({ jobId: d.id, kind: d.kind, wakeUpAt: d.wakeUpAt, overdueMs: Math.round(d.overdueMs), queueState: d.queueState }, "a delayed job is past its wake-up time");
+    }
+  });
 }

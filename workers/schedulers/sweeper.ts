@@ -1,7 +1,8 @@
 import type { Logger } from "@/lib/log";
 import { reserveTimings } from "@/lib/quota/settings";
 import { sweepReserves, type Reclaimed } from "@/lib/quota/sweep";
-import { key, type RedisClient } from "@/lib/redis/client";
+import type { RedisClient } from "@/lib/redis/client";
+import { startLeasedInterval } from "./leased-interval";
 
 /**
  * Runs the quota sweeper every interval in whichever worker process holds the lease (as the
@@ -11,27 +12,14 @@ import { key, type RedisClient } from "@/lib/redis/client";
  */
 export function startReserveSweeper(redis: RedisClient, log: Logger, sweep: () => Promise<Reclaimed[]> = () => sweepReserves()): () => void {
   const { intervalMs, windowMs, leaseMs } = reserveTimings();
-  const lease = key("reserve-sweeper", "lease");
-  const owner = `${process.pid}:${Math.random().toString(36).slice(2)}`;
-  let running = false;
   log.info({ intervalMs, windowMs, leaseMs }, "reserve sweeper scheduled");
-  const timer = setInterval(async () => {
-    if (running) return;
-    running = true;
-    try {
-      const got = await redis.set(lease, owner, "PX", Math.max(intervalMs - 100, 500), "NX");
-      if (got !== "OK") return;
-      for (const r of await sweep()) {
-        log.warn(
-          { reserveId: r.reserveId, kind: r.kind, tenantId: r.tenantId, adId: r.subject, jobId: r.jobId, ageMs: r.ageMs, silentMs: r.silentMs },
-          "reclaimed an abandoned quota reserve: unit refunded, its effects undone",
-        );
-      }
-    } catch (err) {
-      log.error({ err }, "reserve sweep failed; the next one will retry");
-    } finally {
-      running = false;
+  const schedule = { name: "reserve-sweeper", intervalMs, failure: "reserve sweep failed; the next one will retry" };
+  return startLeasedInterval(redis, log, schedule, async () => {
+    for (const r of await sweep()) {
+      log.warn(
+        { reserveId: r.reserveId, kind: r.kind, tenantId: r.tenantId, adId: r.subject, jobId: r.jobId, ageMs: r.ageMs, silentMs: r.silentMs },
+        "reclaimed an abandoned quota reserve: unit refunded, its effects undone",
+      );
     }
-  }, intervalMs);
-  return () => clearInterval(timer);
+  });
 }

@@ -3,8 +3,9 @@ import { deflateSync } from "node:zlib";
 import { z } from "zod";
 import { env } from "@/lib/env";
 import { logger } from "@/lib/log";
-import { scaled, sleep } from "@/lib/time";
-import { HttpError, readJson, sendJson, type RequestContext, type Route } from "./router";
+import { scaled } from "@/lib/time";
+import { HttpError, readJson, sendJson, type Route } from "./router";
+import { createCallerWait, sampleLatencyMs, type LatencyShape, type SimulatorOptions } from "./simulated-call";
 
 const log = logger("simulators.images");
 
@@ -30,19 +31,21 @@ export const IMAGE_LATENCY = {
   qaSlowMs: 60_000,
 } as const;
 
+/** A render's duration as a latency shape: its rare tail runs from the median up to the cap. */
+const RENDER_LATENCY: LatencyShape = {
+  medianMs: IMAGE_LATENCY.renderMedianMs,
+  sigma: IMAGE_LATENCY.renderSigma,
+  tailShare: IMAGE_LATENCY.renderTailShare,
+  tailFromMs: IMAGE_LATENCY.renderMedianMs,
+  maxMs: IMAGE_LATENCY.renderTailMaxMs,
+};
+
 /** One render's production duration in ms (not yet time-scaled). Pure given `random`. */
 export function sampleRenderMs(random: () => number = Math.random): number {
-  const L = IMAGE_LATENCY;
-  if (random() < L.renderTailShare) return L.renderMedianMs + random() * (L.renderTailMaxMs - L.renderMedianMs);
-  const z = Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
-  return Math.min(L.renderTailMaxMs, L.renderMedianMs * Math.exp(L.renderSigma * z));
+  return sampleLatencyMs(RENDER_LATENCY, random);
 }
 
-export interface ImageSimulatorOptions {
-  /** @defaultValue `env().BOUNDED_TIME_SCALE` */
-  timeScale?: number;
-  /** @defaultValue `Math.random` */
-  random?: () => number;
+export interface ImageSimulatorOptions extends SimulatorOptions {
   /** Share of QA checks that answer "defect". @defaultValue 0.15 */
   defectRate?: number;
   /** Share of renders the provider gives up on (status "failed"). @defaultValue 0.01 */
@@ -123,29 +126,18 @@ export function createImageSimulator(options: ImageSimulatorOptions = {}): Image
   const qaMs = options.qaMs ?? (() => (random() < L.qaSlowShare ? L.qaSlowMs : L.qaMedianMs * (0.5 + random())));
   const renders = new Map<string, Render>();
   let paid = 0;
-
-  /** Waits a production duration, unless the caller leaves first (then nothing is answered). */
-  async function wait({ req, res }: RequestContext, ms: number): Promise<boolean> {
-    const gone = new AbortController();
-    const onClose = () => {
-      if (!res.writableEnded) gone.abort();
-    };
-    res.on("close", onClose);
-    if (req.socket.destroyed) return false;
-    try {
-      await sleep(scaled(ms, timeScale), gone.signal);
-      return true;
-    } catch {
-      log.debug({ ms }, "caller left before the answer");
-      return false;
-    } finally {
-      res.off("close", onClose);
-    }
-  }
+  const caller = createCallerWait(timeScale, log);
 
   function find(id: string): Render {
     const render = renders.get(id);
     if (!render) throw new HttpError(404, `no generation ${id}`, "not_found");
+    return render;
+  }
+
+  /** A render that has succeeded: its image and its QA check exist only then. */
+  function findSucceeded(id: string): Render {
+    const render = find(id);
+    if (Date.now() < render.readyAt || render.failed) throw new HttpError(409, "the image is not ready", "not_ready");
     return render;
   }
 
@@ -167,7 +159,7 @@ export function createImageSimulator(options: ImageSimulatorOptions = {}): Image
       path: "/images/generations/:id",
       handler: async (ctx) => {
         const render = find(ctx.params.id!);
-        if (!(await wait(ctx, pollMs()))) return;
+        if (!(await caller.wait(ctx, pollMs))) return;
         const status = Date.now() < render.readyAt ? "running" : render.failed ? "failed" : "succeeded";
         sendJson(ctx.res, 200, { id: render.id, status, ...(status === "failed" ? { error: "the render failed on the provider's side" } : {}) });
       },
@@ -183,9 +175,8 @@ export function createImageSimulator(options: ImageSimulatorOptions = {}): Image
       method: "GET",
       path: "/images/generations/:id/image",
       handler: async (ctx) => {
-        const render = find(ctx.params.id!);
-        if (Date.now() < render.readyAt || render.failed) throw new HttpError(409, "the image is not ready", "not_ready");
-        if (!(await wait(ctx, downloadMs()))) return;
+        const render = findSucceeded(ctx.params.id!);
+        if (!(await caller.wait(ctx, downloadMs))) return;
         render.image ??= cardPng(render.id);
         ctx.res.writeHead(200, { "content-type": "image/png", "content-length": render.image.length });
         ctx.res.end(render.image);
@@ -195,9 +186,8 @@ export function createImageSimulator(options: ImageSimulatorOptions = {}): Image
       method: "POST",
       path: "/images/generations/:id/qa",
       handler: async (ctx) => {
-        const render = find(ctx.params.id!);
-        if (Date.now() < render.readyAt || render.failed) throw new HttpError(409, "the image is not ready", "not_ready");
-        if (!(await wait(ctx, qaMs()))) return;
+        const render = findSucceeded(ctx.params.id!);
+        if (!(await caller.wait(ctx, qaMs))) return;
         sendJson(ctx.res, 200, { id: render.id, verdict: random() < defectRate ? "defect" : "ok" });
       },
     },

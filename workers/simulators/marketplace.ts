@@ -3,8 +3,8 @@ import { env } from "@/lib/env";
 import { logger } from "@/lib/log";
 import type { MarketplaceItem, MarketplacePage } from "@/lib/marketplace/schemas";
 import { BUCKETS, FAMILIES, bucketRate, isFamily, scopeOf, type BucketSpec, type Family } from "@/lib/ratelimit/buckets";
-import { scaled, sleep } from "@/lib/time";
 import { HttpError, errorBody, sendJson, type Route } from "./router";
+import { createCallerWait, sendServerError, type SimulatedService, type SimulatorOptions } from "./simulated-call";
 
 const log = logger("simulators.marketplace");
 
@@ -13,9 +13,7 @@ function sampleMarketplaceLatencyMs(random: () => number = Math.random): number 
   return 40 + random() * 160;
 }
 
-export interface MarketplaceSimulatorOptions {
-  /** @defaultValue `env().BOUNDED_TIME_SCALE` */
-  timeScale?: number;
+export interface MarketplaceSimulatorOptions extends SimulatorOptions {
   /** Pages each tenant has in each family (fixed per tenant and family). @defaultValue 10 */
   pages?: number | ((tenant: string, family: Family) => number);
   /** @defaultValue 20 */
@@ -24,8 +22,6 @@ export interface MarketplaceSimulatorOptions {
   latencyMs?: () => number;
   /** Share of accepted requests answered with a 500 (after their latency). @defaultValue 0 */
   errorRate?: number;
-  /** @defaultValue `Math.random` */
-  random?: () => number;
   /** The per-tenant limits the service enforces. @defaultValue `BUCKETS` (what the limiter uses) */
   buckets?: Record<Family, BucketSpec>;
 }
@@ -44,16 +40,13 @@ export interface MarketplaceStats {
   violations: MarketplaceViolations;
 }
 
-export interface MarketplaceSimulator {
-  routes: Route[];
+export interface MarketplaceSimulator extends SimulatedService {
   violations(): MarketplaceViolations;
   stats(): MarketplaceStats;
   /** Clears the counters and refills every bucket. */
   reset(): void;
   /** The next `n` requests let through the rate limit answer 500 (after their latency). */
   failNext(n: number): void;
-  /** Requests currently waiting out their latency. */
-  inFlight(): number;
 }
 
 /** A family's records for one page, the same on every call. */
@@ -90,7 +83,7 @@ export function createMarketplaceSimulator(options: MarketplaceSimulatorOptions 
   let accepted = 0;
   let violations = emptyViolations();
   let failures = 0;
-  let waiting = 0;
+  const caller = createCallerWait(timeScale, log);
 
   /** Takes a token from the scope's bucket, or answers how many real ms until there is one. */
   function take(family: Family, tenant: string): { ok: true } | { ok: false; waitMs: number } {
@@ -172,27 +165,10 @@ export function createMarketplaceSimulator(options: MarketplaceSimulatorOptions 
       }
       accepted++;
 
-      // A caller that gives up closes the connection: stop waiting for it then.
-      const gone = new AbortController();
-      const onClose = () => {
-        if (!res.writableEnded) gone.abort();
-      };
-      res.on("close", onClose);
-      if (req.socket.destroyed) return;
-      const waitMs = scaled(latencyMs(), timeScale);
-      waiting++;
-      try {
-        await sleep(waitMs, gone.signal);
-      } catch {
-        return;
-      } finally {
-        waiting--;
-        res.off("close", onClose);
-      }
-
+      if (!(await caller.wait({ req, res }, latencyMs))) return;
       if (failures > 0 || random() < errorRate) {
         if (failures > 0) failures--;
-        sendJson(res, 500, errorBody("The marketplace had an error while processing the request.", "server_error"));
+        sendServerError(res, "The marketplace had an error while processing the request.");
         return;
       }
       const pages = pagesOf(tenant, family);
@@ -214,7 +190,7 @@ export function createMarketplaceSimulator(options: MarketplaceSimulatorOptions 
     failNext: (n) => {
       failures = n;
     },
-    inFlight: () => waiting,
+    inFlight: caller.inFlight,
   };
 }
 

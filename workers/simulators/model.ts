@@ -2,8 +2,8 @@ import { randomUUID } from "node:crypto";
 import { env } from "@/lib/env";
 import { logger } from "@/lib/log";
 import { chatCompletionRequestSchema, type ChatCompletionResponse, type ChatMessage } from "@/lib/modelcalls/schemas";
-import { scaled, sleep } from "@/lib/time";
-import { HttpError, errorBody, readJson, sendJson, type Route } from "./router";
+import { HttpError, readJson, sendJson, type Route } from "./router";
+import { createCallerWait, sampleLatencyMs, sendServerError, type LatencyShape, type SimulatedService, type SimulatorOptions } from "./simulated-call";
 
 const log = logger("simulators.model");
 
@@ -19,15 +19,11 @@ export const MODEL_LATENCY = {
   tailShare: 0.001,
   tailFromMs: 60_000,
   maxMs: 660_000,
-} as const;
+} as const satisfies LatencyShape;
 
 /** One call's latency in production milliseconds (not yet time-scaled). Pure given `random`. */
 export function sampleModelLatencyMs(random: () => number = Math.random): number {
-  const { medianMs, sigma, tailShare, tailFromMs, maxMs } = MODEL_LATENCY;
-  if (random() < tailShare) return tailFromMs + random() * (maxMs - tailFromMs);
-  // Box–Muller; 1 - random() is in (0, 1], so the logarithm stays finite.
-  const z = Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
-  return Math.min(maxMs, medianMs * Math.exp(sigma * z));
+  return sampleLatencyMs(MODEL_LATENCY, random);
 }
 
 /**
@@ -73,22 +69,14 @@ export function simulateCategoryAnswer(messages: ChatMessage[]): string {
   return "other";
 }
 
-export interface ModelSimulatorOptions {
+export interface ModelSimulatorOptions extends SimulatorOptions {
   /** Share of calls answered with a 500 (after their latency). @defaultValue `env().BOUNDED_SIM_MODEL_ERROR_RATE` */
   errorRate?: number;
-  /** @defaultValue `env().BOUNDED_TIME_SCALE` */
-  timeScale?: number;
   /** One call's production latency in ms, before scaling. @defaultValue `sampleModelLatencyMs` */
   latencyMs?: () => number;
-  /** @defaultValue `Math.random` */
-  random?: () => number;
 }
 
-export interface ModelSimulator {
-  routes: Route[];
-  /** Requests currently waiting out their latency; 0 once every caller has gone. */
-  inFlight(): number;
-}
+export type ModelSimulator = SimulatedService;
 
 /** The model endpoint: OpenAI-compatible `POST /v1/chat/completions`. */
 export function createModelSimulator(options: ModelSimulatorOptions = {}): ModelSimulator {
@@ -96,7 +84,7 @@ export function createModelSimulator(options: ModelSimulatorOptions = {}): Model
   const timeScale = options.timeScale ?? env().BOUNDED_TIME_SCALE;
   const random = options.random ?? Math.random;
   const latencyMs = options.latencyMs ?? (() => sampleModelLatencyMs(random));
-  let waiting = 0;
+  const caller = createCallerWait(timeScale, log);
 
   const chatCompletions: Route = {
     method: "POST",
@@ -106,35 +94,16 @@ export function createModelSimulator(options: ModelSimulatorOptions = {}): Model
       if (!parsed.success) throw new HttpError(400, `invalid request: ${parsed.error.issues[0]?.message ?? "bad body"}`);
       const { model, messages } = parsed.data;
 
-      // A caller that aborts (a deadline) closes the connection; stop waiting for it then, so a
-      // minutes-long simulated call leaves no timer behind.
-      const gone = new AbortController();
-      const onClose = () => {
-        if (!res.writableEnded) gone.abort();
-      };
-      res.on("close", onClose);
-      if (req.socket.destroyed) return; // it left while the body was being read
-      const waitMs = scaled(latencyMs(), timeScale);
-      waiting++;
-      try {
-        await sleep(waitMs, gone.signal);
-      } catch {
-        log.debug({ waitMs }, "caller left before the answer");
-        return;
-      } finally {
-        waiting--;
-        res.off("close", onClose);
-      }
-
+      if (!(await caller.wait({ req, res }, latencyMs))) return;
       if (random() < errorRate) {
-        sendJson(res, 500, errorBody("The server had an error while processing your request.", "server_error"));
+        sendServerError(res, "The server had an error while processing your request.");
         return;
       }
       sendJson(res, 200, completion(model, messages, simulateCategoryAnswer(messages)));
     },
   };
 
-  return { routes: [chatCompletions], inFlight: () => waiting };
+  return { routes: [chatCompletions], inFlight: caller.inFlight };
 }
 
 function completion(model: string, messages: ChatMessage[], content: string): ChatCompletionResponse {

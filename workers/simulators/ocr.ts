@@ -4,8 +4,8 @@ import { sniffDocumentType } from "@/lib/documents/inspect-documents";
 import { simOcrErrorRate } from "@/lib/documents/settings";
 import { env } from "@/lib/env";
 import { logger } from "@/lib/log";
-import { scaled, sleep } from "@/lib/time";
 import { HttpError, errorBody, sendJson, type Route } from "./router";
+import { createCallerWait, sampleLatencyMs, sendServerError, type LatencyShape, type SimulatedService, type SimulatorOptions } from "./simulated-call";
 
 const log = logger("simulators.ocr");
 
@@ -21,17 +21,14 @@ export const OCR_LATENCY = {
   tailShare: 0.001,
   tailFromMs: 30_000,
   maxMs: 120_000,
-} as const;
+} as const satisfies LatencyShape;
 
 /** The largest document the simulated service reads; above every upload limit Bounded allows. */
 const OCR_MAX_BODY_BYTES = 32 * 1024 * 1024;
 
 /** One call's latency in production milliseconds (not yet time-scaled). Pure given `random`. */
 export function sampleOcrLatencyMs(random: () => number = Math.random): number {
-  const { medianMs, sigma, tailShare, tailFromMs, maxMs } = OCR_LATENCY;
-  if (random() < tailShare) return tailFromMs + random() * (maxMs - tailFromMs);
-  const z = Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
-  return Math.min(maxMs, medianMs * Math.exp(sigma * z));
+  return sampleLatencyMs(OCR_LATENCY, random);
 }
 
 /** What the simulated OCR makes of a document: its text and page count, or why it cannot read it. */
@@ -137,22 +134,14 @@ async function readBody(req: IncomingMessage, limitBytes: number): Promise<Uint8
   return new Uint8Array(Buffer.concat(chunks));
 }
 
-export interface OcrSimulatorOptions {
+export interface OcrSimulatorOptions extends SimulatorOptions {
   /** Share of calls answered with a 500 (after their latency). @defaultValue `BOUNDED_SIM_OCR_ERROR_RATE`, else 0.01 */
   errorRate?: number;
-  /** @defaultValue `env().BOUNDED_TIME_SCALE` */
-  timeScale?: number;
   /** One call's production latency in ms, before scaling. @defaultValue `sampleOcrLatencyMs` */
   latencyMs?: () => number;
-  /** @defaultValue `Math.random` */
-  random?: () => number;
 }
 
-export interface OcrSimulator {
-  routes: Route[];
-  /** Requests currently waiting out their latency. */
-  inFlight(): number;
-}
+export type OcrSimulator = SimulatedService;
 
 /**
  * The OCR service: `POST /ocr` with the document's bytes as the request body (any content type;
@@ -166,7 +155,7 @@ export function createOcrSimulator(options: OcrSimulatorOptions = {}): OcrSimula
   const timeScale = options.timeScale ?? env().BOUNDED_TIME_SCALE;
   const random = options.random ?? Math.random;
   const latencyMs = options.latencyMs ?? (() => sampleOcrLatencyMs(random));
-  let waiting = 0;
+  const caller = createCallerWait(timeScale, log);
 
   const ocr: Route = {
     method: "POST",
@@ -176,27 +165,9 @@ export function createOcrSimulator(options: OcrSimulatorOptions = {}): OcrSimula
       if (bytes.byteLength === 0) throw new HttpError(400, "the request body is empty: send the document's bytes");
       if (!sniffDocumentType(bytes)) throw new HttpError(415, "not a PDF, PNG, JPEG, TIFF or UTF-8 text document", "unsupported_media_type");
 
-      // A caller that gives up (a deadline) closes the connection: stop waiting for it then.
-      const gone = new AbortController();
-      const onClose = () => {
-        if (!res.writableEnded) gone.abort();
-      };
-      res.on("close", onClose);
-      if (req.socket.destroyed) return;
-      const waitMs = scaled(latencyMs(), timeScale);
-      waiting++;
-      try {
-        await sleep(waitMs, gone.signal);
-      } catch {
-        log.debug({ waitMs }, "caller left before the answer");
-        return;
-      } finally {
-        waiting--;
-        res.off("close", onClose);
-      }
-
+      if (!(await caller.wait({ req, res }, latencyMs))) return;
       if (random() < errorRate) {
-        sendJson(res, 500, errorBody("The OCR service had an error while processing the document.", "server_error"));
+        sendServerError(res, "The OCR service had an error while processing the document.");
         return;
       }
       const reading = readDocument(bytes)!;
@@ -208,5 +179,5 @@ export function createOcrSimulator(options: OcrSimulatorOptions = {}): OcrSimula
     },
   };
 
-  return { routes: [ocr], inFlight: () => waiting };
+  return { routes: [ocr], inFlight: caller.inFlight };
 }
