@@ -12,3 +12,6 @@ export function fmtTime(iso: string | null): string {
 export function fmtAgo(iso: string, now = Date.now()): string {
   return formatAgo(now - new Date(iso).getTime());
 }
+
+/** "1,200 / 5,000": a count out of a total, "?" while the total is not known yet. */
+export const fmtOutOf = (n: number, total: number | null) => `${fmtInt(n)} / ${total === null ? "?" : fmtInt(total)}`;

@@ -1,6 +1,7 @@
 "use client";
 
 import { isChosenFile, useUpload } from "../components/use-upload";
+import { UploadFormShell } from "../components/upload-form-shell";
 
 export function DocumentsForm(props: { maxFiles: number; maxFileLabel: string; maxTotalLabel: string; typesLabel: string }) {
   const { error, pending, onSubmit } = useUpload("/api/documents", (form) => {
@@ -11,26 +12,22 @@ export function DocumentsForm(props: { maxFiles: number; maxFileLabel: string; m
   });
 
   return (
-    <form onSubmit={onSubmit} className="form-stack" noValidate>
-      <label className="field">
-        Your account (tenant)
-        <input type="text" name="tenant" required placeholder="e.g. acme" autoComplete="organization" />
-      </label>
-      <div className="dropzone">
+    <UploadFormShell
+      onSubmit={onSubmit}
+      error={error}
+      pending={pending}
+      submitLabel="Upload and read"
+      fileInput={
         <label className="field">
           Documents
           <input type="file" name="files" multiple required accept=".pdf,.png,.jpg,.jpeg,.tif,.tiff,.txt,application/pdf,image/png,image/jpeg,image/tiff,text/plain" />
         </label>
-        <p className="small muted" style={{ marginBottom: 0 }}>
+      }
+      hint={
+        <>
           {props.typesLabel}. Up to {props.maxFiles} documents, {props.maxFileLabel} each and {props.maxTotalLabel} together.
-        </p>
-      </div>
-      <div aria-live="assertive">{error ? <p className="form-error" role="alert">{error}</p> : null}</div>
-      <div>
-        <button type="submit" disabled={pending}>
-          {pending ? "Uploading…" : "Upload and read"}
-        </button>
-      </div>
-    </form>
+        </>
+      }
+    />
   );
 }

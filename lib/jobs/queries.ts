@@ -202,6 +202,14 @@ function failuresWhere(id: string): Prisma.JobItemFailureWhereInput {
   return { OR: [{ jobId: id }, { job: { parentId: id } }] };
 }
 
+/**
+ * Whether a job page has a job to show: one indexed lookup, made before the page streams, so an
+ * unknown id is a real 404 while the page itself loads behind its loading state.
+ */
+export async function jobExists(id: string): Promise<boolean> {
+  return UUID.test(id) && (await db().job.count({ where: { id } })) > 0;
+}
+
 export async function getJob(id: string, failuresLimit = 200): Promise<JobDetail | null> {
   if (!UUID.test(id)) return null;
   const row = await db().job.findUnique({
@@ -273,6 +281,11 @@ export interface Progress {
 }
 
 const PROGRESS_TOKEN = /^[0-9a-f]{32}$/;
+
+/** Whether a progress link opens a job (see `jobExists`: a real 404 for an unknown link). */
+export async function progressTokenExists(token: string): Promise<boolean> {
+  return PROGRESS_TOKEN.test(token) && (await db().job.count({ where: { progressToken: token } })) > 0;
+}
 
 function progressTitle(kind: string, total: number | null, filename: string | null, params: Prisma.JsonValue = null): string {
   switch (kind) {

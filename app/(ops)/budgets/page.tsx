@@ -3,6 +3,9 @@ import { formatAgo, formatDuration } from "@/lib/format/duration";
 import { formatRatio, getBudgetReport, type BudgetRisk, type BudgetRow, type LiveWorker, type RiskEstimate } from "@/lib/budgets/report";
 import { fmtInt, fmtTime } from "../../components/format";
 import { requirePageViewer } from "@/lib/auth/principal";
+import { PageHead } from "../../components/page-head";
+import { Stat } from "../../components/stat";
+import { DataTable, num } from "../../components/data-table";
 
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Budgets" };
@@ -18,15 +21,15 @@ export default async function BudgetsPage() {
 
   return (
     <main className="page">
-      <div className="page-head">
-        <div>
-          <h1>Budgets</h1>
-          <p className="muted">
+      <PageHead
+        title="Budgets"
+        description={
+          <>
             How long each job may run. At the <strong>soft</strong> limit a job ends cleanly as “timed out”; at the <strong>hard</strong> limit the
             runtime stops it. Durations are production values. Updated {fmtTime(report.generatedAt)} — reload for fresh numbers.
-          </p>
-        </div>
-      </div>
+          </>
+        }
+      />
 
       {report.workersError ? (
         <p className="message bad" role="alert">
@@ -63,22 +66,10 @@ export default async function BudgetsPage() {
       ) : null}
 
       <section className="grid cols-4" aria-label="Summary" style={{ marginBottom: "1.25rem" }}>
-        <div className={`stat ${noWorkers ? "alert" : ""}`}>
-          <div className="label">Live workers</div>
-          <div className="value">{fmtInt(report.workers.length)}</div>
-        </div>
-        <div className={`stat ${drifting.length > 0 ? "alert" : ""}`}>
-          <div className="label">Budgets drifting</div>
-          <div className="value">{fmtInt(drifting.length)}</div>
-        </div>
-        <div className={`stat ${atRisk.length > 0 ? "alert" : ""}`}>
-          <div className="label">At risk of timing out</div>
-          <div className="value">{fmtInt(atRisk.length)}</div>
-        </div>
-        <div className="stat">
-          <div className="label">Not served by a live worker</div>
-          <div className="value">{fmtInt(notServed.length)}</div>
-        </div>
+        <Stat label="Live workers" value={fmtInt(report.workers.length)} alert={noWorkers} />
+        <Stat label="Budgets drifting" value={fmtInt(drifting.length)} alert={drifting.length > 0} />
+        <Stat label="At risk of timing out" value={fmtInt(atRisk.length)} alert={atRisk.length > 0} />
+        <Stat label="Not served by a live worker" value={fmtInt(notServed.length)} />
       </section>
 
       <section className="panel">
@@ -86,58 +77,44 @@ export default async function BudgetsPage() {
         <p className="small muted">
           One row per queue and job kind. Precedence: environment override of the queue › task › queue › global default (10 min / 15 min).
         </p>
-        <div className="table-wrap">
-          <table className="data" aria-label="Effective budgets" style={{ tableLayout: "fixed", overflowWrap: "anywhere" }}>
-            <colgroup>
-              <col style={{ width: "14%" }} />
-              <col style={{ width: "14%" }} />
-              <col style={{ width: "26%" }} />
-              <col style={{ width: "26%" }} />
-              <col style={{ width: "20%" }} />
-            </colgroup>
-            <thead>
-              <tr>
-                <th>Queue / kind</th>
-                <th>Soft / hard</th>
-                <th>Source and why</th>
-                <th>Live workers use</th>
-                <th>Risk (last {report.windowDays} days)</th>
-              </tr>
-            </thead>
-            <tbody>
-              {report.rows.map((row) => (
-                <tr key={`${row.queue}/${row.kind}`} data-queue={row.queue} data-kind={row.kind} data-status={row.status} data-risk={row.risk.status}>
-                  <td>
-                    <div className="mono">{row.queue}</div>
-                    <div className="small muted mono">{row.kind}</div>
-                  </td>
-                  <td className="num" style={{ textAlign: "left" }}>
-                    <strong data-budget>{formatBudget(row.configuration)}</strong>
-                    {row.configuration.problem ? (
-                      <div>
-                        <span className="badge bad">invalid</span>
-                      </div>
-                    ) : null}
-                  </td>
-                  <td>
-                    <div className="mono" data-source>
-                      {row.configuration.source}
-                    </div>
-                    <div className="small muted">{row.configuration.why}</div>
-                    {row.configuration.problem ? <div className="small" style={{ color: "var(--bad)" }}>{row.configuration.problem}</div> : null}
-                  </td>
-                  <td>
-                    <RuntimeCell row={row} />
-                  </td>
-                  <td data-risk-summary>
-                    <RiskBadge risk={row.risk} />
-                    <div className="small">{row.risk.summary}</div>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <DataTable
+          headings={["Queue / kind", "Soft / hard", "Source and why", "Live workers use", `Risk (last ${report.windowDays} days)`]}
+          rows={report.rows}
+          label="Effective budgets"
+          style={{ tableLayout: "fixed", overflowWrap: "anywhere" }}
+          columnWidths={["14%", "14%", "26%", "26%", "20%"]}
+        >
+          {(row) => (
+            <tr key={`${row.queue}/${row.kind}`} data-queue={row.queue} data-kind={row.kind} data-status={row.status} data-risk={row.risk.status}>
+              <td>
+                <div className="mono">{row.queue}</div>
+                <div className="small muted mono">{row.kind}</div>
+              </td>
+              <td className="num" style={{ textAlign: "left" }}>
+                <strong data-budget>{formatBudget(row.configuration)}</strong>
+                {row.configuration.problem ? (
+                  <div>
+                    <span className="badge bad">invalid</span>
+                  </div>
+                ) : null}
+              </td>
+              <td>
+                <div className="mono" data-source>
+                  {row.configuration.source}
+                </div>
+                <div className="small muted">{row.configuration.why}</div>
+                {row.configuration.problem ? <div className="small" style={{ color: "var(--bad)" }}>{row.configuration.problem}</div> : null}
+              </td>
+              <td>
+                <RuntimeCell row={row} />
+              </td>
+              <td data-risk-summary>
+                <RiskBadge risk={row.risk} />
+                <div className="small">{row.risk.summary}</div>
+              </td>
+            </tr>
+          )}
+        </DataTable>
       </section>
 
       <section className="panel">
@@ -147,55 +124,25 @@ export default async function BudgetsPage() {
           {report.windowDays} days). Shown for the largest and the median job of the window, with the ratio to the soft budget: above 1× a job that size is
           expected to time out.
         </p>
-        <div className="table-wrap">
-          <table className="data" aria-label="Risk per queue and kind">
-            <thead>
-              <tr>
-                <th>Queue / kind</th>
-                <th className="num">Jobs</th>
-                <th className="num">p99 per call</th>
-                <th className="num">Calls per item</th>
-                <th className="num">p99 per item</th>
-                <th className="num">Largest job</th>
-                <th className="num">Median job</th>
-                <th className="num">Soft budget</th>
-                <th></th>
-              </tr>
-            </thead>
-            <tbody>
-              {report.rows.map((row) => (
-                <RiskRow key={`${row.queue}/${row.kind}`} row={row} />
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <DataTable
+          headings={["Queue / kind", num("Jobs"), num("p99 per call"), num("Calls per item"), num("p99 per item"), num("Largest job"), num("Median job"), num("Soft budget"), ""]}
+          rows={report.rows}
+          label="Risk per queue and kind"
+        >
+          {(row) => <RiskRow key={`${row.queue}/${row.kind}`} row={row} />}
+        </DataTable>
       </section>
 
       <section className="panel">
         <h2>Live workers</h2>
-        {report.workers.length === 0 ? (
-          <div className="empty">{report.workersError ?? "No worker process is publishing its budgets — workers are down or not started."}</div>
-        ) : (
-          <div className="table-wrap">
-            <table className="data" aria-label="Live workers">
-              <thead>
-                <tr>
-                  <th>Worker (host:pid)</th>
-                  <th>Queues</th>
-                  <th className="num">Concurrency</th>
-                  <th className="num">Time scale</th>
-                  <th>Started</th>
-                  <th className="num">Last publish</th>
-                </tr>
-              </thead>
-              <tbody>
-                {report.workers.map((w) => (
-                  <WorkerRow key={w.id} worker={w} timeScale={report.timeScale} />
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )}
+        <DataTable
+          headings={["Worker (host:pid)", "Queues", num("Concurrency"), num("Time scale"), "Started", num("Last publish")]}
+          rows={report.workers}
+          empty={report.workersError ?? "No worker process is publishing its budgets — workers are down or not started."}
+          label="Live workers"
+        >
+          {(w) => <WorkerRow key={w.id} worker={w} timeScale={report.timeScale} />}
+        </DataTable>
         <p className="small muted">
           Each worker process publishes the budgets it really resolved every 10 s (scaled); a worker that stops publishing disappears after three missed
           publications.

@@ -2,6 +2,8 @@ import { sampleTableActivity } from "@/lib/database/table-stats";
 import { formatDuration } from "@/lib/format/duration";
 import { fmtInt } from "../../components/format";
 import { requirePageViewer } from "@/lib/auth/principal";
+import { PageHead } from "../../components/page-head";
+import { DataTable, num } from "../../components/data-table";
 
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Database" };
@@ -15,14 +17,14 @@ export default async function DatabasePage() {
   const hot = tables.filter((t) => t.seqScansPerS >= 1 && t.liveRows < 10_000);
   return (
     <main className="page">
-      <div className="page-head">
-        <div>
-          <h1>Database</h1>
-          <p className="muted">
+      <PageHead
+        title="Database"
+        description={
+          <>
             Table activity per second over the last {formatDuration(intervalMs)} (two snapshots of <code>pg_stat_user_tables</code>). Reload to sample again.
-          </p>
-        </div>
-      </div>
+          </>
+        }
+      />
       <section className="panel">
         <h2>What to look for</h2>
         {hot.length ? (
@@ -34,34 +36,22 @@ export default async function DatabasePage() {
           <p className="message ok">No small table is being re-read sequentially right now.</p>
         )}
       </section>
-      <div className="table-wrap">
-        <table className="data">
-          <thead>
-            <tr>
-              <th>Table</th>
-              <th className="num">Seq scans /s</th>
-              <th className="num">Rows read by seq scans /s</th>
-              <th className="num">Index scans /s</th>
-              <th className="num">Inserts /s</th>
-              <th className="num">Updates /s</th>
-              <th className="num">Live rows</th>
-            </tr>
-          </thead>
-          <tbody>
-            {tables.map((t) => (
-              <tr key={t.table}>
-                <td className="mono">{t.table}</td>
-                <td className="num">{rate(t.seqScansPerS)}</td>
-                <td className="num">{rate(t.rowsReadBySeqScansPerS)}</td>
-                <td className="num">{rate(t.idxScansPerS)}</td>
-                <td className="num">{rate(t.insertsPerS)}</td>
-                <td className="num">{rate(t.updatesPerS)}</td>
-                <td className="num">{fmtInt(t.liveRows)}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
+      <DataTable
+        headings={["Table", num("Seq scans /s"), num("Rows read by seq scans /s"), num("Index scans /s"), num("Inserts /s"), num("Updates /s"), num("Live rows")]}
+        rows={tables}
+      >
+        {(t) => (
+          <tr key={t.table}>
+            <td className="mono">{t.table}</td>
+            <td className="num">{rate(t.seqScansPerS)}</td>
+            <td className="num">{rate(t.rowsReadBySeqScansPerS)}</td>
+            <td className="num">{rate(t.idxScansPerS)}</td>
+            <td className="num">{rate(t.insertsPerS)}</td>
+            <td className="num">{rate(t.updatesPerS)}</td>
+            <td className="num">{fmtInt(t.liveRows)}</td>
+          </tr>
+        )}
+      </DataTable>
     </main>
   );
 }

@@ -2,6 +2,7 @@
 
 import { startTransition, useActionState, useState, type FormEvent } from "react";
 import { bulkRetryAction, type BulkRetryState } from "./actions";
+import { SelectField, TextField } from "../../components/field";
 
 /**
  * Retry every job matching a filter: Preview shows how many match (and the cap); only then can
@@ -33,40 +34,11 @@ export function BulkRetryForm(props: { kinds: readonly string[]; statuses: reado
   };
   return (
     <form className="filters" aria-label="Bulk retry" onSubmit={submit}>
-      <label className="field">
-        Kind
-        <select {...bind("kind")}>
-          <option value="">any</option>
-          {props.kinds.map((k) => (
-            <option key={k} value={k}>
-              {k}
-            </option>
-          ))}
-        </select>
-      </label>
-      <label className="field">
-        Status
-        <select {...bind("status")}>
-          <option value="">any that can be retried</option>
-          {props.statuses.map((s) => (
-            <option key={s.value} value={s.value}>
-              {s.label}
-            </option>
-          ))}
-        </select>
-      </label>
-      <label className="field">
-        Tenant
-        <input type="text" placeholder="any" {...bind("tenant")} />
-      </label>
-      <label className="field">
-        Created from (UTC)
-        <input type="datetime-local" {...bind("from")} />
-      </label>
-      <label className="field">
-        to (UTC)
-        <input type="datetime-local" {...bind("to")} />
-      </label>
+      <SelectField label="Kind" any="any" options={props.kinds} {...bind("kind")} />
+      <SelectField label="Status" any="any that can be retried" options={props.statuses} {...bind("status")} />
+      <TextField label="Tenant" placeholder="any" {...bind("tenant")} />
+      <TextField label="Created from (UTC)" type="datetime-local" {...bind("from")} />
+      <TextField label="to (UTC)" type="datetime-local" {...bind("to")} />
       <button type="submit" name="intent" value="preview" className="secondary" disabled={disabled} title={props.disabledReason ?? undefined}>
         {pending ? "Counting…" : "Preview"}
       </button>

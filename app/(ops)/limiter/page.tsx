@@ -2,7 +2,12 @@ import Link from "next/link";
 import { requirePageViewer } from "@/lib/auth/principal";
 import { getLimiterReport, LIMITER_RANGES, limiterQuerySchema, type LimiterRange, type LimiterReport } from "@/lib/ratelimit/report";
 import { formatDuration, formatSeconds } from "@/lib/format/duration";
-import { fmtInt, fmtTime } from "../../components/format";
+import { fmtInt, fmtOutOf, fmtTime } from "../../components/format";
+import { PageHead } from "../../components/page-head";
+import { Stat } from "../../components/stat";
+import { ChartWithSummary } from "../../components/chart-with-summary";
+import { DataTable, num } from "../../components/data-table";
+import { JobLink } from "../../components/job-link";
 import { RescheduleChart } from "./reschedule-chart";
 import styles from "./limiter.module.css";
 
@@ -28,23 +33,25 @@ export default async function LimiterPage({ searchParams }: { searchParams: Prom
   const overdue = r.delayed.filter((d) => d.overdue).length;
   return (
     <main className="page">
-      <div className="page-head">
-        <div>
-          <h1>Limiter</h1>
-          <p className="muted">
+      <PageHead
+        title="Limiter"
+        description={
+          <>
             Marketplace calls take a token from their tenant’s bucket first. A job that would wait longer than 5 s gives its worker slot back and waits in
             <em> delayed</em> until the window opens (a reschedule), without spending a retry. As of {fmtTime(r.asOf)} — reload for fresh numbers.
             {r.timeScale !== 1 ? ` Times are in production units (time scale ${r.timeScale}).` : ""}
-          </p>
-        </div>
-        <nav className={styles.ranges} aria-label="Range">
-          {(Object.keys(LIMITER_RANGES) as LimiterRange[]).map((k) => (
-            <Link key={k} href={`/limiter?range=${k}`} aria-current={k === r.range ? "page" : undefined}>
-              {LIMITER_RANGES[k].label}
-            </Link>
-          ))}
-        </nav>
-      </div>
+          </>
+        }
+        actions={
+          <nav className={styles.ranges} aria-label="Range">
+            {(Object.keys(LIMITER_RANGES) as LimiterRange[]).map((k) => (
+              <Link key={k} href={`/limiter?range=${k}`} aria-current={k === r.range ? "page" : undefined}>
+                {LIMITER_RANGES[k].label}
+              </Link>
+            ))}
+          </nav>
+        }
+      />
       {!parsed.success ? (
         <p className="form-error" role="alert">
           The range was not understood; showing the last 24 hours.
@@ -52,41 +59,19 @@ export default async function LimiterPage({ searchParams }: { searchParams: Prom
       ) : null}
 
       <section className={`grid cols-4 ${styles.grid}`} aria-label="Summary">
-        <div className="stat">
-          <div className="label">Reschedules, last {r.window.rangeLabel}</div>
-          <div className="value" data-testid="reschedules-total">
-            {fmtInt(r.totals.reschedules)}
-          </div>
-        </div>
-        <div className="stat">
-          <div className="label">Time spent waiting for windows</div>
-          <div className="value">{formatDuration(r.totals.waitSeconds * 1000)}</div>
-        </div>
-        <div className="stat">
-          <div className="label">Waiting in delayed now</div>
-          <div className="value" data-testid="delayed-count">
-            {fmtInt(r.delayed.length)}
-          </div>
-        </div>
-        <div className={`stat ${overdue ? "alert" : ""}`}>
-          <div className="label">Past their wake-up time</div>
-          <div className="value">{fmtInt(overdue)}</div>
-        </div>
+        <Stat label={`Reschedules, last ${r.window.rangeLabel}`} value={fmtInt(r.totals.reschedules)} testId="reschedules-total" />
+        <Stat label="Time spent waiting for windows" value={formatDuration(r.totals.waitSeconds * 1000)} />
+        <Stat label="Waiting in delayed now" value={fmtInt(r.delayed.length)} testId="delayed-count" />
+        <Stat label="Past their wake-up time" value={fmtInt(overdue)} alert={overdue > 0} />
       </section>
 
-      <div className={styles.layout}>
-        <section className="panel" aria-labelledby="chart-title">
-          <h2 id="chart-title">
-            Reschedules per {r.window.stepLabel}, by queue and family
-          </h2>
-          {r.totals.reschedules === 0 ? (
-            <div className="empty">No job had to wait for a rate-limit window in the last {r.window.rangeLabel}.</div>
-          ) : (
-            <RescheduleChart points={r.points} series={r.series.map((s) => s.key)} stepSeconds={r.window.stepSeconds} label={chartLabel(r)} />
-          )}
-        </section>
-        <aside className={`panel ${styles.summary}`} aria-label="Reschedules by queue and family" data-testid="limiter-summary">
-          {r.series.length === 0 ? (
+      <ChartWithSummary
+        titleId="chart-title"
+        title={`Reschedules per ${r.window.stepLabel}, by queue and family`}
+        summaryLabel="Reschedules by queue and family"
+        summaryTestId="limiter-summary"
+        summary={
+          r.series.length === 0 ? (
             <p className="small muted" style={{ margin: 0 }}>
               None in this window.
             </p>
@@ -106,61 +91,50 @@ export default async function LimiterPage({ searchParams }: { searchParams: Prom
                 </dl>
               </div>
             ))
-          )}
-        </aside>
-      </div>
+          )
+        }
+      >
+        {r.totals.reschedules === 0 ? (
+          <div className="empty">No job had to wait for a rate-limit window in the last {r.window.rangeLabel}.</div>
+        ) : (
+          <RescheduleChart points={r.points} series={r.series.map((s) => s.key)} stepSeconds={r.window.stepSeconds} label={chartLabel(r)} />
+        )}
+      </ChartWithSummary>
 
       <section className="panel" aria-labelledby="delayed-title">
         <h2 id="delayed-title">Jobs waiting for a window</h2>
-        {r.delayed.length === 0 ? (
-          <div className="empty">No job is waiting in delayed.</div>
-        ) : (
-          <div className="table-wrap">
-            <table className="data" data-testid="delayed-jobs">
-              <thead>
-                <tr>
-                  <th>Job</th>
-                  <th>Tenant</th>
-                  <th>Waiting for</th>
-                  <th>Wakes up</th>
-                  <th className="num">Reschedules</th>
-                  <th className="num">Pages done</th>
-                </tr>
-              </thead>
-              <tbody>
-                {r.delayed.map((d) => (
-                  <tr key={d.id}>
-                    <td>
-                      <Link className="mono" href={`/jobs/${d.id}`}>
-                        {d.id.slice(0, 8)}
-                      </Link>
-                    </td>
-                    <td>{d.tenant}</td>
-                    <td className="small">{d.message ?? "—"}</td>
-                    <td>
-                      {d.dueInSeconds === null ? (
-                        "—"
-                      ) : d.overdue ? (
-                        <span className="badge bad" title={`queue state: ${d.queueState ?? "unknown"}`}>
-                          {formatDuration(-d.dueInSeconds * 1000)} overdue
-                        </span>
-                      ) : d.dueInSeconds > 0 ? (
-                        `in ${formatDuration(d.dueInSeconds * 1000)}`
-                      ) : (
-                        "now"
-                      )}
-                      <div className="small muted">{fmtTime(d.wakeUpAt)}</div>
-                    </td>
-                    <td className="num">{fmtInt(d.reschedules)}</td>
-                    <td className="num">
-                      {fmtInt(d.processed)} / {d.total === null ? "?" : fmtInt(d.total)}
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )}
+        <DataTable
+          headings={["Job", "Tenant", "Waiting for", "Wakes up", num("Reschedules"), num("Pages done")]}
+          rows={r.delayed}
+          empty="No job is waiting in delayed."
+          testId="delayed-jobs"
+        >
+          {(d) => (
+            <tr key={d.id}>
+              <td>
+                <JobLink id={d.id} />
+              </td>
+              <td>{d.tenant}</td>
+              <td className="small">{d.message ?? "—"}</td>
+              <td>
+                {d.dueInSeconds === null ? (
+                  "—"
+                ) : d.overdue ? (
+                  <span className="badge bad" title={`queue state: ${d.queueState ?? "unknown"}`}>
+                    {formatDuration(-d.dueInSeconds * 1000)} overdue
+                  </span>
+                ) : d.dueInSeconds > 0 ? (
+                  `in ${formatDuration(d.dueInSeconds * 1000)}`
+                ) : (
+                  "now"
+                )}
+                <div className="small muted">{fmtTime(d.wakeUpAt)}</div>
+              </td>
+              <td className="num">{fmtInt(d.reschedules)}</td>
+              <td className="num">{fmtOutOf(d.processed, d.total)}</td>
+            </tr>
+          )}
+        </DataTable>
         <p className="small muted" style={{ marginBottom: 0 }}>
           A delayed job is never reaped; one still delayed {formatDuration(r.overdueAfterSeconds * 1000)} after its wake-up time is flagged here and on the stuck page.
         </p>
@@ -169,62 +143,34 @@ export default async function LimiterPage({ searchParams }: { searchParams: Prom
       <div className={styles.two}>
         <section className="panel" aria-labelledby="tenants-title">
           <h2 id="tenants-title">Tenants that waited longest, last {r.window.rangeLabel}</h2>
-          {r.topTenants.length === 0 ? (
-            <div className="empty">No tenant waited.</div>
-          ) : (
-            <div className="table-wrap">
-              <table className="data" data-testid="top-tenants">
-                <thead>
-                  <tr>
-                    <th>Tenant</th>
-                    <th>Families</th>
-                    <th className="num">Reschedules</th>
-                    <th className="num">Time waiting</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {r.topTenants.map((t) => (
-                    <tr key={t.tenant}>
-                      <td>{t.tenant}</td>
-                      <td className={`mono small ${styles.nowrap}`}>{t.families.join(", ")}</td>
-                      <td className="num">{fmtInt(t.reschedules)}</td>
-                      <td className="num">{formatDuration(t.waitSeconds * 1000)}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
-          )}
+          <DataTable headings={["Tenant", "Families", num("Reschedules"), num("Time waiting")]} rows={r.topTenants} empty="No tenant waited." testId="top-tenants">
+            {(t) => (
+              <tr key={t.tenant}>
+                <td>{t.tenant}</td>
+                <td className={`mono small ${styles.nowrap}`}>{t.families.join(", ")}</td>
+                <td className="num">{fmtInt(t.reschedules)}</td>
+                <td className="num">{formatDuration(t.waitSeconds * 1000)}</td>
+              </tr>
+            )}
+          </DataTable>
         </section>
 
         <section className="panel" aria-labelledby="buckets-title">
           <h2 id="buckets-title">Buckets per tenant</h2>
-          <div className="table-wrap">
-            <table className="data" data-testid="bucket-specs">
-              <thead>
-                <tr>
-                  <th>Family</th>
-                  <th className="num">Capacity</th>
-                  <th className="num">Refill</th>
-                  <th>Why</th>
-                </tr>
-              </thead>
-              <tbody>
-                {r.buckets.map((b) => (
-                  <tr key={b.family}>
-                    <td className={`mono ${styles.nowrap}`}>{b.family}</td>
-                    <td className={`num ${styles.nowrap}`}>
-                      {fmtInt(b.capacity)} token{b.capacity === 1 ? "" : "s"}
-                    </td>
-                    <td className={`num ${styles.nowrap}`}>
-                      {fmtInt(b.refillPerWindow)} per {formatSeconds(b.windowSeconds * 1000)}
-                    </td>
-                    <td className={`small muted ${styles.why}`}>{b.why}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <DataTable headings={["Family", num("Capacity"), num("Refill"), "Why"]} rows={r.buckets} testId="bucket-specs">
+            {(b) => (
+              <tr key={b.family}>
+                <td className={`mono ${styles.nowrap}`}>{b.family}</td>
+                <td className={`num ${styles.nowrap}`}>
+                  {fmtInt(b.capacity)} token{b.capacity === 1 ? "" : "s"}
+                </td>
+                <td className={`num ${styles.nowrap}`}>
+                  {fmtInt(b.refillPerWindow)} per {formatSeconds(b.windowSeconds * 1000)}
+                </td>
+                <td className={`small muted ${styles.why}`}>{b.why}</td>
+              </tr>
+            )}
+          </DataTable>
         </section>
       </div>
 
@@ -234,36 +180,27 @@ export default async function LimiterPage({ searchParams }: { searchParams: Prom
           <p className="form-error" role="alert">
             The buckets cannot be read right now (Redis does not answer).
           </p>
-        ) : r.bucketStates.length === 0 ? (
-          <div className="empty">No bucket was used recently: every tenant’s buckets are full.</div>
         ) : (
-          <div className="table-wrap">
-            <table className="data" data-testid="bucket-states">
-              <thead>
-                <tr>
-                  <th>Scope</th>
-                  <th>Tokens</th>
-                  <th className="num">Next token</th>
-                  <th className="num">Full again</th>
-                </tr>
-              </thead>
-              <tbody>
-                {r.bucketStates.map((b) => (
-                  <tr key={b.scope}>
-                    <td className="mono">{b.scope}</td>
-                    <td>
-                      <span className={styles.meter} aria-hidden="true">
-                        <span style={{ width: `${Math.min(100, (b.tokens / b.capacity) * 100)}%` }} />
-                      </span>
-                      {fmtTokens(b.tokens)} of {fmtInt(b.capacity)}
-                    </td>
-                    <td className="num">{b.nextTokenSeconds <= 0 ? "available" : `in ${formatDuration(b.nextTokenSeconds * 1000)}`}</td>
-                    <td className="num">{b.fullSeconds <= 0 ? "full" : `in ${formatDuration(b.fullSeconds * 1000)}`}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <DataTable
+            headings={["Scope", "Tokens", num("Next token"), num("Full again")]}
+            rows={r.bucketStates}
+            empty="No bucket was used recently: every tenant’s buckets are full."
+            testId="bucket-states"
+          >
+            {(b) => (
+              <tr key={b.scope}>
+                <td className="mono">{b.scope}</td>
+                <td>
+                  <span className={styles.meter} aria-hidden="true">
+                    <span style={{ width: `${Math.min(100, (b.tokens / b.capacity) * 100)}%` }} />
+                  </span>
+                  {fmtTokens(b.tokens)} of {fmtInt(b.capacity)}
+                </td>
+                <td className="num">{b.nextTokenSeconds <= 0 ? "available" : `in ${formatDuration(b.nextTokenSeconds * 1000)}`}</td>
+                <td className="num">{b.fullSeconds <= 0 ? "full" : `in ${formatDuration(b.fullSeconds * 1000)}`}</td>
+              </tr>
+            )}
+          </DataTable>
         )}
       </section>
     </main>

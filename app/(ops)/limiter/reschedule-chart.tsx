@@ -1,6 +1,7 @@
 "use client";
 
 import { Bar, BarChart, CartesianGrid, Legend, Tooltip, XAxis, YAxis } from "recharts";
+import { AXIS, GRID, LEGEND, axisTitle } from "../../components/chart-theme";
 import styles from "./limiter.module.css";
 
 /** One bar: reschedules in one step of the window, per series (`queue · family`). A plain DTO. */
@@ -26,11 +27,11 @@ export function RescheduleChart({ points, series, stepSeconds, label }: { points
   return (
     <div className={styles.chart} role="img" aria-label={label} data-testid="reschedule-chart">
       <BarChart responsive style={{ width: "100%", height: "100%" }} data={data} margin={{ top: 16, right: 16, bottom: 8, left: 8 }} barCategoryGap={1}>
-        <CartesianGrid strokeDasharray="3 3" vertical={false} stroke="#e5e8ee" />
-        <XAxis dataKey="at" tickFormatter={(v: string) => tickLabel(v, stepSeconds)} minTickGap={24} tick={{ fontSize: 12, fill: "#5b6270" }} stroke="#c5ccd8" />
-        <YAxis allowDecimals={false} tick={{ fontSize: 12, fill: "#5b6270" }} stroke="#c5ccd8" width={40} label={{ value: "reschedules", angle: -90, position: "insideLeft", fontSize: 12, fill: "#5b6270" }} />
+        <CartesianGrid {...GRID} />
+        <XAxis dataKey="at" tickFormatter={(v: string) => tickLabel(v, stepSeconds)} minTickGap={24} {...AXIS} />
+        <YAxis allowDecimals={false} {...AXIS} width={40} label={axisTitle("reschedules")} />
         <Tooltip labelFormatter={(v) => `${new Date(String(v)).toISOString().replace("T", " ").slice(0, 16)} UTC`} isAnimationActive={false} />
-        <Legend verticalAlign="bottom" height={28} iconType="square" wrapperStyle={{ fontSize: 13 }} />
+        <Legend {...LEGEND} />
         {series.map((s, i) => (
           <Bar key={s} dataKey={s} name={s} stackId="reschedules" fill={PALETTE[i % PALETTE.length]} isAnimationActive={false} />
         ))}

@@ -3,6 +3,7 @@
 import { Bar, BarChart, CartesianGrid, Legend, ReferenceLine, Tooltip, XAxis, YAxis, type TooltipContentProps } from "recharts";
 import { BUCKET_COUNT, logPosition } from "@/lib/modelcalls/buckets";
 import { formatDuration, formatDurationRounded } from "@/lib/format/duration";
+import { AXIS, GRID, LEGEND } from "../../components/chart-theme";
 import { AXIS_TICKS_MS } from "./format";
 import styles from "./model-calls.module.css";
 
@@ -69,27 +70,11 @@ export function LatencyChart({ buckets, perItemMs, label }: { buckets: ChartBuck
   return (
     <div className={styles.chart} role="img" aria-label={label} data-testid="latency-chart">
       <BarChart responsive style={{ width: "100%", height: "100%" }} data={data} margin={{ top: 24, right: 24, bottom: 8, left: 8 }} barCategoryGap={1}>
-        <CartesianGrid strokeDasharray="3 3" vertical={false} stroke="#e5e8ee" />
-        <XAxis
-          dataKey="x"
-          type="number"
-          domain={[0, BUCKET_COUNT]}
-          ticks={TICKS.map((t) => t.x)}
-          tickFormatter={tickLabel}
-          interval={0}
-          allowDataOverflow
-          tick={{ fontSize: 12, fill: "#5b6270" }}
-          stroke="#c5ccd8"
-        />
-        <YAxis allowDecimals={false} tick={{ fontSize: 12, fill: "#5b6270" }} stroke="#c5ccd8" width={48} />
+        <CartesianGrid {...GRID} />
+        <XAxis dataKey="x" type="number" domain={[0, BUCKET_COUNT]} ticks={TICKS.map((t) => t.x)} tickFormatter={tickLabel} interval={0} allowDataOverflow {...AXIS} />
+        <YAxis allowDecimals={false} {...AXIS} width={48} />
         <Tooltip content={BucketTooltip} cursor={{ fill: "rgba(36, 88, 211, 0.06)" }} isAnimationActive={false} />
-        <Legend
-          verticalAlign="bottom"
-          height={28}
-          iconType="square"
-          wrapperStyle={{ fontSize: 13 }}
-          itemSorter={(item) => OUTCOME_ORDER.indexOf(item.dataKey as (typeof OUTCOME_ORDER)[number])}
-        />
+        <Legend {...LEGEND} itemSorter={(item) => OUTCOME_ORDER.indexOf(item.dataKey as (typeof OUTCOME_ORDER)[number])} />
         <Bar dataKey="ok" name="ok" stackId="outcome" fill={COLORS.ok} isAnimationActive={false} />
         <Bar dataKey="error" name="error" stackId="outcome" fill={COLORS.error} isAnimationActive={false} />
         <Bar dataKey="aborted" name="aborted" stackId="outcome" fill={COLORS.aborted} isAnimationActive={false} />

@@ -10,6 +10,10 @@ import {
   type PerItemBudget,
 } from "@/lib/modelcalls/queries";
 import { fmtInt, fmtTime } from "../../components/format";
+import { PageHead } from "../../components/page-head";
+import { ChartWithSummary } from "../../components/chart-with-summary";
+import { FilterForm } from "../../components/filter-form";
+import { SelectField } from "../../components/field";
 import { formatDuration, formatDurationRounded } from "@/lib/format/duration";
 import { RANGE_LABEL } from "./format";
 import { LatencyChart, type ChartBucket } from "./latency-chart";
@@ -35,15 +39,15 @@ export default async function ModelCallsPage({ searchParams }: { searchParams: P
 
   return (
     <main className="page">
-      <div className="page-head">
-        <div>
-          <h1>Model calls</h1>
-          <p className="muted">
+      <PageHead
+        title="Model calls"
+        description={
+          <>
             How long {what} took, counted per latency bucket (six per decade, 10 ms to 1 h) and per hour. As of {fmtTime(h.window.to)} — reload for fresh
             numbers.
-          </p>
-        </div>
-      </div>
+          </>
+        }
+      />
 
       <Filters h={h} raw={raw} />
       {!parsed.success ? (
@@ -78,23 +82,26 @@ export default async function ModelCallsPage({ searchParams }: { searchParams: P
           ) : null}
         </section>
       ) : (
-        <div className={styles.layout}>
-          <section className="panel" aria-labelledby="chart-title">
-            <h2 id="chart-title">
-              Latency of {what}, last {RANGE_LABEL[h.range]}
-            </h2>
-            <LatencyChart buckets={chartBuckets} perItemMs={budget?.perItemMs ?? null} label={chartLabel(h)} />
-            <BudgetNote kind={query.kind} budget={budget} />
-          </section>
-          <aside className={`panel ${styles.summary}`} aria-label="Summary" data-testid="summary">
-            <SummaryList title={capitalise(what)} s={h.summary} testId="model-summary" />
-            {h.type !== "tool" ? <SummaryList title="Tool calls beside them" s={h.tools} testId="tool-summary" /> : null}
-            <p className={`small muted ${styles.section}`}>
-              Percentiles are read off the bucket counts: the bucket is exact, the value inside it interpolated (within ×1.47); max and mean are
-              exact.
-            </p>
-          </aside>
-        </div>
+        <ChartWithSummary
+          titleId="chart-title"
+          title={`Latency of ${what}, last ${RANGE_LABEL[h.range]}`}
+          summaryLabel="Summary"
+          summaryTestId="summary"
+          summaryClassName={styles.summary}
+          summary={
+            <>
+              <SummaryList title={capitalise(what)} s={h.summary} testId="model-summary" />
+              {h.type !== "tool" ? <SummaryList title="Tool calls beside them" s={h.tools} testId="tool-summary" /> : null}
+              <p className={`small muted ${styles.section}`}>
+                Percentiles are read off the bucket counts: the bucket is exact, the value inside it interpolated (within ×1.47); max and mean are
+                exact.
+              </p>
+            </>
+          }
+        >
+          <LatencyChart buckets={chartBuckets} perItemMs={budget?.perItemMs ?? null} label={chartLabel(h)} />
+          <BudgetNote kind={query.kind} budget={budget} />
+        </ChartWithSummary>
       )}
     </main>
   );
@@ -103,51 +110,13 @@ export default async function ModelCallsPage({ searchParams }: { searchParams: P
 function Filters({ h, raw }: { h: LatencyHistogram; raw: Record<string, string> }) {
   const withCurrent = (values: string[], current: string | null) => (current && !values.includes(current) ? [current, ...values] : values);
   return (
-    <form className="filters" method="get" role="search" aria-label="Filters">
-      <label className="field">
-        Range
-        <select name="range" defaultValue={h.range}>
-          {LATENCY_RANGES.map((r) => (
-            <option key={r} value={r}>
-              last {RANGE_LABEL[r]}
-            </option>
-          ))}
-        </select>
-      </label>
-      <label className="field">
-        Calls
-        <select name="type" defaultValue={h.type}>
-          {CALL_TYPES.map((t) => (
-            <option key={t} value={t}>
-              {TYPE_LABEL[t]}
-            </option>
-          ))}
-        </select>
-      </label>
-      <Select name="queue" label="Queue" values={withCurrent(h.options.queues, h.filters.queue)} current={raw.queue} />
-      <Select name="kind" label="Kind" values={withCurrent(h.options.kinds, h.filters.kind)} current={raw.kind} />
-      <Select name="model" label={h.type === "tool" ? "Tool" : "Model"} values={withCurrent(h.options.models, h.filters.model)} current={raw.model} />
-      <button type="submit">Show</button>
-      <Link href="/model-calls" className="button secondary">
-        Clear
-      </Link>
-    </form>
-  );
-}
-
-function Select({ name, label, values, current }: { name: string; label: string; values: string[]; current: string | undefined }) {
-  return (
-    <label className="field">
-      {label}
-      <select name={name} defaultValue={current ?? ""}>
-        <option value="">any</option>
-        {values.map((v) => (
-          <option key={v} value={v}>
-            {v}
-          </option>
-        ))}
-      </select>
-    </label>
+    <FilterForm clearHref="/model-calls" submitLabel="Show" label="Filters">
+      <SelectField label="Range" name="range" defaultValue={h.range} options={LATENCY_RANGES.map((r) => ({ value: r, label: `last ${RANGE_LABEL[r]}` }))} />
+      <SelectField label="Calls" name="type" defaultValue={h.type} options={CALL_TYPES.map((t) => ({ value: t, label: TYPE_LABEL[t] }))} />
+      <SelectField label="Queue" name="queue" any="any" defaultValue={raw.queue ?? ""} options={withCurrent(h.options.queues, h.filters.queue)} />
+      <SelectField label="Kind" name="kind" any="any" defaultValue={raw.kind ?? ""} options={withCurrent(h.options.kinds, h.filters.kind)} />
+      <SelectField label={h.type === "tool" ? "Tool" : "Model"} name="model" any="any" defaultValue={raw.model ?? ""} options={withCurrent(h.options.models, h.filters.model)} />
+    </FilterForm>
   );
 }
 

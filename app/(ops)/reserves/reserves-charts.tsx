@@ -2,6 +2,7 @@
 
 import { Bar, BarChart, CartesianGrid, Legend, ReferenceLine, Tooltip, XAxis, YAxis } from "recharts";
 import { formatDuration } from "@/lib/format/duration";
+import { AXIS, GRID, LEGEND, axisTitle } from "../../components/chart-theme";
 import styles from "./reserves.module.css";
 
 const COLORS = { generate: "#2458d3", dislike: "#d08a00" } as const;
@@ -23,19 +24,18 @@ export function AgeChart({ buckets, worstCaseMin, windowMin, label }: { buckets:
   return (
     <div className={styles.chart} role="img" aria-label={label} data-testid="age-chart">
       <BarChart responsive style={{ width: "100%", height: "100%" }} data={data} margin={{ top: 28, right: 24, bottom: 8, left: 8 }} barCategoryGap={1}>
-        <CartesianGrid strokeDasharray="3 3" vertical={false} stroke="#e5e8ee" />
+        <CartesianGrid {...GRID} />
         <XAxis
           dataKey="x"
           type="number"
           domain={[0, last + 1]}
           ticks={Array.from({ length: Math.floor(last / 5) + 1 }, (_, i) => i * 5)}
           tickFormatter={(m: number) => (m >= last ? `${m}+ min` : `${m} min`)}
-          tick={{ fontSize: 12, fill: "#5b6270" }}
-          stroke="#c5ccd8"
+          {...AXIS}
         />
-        <YAxis allowDecimals={false} tick={{ fontSize: 12, fill: "#5b6270" }} stroke="#c5ccd8" width={48} label={{ value: "live reserves", angle: -90, position: "insideLeft", fill: "#5b6270", fontSize: 12 }} />
+        <YAxis allowDecimals={false} {...AXIS} width={48} label={axisTitle("live reserves")} />
         <Tooltip isAnimationActive={false} labelFormatter={(x) => `${Number(x) - 0.5}–${Number(x) + 0.5} min old`} />
-        <Legend verticalAlign="bottom" height={28} iconType="square" wrapperStyle={{ fontSize: 13 }} />
+        <Legend {...LEGEND} />
         <Bar dataKey="generate" name="generate" stackId="kind" fill={COLORS.generate} isAnimationActive={false} />
         <Bar dataKey="dislike" name="dislike" stackId="kind" fill={COLORS.dislike} isAnimationActive={false} />
         <ReferenceLine x={worstCaseMin} stroke="#5b6270" strokeWidth={2} strokeDasharray="6 4" label={{ value: `worst case ${formatDuration(worstCaseMin * 60_000)}`, position: "top", fill: "#5b6270", fontSize: 12 }} />
@@ -51,11 +51,11 @@ export function ReclaimedChart({ hours, label }: { hours: { hour: string; genera
   return (
     <div className={styles["small-chart"]} role="img" aria-label={label} data-testid="reclaimed-chart">
       <BarChart responsive style={{ width: "100%", height: "100%" }} data={data} margin={{ top: 12, right: 24, bottom: 8, left: 8 }}>
-        <CartesianGrid strokeDasharray="3 3" vertical={false} stroke="#e5e8ee" />
-        <XAxis dataKey="label" interval={2} tick={{ fontSize: 12, fill: "#5b6270" }} stroke="#c5ccd8" tickFormatter={(h: string) => `${h} UTC`} />
-        <YAxis allowDecimals={false} tick={{ fontSize: 12, fill: "#5b6270" }} stroke="#c5ccd8" width={48} label={{ value: "reclaimed", angle: -90, position: "insideLeft", fill: "#5b6270", fontSize: 12 }} />
+        <CartesianGrid {...GRID} />
+        <XAxis dataKey="label" interval={2} {...AXIS} tickFormatter={(h: string) => `${h} UTC`} />
+        <YAxis allowDecimals={false} {...AXIS} width={48} label={axisTitle("reclaimed")} />
         <Tooltip isAnimationActive={false} />
-        <Legend verticalAlign="bottom" height={28} iconType="square" wrapperStyle={{ fontSize: 13 }} />
+        <Legend {...LEGEND} />
         <Bar dataKey="generate" name="generate" stackId="kind" fill={COLORS.generate} isAnimationActive={false} />
         <Bar dataKey="dislike" name="dislike" stackId="kind" fill={COLORS.dislike} isAnimationActive={false} />
       </BarChart>

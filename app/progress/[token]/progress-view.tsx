@@ -7,6 +7,7 @@ import { STATUS_LABEL } from "@/lib/jobs/statuses";
 import { StatusBadge, statusTone } from "../../components/status-badge";
 import { formatDurationRounded, formatWaitSeconds } from "@/lib/format/duration";
 import { fmtAgo, fmtInt } from "../../components/format";
+import { DataTable, num } from "../../components/data-table";
 
 /** One query-options factory per polled resource; polling stops by itself once the job is terminal. */
 export function progressQuery(token: string, initialData: Progress) {
@@ -124,24 +125,14 @@ function View({ token, initial }: { token: string; initial: Progress }) {
                 ? "Documents are numbered from 1 in the order you sent them."
                 : `${Nouns} are numbered from 1 in the order they were processed.`}
           </p>
-          <div className="table-wrap">
-            <table className="data" data-testid="failures">
-              <thead>
-                <tr>
-                  <th className="num">{p.noun === "row" ? "Row" : Nouns.slice(0, -1)}</th>
-                  <th>Problem</th>
-                </tr>
-              </thead>
-              <tbody>
-                {p.failures.map((f) => (
-                  <tr key={f.row}>
-                    <td className="num">{f.row}</td>
-                    <td>{f.reason}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <DataTable headings={[num(p.noun === "row" ? "Row" : Nouns.slice(0, -1)), "Problem"]} rows={p.failures} testId="failures">
+            {(f) => (
+              <tr key={f.row}>
+                <td className="num">{f.row}</td>
+                <td>{f.reason}</td>
+              </tr>
+            )}
+          </DataTable>
         </section>
       ) : null}
     </>

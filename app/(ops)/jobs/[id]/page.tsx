@@ -2,7 +2,8 @@ import Link from "next/link";
 import { notFound } from "next/navigation";
 import { getJob } from "@/lib/jobs/queries";
 import { StatusBadge, statusTone } from "../../../components/status-badge";
-import { fmtInt, fmtTime } from "../../../components/format";
+import { fmtInt, fmtOutOf, fmtTime } from "../../../components/format";
+import { DataTable, num } from "../../../components/data-table";
 import { formatDuration } from "@/lib/format/duration";
 import { requirePageViewer } from "@/lib/auth/principal";
 import { hasRole } from "@/lib/auth/roles";
@@ -58,9 +59,7 @@ export default async function JobPage({ params, searchParams }: { params: Promis
         <div className="progress-numbers">
           <div>
             <span className="muted small">Done</span>
-            <span className="big">
-              {fmtInt(done)} / {job.total === null ? "?" : fmtInt(job.total)}
-            </span>
+            <span className="big">{fmtOutOf(done, job.total)}</span>
             <span className="muted small">{pct.toFixed(0)} %</span>
           </div>
           <div>
@@ -151,42 +150,28 @@ export default async function JobPage({ params, searchParams }: { params: Promis
           <h2 id="parts-heading">
             Parts <span className="muted small">({job.children.filter((c) => c.status === "completed" || c.status === "completed_with_errors").length} of {job.children.length} completed)</span>
           </h2>
-          <div className="table-wrap">
-            <table className="data">
-              <thead>
-                <tr>
-                  <th className="num">Part</th>
-                  <th className="num">{nounOf(job.kind)[0]!.toUpperCase() + nounOf(job.kind).slice(1)}s</th>
-                  <th>Status</th>
-                  <th className="num">Done</th>
-                  <th className="num">Failed</th>
-                  <th className="num">Attempt</th>
-                  <th>Message</th>
-                </tr>
-              </thead>
-              <tbody>
-                {job.children.map((c) => (
-                  <tr key={c.id} data-part={c.index}>
-                    <td className="num">
-                      <Link href={`/jobs/${c.id}`}>{c.index}</Link>
-                    </td>
-                    <td className="num">
-                      {fmtInt(c.from + 1)}–{fmtInt(c.to)}
-                    </td>
-                    <td>
-                      <StatusBadge status={c.status} />
-                    </td>
-                    <td className="num">
-                      {fmtInt(c.processed + c.failed)} / {c.total === null ? "?" : fmtInt(c.total)}
-                    </td>
-                    <td className="num">{fmtInt(c.failed)}</td>
-                    <td className="num">{c.attempt}</td>
-                    <td className="small">{c.message ?? "—"}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <DataTable
+            headings={[num("Part"), num(`${nounOf(job.kind)[0]!.toUpperCase() + nounOf(job.kind).slice(1)}s`), "Status", num("Done"), num("Failed"), num("Attempt"), "Message"]}
+            rows={job.children}
+          >
+            {(c) => (
+              <tr key={c.id} data-part={c.index}>
+                <td className="num">
+                  <Link href={`/jobs/${c.id}`}>{c.index}</Link>
+                </td>
+                <td className="num">
+                  {fmtInt(c.from + 1)}–{fmtInt(c.to)}
+                </td>
+                <td>
+                  <StatusBadge status={c.status} />
+                </td>
+                <td className="num">{fmtOutOf(c.processed + c.failed, c.total)}</td>
+                <td className="num">{fmtInt(c.failed)}</td>
+                <td className="num">{c.attempt}</td>
+                <td className="small">{c.message ?? "—"}</td>
+              </tr>
+            )}
+          </DataTable>
         </section>
       ) : null}
 
@@ -236,35 +221,26 @@ export default async function JobPage({ params, searchParams }: { params: Promis
         <h2>
           Item failures <span className="muted small">({fmtInt(job.failuresTotal)})</span>
         </h2>
-        {job.failures.length === 0 ? (
-          <div className="empty">No item failed.</div>
-        ) : (
-          <div className="table-wrap">
-            <table className="data">
-              <thead>
-                <tr>
-                  <th className="num">Row</th>
-                  <th>Reason</th>
-                  <th className="num">Attempt</th>
-                </tr>
-              </thead>
-              <tbody>
-                {job.failures.map((f) => (
-                  <tr key={f.row}>
-                    <td className="num">{f.row}</td>
-                    <td>{f.reason}</td>
-                    <td className="num">{f.attempt}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-            {job.failuresTotal > job.failures.length ? (
+        <DataTable
+          headings={[num("Row"), "Reason", num("Attempt")]}
+          rows={job.failures}
+          empty="No item failed."
+          after={
+            job.failuresTotal > job.failures.length ? (
               <p className="small muted" style={{ padding: "0 0.75rem" }}>
                 Showing the first {fmtInt(job.failures.length)} of {fmtInt(job.failuresTotal)}.
               </p>
-            ) : null}
-          </div>
-        )}
+            ) : null
+          }
+        >
+          {(f) => (
+            <tr key={f.row}>
+              <td className="num">{f.row}</td>
+              <td>{f.reason}</td>
+              <td className="num">{f.attempt}</td>
+            </tr>
+          )}
+        </DataTable>
       </section>
     </main>
   );

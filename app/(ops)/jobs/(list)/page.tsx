@@ -2,12 +2,15 @@ import Link from "next/link";
 import { jobFilterSchema, listJobs } from "@/lib/jobs/queries";
 import { JOB_STATUSES, STATUS_LABEL } from "@/lib/jobs/statuses";
 import { JOB_KINDS } from "@/lib/queues/catalog";
-import { JobsTable } from "../../components/jobs-table";
+import { JobsTable } from "../../../components/jobs-table";
 import { requirePageViewer } from "@/lib/auth/principal";
 import { hasRole } from "@/lib/auth/roles";
 import { RETRYABLE_STATUSES } from "@/lib/jobs/retry";
 import { BULK_RETRY_CAP } from "@/lib/jobs/bulk-retry";
-import { BulkRetryForm } from "./bulk-retry-form";
+import { BulkRetryForm } from "../bulk-retry-form";
+import { PageHead } from "../../../components/page-head";
+import { FilterForm } from "../../../components/filter-form";
+import { SelectField, TextField } from "../../../components/field";
 
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Jobs" };
@@ -25,48 +28,13 @@ export default async function JobsPage({ searchParams }: { searchParams: Promise
   const nextParams = new URLSearchParams({ ...raw, after: nextAfter ?? "" });
   return (
     <main className="page">
-      <div className="page-head">
-        <div>
-          <h1>Jobs</h1>
-          <p className="muted">Newest first. Search by job id or tenant.</p>
-        </div>
-      </div>
-      <form className="filters" method="get" role="search">
-        <label className="field">
-          Search
-          <input type="search" name="q" defaultValue={raw.q} placeholder="job id or tenant" />
-        </label>
-        <label className="field">
-          Status
-          <select name="status" defaultValue={raw.status ?? ""}>
-            <option value="">any</option>
-            {JOB_STATUSES.map((s) => (
-              <option key={s} value={s}>
-                {STATUS_LABEL[s]}
-              </option>
-            ))}
-          </select>
-        </label>
-        <label className="field">
-          Kind
-          <select name="kind" defaultValue={raw.kind ?? ""}>
-            <option value="">any</option>
-            {JOB_KINDS.map((k) => (
-              <option key={k} value={k}>
-                {k}
-              </option>
-            ))}
-          </select>
-        </label>
-        <label className="field">
-          Tenant
-          <input type="text" name="tenant" defaultValue={raw.tenant} placeholder="e.g. acme" />
-        </label>
-        <button type="submit">Filter</button>
-        <Link href="/jobs" className="button secondary">
-          Clear
-        </Link>
-      </form>
+      <PageHead title="Jobs" description="Newest first. Search by job id or tenant." />
+      <FilterForm clearHref="/jobs">
+        <TextField label="Search" type="search" name="q" defaultValue={raw.q} placeholder="job id or tenant" />
+        <SelectField label="Status" name="status" any="any" defaultValue={raw.status ?? ""} options={JOB_STATUSES.map((s) => ({ value: s, label: STATUS_LABEL[s] }))} />
+        <SelectField label="Kind" name="kind" any="any" defaultValue={raw.kind ?? ""} options={JOB_KINDS} />
+        <TextField label="Tenant" name="tenant" defaultValue={raw.tenant} placeholder="e.g. acme" />
+      </FilterForm>
       {!parsed.success ? <p className="form-error">Some filters were not understood and were ignored: {parsed.error.issues.map((i) => i.path.join(".")).join(", ")}.</p> : null}
       <JobsTable jobs={jobs} />
       <section className="panel" aria-labelledby="bulk-heading" style={{ marginTop: "1rem" }}>

@@ -1,11 +1,15 @@
-import { Skeleton } from "../components/skeleton";
+import { Skeleton } from "./skeleton";
 
 /**
+ * The loading state of every operations page (each segment's `loading.tsx` is this). Each page has
+ * its own boundary rather than one for the whole area, so that a job page whose job does not
+ * exist is decided (404) before anything streams.
+ *
  * Shown while an operations page reads its data: the page's shape (title, headline numbers, a
  * table) so the layout does not jump, and a status a screen reader announces. The navigation
  * above stays usable, so a slow page never traps the on-call engineer.
  */
-export default function OpsLoading() {
+export function OpsLoading() {
   return (
     <main className="page" aria-busy="true">
       <div className="page-head">

@@ -1,0 +1,77 @@
+import type { CSSProperties, ReactNode } from "react";
+
+/** A column heading; a `num` one is right-aligned like the numbers under it. */
+export type Heading = string | { label: string; className: string };
+
+/** A heading for a column of numbers. */
+export const num = (label: string): Heading => ({ label, className: "num" });
+
+/**
+ * The bordered, scrollable `table.data` every list page uses. The caller writes the rows (cells
+ * differ too much from table to table to describe as data); the frame, the headings and the
+ * empty state are the same everywhere.
+ */
+export function DataTable<T>({
+  headings,
+  rows,
+  children,
+  empty,
+  footer,
+  after,
+  className,
+  testId,
+  label,
+  columnWidths,
+  style,
+}: {
+  headings: readonly Heading[];
+  rows: readonly T[];
+  /** One `<tr>` (with its key) per row. */
+  children: (row: T, index: number) => ReactNode;
+  /** Shown instead of the table when there are no rows; without it an empty table is drawn. */
+  empty?: ReactNode;
+  /** Rows after the data rows, such as totals. */
+  footer?: ReactNode;
+  /** Inside the frame, under the table (a note about what is not shown). */
+  after?: ReactNode;
+  /** Added to `data`. */
+  className?: string;
+  testId?: string;
+  /** The table's accessible name. */
+  label?: string;
+  columnWidths?: readonly string[];
+  style?: CSSProperties;
+}) {
+  if (rows.length === 0 && empty !== undefined) return <div className="empty">{empty}</div>;
+  return (
+    <div className="table-wrap">
+      <table className={className ? `data ${className}` : "data"} data-testid={testId} aria-label={label} style={style}>
+        {columnWidths ? (
+          <colgroup>
+            {columnWidths.map((width, i) => (
+              <col key={i} style={{ width }} />
+            ))}
+          </colgroup>
+        ) : null}
+        <thead>
+          <tr>
+            {headings.map((h, i) =>
+              typeof h === "string" ? (
+                <th key={i}>{h}</th>
+              ) : (
+                <th key={i} className={h.className}>
+                  {h.label}
+                </th>
+              ),
+            )}
+          </tr>
+        </thead>
+        <tbody>
+          {rows.map(children)}
+          {footer}
+        </tbody>
+      </table>
+      {after}
+    </div>
+  );
+}
