@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { BUDGET_VARIABLES, type BudgetVariable } from "@/lib/queues/catalog";
+import { BUDGET_VARIABLES, ITEMS_IN_FLIGHT_VARIABLES, type BudgetVariable, type ItemsInFlightVariable } from "@/lib/queues/catalog";
 
 /**
  * The whole environment, parsed once. Nothing else in the project reads `process.env`.
@@ -14,6 +14,10 @@ const seconds = z.coerce.number().positive().optional();
  * override of a queue the catalog knows is always parsed, so it is never silently ignored.
  */
 const budgetOverrides = Object.fromEntries(BUDGET_VARIABLES.map((v) => [v, seconds])) as Record<BudgetVariable, typeof seconds>;
+
+/** `BOUNDED_ITEMS_IN_FLIGHT_<KIND>` for every kind of the catalog: how many of a job's items run at once. */
+const inFlight = z.coerce.number().int().min(1).max(1024).optional();
+const itemsInFlightOverrides = Object.fromEntries(ITEMS_IN_FLIGHT_VARIABLES.map((v) => [v, inFlight])) as Record<ItemsInFlightVariable, typeof inFlight>;
 
 const fields = z.object({
   NODE_ENV: z.enum(["development", "production", "test"]).default("development"),
@@ -54,6 +58,32 @@ const fields = z.object({
   BOUNDED_SIM_MODEL_ERROR_RATE: z.coerce.number().min(0).max(1).default(0.01),
   /** Share of simulated OCR calls that answer 500 (0–1). */
   BOUNDED_SIM_OCR_ERROR_RATE: z.coerce.number().min(0).max(1).default(0.01),
+  /**
+   * The model provider's limits, shared by every worker process (lib/ratelimit/provider.ts): calls
+   * in flight at once, and requests per production second. 32 in flight is what an
+   * OpenAI-compatible deployment of this size serves before its queue latency grows; 30 requests
+   * a second (~1,800 a minute) is its request quota, with room under it for the bursts of
+   * concurrent items (~100k calls a month average well under 1 a second).
+   */
+  BOUNDED_PROVIDER_MODEL_CONCURRENCY: z.coerce.number().int().min(1).max(10_000).default(32),
+  BOUNDED_PROVIDER_MODEL_RPS: z.coerce.number().positive().max(100_000).default(30),
+  /**
+   * The OCR service's limits: fewer calls in flight than the model (an OCR call holds a whole
+   * document, up to 10 MiB, in the service's memory) and 20 requests per production second, its
+   * quota; a 95-document batch still starts in under 5 s.
+   */
+  BOUNDED_PROVIDER_OCR_CONCURRENCY: z.coerce.number().int().min(1).max(10_000).default(16),
+  BOUNDED_PROVIDER_OCR_RPS: z.coerce.number().positive().max(100_000).default(20),
+  /**
+   * The model simulator's own limits, beyond which it answers 429 with Retry-After. The same as
+   * the provider limits by default, so Bounded's limiter keeps it at no 429 at all; lower them to
+   * watch what a provider that is stricter than configured does.
+   */
+  BOUNDED_SIM_MODEL_CONCURRENCY: z.coerce.number().int().min(1).max(10_000).default(32),
+  BOUNDED_SIM_MODEL_RPS: z.coerce.number().positive().max(100_000).default(30),
+  /** The OCR simulator's own limits, as for the model simulator: the provider defaults. */
+  BOUNDED_SIM_OCR_CONCURRENCY: z.coerce.number().int().min(1).max(10_000).default(16),
+  BOUNDED_SIM_OCR_RPS: z.coerce.number().positive().max(100_000).default(20),
   BOUNDED_UPLOAD_MAX_BYTES: z.coerce.number().int().positive().default(10 * 1024 * 1024),
   /** Largest document of a bulk_ocr batch, and the whole batch, in bytes. */
   BOUNDED_DOCUMENT_MAX_BYTES: z.coerce.number().int().positive().default(10 * 1024 * 1024),
@@ -63,6 +93,7 @@ const fields = z.object({
   BOUNDED_WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   ...budgetOverrides,
+  ...itemsInFlightOverrides,
   /** How old a silent quota reserve must be before the sweeper takes it back. Unset: lib/quota/policy.ts (25 min). */
   BOUNDED_RESERVE_SWEEP_WINDOW_S: seconds,
 });
@@ -96,7 +127,7 @@ const schema = fields.superRefine((e, ctx) => {
 });
 
 /** The budget overrides are typed by name pattern (zod's inference keeps only literal keys). */
-export type Env = z.infer<typeof schema> & Partial<Record<BudgetVariable, number>>;
+export type Env = z.infer<typeof schema> & Partial<Record<BudgetVariable | ItemsInFlightVariable, number>>;
 
 /** Every variable the project reads (for `.env.example` and documentation checks). */
 export const ENV_VARIABLES = Object.keys(fields.shape) as (keyof Env)[];

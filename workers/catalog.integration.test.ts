@@ -63,8 +63,10 @@ describe("the job catalog", () => {
     }
   });
 
-  it("only the queues declared `reschedule` give their slot back, with the high start cap", () => {
+  it("only the queues declared `reschedule` give their slot back, with the high start cap; every queue whose kinds wait for a limited service is one", () => {
     for (const queue of QUEUE_NAMES) {
+      const waitsForLimits = kindsOfQueue(queue).some((kind) => ["model", "ocr", "marketplace"].includes(KINDS[kind].provider));
+      if (waitsForLimits) expect(QUEUES[queue].policy, `queue ${queue}`).toBe("reschedule");
       const rescheduling = QUEUES[queue].policy === "reschedule";
       expect(RESCHEDULE_QUEUES.has(queue)).toBe(rescheduling);
       expect(rescheduleWorkerOptions(queue)).toEqual(rescheduling ? { maxStartedAttempts: MAX_STARTED_ATTEMPTS } : {});

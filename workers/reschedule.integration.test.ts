@@ -74,12 +74,12 @@ describe("deadline budget under rescheduling", () => {
 });
 
 describe("the deferral context", () => {
-  it("is opened only around the sync queue's jobs: running at the same time in one process, the sync defers while an import on another queue sleeps through the same wait", async () => {
+  it("is opened only around the rescheduling queues' jobs: running at the same time in one process, the sync defers while a sweep on a deadline-only queue sleeps through the same wait", async () => {
     const { makeJob } = await import("@/test/helpers/jobs");
     const { acquire } = await import("@/lib/ratelimit/limiter");
     const { logger } = await import("@/lib/log");
     const sync = await makeJob(h.tenant("ctx-sync"), { kind: "marketplace_sync", queue: "marketplace-sync", softMs: 600_000, hardMs: 900_000 });
-    const other = await makeJob(h.tenant("ctx-import"), { kind: "csv_import", queue: "imports", softMs: 600_000, hardMs: 900_000 });
+    const other = await makeJob(h.tenant("ctx-sweep"), { kind: "overdue_invoices", queue: "sweeps", softMs: 600_000, hardMs: 900_000 });
     const moved: number[] = [];
     const fakeQueueJob = (jobId: string, queueName: string, name: string) =>
       ({ id: jobId, name, queueName, data: { jobId }, moveToDelayed: async (at: number) => void moved.push(at) }) as never;
@@ -94,20 +94,20 @@ describe("the deferral context", () => {
       await acquire(scope);
       waited[label] = performance.now() - t0;
     };
-    const processors = { marketplace_sync: twoTokens("sync", `statistics:${h.tenant("ctx-a")}`), csv_import: twoTokens("import", `statistics:${h.tenant("ctx-b")}`) };
+    const processors = { marketplace_sync: twoTokens("sync", `statistics:${h.tenant("ctx-a")}`), overdue_invoices: twoTokens("sweep", `statistics:${h.tenant("ctx-b")}`) };
     const deps = { processors, shutdown: new AbortController().signal, log: logger("test") };
     const runs = Promise.allSettled([
       h.m.processor.queueProcessor("marketplace-sync", deps)(fakeQueueJob(sync.id, "marketplace-sync", "marketplace_sync"), "token"),
-      h.m.processor.queueProcessor("imports", deps)(fakeQueueJob(other.id, "imports", "csv_import"), "token"),
+      h.m.processor.queueProcessor("sweeps", deps)(fakeQueueJob(other.id, "sweeps", "overdue_invoices"), "token"),
     ]);
     release();
-    const [syncRun, importRun] = await runs;
+    const [syncRun, sweepRun] = await runs;
     expect(syncRun.status).toBe("rejected");
     expect((syncRun as PromiseRejectedResult).reason.name).toBe("DelayedError");
     expect(moved).toHaveLength(1);
     expect((await h.row(sync.id)).status).toBe("delayed");
-    expect(importRun.status).toBe("fulfilled");
-    expect(waited.import).toBeGreaterThan(400);
+    expect(sweepRun.status).toBe("fulfilled");
+    expect(waited.sweep).toBeGreaterThan(400);
     expect((await h.row(other.id)).status).toBe("completed");
   });
 });

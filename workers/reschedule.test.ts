@@ -13,8 +13,8 @@ describe("the guard against endless self-delays", () => {
     expect(Number.isFinite(MAX_STARTED_ATTEMPTS)).toBe(true);
   });
 
-  it("only the sync queue reschedules; the other queues keep BullMQ's defaults", () => {
-    expect([...RESCHEDULE_QUEUES]).toEqual(["marketplace-sync"]);
-    for (const q of QUEUE_NAMES.filter((q) => q !== "marketplace-sync")) expect(rescheduleWorkerOptions(q)).toEqual({});
+  it("the queues whose jobs wait for a limited service reschedule; the others keep BullMQ's defaults", () => {
+    expect([...RESCHEDULE_QUEUES].sort()).toEqual(["agent-batch", "agent-interactive", "documents", "imports", "marketplace-sync"]);
+    for (const q of QUEUE_NAMES.filter((q) => !RESCHEDULE_QUEUES.has(q))) expect(rescheduleWorkerOptions(q)).toEqual({});
   });
 });

@@ -8,7 +8,7 @@ import { finalizeJob, type RunStart } from "@/lib/jobs/run";
 import type { Logger } from "@/lib/log";
 import { metrics } from "@/lib/metrics/metrics";
 import { kindSpec, reschedules } from "@/lib/queues/catalog";
-import { parseScope, toProductionMs } from "@/lib/ratelimit/buckets";
+import { parseProviderScope, parseScope, toProductionMs } from "@/lib/ratelimit/buckets";
 import { runWithRateLimitDeferral } from "@/lib/ratelimit/context";
 import type { RateLimitDefer } from "@/lib/ratelimit/errors";
 import { deferThresholdMs } from "@/lib/ratelimit/limiter";
@@ -123,15 +123,19 @@ async function recordDeferral(
   const waitProductionMs = toProductionMs(waitMs, scale);
   const slotProductionMs = Math.max(0, toProductionMs(now.getTime() - attemptStart.getTime(), scale));
   const wakeUpAt = new Date(now.getTime() + Math.ceil(waitMs));
+  // A marketplace scope names its endpoint family and tenant; a provider scope (`provider:model`)
+  // is shared by every tenant, so the rollup counts the wait for the job's own tenant.
+  const provider = parseProviderScope(defer.scope);
   const parsed = parseScope(defer.scope);
-  const family = parsed?.family ?? "unknown";
-  const tenant = parsed?.tenant ?? "unknown";
+  const family = provider ? `provider:${provider}` : (parsed?.family ?? "unknown");
+  const tenant = provider ? null : (parsed?.tenant ?? "unknown");
+  const what = provider ? `the ${provider} provider's limit on calls at once and per second` : "the marketplace's rate limit";
   const spec = kindSpec(run.kind);
   const maxAge = spec?.maxAge;
 
   // One statement, one round trip: the row (fenced by the attempt, and only while the wait keeps
   // the job within its maximum age), its timeline event and the tenant's per-minute rollup.
-  const message = `Waiting ${formatWaitSeconds(waitProductionMs)} for ${defer.scope} (the marketplace's rate limit); it resumes by itself.`;
+  const message = `Waiting ${formatWaitSeconds(waitProductionMs)} for ${defer.scope} (${what}); it resumes by itself.`;
   const maxAgeRealMs = maxAge ? maxAge.ms * scale : null;
   const at = sql(now);
   const rows = await db().$queryRaw<{ slotMsUsed: number; budgetSoftMs: number; reschedules: number }[]>`
@@ -141,7 +145,7 @@ async function recordDeferral(
           "updatedAt" = ${at}::timestamptz AT TIME ZONE 'UTC', "slotMsUsed" = "slotMsUsed" + ${slotProductionMs}, reschedules = reschedules + 1
       WHERE id = ${jobId}::uuid AND attempt = ${attempt} AND status = 'running'
         AND (${maxAgeRealMs}::float8 IS NULL OR "createdAt" >= (${sql(wakeUpAt)}::timestamptz AT TIME ZONE 'UTC') - make_interval(secs => ${maxAgeRealMs}::float8 / 1000))
-      RETURNING id, "slotMsUsed", "budgetSoftMs", reschedules
+      RETURNING id, "tenantId", "slotMsUsed", "budgetSoftMs", reschedules
     ), event AS (
       INSERT INTO "JobEvent" ("jobId", at, type, attempt, message)
       SELECT id, ${at}::timestamptz AT TIME ZONE 'UTC', 'delayed', ${attempt},
@@ -150,7 +154,8 @@ async function recordDeferral(
       FROM updated
     ), rollup AS (
       INSERT INTO "RateLimitRollup" (minute, queue, family, tenant, reschedules, "waitMs", "maxWaitMs")
-      SELECT date_trunc('minute', ${at}::timestamptz AT TIME ZONE 'UTC'), ${run.queue}, ${family}, ${tenant}, 1, ${waitProductionMs}, ${waitProductionMs} FROM updated
+      SELECT date_trunc('minute', ${at}::timestamptz AT TIME ZONE 'UTC'), ${run.queue}, ${family},
+             coalesce(${tenant}::text, (SELECT slug FROM "Tenant" t WHERE t.id = updated."tenantId")), 1, ${waitProductionMs}, ${waitProductionMs} FROM updated
       ON CONFLICT (minute, queue, family, tenant) DO UPDATE
         SET reschedules = "RateLimitRollup".reschedules + 1,
             "waitMs" = "RateLimitRollup"."waitMs" + EXCLUDED."waitMs",

@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import { DelayedError, type Job as QueueJob } from "bullmq";
 import { resolveBudget } from "@/lib/budgets/budgets";
 import { DeadlineExceeded, JobFailed } from "@/lib/jobs/errors";
@@ -5,7 +6,8 @@ import { timedOutMessage } from "@/lib/jobs/messages";
 import { partOf } from "@/lib/jobs/parts";
 import { finalizeJob, heartbeat, startAttempt, type RunStart } from "@/lib/jobs/run";
 import { heartbeatIntervalMs } from "@/lib/jobs/stuck";
-import { jobPayloadSchema } from "@/lib/queues/catalog";
+import { env } from "@/lib/env";
+import { itemsInFlight, jobPayloadSchema } from "@/lib/queues/catalog";
 import type { Logger } from "@/lib/log";
 import { isRateLimitDefer } from "@/lib/ratelimit/errors";
 import { scaled } from "@/lib/time";
@@ -76,6 +78,8 @@ async function executeRun(
 ): Promise<{ outcome: RunOutcome; deadline: AbortController }> {
   const { jobId, attempt } = run;
   const deadline = new AbortController();
+  // Every item in flight (and each of its calls) listens to the run's signal: hundreds, by design.
+  setMaxListeners(0, deadline.signal);
   const processor = processors[run.kind];
   if (!processor) return { outcome: { type: "failed", message: `No worker knows the job kind “${run.kind}”.`, reason: `unknown kind ${run.kind}` }, deadline };
 
@@ -129,7 +133,19 @@ async function executeRun(
   let settled: Settled | "hard";
   let work: Promise<Settled>;
   try {
-    const ctx: RunContext = { run, signal, log: jobLog, queueJob, loop: { jobId, attempt, kind: run.kind, cursor: run.cursor, signal, log: jobLog, parentId: run.parentId, range: partOf(run.params) ?? undefined } };
+    const ctx: RunContext = { run, signal, log: jobLog, queueJob, loop: {
+        jobId,
+        attempt,
+        kind: run.kind,
+        queue: run.queue,
+        concurrency: itemsInFlight(run.kind, env()),
+        cursor: run.cursor,
+        signal,
+        log: jobLog,
+        parentId: run.parentId,
+        range: partOf(run.params) ?? undefined,
+      },
+    };
     jobLog.info({ budget: { softMs: run.budgetSoftMs, hardMs: run.budgetHardMs, source: run.budgetSource }, cursor: run.cursor }, "run started");
     work = withDeferral(run.queue, () => Promise.resolve().then(() => processor(ctx))).then(
       (result) => ({ type: "done" as const, result: result ?? {} }),

@@ -3,6 +3,7 @@ import { describeError, snippet } from "@/lib/http/describe";
 import { attemptRequest, backoffMs, describeFailure } from "@/lib/http/outbound";
 import { logger } from "@/lib/log";
 import { recordInBackground, recordModelCall, type ModelCallContext, type ModelCallRecord, type RecordModelCall } from "@/lib/modelcalls/record";
+import { withProviderSlot } from "@/lib/ratelimit/provider";
 import { sleep } from "@/lib/time";
 import { ocrBaseUrl } from "./settings";
 
@@ -80,10 +81,18 @@ export async function ocrDocument(options: OcrOptions): Promise<OcrResult> {
   const callStarted = performance.now();
   for (let attempt = 1; ; attempt++) {
     signal.throwIfAborted();
-    const startedAt = new Date();
-    const attemptStarted = performance.now();
-    const result = await attemptOnce(url, bytes, contentType, signal);
-    const row: ModelCallRecord = { ...context, type: "ocr", model: engine, startedAt, durationMs: performance.now() - attemptStarted, outcome: "ok" };
+    // One provider slot per attempt, released before the backoff; the row times the attempt only.
+    const { result, startedAt, durationMs } = await withProviderSlot(
+      "ocr",
+      async () => {
+        const startedAt = new Date();
+        const attemptStarted = performance.now();
+        const result = await attemptOnce(url, bytes, contentType, signal);
+        return { result, startedAt, durationMs: performance.now() - attemptStarted };
+      },
+      { signal },
+    );
+    const row: ModelCallRecord = { ...context, type: "ocr", model: engine, startedAt, durationMs, outcome: "ok" };
 
     if (result.ok) {
       recordInBackground(record, row, "an OCR call");

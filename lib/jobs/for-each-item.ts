@@ -2,15 +2,20 @@ import type { Prisma } from "@/lib/db/client";
 import type { Logger } from "@/lib/log";
 import { metrics } from "@/lib/metrics/metrics";
 import { isControlSignal, ItemError } from "./errors";
-import { commitItem } from "./run";
+import { ItemCosts } from "./item-costs";
+import { advanceCursor, commitItem, committedItems } from "./run";
 
 /** What one item did: a database effect committed with the job's advance, or nothing to write. */
 export type ItemEffect = ((tx: Prisma.TransactionClient) => Promise<unknown>) | null;
 
 export interface ItemLoop {
   jobId: string;
-  /** The job kind, for the per-kind failure counter. */
+  /** The job kind, for the per-kind failure counter and the item cost rollup. */
   kind?: string;
+  /** The job's queue, for the item cost rollup. */
+  queue?: string;
+  /** Items in flight at once. @defaultValue 1 (one after another) */
+  concurrency?: number;
   attempt: number;
   /** Items already done by earlier attempts: those are skipped, not redone. */
   cursor: number;
@@ -18,7 +23,7 @@ export interface ItemLoop {
    * For a part of a split job: the positions of the source batch this run covers (`from + 1 …
    * to`); the cursor then counts from `from`.
    */
-  range?: { from: number; to: number };
+  range?: { from: number; to: number; /** The job it was split from. */ of?: string };
   /** For a part of a split job: the job it was split from, whose counts follow the part's. */
   parentId?: string | null;
   signal: AbortSignal;
@@ -44,11 +49,84 @@ function reasonOf(err: unknown): string {
 }
 
 /**
+ * Commits of one loop in progress at once. Each holds a pooled connection for its transaction:
+ * a job with hundreds of items in flight must leave the pool (30 connections) to the other jobs
+ * of its process, and a commit takes milliseconds, so a few at a time keep up with any provider.
+ */
+const COMMITS_AT_ONCE = 4;
+
+/** A counting semaphore: `run` waits for one of `size` places. */
+function gate(size: number) {
+  let free = size;
+  const waiting: (() => void)[] = [];
+  return async <R>(fn: () => Promise<R>): Promise<R> => {
+    if (free > 0) free -= 1;
+    else await new Promise<void>((resolve) => waiting.push(resolve));
+    try {
+      return await fn();
+    } finally {
+      const next = waiting.shift();
+      if (next) next();
+      else free += 1;
+    }
+  };
+}
+
+/**
+ * The job's progress while items finish out of order: the cursor is the contiguous low watermark
+ * (every item up to it is committed), and `above` holds the items committed beyond it — by this
+ * run, or by an earlier one that stopped with items in flight.
+ */
+class Progress {
+  constructor(
+    private watermark: number,
+    private readonly above: Set<number>,
+  ) {
+    this.advance();
+  }
+
+  isCommitted(item: number): boolean {
+    return item <= this.watermark || this.above.has(item);
+  }
+
+  /** The cursor a commit of `item` may write: the watermark as it will be once `item` is committed. */
+  cursorWith(item: number): number {
+    let c = this.watermark;
+    while (c + 1 === item || this.above.has(c + 1)) c += 1;
+    return c;
+  }
+
+  /** Every item up to here is committed. */
+  get cursor(): number {
+    return this.watermark;
+  }
+
+  committed(item: number): void {
+    this.above.add(item);
+    this.advance();
+  }
+
+  private advance(): void {
+    while (this.above.delete(this.watermark + 1)) this.watermark += 1;
+  }
+}
+
+/**
  * Runs `handle` for every item after the cursor (within its range, for a part of a split job),
- * committing each item's effect (or its failure) together with the job's advance. An item's error is that item's failure and the loop goes on;
- * a control signal (the deadline above all) ends the loop and is never an item failure. The
- * signal is checked before every item and before every commit, so a handler that swallowed the
- * deadline cannot keep the loop going. Logs one summary line per pass.
+ * keeping up to `loop.concurrency` items in flight, and commits each item's effect (or its
+ * failure) together with the job's advance. What it guarantees:
+ * - An item's error is that item's failure and the loop goes on; a control signal (the deadline
+ *   above all) ends the loop and is never an item failure.
+ * - Nothing new is dispatched once the signal has aborted: it is checked before every dispatch
+ *   and before every commit, so a handler that swallowed the deadline cannot keep the loop going.
+ *   Items in flight then end with the signal (their calls take it), and the loop returns only
+ *   when none is left, so the counts on the row are the committed items.
+ * - Items finish out of order; each commit writes the contiguous low watermark as the cursor and
+ *   marks its item committed (`JobItem`, unique per job and item). A resume skips every item
+ *   already committed, below the cursor or above it, and redoes none.
+ * - A control signal from one item (a rate-limit deferral, a fenced attempt) stops dispatching;
+ *   the items in flight finish (and commit), then the signal ends the loop.
+ * Logs one summary line per pass and records each item's cost from dispatch to commit.
  */
 export async function forEachItem<T>(
   loop: ItemLoop,
@@ -60,39 +138,70 @@ export async function forEachItem<T>(
   const { signal } = loop;
   const from = loop.range?.from ?? 0;
   const to = loop.range?.to ?? Infinity;
-  let index = 0;
+  const limit = Math.max(1, Math.floor(loop.concurrency ?? 1));
+  const above = new Set(await committedItems(loop.jobId, loop.cursor));
+  // A part skips the items of its range that the job it was split from committed while they were
+  // in flight (above that job's cursor, which the split started from).
+  if (loop.range?.of) for (const item of await committedItems(loop.range.of, from, to)) above.add(item - from);
+  const progress = new Progress(loop.cursor, above);
+  const costs = loop.kind ? new ItemCosts({ queue: loop.queue ?? "", kind: loop.kind }) : null;
+  const inFlight = new Set<Promise<void>>();
+  const committing = gate(COMMITS_AT_ONCE);
+  let stop: { reason: unknown } | null = null;
+
+  const runItem = async (item: T, index: number): Promise<void> => {
+    const dispatched = performance.now();
+    const row = rowOf(index);
+    let outcome: { ok: true; effect: ItemEffect } | { ok: false; reason: string };
+    try {
+      outcome = { ok: true, effect: await handle(item, { index, row, signal }) };
+    } catch (err) {
+      // A deadline that arrives as any error (wrapped, re-thrown, swallowed into another) is still the deadline.
+      if (signal.aborted) throw signal.reason;
+      if (isControlSignal(err)) throw err;
+      if (!(err instanceof ItemError)) loop.log.error({ err, row }, "unexpected error in an item");
+      outcome = { ok: false, reason: reasonOf(err) };
+    }
+    const n = index - from;
+    const done = outcome.ok ? { ok: true as const, effect: outcome.effect ?? (async () => undefined) } : { ok: false as const, row, reason: outcome.reason };
+    await committing(async () => {
+      signal.throwIfAborted();
+      await commitItem(loop.jobId, loop.attempt, n, done, loop.parentId, progress.cursorWith(n));
+      progress.committed(n);
+    });
+    if (done.ok) summary.processed += 1;
+    else {
+      summary.failed += 1;
+      if (loop.kind) metrics.jobItemsFailed.inc({ kind: loop.kind });
+    }
+    costs?.add(performance.now() - dispatched, outcome.ok);
+  };
+
   try {
+    let index = 0;
     for await (const item of items) {
       index += 1;
-      if (index <= from + loop.cursor) continue;
       if (index > to) break;
+      if (index <= from || progress.isCommitted(index - from)) continue;
+      while (inFlight.size >= limit && !stop) await Promise.race(inFlight);
+      if (stop) break;
       signal.throwIfAborted();
-      const row = rowOf(index);
-      let outcome: { ok: true; effect: ItemEffect } | { ok: false; reason: string };
-      try {
-        outcome = { ok: true, effect: await handle(item, { index, row, signal }) };
-      } catch (err) {
-        // A deadline that arrives as any error (wrapped, re-thrown, swallowed into another) is still the deadline.
-        if (signal.aborted) throw signal.reason;
-        if (isControlSignal(err)) throw err;
-        if (!(err instanceof ItemError)) loop.log.error({ err, row }, "unexpected error in an item");
-        outcome = { ok: false, reason: reasonOf(err) };
-      }
-      signal.throwIfAborted();
-      if (outcome.ok) {
-        const effect = outcome.effect;
-        await commitItem(loop.jobId, loop.attempt, index - from, { ok: true, effect: effect ?? (async () => undefined) }, loop.parentId);
-        summary.processed += 1;
-      } else {
-        await commitItem(loop.jobId, loop.attempt, index - from, { ok: false, row, reason: outcome.reason }, loop.parentId);
-        summary.failed += 1;
-        if (loop.kind) metrics.jobItemsFailed.inc({ kind: loop.kind });
-      }
+      const running: Promise<void> = runItem(item, index)
+        .catch((reason: unknown) => {
+          stop ??= { reason };
+        })
+        .finally(() => inFlight.delete(running));
+      inFlight.add(running);
     }
   } finally {
+    // Whatever ended the loop, nothing is left running behind it: the counts are the commits.
+    await Promise.all([...inFlight]);
+    await costs?.flush();
     const line = `processed=${summary.processed} failed=${summary.failed}`;
     if (summary.failed > 0) loop.log.warn(summary, line);
     else loop.log.info(summary, line);
   }
+  if (stop) throw (stop as { reason: unknown }).reason;
+  if (limit > 1) await advanceCursor(loop.jobId, loop.attempt, progress.cursor);
   return summary;
 }

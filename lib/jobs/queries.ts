@@ -2,7 +2,7 @@ import { z } from "zod";
 import { db, type Prisma } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { formatWaitSeconds } from "@/lib/format/duration";
-import { JOB_KINDS } from "@/lib/queues/catalog";
+import { JOB_KINDS, kindSpec } from "@/lib/queues/catalog";
 import { partOf } from "./parts";
 import { nounOf } from "./messages";
 import { JOB_STATUSES, OPEN_STATUSES, TERMINAL_STATUSES, isTerminal, type JobStatus } from "./statuses";
@@ -345,7 +345,8 @@ export async function getProgress(token: string, now = new Date()): Promise<Prog
   if (row.status === "delayed" && row.wakeUpAt) {
     const waitMs = (row.wakeUpAt.getTime() - now.getTime()) / env().BOUNDED_TIME_SCALE;
     waitSeconds = Math.max(1, Math.ceil(waitMs / 1000));
-    message = `Waiting ${formatWaitSeconds(waitMs)} for the marketplace's rate limit; it goes on by itself.`;
+    const what = kindSpec(row.kind)?.provider === "marketplace" ? "the marketplace's rate limit" : "a busy outside service to free up";
+    message = `Waiting ${formatWaitSeconds(waitMs)} for ${what}; it goes on by itself.`;
   }
   return {
     title: progressTitle(row.kind, row.total, row.upload?.filename ?? null, row.params),

@@ -132,31 +132,55 @@ async function startStatement(jobId: string, now: Date, budgets: PairBudget[] | 
 type ItemOutcome = { ok: true; effect: (tx: Prisma.TransactionClient) => Promise<unknown> } | { ok: false; row: number; reason: string };
 
 /**
- * Commits one item: its effect (or its failure record) and the job's advance (processed or
- * failed, cursor, heartbeat) in one transaction, refused unless `attempt` is still current. A
- * part of a split job advances the counts of the job it was split from in the same transaction,
- * so the original job (and its customer's progress page) shows the parts' aggregate.
+ * Commits one item: its effect (or its failure record), the record that this item is done, and
+ * the job's advance (processed or failed, cursor, heartbeat) in one transaction, refused unless
+ * `attempt` is still current. `item` counts like the cursor (1 is the first item of the job, or
+ * of its range for a part). With items finishing out of order, `cursor` is the contiguous low
+ * watermark this commit completes (it never moves back); on its own, the item itself. The row per
+ * item (`JobItem`, unique per job and item) is what makes the effect exactly-once: a second
+ * commit of the same item fails as a whole and writes nothing. A part of a split job advances the
+ * counts of the job it was split from in the same transaction, so the original job (and its
+ * customer's progress page) shows the parts' aggregate.
  */
-export async function commitItem(jobId: string, attempt: number, cursor: number, outcome: ItemOutcome, parentId?: string | null): Promise<void> {
+export async function commitItem(jobId: string, attempt: number, item: number, outcome: ItemOutcome, parentId?: string | null, cursor = item): Promise<void> {
+  const ok = outcome.ok ? 1 : 0;
   await db().$transaction(async (tx) => {
-    const { count } = await tx.job.updateMany({
-      where: { id: jobId, attempt, status: "running" },
-      data: {
-        ...(outcome.ok ? { processed: { increment: 1 } } : { failed: { increment: 1 } }),
-        cursor,
-        heartbeatAt: new Date(),
-      },
-    });
-    if (count === 0) throw new AttemptFenced(jobId, attempt);
+    const advanced = await tx.$executeRaw`
+      UPDATE "Job" SET processed = processed + ${ok}::int, failed = failed + ${1 - ok}::int,
+             cursor = greatest(cursor, ${cursor}::int), "heartbeatAt" = now() AT TIME ZONE 'UTC', "updatedAt" = now() AT TIME ZONE 'UTC'
+      WHERE id = ${jobId}::uuid AND attempt = ${attempt}::int AND status = 'running'`;
+    if (advanced === 0) throw new AttemptFenced(jobId, attempt);
+    await tx.$executeRaw`INSERT INTO "JobItem" ("jobId", item, attempt, ok) VALUES (${jobId}::uuid, ${item}::int, ${attempt}::int, ${ok === 1})`;
     if (parentId) {
-      await tx.job.updateMany({
-        where: { id: parentId },
-        data: { ...(outcome.ok ? { processed: { increment: 1 } } : { failed: { increment: 1 } }), heartbeatAt: new Date() },
-      });
+      await tx.$executeRaw`
+        UPDATE "Job" SET processed = processed + ${ok}::int, failed = failed + ${1 - ok}::int,
+               "heartbeatAt" = now() AT TIME ZONE 'UTC', "updatedAt" = now() AT TIME ZONE 'UTC'
+        WHERE id = ${parentId}::uuid`;
     }
     if (outcome.ok) await outcome.effect(tx);
     else await tx.jobItemFailure.create({ data: { jobId, row: outcome.row, reason: outcome.reason.slice(0, 500), attempt } });
   });
+}
+
+/**
+ * Moves the cursor up to `cursor` (never back), if `attempt` still owns the running row: items
+ * committed side by side each wrote the watermark they knew of, so the last one to commit may
+ * have left it short of what is now contiguous.
+ */
+export async function advanceCursor(jobId: string, attempt: number, cursor: number): Promise<void> {
+  await db().$executeRaw`
+    UPDATE "Job" SET cursor = ${cursor}::int WHERE id = ${jobId}::uuid AND attempt = ${attempt}::int AND status = 'running' AND cursor < ${cursor}::int`;
+}
+
+/**
+ * The items of a job committed after `from` (and up to `to`): above its cursor, by earlier runs
+ * that stopped with items in flight, so a resume skips them; or, for a part of a split job, the
+ * items of its range the job it was split from had already committed.
+ */
+export async function committedItems(jobId: string, from: number, to = 2 ** 31 - 1): Promise<number[]> {
+  const rows = await db().$queryRaw<{ item: number }[]>`
+    SELECT item FROM "JobItem" WHERE "jobId" = ${jobId}::uuid AND item > ${from}::int AND item <= ${to}::int`;
+  return rows.map((r) => r.item);
 }
 
 /** A run interrupted by its worker stopping goes back to the queue, if its attempt still owns the row. */

@@ -1,6 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { Principal } from "@/lib/auth/roles";
 import { startImportHarness } from "@/test/helpers/import-harness";
+
+// These tests stop runs at chosen rows and count model requests one per row: they run the rows
+// one after another (items in flight are covered by for-each-item.property.integration.test.ts
+// and the concurrent import tests).
+vi.stubEnv("BOUNDED_ITEMS_IN_FLIGHT_CSV_IMPORT", "1");
 
 // Split against the real database, the real queue and the runtime with the model simulator.
 const operator: Principal = { userId: "00000000-0000-0000-0000-000000000001", username: "oncall", role: "operator", via: "session" };

@@ -12,6 +12,7 @@ import { newProgressToken } from "./create";
 import type { Part } from "./parts";
 import { RETRYABLE_STATUSES } from "./retry";
 import { nounOf } from "./messages";
+import { committedItems } from "./run";
 import type { JobStatus } from "./statuses";
 
 /** Parts are sized to fill this share of the soft budget at the per-item p99: room for a slower day. */
@@ -233,6 +234,9 @@ export async function splitJob(jobId: string, by: Principal, request: SplitReque
     const { attempt } = await tx.job.findUniqueOrThrow({ where: { id: jobId }, select: { attempt: true } });
     await tx.jobEvent.create({ data: { jobId, type: "split", attempt, message } });
     const made: { jobId: string; progressToken: string; from: number; to: number }[] = [];
+    // Items the job committed above its cursor (in flight when it stopped) are done: each part skips
+    // those of its range, and counts only what it has left.
+    const done = await committedItems(jobId, job.cursor);
     for (const [i, range] of plan.ranges.entries()) {
       const part: Part = { of: jobId, index: i + 1, count: plan.parts, ...range };
       const progressToken = newProgressToken();
@@ -242,7 +246,7 @@ export async function splitJob(jobId: string, by: Principal, request: SplitReque
           queue: job.queue,
           tenantId: job.tenantId,
           parentId: jobId,
-          total: range.to - range.from,
+          total: range.to - range.from - done.filter((item) => item > range.from && item <= range.to).length,
           params: { ...baseParams, part },
           budgetSoftMs: budget.softMs,
           budgetHardMs: budget.hardMs,

@@ -32,6 +32,13 @@ const MODEL_CALL_DURATION_BUCKETS_S = [
 const RATE_LIMIT_WAIT_BUCKETS_S = [5, 7.5, 10, 15, 20, 30, 45, 60, 75, 90, 105, 125, 150, 180, 300];
 
 /**
+ * Buckets of `bounded_provider_wait_seconds` (production seconds): a call waits tens of
+ * milliseconds for the next token of a busy provider, seconds when every slot is taken by calls
+ * of ~5.5 s median, and up to the 5 s deferral threshold inside a job or the 125 s cap outside.
+ */
+const PROVIDER_WAIT_BUCKETS_S = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 125];
+
+/**
  * Buckets of `bounded_reserve_age_seconds` (production seconds): generations take a minute or
  * two, their worst case and the sweep window (both from lib/quota/policy.ts) are bucket bounds,
  * so "held past the worst case" and "reclaimed at the window" read straight off the histogram.
@@ -96,6 +103,12 @@ export interface BoundedMetrics {
    * `bounded_rate_limit_wait_seconds{queue,family}`. Labels are the family, never the tenant.
    */
   rateLimitRescheduled(labels: Labels<"queue" | "family">, waitSeconds: number): void;
+  /**
+   * A provider call waited for its provider slot (a token or a free slot) before it went out, or
+   * gave up waiting (deferred, or past the cap): `bounded_provider_waits_total{provider}` +1 and
+   * the wait (production seconds) in `bounded_provider_wait_seconds{provider}`.
+   */
+  providerWaited(labels: Labels<"provider">, waitSeconds: number): void;
   /**
    * A quota reserve ended: its age (production seconds) in `bounded_reserve_age_seconds{kind,end}`,
    * `end` = spent | refunded | reclaimed (by the sweeper).
@@ -182,6 +195,17 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     ["queue", "family"],
     RATE_LIMIT_WAIT_BUCKETS_S,
   );
+  const providerWaits = counter(
+    "provider_waits_total",
+    "Provider calls (model, OCR) that waited for a provider slot — a token of the request rate or a free in-flight slot — before going out or giving up, by provider.",
+    ["provider"],
+  );
+  const providerWait = histogram(
+    "provider_wait_seconds",
+    "How long a provider call waited for its provider slot, in production seconds, by provider (calls that did not wait are not observed).",
+    ["provider"],
+    PROVIDER_WAIT_BUCKETS_S,
+  );
   const reserveAge = histogram(
     "reserve_age_seconds",
     "Age of quota reserves when they end (spent, refunded or reclaimed by the sweeper), in production seconds, by reserve kind.",
@@ -249,6 +273,10 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
       rateLimitReschedules.inc(labels);
       if (Number.isFinite(waitSeconds)) rateLimitWait.observe(labels, Math.max(0, waitSeconds));
     },
+    providerWaited(labels, waitSeconds) {
+      providerWaits.inc(labels);
+      if (Number.isFinite(waitSeconds)) providerWait.observe(labels, Math.max(0, waitSeconds));
+    },
     observeReserveAge(labels, ageSeconds) {
       if (Number.isFinite(ageSeconds)) reserveAge.observe(labels, Math.max(0, ageSeconds));
     },
@@ -280,4 +308,5 @@ export const metrics = {
   reservesReclaimed: { inc: (labels: Labels<"kind">, value?: number) => processMetrics().reservesReclaimed.inc(labels, value) },
   reserveLateReleases: { inc: (labels: Labels<"kind" | "resolution">, value?: number) => processMetrics().reserveLateReleases.inc(labels, value) },
   rateLimitRescheduled: (labels: Labels<"queue" | "family">, waitSeconds: number) => processMetrics().rateLimitRescheduled(labels, waitSeconds),
+  providerWaited: (labels: Labels<"provider">, waitSeconds: number) => processMetrics().providerWaited(labels, waitSeconds),
 } as const;

@@ -2,6 +2,7 @@ import { env } from "@/lib/env";
 import { describeError, snippet } from "@/lib/http/describe";
 import { attemptRequest, backoffMs, sendRequest, serviceMessage, type OutboundResponse } from "@/lib/http/outbound";
 import { logger } from "@/lib/log";
+import { withProviderSlot } from "@/lib/ratelimit/provider";
 import { scaled, sleep } from "@/lib/time";
 import { ModelCallError } from "./errors";
 import { recordInBackground, recordModelCall, type ModelCallContext, type RecordModelCall } from "./record";
@@ -89,10 +90,18 @@ export async function chatCompletion(options: ChatCompletionOptions): Promise<Ch
   const callStarted = performance.now();
   for (let attempt = 1; ; attempt++) {
     signal.throwIfAborted();
-    const startedAt = new Date();
-    const attemptStarted = performance.now();
-    const result = await attemptOnce(post, url, body, headers, signal);
-    const row = { ...context, model, startedAt, durationMs: performance.now() - attemptStarted };
+    // One provider slot per attempt, released before the backoff; the row times the attempt only.
+    const { result, startedAt, durationMs } = await withProviderSlot(
+      "model",
+      async () => {
+        const startedAt = new Date();
+        const attemptStarted = performance.now();
+        const result = await attemptOnce(post, url, body, headers, signal);
+        return { result, startedAt, durationMs: performance.now() - attemptStarted };
+      },
+      { signal },
+    );
+    const row = { ...context, model, startedAt, durationMs };
 
     if (result.ok) {
       recordInBackground(record, { ...row, outcome: "ok" }, "a model call");

@@ -88,6 +88,16 @@ export function parseCategoryAnswer(answer: string, slugs: readonly string[]): s
   return best?.slug ?? FALLBACK_CATEGORY;
 }
 
+/**
+ * The listed slug that `answer` names and nothing else, compared as words ("Groceries",
+ * "home office" and "home_office" name `groceries` and `home-office`); undefined otherwise. Stricter
+ * than `parseCategoryAnswer`: for one value of a structured answer, where anything else is no answer.
+ */
+export function slugNamed(answer: string, slugs: readonly string[]): string | undefined {
+  const wanted = words(answer);
+  return wanted ? slugs.find((slug) => words(slug) === wanted) : undefined;
+}
+
 /** Lower-case words separated by single spaces: punctuation, `-` and `_` all become separators. */
 function words(text: string): string {
   return text.toLowerCase().replace(/[^\p{L}\p{N}]+/gu, " ").trim();

@@ -30,7 +30,12 @@ import {
 export const LATENCY_RANGES = ["1h", "24h", "7d", "30d"] as const;
 export type LatencyRange = (typeof LATENCY_RANGES)[number];
 export const CALL_TYPES = ["model", "ocr", "tool"] as const;
-export type CallType = (typeof CALL_TYPES)[number];
+/**
+ * What a histogram can show: calls of each type, or whole items — one batch item from its dispatch
+ * to its commit (its calls, its waits for a provider slot, its writes; lib/jobs/item-costs.ts).
+ */
+export const HISTOGRAM_TYPES = [...CALL_TYPES, "item"] as const;
+export type CallType = (typeof HISTOGRAM_TYPES)[number];
 
 const RANGE_MS: Record<LatencyRange, number> = {
   "1h": 3_600_000,
@@ -53,7 +58,7 @@ export const latencyHistogramQuerySchema = z.object({
   queue: filterValue,
   kind: filterValue,
   model: filterValue,
-  type: z.enum(CALL_TYPES).default("model"),
+  type: z.enum(HISTOGRAM_TYPES).default("model"),
 });
 export type LatencyHistogramQuery = z.input<typeof latencyHistogramQuerySchema>;
 

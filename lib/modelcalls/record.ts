@@ -10,6 +10,13 @@ export interface ModelCallContext {
   jobKind?: string;
   /** The Job row's id (a foreign key: pass only ids of existing jobs). */
   jobId?: string;
+  /**
+   * How many items the call answers: the rows of a batched prompt, 1 for a single-item call.
+   * Carried in the context so that every attempt of the call is recorded with it, and a batch's
+   * latency can be told from a single call's. Never a metric label: the histogram's series would
+   * multiply by every size in use. @defaultValue 1
+   */
+  batchSize?: number;
 }
 
 export type ModelCallOutcome = "ok" | "error" | "aborted";
@@ -72,6 +79,8 @@ async function insert(call: ModelCallRecord): Promise<void> {
         durationMs: Math.max(0, Math.round(call.durationMs)),
         outcome: call.outcome,
         error: call.error?.slice(0, MAX_ERROR_LENGTH) ?? null,
+        // A call outside a batch is a batch of one.
+        batchSize: call.batchSize ?? 1,
       },
       select: { id: true },
     });

@@ -1,4 +1,5 @@
-import { env } from "@/lib/env";
+import { env, type Env } from "@/lib/env";
+import type { Provider } from "@/lib/queues/catalog";
 import { scaled } from "@/lib/time";
 
 /**
@@ -68,6 +69,57 @@ export function parseScope(scope: string): ParsedScope | null {
   const tenant = scope.slice(at + 1);
   if (!isFamily(family) || !TENANT.test(tenant)) return null;
   return { family, tenant, spec: BUCKETS[family] };
+}
+
+/** The outside services whose calls take a provider slot (lib/ratelimit/provider.ts). */
+export const LIMITED_PROVIDERS = ["model", "ocr"] as const satisfies readonly Provider[];
+export type LimitedProvider = (typeof LIMITED_PROVIDERS)[number];
+
+export function isLimitedProvider(value: string): value is LimitedProvider {
+  return (LIMITED_PROVIDERS as readonly string[]).includes(value);
+}
+
+/** One provider's limits, shared by every worker process. */
+export interface ProviderLimits {
+  /** Calls in flight at once. */
+  concurrency: number;
+  /** Requests per production second (fractional allowed). */
+  rps: number;
+}
+
+/** A provider's configured limits: `BOUNDED_PROVIDER_<PROVIDER>_CONCURRENCY` and `_RPS`. */
+export function providerLimits(provider: LimitedProvider, e: Env = env()): ProviderLimits {
+  return provider === "model"
+    ? { concurrency: e.BOUNDED_PROVIDER_MODEL_CONCURRENCY, rps: e.BOUNDED_PROVIDER_MODEL_RPS }
+    : { concurrency: e.BOUNDED_PROVIDER_OCR_CONCURRENCY, rps: e.BOUNDED_PROVIDER_OCR_RPS };
+}
+
+/**
+ * The token bucket of a provider's request rate: `rps` tokens per production second, and a burst
+ * of half a second's worth. A provider counts its quota in a bucket of its own that holds a whole
+ * second's worth (as the simulators do); the half second left over absorbs requests that were
+ * granted apart but reach it together (a slow TLS handshake, a busy event loop), where the
+ * marketplace's buckets need a per-token margin because their burst is one or a few tokens.
+ */
+export function providerBucketSpec(provider: LimitedProvider, limits: ProviderLimits = providerLimits(provider)): BucketSpec {
+  return {
+    capacity: Math.max(1, Math.ceil(limits.rps / 2)),
+    refillPerWindow: limits.rps,
+    windowMs: 1_000,
+    why: `the ${provider} provider's quota of ${limits.rps} requests a second, shared by every worker; a burst of half a second's worth, so the provider's own one-second bucket is never emptied by requests that arrive bunched`,
+  };
+}
+
+/** The rate-limit scope of a provider's calls: `"provider:model"`. */
+export function providerScope(provider: LimitedProvider): string {
+  return `provider:${provider}`;
+}
+
+/** The provider of a `provider:<name>` scope, or null for any other scope. */
+export function parseProviderScope(scope: string): LimitedProvider | null {
+  if (!scope.startsWith("provider:")) return null;
+  const name = scope.slice("provider:".length);
+  return isLimitedProvider(name) ? name : null;
 }
 
 /** A bucket in this process's time: what the limiter's Lua script and the simulator compute with. */

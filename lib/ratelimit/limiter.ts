@@ -1,16 +1,24 @@
-import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { env } from "@/lib/env";
-import { formatDuration } from "@/lib/format/duration";
 import { describeError } from "@/lib/http/describe";
 import { logger } from "@/lib/log";
 import { key, redis, scanKeys, type RedisClient } from "@/lib/redis/client";
 import { scaled, sleep } from "@/lib/time";
-import { BUCKETS, bucketRate, parseScope, type BucketRate, type Family } from "./buckets";
+import {
+  BUCKETS,
+  bucketRate,
+  parseProviderScope,
+  parseScope,
+  providerBucketSpec,
+  providerLimits,
+  type BucketRate,
+  type BucketSpec,
+  type Family,
+  type LimitedProvider,
+  type ProviderLimits,
+} from "./buckets";
 import { deferralThreshold } from "./context";
 import { RateLimitCapExceeded, RateLimitDefer } from "./errors";
+import { luaScript, runLua, withTimeout } from "./scripts";
 
 const log = logger("ratelimit");
 
@@ -73,10 +81,13 @@ export interface Acquired {
   attempts: number;
 }
 
+/** A scope's family: a marketplace endpoint family, or `provider` for `provider:<name>` scopes. */
+export type ScopeFamily = Family | "provider";
+
 /** What `peekBucket` reads: a bucket's state now, without taking anything. */
 export interface BucketState {
   scope: string;
-  family: Family;
+  family: ScopeFamily;
   tenant: string;
   capacity: number;
   /** Tokens now, fractional. */
@@ -98,6 +109,8 @@ export interface LimiterOptions {
   marginMs?: number;
   /** Real milliseconds after which an unanswered Redis call counts as an error. @defaultValue 2000 */
   redisTimeoutMs?: number;
+  /** Limits of `provider:<name>` scopes, per provider. @defaultValue `providerLimits(provider)` (the environment) */
+  providerLimits?: Partial<Record<LimitedProvider, ProviderLimits>>;
 }
 
 export interface Limiter {
@@ -119,38 +132,12 @@ export function bucketKey(scope: string): string {
   return key("ratelimit", `{${scope}}`);
 }
 
-let script: { source: string; sha: string } | undefined;
-
-/**
- * The Lua script, read once, from beside this module. A bundle (Next.js) may not keep the file
- * there, so the project root (the working directory of every Bounded process) is the fallback.
- */
-function tokenBucketScript(): { source: string; sha: string } {
-  if (!script) {
-    let source: string;
-    try {
-      source = readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), "token-bucket.lua"), "utf8");
-    } catch {
-      source = readFileSync(path.join(process.cwd(), "lib/ratelimit/token-bucket.lua"), "utf8");
-    }
-    script = { source, sha: createHash("sha1").update(source).digest("hex") };
-  }
-  return script;
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`Redis did not answer within ${formatDuration(ms)}`)), ms);
-    timer.unref();
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
-function specOf(scope: string) {
-  const parsed = parseScope(scope);
-  if (!parsed) throw new RangeError(`not a rate-limit scope (family:tenant with a known family): ${JSON.stringify(scope)}`);
-  return parsed;
+interface ResolvedScope {
+  family: ScopeFamily;
+  tenant: string;
+  spec: BucketSpec;
+  /** Real milliseconds added to each token's interval: the limiter's margin for the marketplace, none for a provider. */
+  marginMs: number;
 }
 
 /** A limiter on its own Redis connection and time scale (tests, benchmarks); the module functions use a shared one. */
@@ -163,25 +150,35 @@ export function createLimiter(options: LimiterOptions = {}): Limiter {
   const rate = (family: Family) => bucketRate(BUCKETS[family], timeScale, marginMs);
   let failing = false;
 
+  /**
+   * A marketplace scope (`family:tenant`) or a provider scope (`provider:model`). A provider's
+   * bucket takes no margin: its spare burst covers what the margin covers for the marketplace.
+   */
+  function specOf(scope: string): ResolvedScope {
+    const provider = parseProviderScope(scope);
+    if (provider) {
+      const limits = options.providerLimits?.[provider] ?? providerLimits(provider);
+      return { family: "provider", tenant: provider, spec: providerBucketSpec(provider, limits), marginMs: 0 };
+    }
+    const parsed = parseScope(scope);
+    if (!parsed) throw new RangeError(`not a rate-limit scope (family:tenant with a known family, or provider:<name>): ${JSON.stringify(scope)}`);
+    return { ...parsed, marginMs };
+  }
+  const rateOf = (resolved: ResolvedScope) => bucketRate(resolved.spec, timeScale, resolved.marginMs);
+
   /** The only call site of the token-bucket script: EVALSHA, EVAL when Redis does not know it yet. */
   async function runScript(scope: string, capacity: number, refillPerMs: number, cost: number): Promise<[number, number, string]> {
-    const { source, sha } = tokenBucketScript();
     const ttlMs = Math.ceil(capacity / refillPerMs) + 1_000;
-    const args = [bucketKey(scope), capacity, refillPerMs, cost, ttlMs] as const;
-    try {
-      return (await client().evalsha(sha, 1, ...args)) as [number, number, string];
-    } catch (err) {
-      if (!(err instanceof Error) || !err.message.startsWith("NOSCRIPT")) throw err;
-      return (await client().eval(source, 1, ...args)) as [number, number, string];
-    }
+    return runLua<[number, number, string]>(client(), luaScript("token-bucket.lua"), [bucketKey(scope)], [capacity, refillPerMs, cost, ttlMs]);
   }
 
   async function tryAcquire(scope: string, cost = 1): Promise<TryAcquireResult> {
-    const { family, spec } = specOf(scope);
+    const resolved = specOf(scope);
+    const { family, spec } = resolved;
     if (!Number.isInteger(cost) || cost < 1 || cost > spec.capacity) {
       throw new RangeError(`cost must be a whole number from 1 to ${spec.capacity} for ${family}, got ${cost}`);
     }
-    const { capacity, refillPerMs } = rate(family);
+    const { capacity, refillPerMs } = rateOf(resolved);
     let reply: [number, number, string];
     try {
       reply = await withTimeout(runScript(scope, capacity, refillPerMs, cost), redisTimeoutMs);
@@ -209,8 +206,9 @@ export function createLimiter(options: LimiterOptions = {}): Limiter {
   }
 
   async function peekBucket(scope: string): Promise<BucketState> {
-    const { family, tenant } = specOf(scope);
-    const { capacity, refillPerMs } = rate(family);
+    const resolved = specOf(scope);
+    const { family, tenant } = resolved;
+    const { capacity, refillPerMs } = rateOf(resolved);
     const [state, time] = await withTimeout(Promise.all([client().hmget(bucketKey(scope), "tokens", "ts"), client().time()]), redisTimeoutMs);
     const now = Number(time[0]) * 1000 + Number(time[1]) / 1000;
     const [storedTokens, storedTs] = state;

@@ -5,7 +5,8 @@ import { env } from "@/lib/env";
 import { listOverdueDelayedJobs, reapGraceMs } from "@/lib/jobs/stuck";
 import { logger } from "@/lib/log";
 import { BUCKETS, FAMILIES, toProductionMs, type Family } from "./buckets";
-import { limiter } from "./limiter";
+import { limiter, type BucketState } from "./limiter";
+import { readProviderStates, type ProviderState } from "./provider";
 
 const log = logger("ratelimit.report");
 
@@ -96,6 +97,11 @@ export interface LimiterReport {
   delayed: DelayedJobView[];
   /** The reaper's grace in production seconds: a delayed job this far past its wake-up time is flagged. */
   overdueAfterSeconds: number;
+  /**
+   * Each outside provider's shared limits and use now (in flight of C, tokens of the burst at R
+   * per production second) and its wait counters; null when Redis cannot be read.
+   */
+  providers: ProviderState[] | null;
 }
 
 const seriesKey = (queue: string, family: string) => `${queue} · ${family}`;
@@ -115,6 +121,8 @@ export async function getLimiterReport(query: z.input<typeof limiterQuerySchema>
   const from = new Date(to.getTime() - spec.ms);
   const stepSeconds = spec.stepMs / 1000;
 
+  // Started first, read last: Redis only, so it runs beside the database reads.
+  const providersRead = readProviderStates();
   const [perStep, perSeries, perTenant, delayedRows, bucketStates, overdue] = await Promise.all([
     db().$queryRaw<{ step: Date; queue: string; family: string; n: bigint }[]>`
       SELECT to_timestamp(floor(extract(epoch FROM minute) / ${stepSeconds}) * ${stepSeconds}) AT TIME ZONE 'UTC' AS step,
@@ -142,6 +150,7 @@ export async function getLimiterReport(query: z.input<typeof limiterQuerySchema>
     readBucketStates(scale),
     listOverdueDelayedJobs(200, now),
   ]);
+  const providers = await providersRead;
 
   const series: SeriesSummary[] = perSeries
     .map((g) => ({
@@ -196,6 +205,7 @@ export async function getLimiterReport(query: z.input<typeof limiterQuerySchema>
       queueState: overdueById.get(d.id)?.queueState ?? null,
     })),
     overdueAfterSeconds: reapGraceMs() / scale / 1000,
+    providers,
   };
 }
 
@@ -205,7 +215,9 @@ async function readBucketStates(scale: number, limit = 50): Promise<BucketStateV
     const l = limiter();
     const scopes = await l.listActiveScopes(limit);
     const states = await Promise.all(scopes.map((s) => l.peekBucket(s)));
+    // Provider buckets (`provider:model`) have a section of their own; these are the tenants'.
     return states
+      .filter((s): s is BucketState & { family: Family } => s.family !== "provider")
       .map((s) => ({
         scope: s.scope,
         family: s.family,

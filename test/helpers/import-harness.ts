@@ -31,10 +31,10 @@ export async function startImportHarness() {
   const tenants: string[] = [];
   return {
     m,
-    /** An import of `rows` good rows for a new tenant; its queue job removed (tests run it themselves). */
-    async importOf(rows: number, label: string): Promise<string> {
+    /** An import of `rows` rows (good ones unless `lineFor` writes the row) for a new tenant; its queue job removed (tests run it themselves). */
+    async importOf(rows: number, label: string, lineFor: (i: number) => string | null = () => null): Promise<string> {
       const lines = ["date,amount,currency,counterparty,description"];
-      for (let i = 1; i <= rows; i++) lines.push(`2026-03-${String((i % 28) + 1).padStart(2, "0")},-${i}.10,EUR,REWE Markt,row ${i}`);
+      for (let i = 1; i <= rows; i++) lines.push(lineFor(i) ?? `2026-03-${String((i % 28) + 1).padStart(2, "0")},-${i}.10,EUR,REWE Markt,row ${i}`);
       const tenant = m.tenants.uniqueTenantSlug(label);
       tenants.push(tenant);
       const created = await m.createImport.createImport({ tenant, filename: `${label}.csv`, bytes: new TextEncoder().encode(lines.join("\n")) });

@@ -3,6 +3,11 @@ import type { AddressInfo } from "node:net";
 import type { Job as QueueJob } from "bullmq";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 
+// These tests stop runs at chosen rows and count model requests one per row: they run the rows
+// one after another (items in flight are covered by for-each-item.property.integration.test.ts
+// and the concurrent import tests).
+vi.stubEnv("BOUNDED_ITEMS_IN_FLIGHT_CSV_IMPORT", "1");
+
 // The processor reads the model endpoint from env().MODEL_BASE_URL, and env() is parsed once, on
 // first use — which happens while modules that log are being imported. So the simulator's port
 // is taken first (a server with a placeholder handler), the environment is set, and only then is

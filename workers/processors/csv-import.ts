@@ -9,7 +9,8 @@ import { countLabel } from "@/lib/jobs/messages";
 import { REQUIRED_COLUMNS } from "@/lib/imports/inspect-upload";
 import { rowProblem, transactionRowSchema } from "@/lib/imports/rows";
 import { ModelCallError } from "@/lib/modelcalls/errors";
-import { chooseCategory } from "@/lib/modelcalls/choose-category";
+import { createCategoriser } from "@/lib/modelcalls/categoriser";
+import { KINDS } from "@/lib/queues/catalog";
 import type { Processor } from "../processor";
 
 /**
@@ -36,6 +37,15 @@ export const csvImport: Processor = async ({ run, signal, loop }) => {
     }
   }
 
+  // Rows in flight at once ask for their categories together: one model call per batch. Closed
+  // when the loop ends, however it ends, so nothing keeps listening to the job's signal.
+  const categoriser = createCategoriser({
+    categories,
+    batchSize: KINDS.csv_import.modelBatch.size,
+    signal,
+    context: { queue: run.queue, jobKind: run.kind, jobId: run.jobId },
+  });
+
   // The row number a person sees in a spreadsheet: the header is row 1, a quoted multi-line field
   // stays one row, blank lines are not rows.
   await forEachItem(
@@ -51,12 +61,7 @@ export const csvImport: Processor = async ({ run, signal, loop }) => {
       const tx = parsed.data;
       let slug: string;
       try {
-        slug = await chooseCategory({
-          transaction: { ...tx, amount: (Number(tx.amount) / 100).toFixed(2) },
-          categories,
-          signal,
-          context: { queue: run.queue, jobKind: run.kind, jobId: run.jobId },
-        });
+        slug = await categoriser.categorise({ ...tx, amount: (Number(tx.amount) / 100).toFixed(2) }, row);
       } catch (err) {
         if (err instanceof ModelCallError) throw new ItemError("could not be categorised: the model service did not answer");
         throw err;
@@ -77,7 +82,7 @@ export const csvImport: Processor = async ({ run, signal, loop }) => {
         });
     },
     (index) => index + 1,
-  );
+  ).finally(() => categoriser.close());
 
   return {
     message: (row) => {

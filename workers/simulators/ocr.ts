@@ -4,6 +4,7 @@ import { sniffDocumentType } from "@/lib/documents/inspect-documents";
 import { simOcrErrorRate } from "@/lib/documents/settings";
 import { env } from "@/lib/env";
 import { logger } from "@/lib/log";
+import { simulatedProviderLimits, type SimulatedLimitsOverrides } from "./provider-limits";
 import { HttpError, errorBody, sendJson, type Route } from "./router";
 import { createCallerWait, sampleLatencyMs, sendServerError, type LatencyShape, type SimulatedService, type SimulatorOptions } from "./simulated-call";
 
@@ -139,6 +140,8 @@ export interface OcrSimulatorOptions extends SimulatorOptions {
   errorRate?: number;
   /** One call's production latency in ms, before scaling. @defaultValue `sampleOcrLatencyMs` */
   latencyMs?: () => number;
+  /** Calls in flight and requests per production second before a 429. @defaultValue `BOUNDED_SIM_OCR_CONCURRENCY`, `_RPS` */
+  limits?: SimulatedLimitsOverrides;
 }
 
 export type OcrSimulator = SimulatedService;
@@ -148,7 +151,7 @@ export type OcrSimulator = SimulatedService;
  * the service looks at the bytes) → 200 `{ text, pages }`. Errors use the simulators' JSON error
  * shape `{ error: { message, type } }`: 400 empty body, 413 over 32 MiB, 415 not a PDF, PNG,
  * JPEG, TIFF or UTF-8 text (answered at once), 422 a damaged or password-protected document,
- * 500 the configured share of calls.
+ * 500 the configured share of calls, 429 with Retry-After beyond its limits (`GET /ocr/_stats` counts them).
  */
 export function createOcrSimulator(options: OcrSimulatorOptions = {}): OcrSimulator {
   const errorRate = options.errorRate ?? simOcrErrorRate();
@@ -156,11 +159,13 @@ export function createOcrSimulator(options: OcrSimulatorOptions = {}): OcrSimula
   const random = options.random ?? Math.random;
   const latencyMs = options.latencyMs ?? (() => sampleOcrLatencyMs(random));
   const caller = createCallerWait(timeScale, log);
+  const limits = simulatedProviderLimits("ocr", timeScale, options.limits);
 
   const ocr: Route = {
     method: "POST",
     path: "/ocr",
     handler: async ({ req, res }) => {
+      if (!limits.admit(res)) return; // 429 beyond the provider's limits (./provider-limits.ts)
       const bytes = await readBody(req, OCR_MAX_BODY_BYTES);
       if (bytes.byteLength === 0) throw new HttpError(400, "the request body is empty: send the document's bytes");
       if (!sniffDocumentType(bytes)) throw new HttpError(415, "not a PDF, PNG, JPEG, TIFF or UTF-8 text document", "unsupported_media_type");
@@ -179,5 +184,5 @@ export function createOcrSimulator(options: OcrSimulatorOptions = {}): OcrSimula
     },
   };
 
-  return { routes: [ocr], inFlight: caller.inFlight };
+  return { routes: [ocr, ...limits.routes], inFlight: caller.inFlight };
 }

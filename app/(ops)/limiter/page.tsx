@@ -8,6 +8,7 @@ import { Stat } from "../../components/stat";
 import { ChartWithSummary } from "../../components/chart-with-summary";
 import { DataTable, num } from "../../components/data-table";
 import { JobLink } from "../../components/job-link";
+import { ProviderLimits } from "./provider-limits";
 import { RescheduleChart } from "./reschedule-chart";
 import styles from "./limiter.module.css";
 
@@ -203,6 +204,8 @@ export default async function LimiterPage({ searchParams }: { searchParams: Prom
           </DataTable>
         )}
       </section>
+
+      <ProviderLimits providers={r.providers} />
     </main>
   );
 }

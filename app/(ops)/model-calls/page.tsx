@@ -1,7 +1,7 @@
 import Link from "next/link";
 import type { LatencySummary, PercentileEstimate } from "@/lib/modelcalls/buckets";
 import {
-  CALL_TYPES,
+  HISTOGRAM_TYPES,
   LATENCY_RANGES,
   getLatencyHistogram,
   getPerItemBudget,
@@ -25,7 +25,7 @@ export const metadata = { title: "Model calls" };
 
 type Search = Record<string, string | string[] | undefined>;
 
-const TYPE_LABEL = { model: "model calls", ocr: "OCR calls", tool: "tool calls" } as const;
+const TYPE_LABEL = { model: "model calls", ocr: "OCR calls", tool: "tool calls", item: "whole items (dispatch to commit)" } as const;
 
 export default async function ModelCallsPage({ searchParams }: { searchParams: Promise<Search> }) {
   // Checked here, not only in the layout: a client navigation renders the page without it.
@@ -112,7 +112,7 @@ function Filters({ h, raw }: { h: LatencyHistogram; raw: Record<string, string> 
   return (
     <FilterForm clearHref="/model-calls" submitLabel="Show" label="Filters">
       <SelectField label="Range" name="range" defaultValue={h.range} options={LATENCY_RANGES.map((r) => ({ value: r, label: `last ${RANGE_LABEL[r]}` }))} />
-      <SelectField label="Calls" name="type" defaultValue={h.type} options={CALL_TYPES.map((t) => ({ value: t, label: TYPE_LABEL[t] }))} />
+      <SelectField label="Calls" name="type" defaultValue={h.type} options={HISTOGRAM_TYPES.map((t) => ({ value: t, label: TYPE_LABEL[t] }))} />
       <SelectField label="Queue" name="queue" any="any" defaultValue={raw.queue ?? ""} options={withCurrent(h.options.queues, h.filters.queue)} />
       <SelectField label="Kind" name="kind" any="any" defaultValue={raw.kind ?? ""} options={withCurrent(h.options.kinds, h.filters.kind)} />
       <SelectField label={h.type === "tool" ? "Tool" : "Model"} name="model" any="any" defaultValue={raw.model ?? ""} options={withCurrent(h.options.models, h.filters.model)} />

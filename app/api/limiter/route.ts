@@ -6,7 +6,8 @@ export const dynamic = "force-dynamic";
 /**
  * Viewer: what `/limiter` shows, in production units — reschedules over time by queue and family
  * (`?range=1h|24h|7d`, default 24h), top tenants by time lost, bucket specs and current states,
- * delayed jobs with their wake-up times.
+ * delayed jobs with their wake-up times, and each provider's shared limits (`providers`: in flight
+ * of C, tokens of the burst at R per second, waits and production seconds waited).
  */
 export const GET = route(
   "viewer",

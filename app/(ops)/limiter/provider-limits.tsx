@@ -1,0 +1,57 @@
+import type { ProviderState } from "@/lib/ratelimit/provider";
+import { formatDuration } from "@/lib/format/duration";
+import { fmtInt } from "../../components/format";
+import { DataTable, num } from "../../components/data-table";
+import styles from "./limiter.module.css";
+
+const fmtTokens = (n: number) => (n >= 10 || Number.isInteger(n) ? fmtInt(Math.floor(n)) : n.toFixed(2));
+const fmtRate = (rps: number) => (Number.isInteger(rps) ? fmtInt(rps) : rps.toFixed(2));
+
+/**
+ * The outside providers' shared limits (model, OCR): calls in flight now of C, tokens now of the
+ * burst refilled at R per second, and how often and how long calls waited for a slot — every
+ * worker process together, read from Redis.
+ */
+export function ProviderLimits({ providers }: { providers: ProviderState[] | null }) {
+  return (
+    <section className="panel" aria-labelledby="providers-title">
+      <h2 id="providers-title">Provider limits (all workers)</h2>
+      <p className="small muted">
+        Every model and OCR call takes a provider slot first: at most C calls in flight and R requests per second, shared by every worker. A short wait is
+        waited; inside a rescheduling job a long one gives the worker slot back.
+      </p>
+      {providers === null ? (
+        <p className="form-error" role="alert">
+          The provider limits cannot be read right now (Redis does not answer).
+        </p>
+      ) : (
+        <DataTable
+          headings={["Provider", "In flight now", "Tokens now", num("Calls that waited"), num("Time waiting"), num("Mean wait"), num("Gave up waiting")]}
+          rows={providers}
+          testId="provider-limits"
+          label="Provider limits"
+        >
+          {(p) => (
+            <tr key={p.provider} data-provider={p.provider}>
+              <td className={`mono ${styles.nowrap}`}>{p.provider}</td>
+              <td className={styles.nowrap}>
+                <span className={styles.meter} aria-hidden="true">
+                  <span style={{ width: `${Math.min(100, (p.inFlight / p.concurrency) * 100)}%` }} />
+                </span>
+                {fmtInt(p.inFlight)} of {fmtInt(p.concurrency)} calls
+              </td>
+              <td className={styles.nowrap}>
+                {fmtTokens(p.tokens)} of {fmtInt(p.capacity)} tokens
+                <div className="small muted">refill {fmtRate(p.rps)} requests/s</div>
+              </td>
+              <td className="num">{fmtInt(p.waits)} calls</td>
+              <td className="num">{formatDuration(p.waitSeconds * 1000)}</td>
+              <td className="num">{p.waits === 0 ? "—" : formatDuration((p.waitSeconds * 1000) / p.waits)}</td>
+              <td className="num">{fmtInt(p.gaveUp)} calls</td>
+            </tr>
+          )}
+        </DataTable>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,215 @@
+import { logger } from "@/lib/log";
+import { chatCompletion, type ChatCompletionOptions } from "./chat-completion";
+import { chooseCategory, slugNamed, type CategorisableTransaction, type CategoryChoice } from "./choose-category";
+import type { ChatMessage } from "./schemas";
+
+const log = logger("modelcalls");
+
+/**
+ * How long a row waits for company before its batch is sent. Real milliseconds, never time-scaled:
+ * it covers the machine's own latency (concurrent handlers reaching `categorise` within a few event
+ * loop turns of each other), not a modelled duration, and a row alone must not wait longer than this.
+ */
+const DEFAULT_LINGER_MS = 15;
+
+/** The chat-completion options (signal, context, retries, endpoint…) less the messages, which are built here. */
+export interface CategoriserOptions extends Omit<ChatCompletionOptions, "messages"> {
+  /** The allowed categories; the list is expected to contain `other`. */
+  categories: CategoryChoice[];
+  /** Rows per model call; a batch is sent as soon as it has this many. An integer ≥ 1. */
+  batchSize: number;
+  /** The longest a row waits for a batch to fill, in real ms. @defaultValue 15 */
+  lingerMs?: number;
+}
+
+export interface Categoriser {
+  /**
+   * One row's category slug, asked together with the rows that arrive with it. Rejects with the
+   * batch call's error (a `ModelCallError` after retries) or, once the signal has aborted, with
+   * its reason, unchanged.
+   */
+  categorise(transaction: CategorisableTransaction, row: number): Promise<string>;
+  /** Stops listening to the signal; rows not yet sent are rejected and new ones refused. */
+  close(): void;
+}
+
+interface PendingRow {
+  id: string;
+  transaction: CategorisableTransaction;
+  resolve(slug: string): void;
+  reject(err: unknown): void;
+}
+
+/**
+ * Collects concurrent `categorise` calls into batched model calls: a batch is sent when it has
+ * `batchSize` rows or `lingerMs` after its first row arrived, so a row alone still goes out at once
+ * (as the single-row prompt of `chooseCategory`: same call, and an answer that cannot be partial).
+ * A batch is one `chatCompletion` (retries, recording and abort included; every attempt recorded
+ * with the batch's size) with the prompt of `buildBatchCategoryPrompt`. The rows its answer names
+ * with a listed slug get that slug; every other row — the whole batch when the answer is not JSON —
+ * is asked again on its own with `chooseCategory`, so a sloppy answer costs calls, never a row.
+ * A failed batch call rejects every row of the batch with its error.
+ */
+export function createCategoriser(options: CategoriserOptions): Categoriser {
+  const { categories, batchSize, lingerMs = DEFAULT_LINGER_MS, ...call } = options;
+  const { signal, context } = call;
+  if (!Number.isInteger(batchSize) || batchSize < 1) throw new RangeError(`batchSize must be an integer ≥ 1, got ${batchSize}`);
+  const slugs = categories.map((c) => c.slug);
+
+  let waiting: PendingRow[] = [];
+  let timer: NodeJS.Timeout | undefined;
+  let closed = false;
+
+  const takeWaiting = (): PendingRow[] => {
+    clearTimeout(timer);
+    timer = undefined;
+    const rows = waiting;
+    waiting = [];
+    return rows;
+  };
+  const flush = () => {
+    const rows = takeWaiting();
+    if (rows.length > 0) void send(rows);
+  };
+  // Rows already sent reject through their call, which takes the same signal.
+  const onAbort = () => {
+    for (const row of takeWaiting()) row.reject(signal.reason);
+  };
+  signal.addEventListener("abort", onAbort, { once: true });
+
+  const single = (row: PendingRow) =>
+    chooseCategory({ ...call, context: { ...context, batchSize: 1 }, transaction: row.transaction, categories }).then(row.resolve, row.reject);
+
+  async function send(rows: PendingRow[]): Promise<void> {
+    if (rows.length === 1) return single(rows[0]!);
+    let content: string;
+    try {
+      ({ content } = await chatCompletion({
+        temperature: 0,
+        ...call,
+        context: { ...context, batchSize: rows.length },
+        messages: buildBatchCategoryPrompt(rows, categories),
+      }));
+    } catch (err) {
+      for (const row of rows) row.reject(err);
+      return;
+    }
+    const answers = parseBatchCategoryAnswer(content, rows.map((r) => r.id), slugs);
+    const unanswered = rows.filter((row) => !answers.has(row.id));
+    for (const row of rows) {
+      const slug = answers.get(row.id);
+      if (slug !== undefined) row.resolve(slug);
+    }
+    if (unanswered.length > 0) {
+      log.warn({ ...context, rows: rows.length, unanswered: unanswered.length }, "batch answer left rows unanswered, asking them one by one");
+      await Promise.all(unanswered.map(single));
+    }
+  }
+
+  return {
+    categorise(transaction, row) {
+      if (signal.aborted) return Promise.reject(signal.reason);
+      if (closed) return Promise.reject(new Error("the categoriser is closed"));
+      const id = String(row);
+      // Ids are what the answer is matched by: a row asked twice goes into the next batch.
+      if (waiting.some((r) => r.id === id)) flush();
+      return new Promise<string>((resolve, reject) => {
+        waiting.push({ id, transaction, resolve, reject });
+        if (waiting.length >= batchSize) flush();
+        else timer ??= setTimeout(flush, lingerMs);
+      });
+    },
+    close() {
+      closed = true;
+      signal.removeEventListener("abort", onAbort);
+      for (const row of takeWaiting()) row.reject(new Error("the categoriser was closed before this row was sent"));
+    },
+  };
+}
+
+/**
+ * The prompt of a batch. After the category list (the same `- slug: name` lines as the single-row
+ * prompt) comes a `Transactions (one JSON object per line):` line and one JSON object per row —
+ * `{"id":"12","date":"2026-01-04","amount":"-5.50","currency":"EUR","counterparty":"REWE Markt",
+ * "description":"card payment 5"}` — JSON so that a description with line breaks or quotes stays
+ * inside its row. The id is the row number. The answer asked for is one JSON object mapping every
+ * id to one slug: `{"12": "groceries", "13": "transport"}`.
+ */
+export function buildBatchCategoryPrompt(
+  rows: readonly { id: string; transaction: CategorisableTransaction }[],
+  categories: CategoryChoice[],
+): ChatMessage[] {
+  const list = categories.map((c) => `- ${c.slug}: ${c.name}`).join("\n");
+  const lines = rows.map(({ id, transaction: t }) =>
+    JSON.stringify({
+      id,
+      date: t.date instanceof Date ? t.date.toISOString().slice(0, 10) : t.date,
+      amount: String(t.amount),
+      currency: t.currency,
+      counterparty: t.counterparty,
+      description: t.description,
+    }),
+  );
+  const example = `{${rows
+    .slice(0, 2)
+    .map((r) => `${JSON.stringify(r.id)}: "<slug>"`)
+    .join(", ")}}`;
+  return [
+    {
+      role: "system",
+      content:
+        "You categorise bank transactions. You are given the allowed categories and several transactions, each with an id. " +
+        "Answer with one JSON object that maps every transaction's id to exactly one category slug from the list, and nothing else.",
+    },
+    {
+      role: "user",
+      content: [
+        "Allowed categories (slug: name):",
+        list,
+        "",
+        "Transactions (one JSON object per line):",
+        ...lines,
+        "",
+        `Answer with one JSON object mapping every id to one slug from the list, like ${example}.`,
+      ].join("\n"),
+    },
+  ];
+}
+
+/**
+ * The rows a batch answer categorises: id → listed slug, for the `ids` asked. Lenient about the
+ * wrapping (a `<think>` block, a code fence, a sentence before or after the object, a slug's case
+ * or separators), strict about the content: an id not asked, a value that is not exactly one listed
+ * slug, or an answer with no JSON object gives no entry, and that row is asked again on its own.
+ */
+export function parseBatchCategoryAnswer(answer: string, ids: readonly string[], slugs: readonly string[]): Map<string, string> {
+  const answers = new Map<string, string>();
+  const parsed = jsonObjectIn(answer.replace(/<think>[\s\S]*?<\/think>/gi, ""));
+  if (!parsed) return answers;
+  const asked = new Set(ids);
+  for (const [key, value] of Object.entries(parsed)) {
+    const id = key.trim();
+    if (!asked.has(id) || typeof value !== "string") continue;
+    const slug = slugNamed(value, slugs);
+    if (slug !== undefined) answers.set(id, slug);
+  }
+  return answers;
+}
+
+/** The first JSON object in a text: a fenced block's, else from the first `{` to the last `}`. */
+function jsonObjectIn(text: string): Record<string, unknown> | undefined {
+  const fenced = /```[a-z]*\s*\n?([\s\S]*?)```/i.exec(text)?.[1];
+  for (const candidate of [fenced, text]) {
+    if (candidate === undefined) continue;
+    const start = candidate.indexOf("{");
+    const end = candidate.lastIndexOf("}");
+    if (start < 0 || end <= start) continue;
+    try {
+      const value: unknown = JSON.parse(candidate.slice(start, end + 1));
+      if (value !== null && typeof value === "object" && !Array.isArray(value)) return value as Record<string, unknown>;
+    } catch {
+      // Not JSON: try the next candidate; none left means no answer at all.
+    }
+  }
+  return undefined;
+}

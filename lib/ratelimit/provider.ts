@@ -1,0 +1,273 @@
+import { randomUUID } from "node:crypto";
+import { hostname } from "node:os";
+import { env } from "@/lib/env";
+import { describeError } from "@/lib/http/describe";
+import { logger } from "@/lib/log";
+import { metrics } from "@/lib/metrics/metrics";
+import { key, redis, type RedisClient } from "@/lib/redis/client";
+import { scaled } from "@/lib/time";
+import { LIMITED_PROVIDERS, providerBucketSpec, providerLimits, providerScope, toProductionMs, type LimitedProvider, type ProviderLimits } from "./buckets";
+import { isRateLimitCapExceeded, isRateLimitDefer } from "./errors";
+import { createLimiter, maxWaitMs, REDIS_ERROR_RETRY_MS, waitForRateLimit, type Limiter } from "./limiter";
+import { luaScript, runLua, withTimeout } from "./scripts";
+
+const log = logger("ratelimit.provider");
+
+/**
+ * How long a provider slot stays held without a renewal (production ms). A crashed worker's slot
+ * comes back after this; a live call renews its lease every third of it, so a call of any length
+ * (the slowest model calls take ~11 min) keeps its slot. A minute: a crash costs the provider one
+ * slot for a minute, while three missed renewals in a row (a Redis blip) are needed to lose it.
+ */
+export const PROVIDER_LEASE_MS = 60_000;
+/**
+ * The shortest lease in real milliseconds, whatever the time scale: a lease renewed every third
+ * of 60 ms (time scale 0.001) would be lost to one garbage-collection pause or a busy event loop,
+ * and the slot would be handed out twice.
+ */
+export const PROVIDER_LEASE_FLOOR_MS = 3_000;
+/**
+ * How often a caller asks again for a slot while all of them are taken (production ms, jittered
+ * ±50 %). The semaphore cannot say when a holder will finish (only when its lease would run out),
+ * so a waiter polls; 200 ms is a few percent of a median model call, and a few Redis calls a
+ * second per waiting call.
+ */
+export const SLOT_POLL_MS = 200;
+/** The shortest poll in real milliseconds: at a tiny time scale, polling faster only loads Redis. */
+const SLOT_POLL_FLOOR_MS = 5;
+
+/** The Redis key of a provider's holders (the one key of provider-slots.lua). */
+export function providerSlotsKey(provider: LimitedProvider): string {
+  return key("ratelimit", "slots", `{${providerScope(provider)}}`);
+}
+
+/** The Redis hash of a provider's wait counters (every process adds to it; the limiter page reads it). */
+export function providerWaitsKey(provider: LimitedProvider): string {
+  return key("ratelimit", "provider-waits", provider);
+}
+
+export interface ProviderSlotOptions {
+  /** Aborts a wait for the slot; the promise then rejects with `signal.reason`, unchanged. */
+  signal?: AbortSignal;
+  /**
+   * Outside a deferral context: the longest the caller waits in all, in real milliseconds.
+   * @defaultValue `maxWaitMs()` (125 s production, time-scaled)
+   */
+  maxWaitMs?: number;
+}
+
+export interface ProviderLimiterOptions {
+  /** @defaultValue the process's shared connection, `redis()` */
+  redis?: RedisClient;
+  /** @defaultValue `env().BOUNDED_TIME_SCALE` */
+  timeScale?: number;
+  /** Limits per provider. @defaultValue `providerLimits(provider)` (the environment) */
+  limits?: Partial<Record<LimitedProvider, ProviderLimits>>;
+  /** Real milliseconds a slot stays held without a renewal. @defaultValue `PROVIDER_LEASE_MS` scaled, at least `PROVIDER_LEASE_FLOOR_MS` */
+  leaseMs?: number;
+  /** Real milliseconds between two asks for a slot while all are taken (jittered ±50 %). @defaultValue `SLOT_POLL_MS` scaled, at least 5 */
+  pollMs?: number;
+  /** Real milliseconds after which an unanswered Redis call counts as an error. @defaultValue 2000 */
+  redisTimeoutMs?: number;
+}
+
+/** What the limiter page shows of one provider, in production units. */
+export interface ProviderState {
+  provider: LimitedProvider;
+  /** Calls holding a slot now (leases not yet expired). */
+  inFlight: number;
+  concurrency: number;
+  /** Tokens of the request rate now, fractional. */
+  tokens: number;
+  /** Tokens a full bucket holds (the burst). */
+  capacity: number;
+  /** Requests per production second. */
+  rps: number;
+  /** Calls that waited for their slot since the counters began (every process). */
+  waits: number;
+  /** Production seconds those calls waited in all. */
+  waitSeconds: number;
+  /** Of those, calls that gave their worker slot back (deferred) or gave up at the cap. */
+  gaveUp: number;
+}
+
+export interface ProviderLimiter {
+  /**
+   * Takes a slot of `provider` — a token of its request rate and one of its C in-flight slots,
+   * both shared by every process — runs `fn`, and always gives the slot back. The slot's lease is
+   * renewed while `fn` runs. Waiting follows the reschedule rule of `acquire`: a short wait is
+   * slept (abortable by `signal`); inside a deferral context a longer one throws
+   * `RateLimitDefer`, outside one the caller waits up to `maxWaitMs` in all, then gets
+   * `RateLimitCapExceeded`. `fn` has not started when any of these is thrown.
+   */
+  withSlot<T>(provider: LimitedProvider, fn: () => Promise<T>, options?: ProviderSlotOptions): Promise<T>;
+  /** One provider's state now and its wait counters. Rejects when Redis cannot be asked. */
+  peek(provider: LimitedProvider): Promise<ProviderState>;
+  /** The limits in force for `provider`. */
+  limits(provider: LimitedProvider): ProviderLimits;
+}
+
+type SlotReply = [ok: number, inFlight: number, waitMs: number];
+
+/** A provider limiter on its own Redis connection, time scale and limits (tests); `withProviderSlot` uses a shared one. */
+export function createProviderLimiter(options: ProviderLimiterOptions = {}): ProviderLimiter {
+  const client = () => options.redis ?? redis();
+  const timeScale = options.timeScale ?? env().BOUNDED_TIME_SCALE;
+  const leaseMs = options.leaseMs ?? Math.max(PROVIDER_LEASE_FLOOR_MS, scaled(PROVIDER_LEASE_MS, timeScale));
+  const pollMs = options.pollMs ?? Math.max(SLOT_POLL_FLOOR_MS, scaled(SLOT_POLL_MS, timeScale));
+  const redisTimeoutMs = options.redisTimeoutMs ?? 2_000;
+  const errorRetryMs = Math.max(1, scaled(REDIS_ERROR_RETRY_MS, timeScale));
+  const limitsOf = (provider: LimitedProvider) => options.limits?.[provider] ?? providerLimits(provider);
+  // The token bucket is the limiter's: one script, one call site (`tryAcquire`).
+  const tokens: Limiter = createLimiter({ redis: options.redis, timeScale, redisTimeoutMs, providerLimits: options.limits });
+  let failing = false;
+
+  /** The only call site of provider-slots.lua. Fails closed: without Redis, no slot. */
+  async function slotScript(provider: LimitedProvider, mode: "acquire" | "renew", holder: string): Promise<SlotReply> {
+    try {
+      const reply = await withTimeout(
+        runLua<SlotReply>(client(), luaScript("provider-slots.lua"), [providerSlotsKey(provider)], [mode, holder, limitsOf(provider).concurrency, leaseMs]),
+        redisTimeoutMs,
+      );
+      if (failing) log.info({ provider }, "provider limiter reached Redis again");
+      failing = false;
+      return reply.map(Number) as SlotReply;
+    } catch (err) {
+      // Once per outage, not once per call: every waiting call asks again shortly.
+      if (!failing) log.error({ provider, error: describeError(err), retryInMs: errorRetryMs }, "provider limiter cannot reach Redis; no provider slots until it can");
+      failing = true;
+      return [0, 0, errorRetryMs];
+    }
+  }
+
+  async function release(provider: LimitedProvider, holder: string): Promise<void> {
+    try {
+      await withTimeout(client().zrem(providerSlotsKey(provider), holder), redisTimeoutMs);
+    } catch (err) {
+      // The lease runs out by itself: the slot comes back within `leaseMs`.
+      log.warn({ provider, error: describeError(err), leaseMs }, "could not release a provider slot; it comes back when its lease expires");
+    }
+  }
+
+  /** Renews the lease every third of it while the call runs; a lost lease is logged, never thrown at the call. */
+  function keepLease(provider: LimitedProvider, holder: string): () => void {
+    let lost = false;
+    const timer = setInterval(() => {
+      void slotScript(provider, "renew", holder).then(([ok]) => {
+        if (ok === 1 || lost || failing) return;
+        lost = true;
+        log.warn({ provider, leaseMs }, "a provider call outlived its lease (renewals did not reach Redis); its slot may be handed out again");
+      });
+    }, Math.max(1, Math.floor(leaseMs / 3)));
+    timer.unref();
+    return () => clearInterval(timer);
+  }
+
+  /** Counts a wait in Redis (for the page, across processes) and in this process's metrics. Never throws. */
+  function countWait(provider: LimitedProvider, waitedMs: number, gaveUp: boolean): void {
+    if (waitedMs <= 0 && !gaveUp) return;
+    const productionMs = toProductionMs(waitedMs, timeScale);
+    metrics.providerWaited({ provider }, productionMs / 1000);
+    const k = providerWaitsKey(provider);
+    const batch = client().multi().hincrby(k, "waits", 1).hincrby(k, "waitMs", productionMs);
+    if (gaveUp) batch.hincrby(k, "gaveUp", 1);
+    void withTimeout(batch.exec(), redisTimeoutMs).catch((err: unknown) => log.debug({ provider, error: describeError(err) }, "could not count a provider wait"));
+  }
+
+  /**
+   * Waits for a slot, then for a token while holding it (a token taken while no slot is free
+   * would be spent on no call, and the pollers would drain the bucket the real calls need).
+   * Every wait, slot or token, goes through `waitForRateLimit` with the total waited so far: the
+   * reschedule rule decides, once for the whole wait.
+   */
+  async function take(provider: LimitedProvider, holder: string, slotOptions: ProviderSlotOptions): Promise<void> {
+    const scope = providerScope(provider);
+    const { signal } = slotOptions;
+    const cap = slotOptions.maxWaitMs ?? maxWaitMs(timeScale);
+    let waitedMs = 0;
+    let holding = false;
+    try {
+      for (;;) {
+        signal?.throwIfAborted();
+        const [ok, , slotWaitMs] = await slotScript(provider, "acquire", holder);
+        holding = ok === 1;
+        if (!holding) {
+          const poll = Math.max(1, Math.round(pollMs * (0.5 + Math.random())));
+          waitedMs += await waitForRateLimit(scope, Math.min(poll, slotWaitMs), { waitedMs, signal, maxWaitMs: cap });
+          continue;
+        }
+        const token = await tokens.tryAcquire(scope);
+        if (token.acquired) break;
+        waitedMs += await waitForRateLimit(scope, token.waitMs, { waitedMs, signal, maxWaitMs: cap });
+      }
+    } catch (err) {
+      if (holding) await release(provider, holder);
+      countWait(provider, waitedMs, isRateLimitDefer(err) || isRateLimitCapExceeded(err));
+      throw err;
+    }
+    countWait(provider, waitedMs, false);
+  }
+
+  async function withSlot<T>(provider: LimitedProvider, fn: () => Promise<T>, slotOptions: ProviderSlotOptions = {}): Promise<T> {
+    const holder = `${hostname()}:${process.pid}:${randomUUID()}`;
+    await take(provider, holder, slotOptions);
+    const stopRenewing = keepLease(provider, holder);
+    try {
+      return await fn();
+    } finally {
+      stopRenewing();
+      await release(provider, holder);
+    }
+  }
+
+  async function peek(provider: LimitedProvider): Promise<ProviderState> {
+    const limits = limitsOf(provider);
+    const [time, bucket, waits] = await Promise.all([
+      withTimeout(client().time(), redisTimeoutMs),
+      tokens.peekBucket(providerScope(provider)),
+      withTimeout(client().hmget(providerWaitsKey(provider), "waits", "waitMs", "gaveUp"), redisTimeoutMs),
+    ]);
+    const now = Number(time[0]) * 1000 + Number(time[1]) / 1000;
+    const inFlight = await withTimeout(client().zcount(providerSlotsKey(provider), now.toFixed(3), "+inf"), redisTimeoutMs);
+    return {
+      provider,
+      inFlight,
+      concurrency: limits.concurrency,
+      tokens: bucket.tokens,
+      capacity: providerBucketSpec(provider, limits).capacity,
+      rps: limits.rps,
+      waits: Number(waits[0] ?? 0),
+      waitSeconds: Number(waits[1] ?? 0) / 1000,
+      gaveUp: Number(waits[2] ?? 0),
+    };
+  }
+
+  return { withSlot, peek, limits: limitsOf };
+}
+
+let shared: ProviderLimiter | undefined;
+
+/** The process's provider limiter: the shared Redis connection, the configured limits and time scale. */
+export function providerLimiter(): ProviderLimiter {
+  shared ??= createProviderLimiter();
+  return shared;
+}
+
+/**
+ * Runs one outbound call of `provider` inside a provider slot: at most C calls in flight and R
+ * requests per production second across every worker process (`BOUNDED_PROVIDER_<PROVIDER>_*`).
+ * One slot per HTTP attempt: a retry's backoff is spent outside it. See `ProviderLimiter.withSlot`.
+ */
+export function withProviderSlot<T>(provider: LimitedProvider, fn: () => Promise<T>, options?: ProviderSlotOptions): Promise<T> {
+  return providerLimiter().withSlot(provider, fn, options);
+}
+
+/** Every limited provider's state, for the limiter page; null when Redis cannot be read. */
+export async function readProviderStates(limiter: ProviderLimiter = providerLimiter()): Promise<ProviderState[] | null> {
+  try {
+    return await Promise.all(LIMITED_PROVIDERS.map((p) => limiter.peek(p)));
+  } catch (err) {
+    log.warn({ error: describeError(err) }, "could not read the provider limits for the limiter page");
+    return null;
+  }
+}
