@@ -1,5 +1,5 @@
 import { defineConfig } from "@playwright/test";
-import { BASE_URL, E2E_ENV, TIGHT_ENV, TIGHT_URL } from "./e2e/env";
+import { BASE_URL, DEFAULT_ENV, DEFAULT_URL, E2E_ENV, TIGHT_ENV, TIGHT_URL } from "./e2e/env";
 
 export default defineConfig({
   testDir: "e2e",
@@ -21,7 +21,7 @@ export default defineConfig({
       args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"],
     },
   },
-  // Started one after the other: the tight system reuses the build the main one made.
+  // Started one after the other: the other systems reuse the build the main one made.
   webServer: [
     {
       command: "node --import tsx e2e/serve.ts",
@@ -39,6 +39,16 @@ export default defineConfig({
       timeout: 300_000,
       reuseExistingServer: false,
       env: { ...TIGHT_ENV, NEXT_TELEMETRY_DISABLED: "1" },
+      stdout: "pipe",
+      stderr: "pipe",
+      gracefulShutdown: { signal: "SIGTERM", timeout: 20_000 },
+    },
+    {
+      command: "node --import tsx e2e/serve.ts default",
+      url: `${DEFAULT_URL}/api/health`,
+      timeout: 300_000,
+      reuseExistingServer: false,
+      env: { ...DEFAULT_ENV, NEXT_TELEMETRY_DISABLED: "1" },
       stdout: "pipe",
       stderr: "pipe",
       gracefulShutdown: { signal: "SIGTERM", timeout: 20_000 },

@@ -52,6 +52,32 @@ export const TIGHT_ENV = {
   BOUNDED_TIME_SCALE: "0.02",
   BOUNDED_BUDGET_IMPORTS_SOFT_S: "600",
   BOUNDED_BUDGET_IMPORTS_HARD_S: "900",
+  // Rows one after another, as an import ran before items were in flight: the tests here need an
+  // import that runs out of time part-way, whatever this machine's speed.
+  BOUNDED_ITEMS_IN_FLIGHT_CSV_IMPORT: "1",
 } as const;
 
 export const TIGHT_URL = `http://localhost:${TIGHT_ENV.PORT}`;
+
+const { BOUNDED_BUDGET_IMPORTS_SOFT_S, BOUNDED_BUDGET_IMPORTS_HARD_S, BOUNDED_BUDGET_SWEEPS_SOFT_S, BOUNDED_BUDGET_SWEEPS_HARD_S, ...withoutBudgets } = E2E_ENV;
+
+/**
+ * A third system with nothing overridden that shapes an import: the default budget (600 s soft,
+ * 900 s hard, source `default`) and the catalog's rows in flight, at 1/20 of production time (the
+ * budget is 30 s of real time; a model call ~0.3–0.7 s, so calls outweigh the fixed cost of
+ * commits, as in production). Where a large upload shows it fits its default budget.
+ */
+export const DEFAULT_ENV = {
+  ...withoutBudgets,
+  PORT: "3102",
+  DATABASE_URL: "postgresql://postgres@127.0.0.1:5432/bounded_e2e_default",
+  BOUNDED_REDIS_PREFIX: "bounded-e2e-default",
+  BOUNDED_SIM_PORT: "4112",
+  MODEL_BASE_URL: "http://127.0.0.1:4112",
+  MARKETPLACE_BASE_URL: "http://127.0.0.1:4112/marketplace",
+  IMAGE_PROVIDER_BASE_URL: "http://127.0.0.1:4112/images",
+  BOUNDED_TIME_SCALE: "0.05",
+  BOUNDED_UPLOAD_MAX_ROWS: "5000",
+} as const;
+
+export const DEFAULT_URL = `http://localhost:${DEFAULT_ENV.PORT}`;

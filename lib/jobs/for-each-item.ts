@@ -3,7 +3,7 @@ import type { Logger } from "@/lib/log";
 import { metrics } from "@/lib/metrics/metrics";
 import { isControlSignal, ItemError } from "./errors";
 import { ItemCosts } from "./item-costs";
-import { advanceCursor, commitItem, committedItems } from "./run";
+import { advanceCursor, commitItems, committedItems, type ItemCommit } from "./run";
 
 /** What one item did: a database effect committed with the job's advance, or nothing to write. */
 export type ItemEffect = ((tx: Prisma.TransactionClient) => Promise<unknown>) | null;
@@ -49,27 +49,68 @@ function reasonOf(err: unknown): string {
 }
 
 /**
- * Commits of one loop in progress at once. Each holds a pooled connection for its transaction:
- * a job with hundreds of items in flight must leave the pool (30 connections) to the other jobs
- * of its process, and a commit takes milliseconds, so a few at a time keep up with any provider.
+ * The most items one commit takes. Items that finish while a commit is running wait for the next
+ * one and go together: a job's commits take its row's lock one after another, so grouping is what
+ * lets hundreds of items in flight commit as fast as they finish. A bound keeps one transaction
+ * short (its effects run one after another inside it).
  */
-const COMMITS_AT_ONCE = 4;
+const MAX_GROUP = 100;
 
-/** A counting semaphore: `run` waits for one of `size` places. */
-function gate(size: number) {
-  let free = size;
-  const waiting: (() => void)[] = [];
-  return async <R>(fn: () => Promise<R>): Promise<R> => {
-    if (free > 0) free -= 1;
-    else await new Promise<void>((resolve) => waiting.push(resolve));
+interface PendingCommit extends ItemCommit {
+  resolve(): void;
+  reject(reason: unknown): void;
+}
+
+/**
+ * One committer per loop: items hand in what they did and wait until it is committed. Whatever is
+ * waiting when a commit ends goes in the next one, together. A group that fails for another
+ * reason than a control signal is committed again item by item, so one item's bad write fails
+ * only that item's commit.
+ */
+function groupCommitter(loop: ItemLoop, progress: Progress) {
+  let waiting: PendingCommit[] = [];
+  let running = false;
+
+  async function commit(group: PendingCommit[]): Promise<void> {
+    loop.signal.throwIfAborted();
+    await commitItems(loop.jobId, loop.attempt, group, loop.parentId, progress.cursorWith(group.map((g) => g.item)));
+    for (const g of group) progress.committed(g.item);
+  }
+
+  async function drain(): Promise<void> {
+    running = true;
     try {
-      return await fn();
+      while (waiting.length > 0) {
+        const group = waiting.slice(0, MAX_GROUP);
+        waiting = waiting.slice(group.length);
+        try {
+          await commit(group);
+          for (const g of group) g.resolve();
+        } catch (err) {
+          if (group.length === 1 || isControlSignal(err) || loop.signal.aborted) {
+            for (const g of group) g.reject(err);
+            continue;
+          }
+          for (const g of group) {
+            try {
+              await commit([g]);
+              g.resolve();
+            } catch (single) {
+              g.reject(single);
+            }
+          }
+        }
+      }
     } finally {
-      const next = waiting.shift();
-      if (next) next();
-      else free += 1;
+      running = false;
     }
-  };
+  }
+
+  return (item: ItemCommit): Promise<void> =>
+    new Promise<void>((resolve, reject) => {
+      waiting.push({ ...item, resolve, reject });
+      if (!running) void drain();
+    });
 }
 
 /**
@@ -89,10 +130,11 @@ class Progress {
     return item <= this.watermark || this.above.has(item);
   }
 
-  /** The cursor a commit of `item` may write: the watermark as it will be once `item` is committed. */
-  cursorWith(item: number): number {
+  /** The cursor a commit of `items` may write: the watermark as it will be once they are committed. */
+  cursorWith(items: readonly number[]): number {
+    const adding = new Set(items);
     let c = this.watermark;
-    while (c + 1 === item || this.above.has(c + 1)) c += 1;
+    while (adding.has(c + 1) || this.above.has(c + 1)) c += 1;
     return c;
   }
 
@@ -121,9 +163,10 @@ class Progress {
  *   and before every commit, so a handler that swallowed the deadline cannot keep the loop going.
  *   Items in flight then end with the signal (their calls take it), and the loop returns only
  *   when none is left, so the counts on the row are the committed items.
- * - Items finish out of order; each commit writes the contiguous low watermark as the cursor and
- *   marks its item committed (`JobItem`, unique per job and item). A resume skips every item
- *   already committed, below the cursor or above it, and redoes none.
+ * - Items finish out of order; items that finish together commit together (one transaction, see
+ *   `groupCommitter`), each commit writes the contiguous low watermark as the cursor and marks its
+ *   items committed (`JobItem`, unique per job and item). A resume skips every item already
+ *   committed, below the cursor or above it, and redoes none.
  * - A control signal from one item (a rate-limit deferral, a fenced attempt) stops dispatching;
  *   the items in flight finish (and commit), then the signal ends the loop.
  * Logs one summary line per pass and records each item's cost from dispatch to commit.
@@ -146,7 +189,7 @@ export async function forEachItem<T>(
   const progress = new Progress(loop.cursor, above);
   const costs = loop.kind ? new ItemCosts({ queue: loop.queue ?? "", kind: loop.kind }) : null;
   const inFlight = new Set<Promise<void>>();
-  const committing = gate(COMMITS_AT_ONCE);
+  const commit = groupCommitter(loop, progress);
   let stop: { reason: unknown } | null = null;
 
   const runItem = async (item: T, index: number): Promise<void> => {
@@ -162,13 +205,9 @@ export async function forEachItem<T>(
       if (!(err instanceof ItemError)) loop.log.error({ err, row }, "unexpected error in an item");
       outcome = { ok: false, reason: reasonOf(err) };
     }
-    const n = index - from;
+    signal.throwIfAborted();
     const done = outcome.ok ? { ok: true as const, effect: outcome.effect ?? (async () => undefined) } : { ok: false as const, row, reason: outcome.reason };
-    await committing(async () => {
-      signal.throwIfAborted();
-      await commitItem(loop.jobId, loop.attempt, n, done, loop.parentId, progress.cursorWith(n));
-      progress.committed(n);
-    });
+    await commit({ item: index - from, outcome: done });
     if (done.ok) summary.processed += 1;
     else {
       summary.failed += 1;

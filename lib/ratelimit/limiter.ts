@@ -37,9 +37,18 @@ const MAX_WAIT_MS = 125_000;
  */
 export const REDIS_ERROR_RETRY_MS = 1_000;
 
-/** `DEFER_THRESHOLD_MS` in real (time-scaled) milliseconds: the threshold to give `runWithRateLimitDeferral`. */
+/**
+ * The shortest deferral threshold in real milliseconds, whatever the time scale. Giving the slot
+ * back costs a few database writes and a queue move, which do not shrink with the time scale: at
+ * a small scale, a wait shorter than that cost is cheaper slept than rescheduled (and items in
+ * flight that wait a moment for a provider slot would otherwise bounce their job to *delayed*).
+ * At time scale 1 the scaled threshold (5 s) is far above it.
+ */
+export const MIN_DEFER_THRESHOLD_REAL_MS = 250;
+
+/** `DEFER_THRESHOLD_MS` in real (time-scaled) milliseconds, floored: the threshold to give `runWithRateLimitDeferral`. */
 export function deferThresholdMs(): number {
-  return scaled(DEFER_THRESHOLD_MS);
+  return Math.max(scaled(DEFER_THRESHOLD_MS), MIN_DEFER_THRESHOLD_REAL_MS);
 }
 
 /**
