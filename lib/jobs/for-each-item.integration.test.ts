@@ -3,6 +3,7 @@ import { closeDb, db } from "@/lib/db/client";
 import { logger } from "@/lib/log";
 import { makeJob } from "@/test/helpers/jobs";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
+import { RateLimitDefer } from "@/lib/ratelimit/errors";
 import { DeadlineExceeded, ItemError } from "./errors";
 import { forEachItem, type ItemLoop } from "./for-each-item";
 import { startAttempt } from "./run";
@@ -104,6 +105,33 @@ describe("forEachItem", () => {
       return null;
     });
     expect(seen).toEqual([5, 6]);
+    expect((await db().job.findUniqueOrThrow({ where: { id } })).processed).toBe(2);
+  });
+
+  it("with items in flight, one item's long wait for a limit does not stop the job while others work: it waits its turn and goes on", async () => {
+    const { id, loop } = await loopFor(8, new AbortController().signal);
+    let deferred = 0;
+    const summary = await forEachItem({ ...loop, concurrency: 4 }, items(8), async (n) => {
+      if (n === 2 && deferred === 0) {
+        deferred += 1;
+        throw new RateLimitDefer(20, "provider:model");
+      }
+      await new Promise((r) => setTimeout(r, 30));
+      return null;
+    });
+    expect(deferred).toBe(1);
+    expect(summary).toEqual({ processed: 8, failed: 0 });
+    expect(await db().job.findUniqueOrThrow({ where: { id }, select: { processed: true, cursor: true } })).toEqual({ processed: 8, cursor: 8 });
+  });
+
+  it("when every item in flight waits for a limit, the deferral ends the loop (the job gives its slot back) and no item is a failure", async () => {
+    const { id, loop } = await loopFor(8, new AbortController().signal);
+    const run = forEachItem({ ...loop, concurrency: 4 }, items(8), async (n) => {
+      if (n <= 2) return null;
+      throw new RateLimitDefer(60_000, "provider:model");
+    });
+    await expect(run).rejects.toBeInstanceOf(RateLimitDefer);
+    expect(await db().jobItemFailure.count({ where: { jobId: id } })).toBe(0);
     expect((await db().job.findUniqueOrThrow({ where: { id } })).processed).toBe(2);
   });
 });

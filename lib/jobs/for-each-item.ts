@@ -1,6 +1,8 @@
 import type { Prisma } from "@/lib/db/client";
 import type { Logger } from "@/lib/log";
 import { metrics } from "@/lib/metrics/metrics";
+import { isRateLimitDefer } from "@/lib/ratelimit/errors";
+import { sleep } from "@/lib/time";
 import { isControlSignal, ItemError } from "./errors";
 import { ItemCosts } from "./item-costs";
 import { advanceCursor, commitItems, committedItems, type ItemCommit } from "./run";
@@ -191,19 +193,42 @@ export async function forEachItem<T>(
   const inFlight = new Set<Promise<void>>();
   const commit = groupCommitter(loop, progress);
   let stop: { reason: unknown } | null = null;
+  // Items waiting out a rate-limit or provider wait while other items of the job work; they end
+  // their wait when the loop stops.
+  let resting = 0;
+  const stopping = new AbortController();
+  const restSignal = AbortSignal.any([signal, stopping.signal]);
 
   const runItem = async (item: T, index: number): Promise<void> => {
     const dispatched = performance.now();
     const row = rowOf(index);
     let outcome: { ok: true; effect: ItemEffect } | { ok: false; reason: string };
-    try {
-      outcome = { ok: true, effect: await handle(item, { index, row, signal }) };
-    } catch (err) {
-      // A deadline that arrives as any error (wrapped, re-thrown, swallowed into another) is still the deadline.
-      if (signal.aborted) throw signal.reason;
-      if (isControlSignal(err)) throw err;
-      if (!(err instanceof ItemError)) loop.log.error({ err, row }, "unexpected error in an item");
-      outcome = { ok: false, reason: reasonOf(err) };
+    for (;;) {
+      try {
+        outcome = { ok: true, effect: await handle(item, { index, row, signal }) };
+        break;
+      } catch (err) {
+        // A deadline that arrives as any error (wrapped, re-thrown, swallowed into another) is still the deadline.
+        if (signal.aborted) throw signal.reason;
+        // A long wait for a limit gives the worker slot back only when the whole job would wait:
+        // while other items of the job are working, the slot is not idle, and draining them for
+        // one item's wait would stall the job behind its slowest call. So this item waits its
+        // turn and tries again; the last item to be working takes the job to *delayed*.
+        if (isRateLimitDefer(err) && inFlight.size - resting > 1 && !stop) {
+          resting += 1;
+          try {
+            await sleep(err.waitMs, restSignal).catch(() => undefined);
+          } finally {
+            resting -= 1;
+          }
+          if (stop) throw err;
+          continue;
+        }
+        if (isControlSignal(err)) throw err;
+        if (!(err instanceof ItemError)) loop.log.error({ err, row }, "unexpected error in an item");
+        outcome = { ok: false, reason: reasonOf(err) };
+        break;
+      }
     }
     signal.throwIfAborted();
     const done = outcome.ok ? { ok: true as const, effect: outcome.effect ?? (async () => undefined) } : { ok: false as const, row, reason: outcome.reason };
@@ -228,6 +253,7 @@ export async function forEachItem<T>(
       const running: Promise<void> = runItem(item, index)
         .catch((reason: unknown) => {
           stop ??= { reason };
+          stopping.abort();
         })
         .finally(() => inFlight.delete(running));
       inFlight.add(running);

@@ -17,6 +17,12 @@ export type HttpPost = (url: URL, body: string, headers: Record<string, string>,
 const postJson: HttpPost = (url, body, headers, signal) =>
   sendRequest({ method: "POST", url, body, headers: { ...headers, "content-type": "application/json" }, signal });
 
+/**
+ * The shortest attempt timeout in real ms, whatever the time scale: a busy machine or a garbage
+ * collection can hold an answer that long, and that does not shrink with the time scale.
+ */
+const MIN_ATTEMPT_TIMEOUT_REAL_MS = 5_000;
+
 export interface ChatCompletionOptions {
   messages: ChatMessage[];
   /** @defaultValue `env().MODEL_NAME` */
@@ -44,6 +50,13 @@ export interface ChatCompletionOptions {
    * @defaultValue `scaled(5_000)`, the reschedule threshold
    */
   maxRetryAfterMs?: number;
+  /**
+   * Production ms one attempt may run before it is abandoned and retried (a retryable timeout):
+   * for callers whose calls have a known shape, so one call in the provider's far tail does not
+   * hold a provider slot, and the job's rows, for minutes. Scaled like every duration.
+   * @defaultValue none: an attempt runs until it answers or the signal aborts
+   */
+  attemptTimeoutMs?: number;
   /** @defaultValue `recordModelCall` (a ModelCall row per attempt) */
   record?: RecordModelCall;
   /** @defaultValue `postJson` (`sendRequest` of lib/http/outbound, over node:http(s)) */
@@ -80,6 +93,7 @@ export async function chatCompletion(options: ChatCompletionOptions): Promise<Ch
   const apiKey = options.apiKey ?? env().MODEL_API_KEY;
   const record = options.record ?? recordModelCall;
   const post = options.post ?? postJson;
+  const attemptTimeoutMs = options.attemptTimeoutMs === undefined ? undefined : Math.max(MIN_ATTEMPT_TIMEOUT_REAL_MS, scaled(options.attemptTimeoutMs, timeScale));
 
   // Appended rather than resolved, so a base URL with a path prefix (https://host/openai) keeps it.
   const url = new URL(`${(options.baseUrl ?? env().MODEL_BASE_URL).replace(/\/+$/, "")}/v1/chat/completions`);
@@ -96,7 +110,7 @@ export async function chatCompletion(options: ChatCompletionOptions): Promise<Ch
       async () => {
         const startedAt = new Date();
         const attemptStarted = performance.now();
-        const result = await attemptOnce(post, url, body, headers, signal);
+        const result = await attemptOnce(post, url, body, headers, signal, attemptTimeoutMs);
         return { result, startedAt, durationMs: performance.now() - attemptStarted };
       },
       { signal },
@@ -137,8 +151,9 @@ async function attemptOnce(
   body: string,
   headers: Record<string, string>,
   signal: AbortSignal,
+  timeoutMs: number | undefined,
 ): Promise<Attempt> {
-  const attempt = await attemptRequest({ method: "POST", url, body, headers, signal }, (r) => post(r.url, body, headers, r.signal!));
+  const attempt = await attemptRequest({ method: "POST", url, body, headers, signal, timeoutMs }, (r) => post(r.url, body, headers, r.signal!));
   if (!attempt.ok) {
     switch (attempt.kind) {
       case "aborted":

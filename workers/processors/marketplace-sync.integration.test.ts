@@ -59,7 +59,11 @@ describe("marketplace_sync under the reschedule policy", () => {
     expect(done.failed).toBe(0);
     expect(done.reschedules).toBeGreaterThanOrEqual(3);
     expect(done.message).toBe(`Synced all ${PAGES} pages of statistics for ${tenant}.`);
-    const finished = await queue().getJob(queueJobId);
+    // The row is finalized before the processor returns to BullMQ: wait for the queue's own record.
+    const finished = await h.waitFor("the queue job to be completed", async () => {
+      const qj = await queue().getJob(queueJobId);
+      return qj && (await qj.getState()) === "completed" ? qj : null;
+    });
     // One finished run, however many times the job was rescheduled.
     expect(finished?.attemptsMade).toBe(1);
     // Each page asked for once: a resumed run starts at the page after the cursor.
