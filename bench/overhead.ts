@@ -88,7 +88,7 @@ async function main(): Promise<void> {
   const { Queue, Worker } = await import("bullmq");
   const { env } = await import("../lib/env");
   const { db, closeDb } = await import("../lib/db/client");
-  const { createRedis, closeRedis, redis } = await import("../lib/redis/client");
+  const { createRedis, closeRedis, redis, scanKeys } = await import("../lib/redis/client");
   const { queue, closeQueues } = await import("../lib/queues/queues");
   const { logger } = await import("../lib/log");
   const { scaled } = await import("../lib/time");
@@ -249,12 +249,7 @@ async function main(): Promise<void> {
   await watchdog.stop();
   await closeQueues();
   const cleanup = createRedis("producer", { enableOfflineQueue: true });
-  let cursor = "0";
-  do {
-    const [nextCursor, keys] = await cleanup.scan(cursor, "MATCH", `${prefix}:*`, "COUNT", 1_000);
-    if (keys.length) await cleanup.del(...keys);
-    cursor = nextCursor;
-  } while (cursor !== "0");
+  for await (const keys of scanKeys(cleanup, `${prefix}:*`, 1_000)) if (keys.length) await cleanup.del(...keys);
   await cleanup.quit();
   await closeRedis();
   await closeDb();

@@ -7,6 +7,7 @@
  */
 import { dropDatabase } from "../scripts/db/migrate";
 import { Redis } from "ioredis";
+import { scanKeys } from "../lib/redis/client";
 import { DEFAULT_ENV, E2E_ENV, TIGHT_ENV } from "./env";
 
 const systems = { tight: TIGHT_ENV, default: DEFAULT_ENV } as const;
@@ -18,12 +19,7 @@ process.argv.splice(2, Infinity, ...(env === E2E_ENV ? [] : ["--no-build"]));
 await dropDatabase(env.DATABASE_URL);
 
 const redis = new Redis(env.REDIS_URL);
-let cursor = "0";
-do {
-  const [next, keys] = await redis.scan(cursor, "MATCH", `${env.BOUNDED_REDIS_PREFIX}:*`, "COUNT", 1000);
-  if (keys.length) await redis.del(...keys);
-  cursor = next;
-} while (cursor !== "0");
+for await (const keys of scanKeys(redis, `${env.BOUNDED_REDIS_PREFIX}:*`, 1000)) if (keys.length) await redis.del(...keys);
 redis.disconnect();
 
 await import("../scripts/start");

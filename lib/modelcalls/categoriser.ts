@@ -7,10 +7,11 @@ const log = logger("modelcalls");
 
 /**
  * How long a row waits for company before its batch is sent. Real milliseconds, never time-scaled:
- * it covers the machine's own latency (concurrent handlers reaching `categorise` within a few event
- * loop turns of each other), not a modelled duration, and a row alone must not wait longer than this.
+ * it covers the machine's own latency (rows of a job reach `categorise` as their neighbours
+ * commit and free their places, a few at a time), not a modelled duration. 50 ms fills batches
+ * (measured: 5.9 rows a call at 15 ms) and is under 1 % of a median model call (5.5 s).
  */
-const DEFAULT_LINGER_MS = 15;
+const DEFAULT_LINGER_MS = 50;
 
 /**
  * How long one attempt of a batched call may run (production ms) before it is abandoned and sent
