@@ -5,7 +5,7 @@ import { isRateLimitDefer } from "@/lib/ratelimit/errors";
 import { sleep } from "@/lib/time";
 import { isControlSignal, ItemError } from "./errors";
 import { ItemCosts } from "./item-costs";
-import { advanceCursor, commitItems, committedItems, type ItemCommit } from "./run";
+import { commitItems, committedItems, type ItemCommit } from "./run";
 
 /** What one item did: a database effect committed with the job's advance, or nothing to write. */
 export type ItemEffect = ((tx: Prisma.TransactionClient) => Promise<unknown>) | null;
@@ -140,11 +140,6 @@ class Progress {
     return c;
   }
 
-  /** Every item up to here is committed. */
-  get cursor(): number {
-    return this.watermark;
-  }
-
   committed(item: number): void {
     this.above.add(item);
     this.advance();
@@ -267,6 +262,5 @@ export async function forEachItem<T>(
     else loop.log.info(summary, line);
   }
   if (stop) throw (stop as { reason: unknown }).reason;
-  if (limit > 1) await advanceCursor(loop.jobId, loop.attempt, progress.cursor);
   return summary;
 }

@@ -186,16 +186,6 @@ export async function commitItems(jobId: string, attempt: number, items: readonl
 }
 
 /**
- * Moves the cursor up to `cursor` (never back), if `attempt` still owns the running row: items
- * committed side by side each wrote the watermark they knew of, so the last one to commit may
- * have left it short of what is now contiguous.
- */
-export async function advanceCursor(jobId: string, attempt: number, cursor: number): Promise<void> {
-  await db().$executeRaw`
-    UPDATE "Job" SET cursor = ${cursor}::int WHERE id = ${jobId}::uuid AND attempt = ${attempt}::int AND status = 'running' AND cursor < ${cursor}::int`;
-}
-
-/**
  * The items of a job committed after `from` (and up to `to`): above its cursor, by earlier runs
  * that stopped with items in flight, so a resume skips them; or, for a part of a split job, the
  * items of its range the job it was split from had already committed.
