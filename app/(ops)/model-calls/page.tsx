@@ -35,6 +35,8 @@ export default async function ModelCallsPage({ searchParams }: { searchParams: P
   const query = parsed.success ? parsed.data : latencyHistogramQuerySchema.parse({});
   const [h, budget] = await Promise.all([getLatencyHistogram(query), query.kind ? getPerItemBudget(query.kind, query.queue) : Promise.resolve(null)]);
   const what = TYPE_LABEL[h.type];
+  // Tool calls happen between model (or OCR) calls; beside whole items they would compare unlike things.
+  const showsTools = h.type === "model" || h.type === "ocr";
   const chartBuckets: ChartBucket[] = h.buckets.map((b) => ({ bucket: b.bucket, lowerMs: b.lowerMs, upperMs: b.upperMs, ...b.byOutcome }));
 
   return (
@@ -71,11 +73,11 @@ export default async function ModelCallsPage({ searchParams }: { searchParams: P
               are recorded as workers make them: <Link href="/upload">upload a CSV</Link> to start an import, and its model calls appear here within
               seconds.
             </p>
-            {h.type !== "tool" && h.tools.total > 0 ? (
+            {showsTools && h.tools.total > 0 ? (
               <p className="small">There were {fmtInt(h.tools.total)} tool calls in this window, summarised below.</p>
             ) : null}
           </div>
-          {h.type !== "tool" && h.tools.total > 0 ? (
+          {showsTools && h.tools.total > 0 ? (
             <div className={styles.summary}>
               <SummaryList title="Tool calls beside them" s={h.tools} testId="tool-summary" />
             </div>
@@ -91,7 +93,7 @@ export default async function ModelCallsPage({ searchParams }: { searchParams: P
           summary={
             <>
               <SummaryList title={capitalise(what)} s={h.summary} testId="model-summary" />
-              {h.type !== "tool" ? <SummaryList title="Tool calls beside them" s={h.tools} testId="tool-summary" /> : null}
+              {showsTools ? <SummaryList title="Tool calls beside them" s={h.tools} testId="tool-summary" /> : null}
               <p className={`small muted ${styles.section}`}>
                 Percentiles are read off the bucket counts: the bucket is exact, the value inside it interpolated (within ×1.47); max and mean are
                 exact.
