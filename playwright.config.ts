@@ -1,5 +1,5 @@
 import { defineConfig } from "@playwright/test";
-import { BASE_URL, DEFAULT_ENV, DEFAULT_URL, E2E_ENV, TIGHT_ENV, TIGHT_URL } from "./e2e/env";
+import { BASE_URL, DEFAULT_ENV, DEFAULT_URL, E2E_ENV, FANOUT_ENV, FANOUT_URL, TIGHT_ENV, TIGHT_URL } from "./e2e/env";
 
 export default defineConfig({
   testDir: "e2e",
@@ -49,6 +49,16 @@ export default defineConfig({
       timeout: 300_000,
       reuseExistingServer: false,
       env: { ...DEFAULT_ENV, NEXT_TELEMETRY_DISABLED: "1" },
+      stdout: "pipe",
+      stderr: "pipe",
+      gracefulShutdown: { signal: "SIGTERM", timeout: 20_000 },
+    },
+    {
+      command: "node --import tsx e2e/serve.ts fanout",
+      url: `${FANOUT_URL}/api/health`,
+      timeout: 300_000,
+      reuseExistingServer: false,
+      env: { ...FANOUT_ENV, NEXT_TELEMETRY_DISABLED: "1" },
       stdout: "pipe",
       stderr: "pipe",
       gracefulShutdown: { signal: "SIGTERM", timeout: 20_000 },

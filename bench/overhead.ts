@@ -105,8 +105,9 @@ async function main(): Promise<void> {
   // As workers/main.ts sets them.
   const lockDuration = Math.max(scaled(30_000), 5_000);
   const workerOptions = { prefix, concurrency, lockDuration, stalledInterval: lockDuration, autorun: false } as const;
-  // As enqueueJob adds them.
-  const jobOptions = { attempts: 1, removeOnComplete: { age: 24 * 3600, count: 10_000 }, removeOnFail: { age: 7 * 24 * 3600, count: 10_000 } };
+  // As enqueueJob adds them: every job prioritized (one tenant's first place in line, so the
+  // order stays first in, first out; BullMQ's prioritized set, not its plain list).
+  const jobOptions = { priority: 2, attempts: 1, removeOnComplete: { age: 24 * 3600, count: 10_000 }, removeOnFail: { age: 7 * 24 * 3600, count: 10_000 } };
 
   const log = logger("bench");
   const shutdown = new AbortController();

@@ -52,9 +52,11 @@ export const TIGHT_ENV = {
   BOUNDED_TIME_SCALE: "0.02",
   BOUNDED_BUDGET_IMPORTS_SOFT_S: "600",
   BOUNDED_BUDGET_IMPORTS_HARD_S: "900",
-  // Rows one after another, as an import ran before items were in flight: the tests here need an
-  // import that runs out of time part-way, whatever this machine's speed.
+  // Rows one after another, as an import ran before items were in flight, and no automatic
+  // split: the tests here need an import that runs out of time part-way, whatever this machine's
+  // speed, for an operator to split.
   BOUNDED_ITEMS_IN_FLIGHT_CSV_IMPORT: "1",
+  BOUNDED_AUTO_SPLIT: "0",
 } as const;
 
 export const TIGHT_URL = `http://localhost:${TIGHT_ENV.PORT}`;
@@ -65,7 +67,8 @@ const { BOUNDED_BUDGET_IMPORTS_SOFT_S, BOUNDED_BUDGET_IMPORTS_HARD_S, BOUNDED_BU
  * A third system with nothing overridden that shapes an import: the default budget (600 s soft,
  * 900 s hard, source `default`) and the catalog's rows in flight, at 1/20 of production time (the
  * budget is 30 s of real time; a model call ~0.3–0.7 s, so calls outweigh the fixed cost of
- * commits, as in production). Where a large upload shows it fits its default budget.
+ * commits, as in production). Where a large upload shows it fits its default budget, and a file
+ * larger than one budget's worth splits itself and completes.
  */
 export const DEFAULT_ENV = {
   ...withoutBudgets,
@@ -77,7 +80,31 @@ export const DEFAULT_ENV = {
   MARKETPLACE_BASE_URL: "http://127.0.0.1:4112/marketplace",
   IMAGE_PROVIDER_BASE_URL: "http://127.0.0.1:4112/images",
   BOUNDED_TIME_SCALE: "0.05",
-  BOUNDED_UPLOAD_MAX_ROWS: "5000",
+  // Room for a file larger than one budget's worth (the provider bounds an import to ≈ 20 rows a
+  // production second: 600 s hold ≈ 12,000 rows at best).
+  BOUNDED_UPLOAD_MAX_ROWS: "20000",
+  BOUNDED_UPLOAD_MAX_BYTES: String(2 * 1024 * 1024),
 } as const;
 
 export const DEFAULT_URL = `http://localhost:${DEFAULT_ENV.PORT}`;
+
+/**
+ * A fourth system where a file is larger than one budget's worth whatever this machine's speed: two
+ * rows in flight at 1/50 of production time cap an import at ≈ 0.25 rows a production second (the
+ * simulated model call, not the machine, sets it), so 250 rows need more than 1,000 s against a
+ * 600 s default budget. Jobs split themselves here (the default), where the tight system does not.
+ */
+export const FANOUT_ENV = {
+  ...DEFAULT_ENV,
+  PORT: "3104",
+  DATABASE_URL: "postgresql://postgres@127.0.0.1:5432/bounded_e2e_fanout",
+  BOUNDED_REDIS_PREFIX: "bounded-e2e-fanout",
+  BOUNDED_SIM_PORT: "4114",
+  MODEL_BASE_URL: "http://127.0.0.1:4114",
+  MARKETPLACE_BASE_URL: "http://127.0.0.1:4114/marketplace",
+  IMAGE_PROVIDER_BASE_URL: "http://127.0.0.1:4114/images",
+  BOUNDED_TIME_SCALE: "0.02",
+  BOUNDED_ITEMS_IN_FLIGHT_CSV_IMPORT: "2",
+} as const;
+
+export const FANOUT_URL = `http://localhost:${FANOUT_ENV.PORT}`;

@@ -8,7 +8,7 @@ test.use({ baseURL: TIGHT_URL });
 const sql = <T extends Record<string, unknown>>(text: string, params: unknown[] = []) => sqlOn<T>(text, params, TIGHT_ENV.DATABASE_URL);
 const statusOf = async (jobId: string) => (await sql<{ status: string }>(`select status::text from "Job" where id = $1`, [jobId]))[0]?.status;
 
-test("an import that timed out is split by measured latency from the job page; the parts complete, the job completes and the customer's page shows 100 %", async ({ page, request, signIn }) => {
+test("an import that timed out is split from the job page, sized by what a row costs end to end; the parts complete, the job completes and the customer's page shows 100 %", async ({ page, request, signIn }) => {
   const created = await request.post("/api/imports?tenant=e2e-split", { data: transactionsCsv(300).csv, headers: { "content-type": "text/csv" } });
   expect(created.status()).toBe(201);
   const { jobId, progressToken } = (await created.json()) as { jobId: string; progressToken: string };
@@ -20,17 +20,20 @@ test("an import that timed out is split by measured latency from the job page; t
   await signIn("operator");
 
   await page.goto(`/jobs/${jobId}`);
-  // The proposal with its arithmetic: rows left × measured p99 against the budget × 0.7.
+  // The proposal with its arithmetic: the rows left at the projected rate (what a row really costs
+  // here, end to end) plus the slowest row, against the budget × 0.7.
   const arithmetic = page.getByTestId("split-arithmetic");
-  await expect(arithmetic).toHaveText(new RegExp(`^${300 - timedOut!.cursor} rows × .+ p99 ≈ .+; budget 10 min × 0\\.7 → (\\d+) parts of ~\\d+ rows`));
-  // Measured from this system's own calls when there were enough, else the stated default.
-  await expect(page.getByText(/^p99 per row: (measured from [\d,]+ calls over [\d,]+ rows in the last 7 days|default \(.+\): fewer than 50 calls)/)).toBeVisible();
+  await expect(arithmetic).toHaveText(
+    new RegExp(`^${300 - timedOut!.cursor} rows at ≈ .+ \\(items in flight\\) \\+ .+ for the slowest ≈ .+; budget 10 min × 0\\.7 → (\\d+) parts of ~\\d+ rows, one after another`),
+  );
+  // Measured on this system when there was enough, else the kind's stated defaults.
+  await expect(page.getByText(/^Figures: (measured from [\d,]+ rows and [\d,]+ calls in the last 7 days|defaults \(.+\): fewer than 100 rows measured)/)).toBeVisible();
   const proposed = Number(/→ (\d+) parts/.exec((await arithmetic.textContent())!)![1]);
   expect(proposed).toBeGreaterThanOrEqual(2);
   await page.screenshot({ path: "test-results/job-split-plan.png", fullPage: true });
-  // The operator may choose another k: here the most, so that parts run side by side on this
-  // small machine (where a part's rows share two cores with the others') still fit their budget.
-  const parts = 50;
+  // The operator may choose another k; the suggestion stays beside it. Parts run one after
+  // another, each sized to fit its budget alone.
+  const parts = proposed + 1;
   await page.getByLabel(/^Parts/).fill(String(parts));
   await page.getByRole("button", { name: "Recalculate" }).click();
   await expect(arithmetic).toContainText(`${proposed} parts suggested; you chose ${parts} parts of ~`);
@@ -88,13 +91,16 @@ test("the split API: the plan and the split for an operator, clear 4xx for every
   expect(await statusOf(jobId)).toBe("timed_out");
   expect((await sql<{ n: string }>(`select count(*) n from "Job" where "parentId" = $1`, [jobId]))[0]!.n).toBe("0");
 
-  // 50 small parts (3 parts of ~90 rows would not fit a 600 s budget at this scale).
-  const split = await request.post(`/api/jobs/${jobId}/split`, { data: { parts: 50 }, headers: operator });
+  // The proposal: parts sized from what a row costs here, one after another; the first is queued.
+  const split = await request.post(`/api/jobs/${jobId}/split`, { data: {}, headers: operator });
   expect(split.status()).toBe(202);
-  const { children } = (await split.json()) as { children: unknown[] };
-  expect(children).toHaveLength(50);
+  const { children, plan: made } = (await split.json()) as { children: unknown[]; plan: { parts: number } };
+  expect(children).toHaveLength(1);
+  expect(made.parts).toBeGreaterThanOrEqual(2);
   const again = await request.post(`/api/jobs/${jobId}/split`, { data: { parts: 3 }, headers: operator });
   expect(again.status()).toBe(409);
   expect((await again.json()).error).toEqual({ code: "job_not_splittable", message: "This job cannot be split. This job was already split." });
-  await expect.poll(() => statusOf(jobId), { timeout: 60_000 }).toBe("completed");
+  await expect.poll(() => statusOf(jobId), { timeout: 90_000 }).toBe("completed");
+  const ended = await sql<{ status: string }>(`select status::text from "Job" where "parentId" = $1`, [jobId]);
+  expect(ended.map((c) => c.status)).toEqual(Array.from({ length: made.parts }, () => "completed"));
 });

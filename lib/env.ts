@@ -89,6 +89,12 @@ const fields = z.object({
   BOUNDED_DOCUMENT_MAX_BYTES: z.coerce.number().int().positive().default(10 * 1024 * 1024),
   BOUNDED_DOCUMENT_BATCH_MAX_BYTES: z.coerce.number().int().positive().default(50 * 1024 * 1024),
   BOUNDED_UPLOAD_MAX_ROWS: z.coerce.number().int().positive().default(50_000),
+  /**
+   * Whether a job projected not to fit its budget splits itself into parts at its start (see
+   * lib/jobs/projection.ts). Off, it runs whole and times out with the items it reached, to be
+   * retried or split by an operator.
+   */
+  BOUNDED_AUTO_SPLIT: z.enum(["0", "1"]).default("1").transform((v) => v === "1"),
   /** Jobs one worker process runs at once, per queue. */
   BOUNDED_WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),

@@ -7,6 +7,7 @@ import { forEachItem } from "@/lib/jobs/for-each-item";
 import { logger } from "@/lib/log";
 import { chatCompletion } from "@/lib/modelcalls/chat-completion";
 import { flushModelCallRecords } from "@/lib/modelcalls/record";
+import { currentTenant } from "@/lib/ratelimit/context";
 import { sleep } from "@/lib/time";
 import { makeJob, queueJobFor } from "@/test/helpers/jobs";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
@@ -157,5 +158,20 @@ describe("hard limit", () => {
     expect(attemptedAfterHard).toBeGreaterThan(5);
     expect(await db().transaction.count({ where: { jobId: id } })).toBe(committed);
     expect((await row(id)).processed).toBe(atHard.processed);
+  });
+});
+
+describe("tenant context", () => {
+  it("a processor runs as its job's tenant, across awaits: the provider slots it takes count against that tenant's fair share", async () => {
+    const { id, tenantId } = await job(1);
+    const seen: (string | undefined)[] = [];
+    await run(async () => {
+      seen.push(currentTenant());
+      await sleep(1);
+      seen.push(currentTenant());
+    }, id);
+    expect(seen).toEqual([tenantId, tenantId]);
+    expect((await row(id)).status).toBe("completed");
+    expect(currentTenant()).toBeUndefined();
   });
 });

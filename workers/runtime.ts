@@ -4,11 +4,13 @@ import { resolveBudget } from "@/lib/budgets/budgets";
 import { DeadlineExceeded, JobFailed } from "@/lib/jobs/errors";
 import { timedOutMessage } from "@/lib/jobs/messages";
 import { partOf } from "@/lib/jobs/parts";
+import { fanOutIfTooBig } from "@/lib/jobs/split";
 import { finalizeJob, heartbeat, startAttempt, type RunStart } from "@/lib/jobs/run";
 import { heartbeatIntervalMs } from "@/lib/jobs/stuck";
 import { env } from "@/lib/env";
 import { itemsInFlight, jobPayloadSchema } from "@/lib/queues/catalog";
 import type { Logger } from "@/lib/log";
+import { runAsTenant } from "@/lib/ratelimit/context";
 import { isRateLimitDefer } from "@/lib/ratelimit/errors";
 import { scaled } from "@/lib/time";
 import { settleRun, type RunOutcome } from "./outcome";
@@ -54,6 +56,16 @@ export async function runJob(
     return;
   }
   const jobLog = log.child({ jobId, kind: run.kind, attempt: run.attempt });
+  // A job that cannot fit its budget becomes parts before it does any work; its run ends here.
+  const fanOut = await fanOutIfTooBig(run, attemptStart);
+  if (fanOut.type === "split") {
+    jobLog.info({ parts: fanOut.plan.parts, projectedMs: Math.round(fanOut.plan.projection.ms), firstPart: fanOut.first }, "projected not to fit its budget: split into parts");
+    return;
+  }
+  if (fanOut.type === "already_split") {
+    jobLog.info("the job was split; its parts do the work");
+    return;
+  }
   const { outcome, deadline } = await executeRun(processors, run, attemptStart, queueJob, shutdown, jobLog, watch);
   await settleRun({ run, attemptStart, outcome, log: jobLog, queueJob, token, abort: (reason) => deadline.abort(reason) });
 }
@@ -147,7 +159,7 @@ async function executeRun(
       },
     };
     jobLog.info({ budget: { softMs: run.budgetSoftMs, hardMs: run.budgetHardMs, source: run.budgetSource }, cursor: run.cursor }, "run started");
-    work = withDeferral(run.queue, () => Promise.resolve().then(() => processor(ctx))).then(
+    work = withDeferral(run.queue, () => runAsTenant(run.tenantId, () => Promise.resolve().then(() => processor(ctx)))).then(
       (result) => ({ type: "done" as const, result: result ?? {} }),
       (error: unknown) => ({ type: "error" as const, error }),
     );

@@ -1,7 +1,7 @@
 import "server-only";
 import { db } from "@/lib/db/client";
 import { env, type Env } from "@/lib/env";
-import { bucketUpperMs } from "@/lib/modelcalls/buckets";
+import { p99FromBucket } from "@/lib/modelcalls/buckets";
 import { listP99Buckets } from "@/lib/modelcalls/queries";
 import { catalogPairs, KINDS, type JobKind } from "@/lib/queues/catalog";
 import { budgetProblem, budgetProblems, resolveBudgetUnchecked, type ResolvedBudget } from "./budgets";
@@ -9,6 +9,7 @@ import { formatDuration } from "@/lib/format/duration";
 import { formatBudget } from "./format";
 import type { RedisClient } from "@/lib/redis/client";
 import { listWorkerBudgets } from "./runtime";
+import { describeRate, isSplittable, projectItems, SAFETY_FACTOR, type Projection } from "@/lib/jobs/projection";
 import type { WorkerBudgets } from "./schemas";
 
 /** How far back the risk looks: a week covers weekday and weekend load and last week's month-end batch. */
@@ -55,7 +56,10 @@ function makeDrift(type: Drift["type"], title: string, detail: string): Drift {
 export interface RiskEstimate {
   /** `total` of the job (the largest or the median of the window). */
   items: number;
-  /** items × per-item p99, production ms. */
+  /**
+   * Production ms: items × per-item p99 (items one after another), or, for kinds whose items are
+   * in flight together and which split themselves, the projection (lib/jobs/projection.ts).
+   */
   expectedMs: number;
   /** expectedMs ÷ soft budget; above 1 the job is expected to time out. */
   ratio: number;
@@ -153,6 +157,17 @@ export async function getBudgetReport(options: BudgetReportOptions = {}): Promis
     ageMs: Math.max(0, now.getTime() - Date.parse(w.publishedAt)),
   }));
 
+  // Kinds that are projected and split at their start are judged the same way here.
+  const projected = new Map<string, { largest: Projection; median: Projection }>();
+  await Promise.all(
+    pairs.map(async ({ queue, kind }) => {
+      const s = stats.get(`${queue}\0${kind}`);
+      if (!isSplittable(kind) || !s || s.itemsMax === null || s.itemsMedian === null) return;
+      const [largest, median] = await Promise.all([projectItems(kind, s.itemsMax, now), projectItems(kind, s.itemsMedian, now)]);
+      if (largest && median) projected.set(`${queue}\0${kind}`, { largest, median });
+    }),
+  );
+
   const rows = pairs.map(({ queue, kind }): BudgetRow => {
     const resolved = resolveBudgetUnchecked(queue, kind, source);
     const configuration = { ...resolved, problem: budgetProblem(queue, kind, resolved) };
@@ -164,7 +179,11 @@ export async function getBudgetReport(options: BudgetReportOptions = {}): Promis
     const drift = findDrift(configuration, runtime);
     const status = runtime.length === 0 ? "not_served" : drift.length > 0 ? "drift" : "ok";
     const effective = effectiveSoft(configuration, runtime);
-    const risk = assessRisk(stats.get(`${queue}\0${kind}`) ?? EMPTY_STATS, effective, source.BOUNDED_TIME_SCALE, kind, KINDS[kind].noun);
+    const pairStats = stats.get(`${queue}\0${kind}`) ?? EMPTY_STATS;
+    const projection = projected.get(`${queue}\0${kind}`);
+    const risk = projection
+      ? assessProjectedRisk(assessRisk(pairStats, effective, source.BOUNDED_TIME_SCALE, kind, KINDS[kind].noun), projection, source.BOUNDED_AUTO_SPLIT, KINDS[kind].noun)
+      : assessRisk(pairStats, effective, source.BOUNDED_TIME_SCALE, kind, KINDS[kind].noun);
     return { queue, kind, noun: KINDS[kind].noun, configuration, runtime, status, drift, risk };
   });
 
@@ -290,15 +309,6 @@ async function riskStats(pairs: { queue: string; kind: JobKind }[], now: Date): 
   return stats;
 }
 
-/**
- * The p99 of one call, read off the rollup: the upper edge of the bucket holding the 99th
- * percentile (conservative by at most one bucket width), but never more than the slowest call
- * actually recorded in that bucket — which also bounds the open-ended last bucket.
- */
-export function p99FromBucket(bucket: number, maxMsInBucket: number): number {
-  return Math.min(bucketUpperMs(bucket), maxMsInBucket);
-}
-
 function assessRisk(
   s: PairStats,
   budget: { softMs: number; basis: "runtime" | "configuration" },
@@ -348,6 +358,30 @@ function assessRisk(
       (median.ratio > 1 ? `; even the median job (${items(median.items)}) needs ${formatDuration(median.expectedMs)}.` : `; the median job (${items(median.items)}) fits.`)
     : `Fits: the largest job (${items(largest.items)}) needs ${formatDuration(largest.expectedMs)} at ${perItem}, ${formatRatio(largest.ratio)} ${soft}.`;
   return { ...base, status: atRisk ? "at_risk" : "ok", atRisk, callsPerItem, p99CallMs, perItemP99Ms, largest, median, summary };
+}
+
+/**
+ * The risk of a kind that is projected at its start: its largest and median jobs at the projected
+ * rate (items in flight, the provider's limits, what an item costs end to end) rather than one
+ * item after another. With automatic splitting on, a job projected past its budget runs as parts
+ * that each fit: not at risk, and the summary says so.
+ */
+function assessProjectedRisk(risk: BudgetRisk, p: { largest: Projection; median: Projection }, autoSplit: boolean, noun: string): BudgetRisk {
+  if (risk.status === "no_data") return risk;
+  const estimate = (q: Projection): RiskEstimate => ({ items: q.items, expectedMs: q.ms, ratio: q.ms / risk.softMs });
+  const largest = estimate(p.largest);
+  const median = estimate(p.median);
+  const items = (n: number) => `${Math.round(n).toLocaleString("en-US")} ${noun}${Math.round(n) === 1 ? "" : "s"}`;
+  const soft = `the ${formatDuration(risk.softMs)} soft budget`;
+  const projectedAt = `projected at ${formatDuration(largest.expectedMs)} (≈ ${describeRate(p.largest.itemsPerSecond, noun)}, ${p.largest.limit}), ${formatRatio(largest.ratio)} ${soft}`;
+  const over = largest.ratio > SAFETY_FACTOR;
+  const atRisk = !autoSplit && largest.ratio > 1;
+  const summary = !over
+    ? `Fits: the largest job (${items(largest.items)}) is ${projectedAt}.`
+    : autoSplit
+      ? `Splits itself: the largest job (${items(largest.items)}) is ${projectedAt}, so it runs as parts that each fit.`
+      : `${atRisk ? "At risk" : "Tight"}: the largest job (${items(largest.items)}) is ${projectedAt}, and automatic splitting is off (BOUNDED_AUTO_SPLIT=0).`;
+  return { ...risk, status: atRisk ? "at_risk" : "ok", atRisk, largest, median, summary };
 }
 
 /** "0.40×", "1.04×", "118×". */

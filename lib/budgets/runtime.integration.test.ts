@@ -122,7 +122,7 @@ describe("what workers really use", () => {
   });
 });
 
-describe("risk: budget against items × per-item p99, from recorded calls", () => {
+describe("risk: budget against items × per-item p99, or the projection, from recorded calls", () => {
   // A random week in the 1990s that nobody else's rows fall in: the rollup keeps its counts even
   // after the ModelCall rows are deleted, so the window itself is what isolates this test.
   const now = new Date(Date.UTC(1990, 0, 10) + Math.floor(Math.random() * 3_000) * 86_400_000);
@@ -159,25 +159,29 @@ describe("risk: budget against items × per-item p99, from recorded calls", () =
   }
 
   beforeAll(async () => {
-    // csv_import: 3 jobs of 10, 20 and 100 rows (130 rows), 2 calls per row = 260 calls:
+    // Two kinds, one sample: agent_run (steps one after another) and csv_import (rows in flight,
+    // projected). Each: 3 jobs of 10, 20 and 100 items (130 items), 2 calls per item = 260 calls:
     // 255 at 100 ms and 5 at 30 s, so the 99th percentile call (the 258th) is a 30 s one.
-    const a = await job("csv_import", "imports", 10, inWindow);
-    await job("csv_import", "imports", 20, inWindow);
-    await job("csv_import", "imports", 100, inWindow);
-    await calls(a, "csv_import", "imports", [...Array<number>(255).fill(100), ...Array<number>(5).fill(30_000)]);
-    // Outside the window: neither this huge job nor its calls count.
-    const old = await job("csv_import", "imports", 50_000, new Date(since.getTime() - 86_400_000));
-    await db().modelCall.create({
-      data: { jobId: old, jobKind: "csv_import", queue: "imports", model: "test-model", type: "model", startedAt: new Date(since.getTime() - 2 * 3_600_000), durationMs: 600_000, outcome: "ok" },
-    });
-    // bulk_ocr: 5 jobs of 10 documents, one call of 1 s per document.
+    for (const [kind, queue] of [["agent_run", "agent-batch"], ["csv_import", "imports"]] as const) {
+      const a = await job(kind, queue, 10, inWindow);
+      await job(kind, queue, 20, inWindow);
+      await job(kind, queue, 100, inWindow);
+      await calls(a, kind, queue, [...Array<number>(255).fill(100), ...Array<number>(5).fill(30_000)]);
+      // Outside the window: neither this huge job nor its calls count.
+      const old = await job(kind, queue, 50_000, new Date(since.getTime() - 86_400_000));
+      await db().modelCall.create({
+        data: { jobId: old, jobKind: kind, queue, model: "test-model", type: "model", startedAt: new Date(since.getTime() - 2 * 3_600_000), durationMs: 600_000, outcome: "ok" },
+      });
+    }
+    // marketplace_sync: 5 jobs of 10 pages, one call of 1 s per page.
     for (let i = 0; i < 5; i++) {
-      const id = await job("bulk_ocr", "documents", 10, inWindow);
-      await calls(id, "bulk_ocr", "documents", Array<number>(10).fill(1_000));
+      const id = await job("marketplace_sync", "marketplace-sync", 10, inWindow);
+      await calls(id, "marketplace_sync", "marketplace-sync", Array<number>(10).fill(1_000));
     }
     // Tool calls are not model calls: a slow one must not move the p99.
+    const any = await job("marketplace_sync", "marketplace-sync", 10, inWindow);
     await db().modelCall.create({
-      data: { jobId: a, jobKind: "bulk_ocr", queue: "documents", model: "ocr-tool", type: "tool", startedAt: inWindow, durationMs: 900_000, outcome: "ok" },
+      data: { jobId: any, jobKind: "marketplace_sync", queue: "marketplace-sync", model: "tool", type: "tool", startedAt: inWindow, durationMs: 900_000, outcome: "ok" },
     });
   });
 
@@ -186,9 +190,9 @@ describe("risk: budget against items × per-item p99, from recorded calls", () =
     await db().$executeRaw`DELETE FROM "ModelCallRollup" WHERE "hour" >= ${new Date(since.getTime() - 3 * 86_400_000)} AND "hour" < ${now}`;
   });
 
-  it("a kind whose largest job needs more than its soft budget at p99 is at risk, with the numbers", async () => {
+  it("a kind whose largest job needs more than its soft budget at p99, item after item, is at risk, with the numbers", async () => {
     const report = await getBudgetReport({ redis, namespace: namespace(), source: parseEnv({}), now });
-    const risk = report.rows.find((r) => r.queue === "imports")!.risk;
+    const risk = report.rows.find((r) => r.queue === "agent-batch")!.risk;
     expect(risk).toMatchObject({
       status: "at_risk",
       atRisk: true,
@@ -198,21 +202,35 @@ describe("risk: budget against items × per-item p99, from recorded calls", () =
       callsPerItem: 2,
       p99CallMs: 30_000, // bucket 20 spans [21.5 s, 31.6 s); the slowest call in it took 30 s
       perItemP99Ms: 60_000,
-      softMs: 600_000,
+      softMs: 1_800_000,
       basis: "configuration",
-      largest: { items: 100, expectedMs: 6_000_000, ratio: 10 },
-      median: { items: 20, expectedMs: 1_200_000, ratio: 2 },
+      largest: { items: 100, expectedMs: 6_000_000 },
+      median: { items: 20, expectedMs: 1_200_000 },
     });
-    expect(risk.summary).toBe(
-      "At risk: the largest job (100 rows) needs 1 h 40 min at 1 min per row at p99, 10× the 10 min soft budget; even the median job (20 rows) needs 20 min.",
-    );
+    expect(risk.largest!.ratio).toBeCloseTo(6_000_000 / 1_800_000);
+    expect(risk.summary).toBe("At risk: the largest job (100 steps) needs 1 h 40 min at 1 min per step at p99, 3.33× the 30 min soft budget; the median job (20 steps) fits.");
   });
 
   it("a kind whose jobs fit is not flagged, and tool calls do not count", async () => {
     const report = await getBudgetReport({ redis, namespace: namespace(), source: parseEnv({}), now });
-    const risk = report.rows.find((r) => r.queue === "documents")!.risk;
-    expect(risk).toMatchObject({ status: "ok", atRisk: false, jobs: 5, calls: 50, callsPerItem: 1, p99CallMs: 1_000, largest: { items: 10, expectedMs: 10_000 } });
-    expect(risk.largest!.ratio).toBeCloseTo(10_000 / 1_800_000);
+    const risk = report.rows.find((r) => r.queue === "marketplace-sync")!.risk;
+    expect(risk).toMatchObject({ status: "ok", atRisk: false, jobs: 6, calls: 50, callsPerItem: 50 / 60, p99CallMs: 1_000, largest: { items: 10 } });
+  });
+
+  it("a kind projected at its start is judged by its projection: one that splits itself is not at risk, unless splitting is off", async () => {
+    const ns = namespace();
+    // A live worker of the imports queue with a 60 s budget: the 100-row job cannot fit it.
+    await publisher(ns, "host-g", 707, ["imports"], workerEnv({ BOUNDED_BUDGET_IMPORTS_SOFT_S: "60", BOUNDED_BUDGET_IMPORTS_HARD_S: "90" }));
+    const on = (await getBudgetReport({ redis, namespace: ns, source: parseEnv({}), now })).rows.find((r) => r.queue === "imports")!.risk;
+    expect(on).toMatchObject({ status: "ok", atRisk: false, softMs: 60_000, largest: { items: 100 }, median: { items: 20 } });
+    expect(on.largest!.ratio).toBeGreaterThan(0.7);
+    expect(on.summary).toMatch(/^Splits itself: the largest job \(100 rows\) is projected at .+ \(≈ .+, (items in flight|provider calls in flight|provider request rate)\), [\d.]+× the 1 min soft budget, so it runs as parts that each fit\.$/);
+    const off = (await getBudgetReport({ redis, namespace: ns, source: parseEnv({ BOUNDED_AUTO_SPLIT: "0" }), now })).rows.find((r) => r.queue === "imports")!.risk;
+    expect(off).toMatchObject({ status: "at_risk", atRisk: true });
+    expect(off.summary).toMatch(/^At risk: the largest job \(100 rows\) is projected at .+, and automatic splitting is off \(BOUNDED_AUTO_SPLIT=0\)\.$/);
+    // The configured 10 min: the same jobs fit.
+    const roomy = (await getBudgetReport({ redis, namespace: namespace(), source: parseEnv({}), now })).rows.find((r) => r.queue === "imports")!.risk;
+    expect(roomy.summary).toMatch(/^Fits: the largest job \(100 rows\) is projected at /);
   });
 
   it("kinds without jobs or calls in the window say so instead of guessing", async () => {
@@ -224,12 +242,13 @@ describe("risk: budget against items × per-item p99, from recorded calls", () =
 
   it("the risk is measured against the budget workers really use, and recorded durations are unscaled", async () => {
     const ns = namespace();
-    // The live worker was given 20 min; this process's configuration says 10 min.
-    await publisher(ns, "host-f", 606, ["imports"], workerEnv({ BOUNDED_BUDGET_IMPORTS_SOFT_S: "1200", BOUNDED_BUDGET_IMPORTS_HARD_S: "1800" }));
+    // The live worker was given 1 h; this process's configuration says 30 min.
+    await publisher(ns, "host-f", 606, ["agent-batch"], workerEnv({ BOUNDED_BUDGET_AGENT_BATCH_SOFT_S: "3600", BOUNDED_BUDGET_AGENT_BATCH_HARD_S: "4800" }));
     const report = await getBudgetReport({ redis, namespace: ns, source: parseEnv({}), now });
-    expect(report.rows.find((r) => r.queue === "imports")!.risk).toMatchObject({ softMs: 1_200_000, basis: "runtime", largest: { ratio: 5 } });
+    expect(report.rows.find((r) => r.queue === "agent-batch")!.risk).toMatchObject({ softMs: 3_600_000, basis: "runtime" });
+    expect(report.rows.find((r) => r.queue === "agent-batch")!.risk.largest!.ratio).toBeCloseTo(6_000_000 / 3_600_000);
     // At time scale 0.5 a recorded 30 s call stands for a 60 s production call.
     const scaledReport = await getBudgetReport({ redis, namespace: namespace(), source: parseEnv({ BOUNDED_TIME_SCALE: "0.5" }), now });
-    expect(scaledReport.rows.find((r) => r.queue === "imports")!.risk).toMatchObject({ p99CallMs: 60_000, largest: { ratio: 20 } });
+    expect(scaledReport.rows.find((r) => r.queue === "agent-batch")!.risk).toMatchObject({ p99CallMs: 60_000, largest: { expectedMs: 12_000_000 } });
   });
 });

@@ -122,6 +122,8 @@ describe("createImport: an accepted upload", () => {
     expect(queued!.id).toBe(result.jobId);
     expect(queued!.name).toBe("csv_import");
     expect(queued!.data).toEqual({ jobId: result.jobId });
+    // The tenant's first open import: the front of the line among fresh jobs (lib/queues/fairness.ts).
+    expect(queued!.priority).toBe(2);
     // Under the configured prefix, so a test run never feeds a production worker.
     expect(await redis().exists(`${env().BOUNDED_REDIS_PREFIX}:imports:${result.jobId}`)).toBe(1);
   });

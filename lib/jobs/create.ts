@@ -4,6 +4,7 @@ import { db, type Prisma } from "@/lib/db/client";
 import { ensureTenant } from "@/lib/tenants/ensure-tenant";
 import type { JobStatus } from "@/lib/jobs/statuses";
 import { KINDS, type JobKind, type QueueName } from "@/lib/queues/catalog";
+import { tenantPriority } from "@/lib/queues/fairness";
 import { enqueueJob } from "@/lib/queues/queues";
 
 /** 128 random bits, hex: the end user's capability to see one job, and nothing else. */
@@ -24,7 +25,8 @@ export interface OpenJob {
 
 /**
  * Creates a Job row (and whatever `extra` writes beside it, in the same transaction), then the
- * queue job. If the queue cannot take it, the row is removed again: nothing is left half-made.
+ * queue job, placed in line after its tenant's other open jobs in that queue (`tenantPriority`).
+ * If the queue cannot take it, the row is removed again: nothing is left half-made.
  *
  * With `onePerKey`, at most one unfinished job exists per key: under a transaction-scoped
  * advisory lock on the key, an open job `findOpen` returns is answered (`existing`) instead of a
@@ -72,11 +74,14 @@ export async function createJob(input: {
       select: { id: true },
     });
     await input.extra?.(tx, created.id);
-    return { id: created.id, existing: undefined };
+    return { id: created.id, tenantId: tenant.id, existing: undefined };
   });
   if (job.existing) return { jobId: job.id, progressToken: job.existing.progressToken, existing: job.existing };
   try {
-    await enqueueJob(queue, input.kind, { jobId: job.id }, input.queueJobId);
+    // Counted once the row is committed, so the new job counts itself: a tenant's first open job
+    // in this queue gets the front of the line among fresh jobs (see lib/queues/fairness.ts).
+    const priority = await tenantPriority(queue, job.tenantId);
+    await enqueueJob(queue, input.kind, { jobId: job.id }, { queueJobId: input.queueJobId, priority });
   } catch (err) {
     await db().job.delete({ where: { id: job.id } }).catch(() => undefined);
     throw new EnqueueFailed(`The job queue is unavailable: ${err instanceof Error ? err.message : String(err)}`);

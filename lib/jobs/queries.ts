@@ -3,7 +3,8 @@ import { db, type Prisma } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { formatWaitSeconds } from "@/lib/format/duration";
 import { JOB_KINDS, kindSpec } from "@/lib/queues/catalog";
-import { partOf } from "./parts";
+import { partOf, storedSplitOf } from "./parts";
+import { estimateFinish, type RateBasis } from "./progress-rate";
 import { nounOf } from "./messages";
 import { JOB_STATUSES, OPEN_STATUSES, TERMINAL_STATUSES, isTerminal, type JobStatus } from "./statuses";
 
@@ -173,6 +174,9 @@ export interface JobDetail extends JobSummary {
   children: PartSummary[];
   /** The job this one is a part of: its id and which part this is. */
   partOf: { jobId: string; index: number; count: number; from: number; to: number } | null;
+  /** When it was split: by whom (`auto` when projected not to fit) and into how many parts in all. */
+  splitBy: string | null;
+  splitParts: number | null;
   events: { at: string; type: string; attempt: number; message: string }[];
 }
 
@@ -236,6 +240,7 @@ export async function getJob(id: string, failuresLimit = 200): Promise<JobDetail
     partsOf(id),
   ]);
   const part = partOf(row.params);
+  const split = storedSplitOf(row.params);
   return {
     ...toSummary(row),
     cursor: row.cursor,
@@ -251,6 +256,8 @@ export async function getJob(id: string, failuresLimit = 200): Promise<JobDetail
     failuresTotal,
     children,
     partOf: part ? { jobId: part.of, index: part.index, count: part.count, from: part.from, to: part.to } : null,
+    splitBy: split?.by ?? null,
+    splitParts: split?.ranges.length ?? null,
     events: row.events.map((e) => ({ ...e, at: e.at.toISOString() })),
   };
 }
@@ -272,9 +279,17 @@ export interface Progress {
   startedAt: string | null;
   finishedAt: string | null;
   updatedAt: string;
+  /** Real seconds until the job is expected to finish (see `estimateFinish`); null while not known. */
   etaSeconds: number | null;
+  /** When the job is expected to finish, on the customer's clock; null while not known. */
+  expectedFinishAt: string | null;
+  /** Items per real second: measured from the job's recent commits, or projected before there are enough. */
+  rate: { perSecond: number; basis: RateBasis } | null;
   failures: { row: number; reason: string }[];
-  /** When the job was split: how its parts are doing (no ids — the page is the customer's). */
+  /**
+   * When the job was split: how its parts are doing (no ids). Kept for API compatibility; the
+   * customer's page shows one job and does not draw it.
+   */
   children?: { index: number; status: JobStatus; total: number | null; processed: number; failed: number }[];
   /** While the job waits in *delayed* for a rate-limit window: production seconds until it goes on. */
   waitSeconds?: number;
@@ -307,6 +322,15 @@ function progressTitle(kind: string, total: number | null, filename: string | nu
 }
 const PROGRESS_FAILURES_SHOWN = 20;
 
+/**
+ * The status a split job's estimate goes by: the job stays running while its parts run one after
+ * another, so a part waiting in *delayed* for a rate-limit window is the job waiting — no pace to
+ * extrapolate. A part merely queued is the gap between two parts and keeps the estimate.
+ */
+function statusForEstimate(status: JobStatus, parts: readonly PartSummary[]): JobStatus {
+  return status === "running" && parts.some((p) => p.status === "delayed") ? "delayed" : status;
+}
+
 export async function getProgress(token: string, now = new Date()): Promise<Progress | null> {
   if (!PROGRESS_TOKEN.test(token)) return null;
   const row = await db().job.findUnique({
@@ -333,12 +357,7 @@ export async function getProgress(token: string, now = new Date()): Promise<Prog
     db().jobItemFailure.findMany({ where: failuresWhere(row.id), select: { row: true, reason: true }, orderBy: { row: "asc" }, take: PROGRESS_FAILURES_SHOWN }),
     partsOf(row.id),
   ]);
-  const done = row.processed + row.failed;
-  let etaSeconds: number | null = null;
-  if (row.status === "running" && row.startedAt && row.total && done > 0 && done < row.total) {
-    const elapsed = (now.getTime() - row.startedAt.getTime()) / 1000;
-    etaSeconds = Math.max(1, Math.round((elapsed / done) * (row.total - done)));
-  }
+  const estimate = await estimateFinish({ ...row, status: statusForEstimate(row.status, parts) }, now);
   // What the operators read names the bucket; the end user is told what happens and for how long.
   let waitSeconds: number | undefined;
   let message = row.message;
@@ -362,7 +381,9 @@ export async function getProgress(token: string, now = new Date()): Promise<Prog
     startedAt: row.startedAt?.toISOString() ?? null,
     finishedAt: row.finishedAt?.toISOString() ?? null,
     updatedAt: row.updatedAt.toISOString(),
-    etaSeconds,
+    etaSeconds: estimate.secondsLeft === null ? null : Math.max(1, Math.round(estimate.secondsLeft)),
+    expectedFinishAt: estimate.finishAt?.toISOString() ?? null,
+    rate: estimate.rate,
     failures,
     ...(waitSeconds !== undefined ? { waitSeconds } : {}),
     ...(parts.length > 0 ? { children: parts.map((p) => ({ index: p.index, status: p.status, total: p.total, processed: p.processed, failed: p.failed })) } : {}),

@@ -35,7 +35,9 @@ describe("retryJob", () => {
     expect(events).toHaveLength(1);
     const queued = await h.m.queues.queue("imports").getJob(jobId);
     expect(queued?.data).toEqual({ jobId });
-    expect(await queued?.getState()).toBe("waiting");
+    // A retry waits ahead of every fresh job (lib/queues/fairness.ts).
+    expect(await queued?.getState()).toBe("prioritized");
+    expect(queued?.priority).toBe(1);
 
     await h.m.queues.queue("imports").remove(jobId);
     await h.run(jobId);

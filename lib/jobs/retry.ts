@@ -2,7 +2,8 @@ import { z } from "zod";
 import { resolveBudget } from "@/lib/budgets/budgets";
 import { db } from "@/lib/db/client";
 import type { Principal } from "@/lib/auth/roles";
-import { queue } from "@/lib/queues/queues";
+import { RETRY_PRIORITY } from "@/lib/queues/fairness";
+import { enqueueJob, queue } from "@/lib/queues/queues";
 import type { JobKind, QueueName } from "@/lib/queues/catalog";
 import { formatSeconds } from "@/lib/format/duration";
 import { countLabel, nounOf } from "./messages";
@@ -42,8 +43,9 @@ function refusalFor(status: JobStatus): string {
 /**
  * Retries a job that timed out, was stopped, failed or was abandoned: it goes back to the queue
  * and resumes at its cursor (items already done are not redone), with a fresh budget or a larger
- * one the operator picks (up to 4× the resolved one). The status flips in one statement, so a
- * double click or two operators at once give exactly one retry.
+ * one the operator picks (up to 4× the resolved one), ahead of every fresh job in its queue
+ * (`RETRY_PRIORITY`). The status flips in one statement, so a double click or two operators at
+ * once give exactly one retry.
  */
 export async function retryJob(jobId: string, by: Principal, request: RetryRequest = {}): Promise<RetryResult> {
   if (!UUID.test(jobId)) return { type: "not_found" };
@@ -101,11 +103,13 @@ export async function retryJob(jobId: string, by: Principal, request: RetryReque
 
   try {
     // The finished queue job keeps its id for a while; the retry reuses the id (one queue job per row).
-    const q = queue(job.queue as QueueName);
+    // A queue job id shared by successive rows (syncs) that now holds a newer row's job is left to
+    // `enqueueJob`, which refuses the add while that run is live.
     const queueJobId = job.queueJobId ?? jobId;
-    const previous = await q.getJob(queueJobId);
-    if (previous) await previous.remove();
-    await q.add(job.kind as JobKind, { jobId }, { jobId: queueJobId, attempts: 1, removeOnComplete: { age: 24 * 3600, count: 10_000 }, removeOnFail: { age: 7 * 24 * 3600, count: 10_000 } });
+    const previous = await queue(job.queue as QueueName).getJob(queueJobId);
+    if (previous && previous.data?.jobId === jobId) await previous.remove();
+    // Before every fresh job: it already waited its turn once (lib/queues/fairness.ts).
+    await enqueueJob(job.queue as QueueName, job.kind as JobKind, { jobId }, { queueJobId, priority: RETRY_PRIORITY });
   } catch (err) {
     // Put the row back as it was: a retry that cannot be queued did not happen.
     await db().job.updateMany({ where: { id: jobId, status: "queued" }, data: { status: job.status, message: `Retry could not be queued: ${(err as Error).message}` } });

@@ -3,6 +3,7 @@ import { db, type Prisma } from "@/lib/db/client";
 import { metrics } from "@/lib/metrics/metrics";
 import { catalogPairs } from "@/lib/queues/catalog";
 import { AttemptFenced } from "./errors";
+import { nextPart, queuePart, type SplitJob } from "./parts";
 import { finalizeStatement, finalMessageStatement, finalRowOf, type FinalizedRow, type FinalRow } from "./finalize-statement";
 import { countLabel, nounOf, progressPhrase } from "./messages";
 import { isTerminal, TERMINAL_STATUSES, type JobStatus } from "./statuses";
@@ -283,35 +284,38 @@ const PART_OUTCOME: Partial<Record<JobStatus, string>> = {
 };
 
 /**
- * Brings a split job up to date with its parts: while any part is open its message counts them;
- * when the last one ends, the job ends — `completed` (or `completed_with_errors`) when every part
- * completed, otherwise the worst status among them, so a failed part never leaves it waiting.
- * Runs under the parent's row lock, so parts ending at once settle it one after the other; the
- * final write goes through `finalizeJob` (one status flip: settled exactly once).
+ * Brings a split job up to date with its parts. Parts run one after another: when the last part
+ * made so far has completed, the next planned one is made and queued; when every planned part has
+ * completed, the job ends `completed` (or `completed_with_errors`); when a part ended otherwise,
+ * the job takes the worst status among its parts, so a failed part never leaves it waiting (a
+ * retry of that part reopens it, and the parts after it follow when it completes). Runs under the
+ * job's row lock, so parts ending at once settle it one after the other; the final write goes
+ * through `finalizeJob` (one status flip: settled exactly once).
  */
 export async function settleParent(parentId: string): Promise<JobStatus | null> {
   const decision = await db().$transaction(async (tx) => {
-    const locked = await tx.$queryRaw<(FinalRow & { attempt: number; status: JobStatus })[]>`
-      SELECT attempt, status, kind, total, processed, failed, cursor, "budgetSoftMs", "budgetHardMs" FROM "Job" WHERE id = ${parentId}::uuid FOR UPDATE`;
+    const locked = await tx.$queryRaw<(FinalRow & SplitJob & { attempt: number; status: JobStatus })[]>`
+      SELECT id::text AS id, attempt, status, kind, queue, "tenantId"::text AS "tenantId", params, total, processed, failed, cursor, "budgetSoftMs", "budgetHardMs"
+      FROM "Job" WHERE id = ${parentId}::uuid FOR UPDATE`;
     const parent = locked[0];
     if (!parent || parent.status !== "running") return null;
     const groups = await tx.job.groupBy({ by: ["status"], where: { parentId }, _count: { _all: true } });
     const count = (statuses: readonly JobStatus[]) => groups.filter((g) => statuses.includes(g.status)).reduce((n, g) => n + g._count._all, 0);
     const parts = count(groups.map((g) => g.status));
-    if (parts === 0) return null;
-    const open = count(["queued", "running", "delayed"]);
+    if (parts === 0 || count(["queued", "running", "delayed"]) > 0) return null;
     const done = count(["completed", "completed_with_errors"]);
-    if (open > 0) {
-      await tx.job.update({
-        where: { id: parentId },
-        data: { message: `Split into ${parts} parts: ${done} completed, ${open} still running or queued${parts - open - done > 0 ? `, ${parts - open - done} ended without finishing` : ""}.` },
-      });
-      return null;
-    }
     const worst = PART_SEVERITY.find((s) => count([s]) > 0);
-    return { parent, parts, done, worst: worst ?? null, worstCount: worst ? count([worst]) : 0 };
+    if (!worst) {
+      const next = await nextPart(tx, parent, parts);
+      if (next) return { type: "next" as const, parent, next };
+    }
+    return { type: "end" as const, parent, parts, done, worst: worst ?? null, worstCount: worst ? count([worst]) : 0 };
   });
   if (!decision) return null;
+  if (decision.type === "next") {
+    await queuePart(decision.parent, decision.next);
+    return null;
+  }
   const { parent, parts, done, worst, worstCount } = decision;
   return finalizeJob(parentId, parent.attempt, {
     status: worst ?? "completed",
@@ -321,8 +325,8 @@ export async function settleParent(parentId: string): Promise<JobStatus | null> 
     message: (row) => {
       const noun = nounOf(row.kind);
       if (!worst) {
-        const failed = row.failed > 0 ? `; ${countLabel(row.failed, noun)} failed (see the list)` : "";
-        return `Finished in ${parts} parts: ${progressPhrase(row)} done${failed}.`;
+        const failed = row.failed > 0 ? `; ${countLabel(row.failed, noun)} could not be processed (see the list)` : "";
+        return `Finished: ${progressPhrase(row)} done${failed}.`;
       }
       return `${worstCount} of ${parts} parts ${PART_OUTCOME[worst]} (${done} completed); ${progressPhrase(row)} done. Retry those parts from the job page.`;
     },

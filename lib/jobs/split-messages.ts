@@ -12,7 +12,7 @@ export function describeSplit(r: SplitResult | PlanResult): Described {
         ok: true,
         status: 202,
         code: "split",
-        message: `Split into ${r.children.length} parts of ~${Math.ceil(r.plan.remaining / r.children.length).toLocaleString("en-US")} ${r.plan.noun}s; they are queued. The customer’s progress page shows their total.`,
+        message: `Split into ${r.plan.parts} parts of ~${Math.ceil(r.plan.remaining / r.plan.parts).toLocaleString("en-US")} ${r.plan.noun}s, run one after another: the first is queued. The customer’s progress page shows one job.`,
       };
     case "not_found":
       return { ok: false, status: 404, code: "not_found", message: "No job with this id." };

@@ -50,22 +50,26 @@ async function runParts(ids: string[]) {
   }
 }
 
-// A window of its own, far from every other test's calls: 100 calls of 900 ms recorded at the
-// test time scale (0.001) are 900 s each in production time, one call per row.
-// Each run picks its own week between 1990 and 2009, so runs on one database never see each other's calls.
+// A window of its own, far from every other test's measurements: items of 900 ms recorded at the
+// test time scale (0.001) are 900 s each in production time.
+// Each run picks its own week between 1990 and 2009, so runs on one database never see each other's figures.
 const WINDOW_NOW = new Date(Date.UTC(1990, 0, 10) + Math.floor(Math.random() * 7000) * 86_400_000);
-async function recordCalls(kind: string, calls: number, durationMs: number, items: number) {
-  const at = new Date(WINDOW_NOW.getTime() - 2 * 86_400_000);
-  const job = await h.m.jobs.makeJob(h.m.tenants.uniqueTenantSlug("split-p99"), { kind: kind as "csv_import", softMs: 1000, hardMs: 2000 });
-  await db().job.update({ where: { id: job.id }, data: { createdAt: at, processed: items, status: "completed" } });
-  await db().modelCall.createMany({
-    data: Array.from({ length: calls }, () => ({ queue: "imports", jobKind: kind, jobId: job.id, model: "sim", startedAt: at, durationMs, outcome: "ok" as const })),
-  });
+async function recordItems(kind: string, items: number, durationMs: number, calls: number) {
+  const hour = new Date(WINDOW_NOW.getTime() - 2 * 86_400_000);
+  await db().$executeRaw`
+    INSERT INTO "ModelCallRollup" (hour, type, queue, "jobKind", model, outcome, bucket, count, "sumMs", "maxMs")
+    VALUES (date_trunc('hour', ${hour.toISOString()}::timestamptz AT TIME ZONE 'UTC'), 'item', 'imports', ${kind}, '', 'ok', bounded_latency_bucket(${durationMs}::int), ${items}::int, ${items * durationMs}::bigint, ${durationMs}::int),
+           (date_trunc('hour', ${hour.toISOString()}::timestamptz AT TIME ZONE 'UTC'), 'model', 'imports', ${kind}, 'sim', 'ok', bounded_latency_bucket(${durationMs}::int), ${calls}::int, ${calls * durationMs}::bigint, ${durationMs}::int)`;
+}
+
+/** The parts of a split job made so far, in order. */
+async function partsOf(jobId: string) {
+  return db().job.findMany({ where: { parentId: jobId }, orderBy: { createdAt: "asc" } });
 }
 
 describe("planSplit", () => {
-  it("sizes the parts from the measured per-item p99 and the soft budget × 0.7, and shows the arithmetic", async () => {
-    await recordCalls("csv_import", 100, 900, 100);
+  it("sizes the parts from the projected rate of whole items and the soft budget × 0.7, and shows the arithmetic", async () => {
+    await recordItems("csv_import", 200, 900, 100);
     const jobId = await h.importOf(1432, "split-plan");
     await db().job.update({ where: { id: jobId }, data: { status: "timed_out" } });
 
@@ -73,8 +77,10 @@ describe("planSplit", () => {
     expect(r.type).toBe("plan");
     if (r.type !== "plan") return;
     const p = r.plan;
-    // 1,432 rows × 900 s = 1,288,800 s; the harness budget is 600,000 s × 0.7 = 420,000 s → 3.07 → 4 parts.
-    expect(p).toMatchObject({ remaining: 1432, perItemP99Ms: 900_000, p99Source: "measured", softMs: 600_000_000, suggestedParts: 4, parts: 4 });
+    // One row in flight (this file's setting) at 900 s a row: (600,000 s × 0.7 − 900 s for the
+    // slowest) ÷ 900 s = 465 rows a part → 1,432 rows in 4 parts.
+    expect(p).toMatchObject({ remaining: 1432, softMs: 600_000_000, itemsPerPart: 465, suggestedParts: 4, parts: 4 });
+    expect(p.projection).toMatchObject({ source: "measured", limit: "items in flight", inFlight: 1, tailMs: 900_000 });
     expect(p.partSizes).toEqual([358, 358, 358, 358]);
     expect(p.ranges).toEqual([
       { from: 0, to: 358 },
@@ -82,21 +88,23 @@ describe("planSplit", () => {
       { from: 716, to: 1074 },
       { from: 1074, to: 1432 },
     ]);
-    expect(p.arithmetic).toBe("1,432 rows × 15 min p99 ≈ 358 h; budget 166 h 40 min × 0.7 → 4 parts of ~358 rows");
-    expect(p.p99Basis).toContain("measured from 100 calls");
+    expect(p.arithmetic).toBe("1,432 rows at ≈ one row every 15 min (items in flight) + 15 min for the slowest ≈ 358 h 15 min; budget 166 h 40 min × 0.7 → 4 parts of ~358 rows, one after another");
+    expect(p.projection.basis).toBe("measured from 200 rows and 100 calls in the last 7 days");
 
-    // The operator's k, with the suggestion kept beside it.
+    // The operator's k, with the suggestion kept beside it, and what a too-small k means.
     const chosen = await split.planSplit(jobId, { parts: 10 }, WINDOW_NOW);
-    expect(chosen.type === "plan" && chosen.plan.arithmetic).toBe("1,432 rows × 15 min p99 ≈ 358 h; budget 166 h 40 min × 0.7 → 4 parts suggested; you chose 10 parts of ~144 rows");
+    expect(chosen.type === "plan" && chosen.plan.arithmetic).toMatch(/→ 4 parts suggested; you chose 10 parts of ~144 rows, one after another$/);
     expect(chosen.type === "plan" && chosen.plan.partSizes.reduce((a, b) => a + b)).toBe(1432);
+    const few = await split.planSplit(jobId, { parts: 2 }, WINDOW_NOW);
+    expect(few.type === "plan" && few.plan.arithmetic).toMatch(/a part of ~716 rows may need longer than its 166 h 40 min budget \(about 465 fit\)$/);
   });
 
-  it("uses the kind's stated default when too few calls were recorded", async () => {
+  it("uses the kind's stated defaults when too few items were measured", async () => {
     const jobId = await h.importOf(10, "split-plan");
     await db().job.update({ where: { id: jobId }, data: { status: "failed", cursor: 4, processed: 4 } });
     const r = await split.planSplit(jobId, {}, new Date("1999-01-01T00:00:00Z"));
-    expect(r).toMatchObject({ type: "plan", plan: { p99Source: "default", perItemP99Ms: 35_000, remaining: 6, done: 4, parts: 2, ranges: [{ from: 4, to: 7 }, { from: 7, to: 10 }] } });
-    expect(r.type === "plan" && r.plan.p99Basis).toMatch(/^default \(one model call per row; 35 s is the production p99 of a model call\): fewer than 50 calls/);
+    expect(r).toMatchObject({ type: "plan", plan: { projection: { source: "default", tailMs: 60_000 }, remaining: 6, done: 4, parts: 2, ranges: [{ from: 4, to: 7 }, { from: 7, to: 10 }] } });
+    expect(r.type === "plan" && r.plan.projection.basis).toMatch(/^defaults \(a batch of 8 rows is one model call.*\): fewer than 100 rows measured/);
   });
 
   it("refuses what cannot be split, with the reason", async () => {
@@ -114,31 +122,39 @@ describe("planSplit", () => {
 });
 
 describe("splitJob", () => {
-  it("divides the remaining rows into parts that complete; the job ends completed with every row written once and its progress page at 100 %", async () => {
+  it("divides the remaining rows into parts that run one after another; the job ends completed with every row written once and its progress page at 100 %", async () => {
     const jobId = await timedOut(60, 20);
     const before = await db().job.findUniqueOrThrow({ where: { id: jobId } });
 
     const r = await split.splitJob(jobId, operator, { parts: 3 });
     expect(r.type).toBe("split");
     if (r.type !== "split") return;
-    expect(r.children).toHaveLength(3);
-    const parts = await db().job.findMany({ where: { parentId: jobId }, orderBy: { createdAt: "asc" } });
-    expect(parts.map((p) => p.total).reduce((a, b) => a! + b!, 0)).toBe(60 - before.cursor);
-    expect(new Set(parts.map((p) => p.progressToken)).size).toBe(3);
-    expect(parts.every((p) => p.status === "queued" && p.tenantId === before.tenantId)).toBe(true);
+    expect(r.plan.ranges).toHaveLength(3);
+    // Only the first part exists: each of the others is made when the one before it completes.
+    expect(r.children).toHaveLength(1);
     const parent = await db().job.findUniqueOrThrow({ where: { id: jobId } });
     expect(parent).toMatchObject({ status: "running", attempt: before.attempt + 1 });
 
-    // Parts in any order; the job follows their counts and ends with the last one.
-    await runParts([r.children[2]!.jobId, r.children[0]!.jobId]);
-    const midway = await db().job.findUniqueOrThrow({ where: { id: jobId } });
-    expect(midway.status).toBe("running");
-    expect(midway.message).toMatch(/^Split into 3 parts: 2 completed, 1 still running or queued\.$/);
-    await runParts([r.children[1]!.jobId]);
+    const seen: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const parts = await partsOf(jobId);
+      expect(parts).toHaveLength(i + 1);
+      const open = parts.filter((p) => !seen.includes(p.id));
+      expect(open).toHaveLength(1);
+      expect(open[0]).toMatchObject({ status: "queued", tenantId: before.tenantId });
+      // The part waits in the queue, in its tenant's line.
+      expect(await h.m.queues.queue("imports").getJobState(open[0]!.id)).toBe("prioritized");
+      seen.push(open[0]!.id);
+      if (i < 2) expect((await db().job.findUniqueOrThrow({ where: { id: jobId } })).status).toBe("running");
+      await runParts([open[0]!.id]);
+    }
+    const parts = await partsOf(jobId);
+    expect(parts.map((p) => p.total).reduce((a, b) => a! + b!, 0)).toBe(60 - before.cursor);
+    expect(new Set(parts.map((p) => p.progressToken)).size).toBe(3);
 
     const after = await db().job.findUniqueOrThrow({ where: { id: jobId } });
     expect(after).toMatchObject({ status: "completed", processed: 60, failed: 0 });
-    expect(after.message).toBe("Finished in 3 parts: 60 of 60 rows done.");
+    expect(after.message).toBe("Finished: 60 of 60 rows done.");
     const rows = await db().$queryRaw<{ n: number; distinct: number; min: number; max: number }[]>`
       SELECT count(*)::int AS n, count(DISTINCT row)::int AS distinct, min(row) AS min, max(row) AS max
       FROM "Transaction" WHERE "jobId" = ${jobId}::uuid OR "jobId" IN (SELECT id FROM "Job" WHERE "parentId" = ${jobId}::uuid)`;
@@ -146,14 +162,13 @@ describe("splitJob", () => {
 
     const progress = await queries.getProgress(parent.progressToken);
     expect(progress).toMatchObject({ status: "completed", total: 60, processed: 60, failed: 0 });
-    expect(progress?.children?.map((c) => c.status)).toEqual(["completed", "completed", "completed"]);
   });
 
-  it("twenty concurrent splits of one job make one set of parts", async () => {
+  it("twenty concurrent splits of one job make one split", async () => {
     const jobId = await timedOut(12, 2);
     const results = await Promise.all(Array.from({ length: 20 }, () => split.splitJob(jobId, operator, { parts: 2 })));
     expect(results.filter((r) => r.type === "split")).toHaveLength(1);
-    expect(await db().job.count({ where: { parentId: jobId } })).toBe(2);
+    expect(await db().job.count({ where: { parentId: jobId } })).toBe(1);
     for (const c of await db().job.findMany({ where: { parentId: jobId }, select: { id: true } })) await h.m.queues.queue("imports").remove(c.id);
   });
 
@@ -161,12 +176,12 @@ describe("splitJob", () => {
     const jobId = await timedOut(9, 3);
     const r = await split.splitJob(jobId, operator, { parts: 2 });
     if (r.type !== "split") throw new Error(r.type);
-    const [first, second] = r.children;
-    await runParts([first!.jobId]);
+    await runParts([r.children[0]!.jobId]);
+    const second = (await partsOf(jobId))[1]!;
     // The second part times out, as a part whose budget ran out would.
-    await db().job.update({ where: { id: second!.jobId }, data: { status: "running", attempt: 1 } });
+    await db().job.update({ where: { id: second.id }, data: { status: "running", attempt: 1 } });
     const h2 = await import("./run");
-    await h2.finalizeJob(second!.jobId, 1, { status: "timed_out", message: "Timed out after 0 of 3 rows" });
+    await h2.finalizeJob(second.id, 1, { status: "timed_out", message: "Timed out after 0 of 3 rows" });
     const ended = await db().job.findUniqueOrThrow({ where: { id: jobId } });
     expect(ended.status).toBe("timed_out");
     // How many rows the first run did before it stopped varies by a row or two: the message names the committed count.
@@ -176,13 +191,13 @@ describe("splitJob", () => {
     expect(await retry.retryJob(jobId, operator)).toMatchObject({ type: "not_retryable" });
     expect(await split.planSplit(jobId)).toMatchObject({ type: "not_splittable" });
 
-    expect(await retry.retryJob(second!.jobId, operator)).toMatchObject({ type: "retried" });
+    expect(await retry.retryJob(second.id, operator)).toMatchObject({ type: "retried" });
     expect((await db().job.findUniqueOrThrow({ where: { id: jobId } })).status).toBe("running");
-    await runParts([second!.jobId]);
+    await runParts([second.id]);
     expect(await db().job.findUniqueOrThrow({ where: { id: jobId } })).toMatchObject({ status: "completed", processed: 9 });
   });
 
-  it("the reaper leaves a split job to its parts, and settles one whose parts all ended without settling it", async () => {
+  it("the reaper leaves a split job to its parts, makes the next part when the one before ended without doing so, and settles the job at the end", async () => {
     const jobId = await timedOut(6, 1);
     const r = await split.splitJob(jobId, operator, { parts: 2 });
     if (r.type !== "split") throw new Error(r.type);
@@ -192,9 +207,15 @@ describe("splitJob", () => {
     expect((await db().job.findUniqueOrThrow({ where: { id: jobId } })).status).toBe("running");
     expect((await stuck.listStuckJobs()).map((j) => j.id)).not.toContain(jobId);
 
-    // Parts that ended behind its back (settling interrupted): the next pass settles it.
+    // A part that ended behind its back (settling interrupted): the next pass makes the next part…
     await db().job.updateMany({ where: { parentId: jobId }, data: { status: "completed" } });
-    for (const c of r.children) await h.m.queues.queue("imports").remove(c.jobId);
+    await h.m.queues.queue("imports").remove(r.children[0]!.jobId);
+    await stuck.reapStuckJobs();
+    expect(await partsOf(jobId)).toHaveLength(2);
+    expect((await db().job.findUniqueOrThrow({ where: { id: jobId } })).status).toBe("running");
+    // …and, once that one has ended too, settles the job.
+    await db().job.updateMany({ where: { parentId: jobId }, data: { status: "completed" } });
+    for (const c of await partsOf(jobId)) await h.m.queues.queue("imports").remove(c.id);
     await stuck.reapStuckJobs();
     expect((await db().job.findUniqueOrThrow({ where: { id: jobId } })).status).toBe("completed");
   });

@@ -38,6 +38,15 @@ export function bucketUpperMs(b: number): number {
 }
 
 /**
+ * The p99 of one call, read off the rollup: the upper edge of the bucket holding the 99th
+ * percentile (conservative by at most one bucket width), but never more than the slowest call
+ * actually recorded in that bucket — which also bounds the open-ended last bucket.
+ */
+export function p99FromBucket(bucket: number, maxMsInBucket: number): number {
+  return Math.min(bucketUpperMs(bucket), maxMsInBucket);
+}
+
+/**
  * `THRESHOLDS[b]` is the smallest whole number of milliseconds that falls in bucket `b` or above
  * (durations are stored as whole milliseconds). Comparing integers against this table avoids
  * the floating-point edge cases of `floor(6 · log10(ms / 10))`: the bounds are irrational except

@@ -2,6 +2,7 @@ import { Queue } from "bullmq";
 import { env } from "@/lib/env";
 import { redis } from "@/lib/redis/client";
 import type { JobKind, JobPayload, QueueName } from "./catalog";
+import { MAX_PRIORITY } from "./fairness";
 
 const holder = globalThis as unknown as { __boundedQueues?: Map<QueueName, Queue> };
 
@@ -21,6 +22,16 @@ class QueueJobIdTaken extends Error {
   override name = "QueueJobIdTaken";
 }
 
+export interface EnqueueOptions {
+  /**
+   * The BullMQ job id when it is not the row's (one per tenant and family for syncs).
+   * @defaultValue the row id, `payload.jobId`
+   */
+  queueJobId?: string;
+  /** The job's place in line: `tenantPriority(…)` for a fresh job, `RETRY_PRIORITY` for a retry. */
+  priority: number;
+}
+
 /**
  * Enqueues the queue job that runs a Job row. The BullMQ job id is the row id (or `queueJobId`,
  * one per tenant and family for syncs), so enqueueing twice never runs a row twice. Jobs are not
@@ -29,8 +40,13 @@ class QueueJobIdTaken extends Error {
  * With a `queueJobId` shared by successive rows, a finished queue job of an earlier row is
  * removed first; one that is still waiting, delayed or active belongs to a live run, and the add
  * is refused with `QueueJobIdTaken` (BullMQ would drop it silently).
+ *
+ * The priority is required: BullMQ serves a job without one before every prioritized job, so a
+ * caller that forgot it would jump the whole line (see ./fairness.ts for the numbers).
  */
-export async function enqueueJob(queueName: QueueName, kind: JobKind, payload: JobPayload, queueJobId: string = payload.jobId): Promise<void> {
+export async function enqueueJob(queueName: QueueName, kind: JobKind, payload: JobPayload, options: EnqueueOptions): Promise<void> {
+  if (!Number.isInteger(options.priority) || options.priority < 1 || options.priority > MAX_PRIORITY) throw new RangeError(`a queue job's priority is an integer from 1 to ${MAX_PRIORITY}, got ${options.priority}`);
+  const queueJobId = options.queueJobId ?? payload.jobId;
   const q = queue(queueName);
   if (queueJobId !== payload.jobId) {
     const previous = await q.getJob(queueJobId);
@@ -42,6 +58,7 @@ export async function enqueueJob(queueName: QueueName, kind: JobKind, payload: J
   }
   await q.add(kind, payload, {
     jobId: queueJobId,
+    priority: options.priority,
     attempts: 1,
     removeOnComplete: { age: 24 * 3600, count: 10_000 },
     removeOnFail: { age: 7 * 24 * 3600, count: 10_000 },

@@ -1,6 +1,6 @@
 import { setTimeout as delay } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
-import { deferralThreshold, runWithRateLimitDeferral } from "./context";
+import { currentTenant, deferralThreshold, runAsTenant, runWithRateLimitDeferral } from "./context";
 
 describe("runWithRateLimitDeferral", () => {
   it("outside a context there is no threshold", () => {
@@ -41,5 +41,35 @@ describe("runWithRateLimitDeferral", () => {
 
   it("refuses a threshold that is not a number of ms", () => {
     expect(() => runWithRateLimitDeferral(Number.NaN, async () => 1)).toThrow(RangeError);
+  });
+});
+
+describe("runAsTenant", () => {
+  it("two concurrent jobs of different tenants each see their own tenant across timer turns, and nobody's outside", async () => {
+    const seen: Record<string, (string | undefined)[]> = { a: [], b: [] };
+    const job = (name: "a" | "b", pauses: number[]) =>
+      runAsTenant(`tenant-${name}`, async () => {
+        for (const pause of pauses) {
+          await delay(pause);
+          seen[name]!.push(currentTenant());
+        }
+      });
+    await Promise.all([job("a", [3, 1, 4]), job("b", [1, 5, 2])]);
+    expect(seen).toEqual({ a: ["tenant-a", "tenant-a", "tenant-a"], b: ["tenant-b", "tenant-b", "tenant-b"] });
+    expect(currentTenant()).toBeUndefined();
+  });
+
+  it("is independent of the deferral context: inside both, each is what its own call set", async () => {
+    await runWithRateLimitDeferral(50, () =>
+      runAsTenant("acme", async () => {
+        await delay(1);
+        expect([deferralThreshold(), currentTenant()]).toEqual([50, "acme"]);
+      }),
+    );
+  });
+
+  it("refuses a tenant the provider slots could not tell apart (empty, or containing the holder ids' separator)", () => {
+    expect(() => runAsTenant("", async () => 1)).toThrow(RangeError);
+    expect(() => runAsTenant("a|b", async () => 1)).toThrow(RangeError);
   });
 });

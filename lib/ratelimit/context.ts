@@ -1,5 +1,12 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 
+/*
+ * What the limiter learns from the job it runs in, carried by AsyncLocalStorage so that every
+ * await inside the job sees it and two jobs running at once in one process never see each
+ * other's: whether a long wait may be deferred (the deferral context), and whose call it is (the
+ * tenant context, for the provider slots' fair share).
+ */
+
 /**
  * The deferral context: code running inside `runWithRateLimitDeferral` is part of a job that can
  * be rescheduled, so `acquire` turns a long wait into a `RateLimitDefer` instead of sleeping in
@@ -27,4 +34,23 @@ export function runWithRateLimitDeferral<T>(thresholdMs: number, fn: () => Promi
 /** The current deferral threshold in real milliseconds, or undefined outside a deferral context. */
 export function deferralThreshold(): number | undefined {
   return storage.getStore()?.thresholdMs;
+}
+
+const tenants = new AsyncLocalStorage<string>();
+
+/**
+ * Runs `fn` on behalf of `tenantId`: provider slots taken inside it count against that tenant's
+ * fair share (lib/ratelimit/provider-slots.lua). A nested call names the tenant for its own `fn`
+ * only.
+ *
+ * @param tenantId - a tenant id or slug; never contains `|` (the holder ids' separator).
+ */
+export function runAsTenant<T>(tenantId: string, fn: () => Promise<T>): Promise<T> {
+  if (tenantId === "" || tenantId.includes("|")) throw new RangeError(`a tenant id is not empty and has no "|", got ${JSON.stringify(tenantId)}`);
+  return tenants.run(tenantId, fn);
+}
+
+/** The tenant whose work is running, or undefined outside `runAsTenant`. */
+export function currentTenant(): string | undefined {
+  return tenants.getStore();
 }

@@ -1,59 +1,125 @@
 --[[
-  Provider slots: a counting semaphore of `limit` calls in flight, shared by every process.
+  Provider slots: a counting semaphore of `limit` calls in flight, shared by every process, with a
+  fair share per tenant.
 
-  The holders are a sorted set: member = holder id (one per call), score = the holder's lease
-  expiry (Redis time, ms). Every call first drops the holders whose lease has expired, so a
-  slot held by a crashed worker (never released) comes back once its lease runs out; a live
-  holder renews its lease while its call runs. Release is a plain ZREM of the holder.
-  Time comes from Redis TIME, never from a client, so every process shares one clock.
+  The holders are a sorted set: member = holder id (one per call, "<tenant>|<process>:<uuid>"),
+  score = the holder's lease expiry (Redis time, ms). Every call first drops the holders whose
+  lease has expired, so a slot held by a crashed worker (never released) comes back once its lease
+  runs out; a live holder renews its lease while its call runs. Release is a plain ZREM of the
+  holder. Time comes from Redis TIME, never from a client, so every process shares one clock.
+
+  Fair share: waiters poll, and without a rule whoever asks first after a release takes the slot,
+  so a tenant with 64 waiting calls wins 64 times in 67 against a tenant with 3. The waiting
+  tenants are a second sorted set: member = tenant, score = when it stops counting as waiting
+  (now + waiterTtlMs, refreshed by every refused ask; a tenant whose calls stopped asking drops out
+  by itself). A free slot goes to the asking tenant when it holds fewer than its share,
+    share = ceil(limit / active tenants), active = tenants holding ∪ tenants waiting ∪ the asker,
+  or when no other tenant is waiting (a slot is never left idle for a tenant that does not want
+  it). Otherwise the ask is refused and the asker is recorded as waiting. So a tenant holding
+  every slot hands the next freed ones to a waiting small tenant, and two busy tenants converge to
+  an equal split.
 
     Input:
       KEYS[1] holders sorted set (one provider; hash-tagged, so one cluster slot)
+      KEYS[2] waiting tenants sorted set (the same provider and hash tag)
 
-      ARGV[1] mode: "acquire" (take a slot if one is free) or "renew" (extend a held lease)
-      ARGV[2] holder id (unique per call)
+      ARGV[1] mode: "acquire" (take a slot if one is free and this tenant's turn) or "renew"
+              (extend a held lease)
+      ARGV[2] holder id (unique per call; the tenant is the part before the first "|", the whole
+              id counting as tenant "" when there is none)
       ARGV[3] limit: calls in flight at once (>= 1)
       ARGV[4] leaseMs: how long a slot stays held without a renewal (> 0)
+      ARGV[5] waiterTtlMs: how long a refused tenant counts as waiting without asking again (> 0)
 
     Output: { ok, inFlight, waitMs }
       acquire: ok 1 when the holder now holds a slot (or already held one: lease extended),
-               0 when all `limit` slots are held (nothing written but the expired holders dropped)
+               0 when all `limit` slots are held, or a slot is free but other tenants wait and
+               this one holds its share already (nothing written but the expired entries dropped
+               and this tenant recorded as waiting)
       renew:   ok 1 when the lease was extended, 0 when the holder no longer holds a slot (its
                lease expired and it was dropped: it must not come back in over the limit)
       inFlight holders after the call
-      waitMs   0 when ok, else whole ms (rounded up) until the earliest lease expires: the longest
-               a slot can stay taken unless its holder renews it
+      waitMs   0 when ok; when all slots are held, whole ms (rounded up) until the earliest lease
+               expires: the longest a slot can stay taken unless its holder renews it; when refused
+               for the fair share, waiterTtlMs: ask again before then to keep the tenant's place
 ]]
-local key = KEYS[1]
+local holdersKey = KEYS[1]
+local waitersKey = KEYS[2]
 local mode = ARGV[1]
 local holder = ARGV[2]
 local limit = tonumber(ARGV[3])
 local leaseMs = tonumber(ARGV[4])
+local waiterTtlMs = tonumber(ARGV[5])
 
 local time = redis.call("TIME")
 local now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
 local expiry = string.format("%.3f", now + leaseMs)
 
--- Expired leases first: a crashed holder's slot is free again from here on.
-redis.call("ZREMRANGEBYSCORE", key, "-inf", string.format("(%.3f", now))
+-- Expired leases and waiters first: a crashed holder's slot is free again from here on, and a
+-- tenant whose calls stopped asking no longer holds anyone back.
+redis.call("ZREMRANGEBYSCORE", holdersKey, "-inf", string.format("(%.3f", now))
+redis.call("ZREMRANGEBYSCORE", waitersKey, "-inf", string.format("(%.3f", now))
 
-local held = redis.call("ZSCORE", key, holder)
-local ok = 0
-if held then
-  redis.call("ZADD", key, expiry, holder)
-  ok = 1
-elseif mode == "acquire" and redis.call("ZCARD", key) < limit then
-  redis.call("ZADD", key, expiry, holder)
-  ok = 1
+local function tenantOf(id)
+  local bar = string.find(id, "|", 1, true)
+  if bar then return string.sub(id, 1, bar - 1) end
+  return ""
 end
 
-local inFlight = redis.call("ZCARD", key)
+local tenant = tenantOf(holder)
+
+-- Whether a free slot is this tenant's to take: below its share, or nobody else is waiting.
+local function isMyTurn()
+  local active = { [tenant] = true }
+  local activeCount = 1
+  local mine = 0
+  for _, id in ipairs(redis.call("ZRANGE", holdersKey, 0, -1)) do
+    local t = tenantOf(id)
+    if t == tenant then mine = mine + 1 end
+    if not active[t] then
+      active[t] = true
+      activeCount = activeCount + 1
+    end
+  end
+  local othersWaiting = false
+  for _, t in ipairs(redis.call("ZRANGE", waitersKey, 0, -1)) do
+    if t ~= tenant then othersWaiting = true end
+    if not active[t] then
+      active[t] = true
+      activeCount = activeCount + 1
+    end
+  end
+  return (not othersWaiting) or mine < math.ceil(limit / activeCount)
+end
+
+local held = redis.call("ZSCORE", holdersKey, holder)
+local ok = 0
+local slotFree = false
+if held then
+  redis.call("ZADD", holdersKey, expiry, holder)
+  ok = 1
+elseif mode == "acquire" then
+  slotFree = redis.call("ZCARD", holdersKey) < limit
+  if slotFree and isMyTurn() then
+    redis.call("ZADD", holdersKey, expiry, holder)
+    ok = 1
+  else
+    -- Refused: this tenant waits, and counts for the share until it stops asking.
+    redis.call("ZADD", waitersKey, string.format("%.3f", now + waiterTtlMs), tenant)
+    -- The set outlives its latest waiter, no more.
+    if redis.call("PTTL", waitersKey) < waiterTtlMs then redis.call("PEXPIRE", waitersKey, math.ceil(waiterTtlMs)) end
+  end
+end
+
+local inFlight = redis.call("ZCARD", holdersKey)
 local waitMs = 0
 if ok == 1 then
   -- The set outlives its longest lease, no more: an idle provider leaves no key behind.
-  if redis.call("PTTL", key) < leaseMs then redis.call("PEXPIRE", key, math.ceil(leaseMs)) end
+  if redis.call("PTTL", holdersKey) < leaseMs then redis.call("PEXPIRE", holdersKey, math.ceil(leaseMs)) end
+elseif slotFree then
+  waitMs = math.max(1, math.ceil(waiterTtlMs))
 elseif inFlight > 0 then
-  local earliest = redis.call("ZRANGE", key, 0, 0, "WITHSCORES")
+  local earliest = redis.call("ZRANGE", holdersKey, 0, 0, "WITHSCORES")
   waitMs = math.max(1, math.ceil(tonumber(earliest[2]) - now))
 else
   waitMs = 1

@@ -5,11 +5,11 @@ import { providerScope, type LimitedProvider } from "./buckets";
 import { runWithRateLimitDeferral } from "./context";
 import { RateLimitCapExceeded, RateLimitDefer } from "./errors";
 import { bucketKey } from "./limiter";
-import { createProviderLimiter, providerSlotsKey, providerWaitsKey, readProviderStates, type ProviderLimiterOptions } from "./provider";
+import { createProviderLimiter, providerSlotsKey, providerWaitersKey, providerWaitsKey, readProviderStates, type ProviderLimiterOptions } from "./provider";
 
 const connection = createRedis("producer", { enableOfflineQueue: true });
 const PROVIDERS: LimitedProvider[] = ["model", "ocr"];
-const keys = PROVIDERS.flatMap((p) => [providerSlotsKey(p), bucketKey(providerScope(p)), providerWaitsKey(p)]);
+const keys = PROVIDERS.flatMap((p) => [providerSlotsKey(p), providerWaitersKey(p), bucketKey(providerScope(p)), providerWaitsKey(p)]);
 
 // One provider key per provider under this run's prefix: every test starts from an idle provider.
 beforeEach(async () => {

@@ -7,6 +7,7 @@ import { metrics } from "@/lib/metrics/metrics";
 import { key, redis, type RedisClient } from "@/lib/redis/client";
 import { scaled } from "@/lib/time";
 import { LIMITED_PROVIDERS, providerBucketSpec, providerLimits, providerScope, toProductionMs, type LimitedProvider, type ProviderLimits } from "./buckets";
+import { currentTenant } from "./context";
 import { isRateLimitCapExceeded, isRateLimitDefer } from "./errors";
 import { createLimiter, maxWaitMs, REDIS_ERROR_RETRY_MS, waitForRateLimit, type Limiter } from "./limiter";
 import { luaScript, runLua, withTimeout } from "./scripts";
@@ -35,10 +36,33 @@ export const PROVIDER_LEASE_FLOOR_MS = 3_000;
 export const SLOT_POLL_MS = 200;
 /** The shortest poll in real milliseconds: at a tiny time scale, polling faster only loads Redis. */
 const SLOT_POLL_FLOOR_MS = 5;
+/**
+ * How many poll intervals a refused tenant counts as waiting without asking again. Three: a
+ * jittered poll comes at most 1.5 intervals after the last, so a tenant with a call still waiting
+ * never drops out between two asks, and one whose calls stopped asking (served, deferred, aborted)
+ * stops holding the others back after a fraction of a second.
+ */
+const SLOT_WAITER_POLLS = 3;
+/**
+ * The shortest waiter TTL in real milliseconds: at a tiny time scale three polls are a few ms,
+ * shorter than one busy event-loop turn of the waiting process, and the tenant would lose its
+ * place between two asks.
+ */
+export const SLOT_WAITER_TTL_FLOOR_MS = 100;
+/**
+ * The tenant of a call made outside any tenant's work (no `tenant` option, no `runAsTenant`):
+ * all such calls share one fair share. Neither a UUID nor a slug can be spelled this way.
+ */
+export const ANONYMOUS_TENANT = "~anonymous";
 
-/** The Redis key of a provider's holders (the one key of provider-slots.lua). */
+/** The Redis key of a provider's holders (the first key of provider-slots.lua). */
 export function providerSlotsKey(provider: LimitedProvider): string {
   return key("ratelimit", "slots", `{${providerScope(provider)}}`);
+}
+
+/** The Redis key of a provider's waiting tenants (the second key of provider-slots.lua; same hash tag, same cluster slot). */
+export function providerWaitersKey(provider: LimitedProvider): string {
+  return key("ratelimit", "slot-waiters", `{${providerScope(provider)}}`);
 }
 
 /** The Redis hash of a provider's wait counters (every process adds to it; the limiter page reads it). */
@@ -54,6 +78,12 @@ export interface ProviderSlotOptions {
    * @defaultValue `maxWaitMs()` (125 s production, time-scaled)
    */
   maxWaitMs?: number;
+  /**
+   * The tenant the call is made for: free slots are shared fairly between the tenants that wait
+   * for them (provider-slots.lua). A tenant id or slug, never containing `|`.
+   * @defaultValue `currentTenant()` (the job's tenant inside a worker run), else `ANONYMOUS_TENANT`
+   */
+  tenant?: string;
 }
 
 export interface ProviderLimiterOptions {
@@ -67,6 +97,8 @@ export interface ProviderLimiterOptions {
   leaseMs?: number;
   /** Real milliseconds between two asks for a slot while all are taken (jittered ±50 %). @defaultValue `SLOT_POLL_MS` scaled, at least 5 */
   pollMs?: number;
+  /** Real milliseconds a refused tenant counts as waiting without asking again. @defaultValue three `pollMs`, at least `SLOT_WAITER_TTL_FLOOR_MS` */
+  waiterTtlMs?: number;
   /** Real milliseconds after which an unanswered Redis call counts as an error. @defaultValue 2000 */
   redisTimeoutMs?: number;
 }
@@ -76,6 +108,8 @@ export interface ProviderState {
   provider: LimitedProvider;
   /** Calls holding a slot now (leases not yet expired). */
   inFlight: number;
+  /** Of those, per tenant (id or slug, `ANONYMOUS_TENANT` for calls made for no tenant). */
+  inFlightByTenant: Record<string, number>;
   concurrency: number;
   /** Tokens of the request rate now, fractional. */
   tokens: number;
@@ -99,6 +133,10 @@ export interface ProviderLimiter {
    * slept (abortable by `signal`); inside a deferral context a longer one throws
    * `RateLimitDefer`, outside one the caller waits up to `maxWaitMs` in all, then gets
    * `RateLimitCapExceeded`. `fn` has not started when any of these is thrown.
+   *
+   * Free slots are shared fairly between the tenants waiting for them (provider-slots.lua): a
+   * tenant holding its share (C ÷ tenants holding or waiting) waits while another tenant waits,
+   * and takes any free slot nobody else wants.
    */
   withSlot<T>(provider: LimitedProvider, fn: () => Promise<T>, options?: ProviderSlotOptions): Promise<T>;
   /** One provider's state now and its wait counters. Rejects when Redis cannot be asked. */
@@ -115,6 +153,7 @@ export function createProviderLimiter(options: ProviderLimiterOptions = {}): Pro
   const timeScale = options.timeScale ?? env().BOUNDED_TIME_SCALE;
   const leaseMs = options.leaseMs ?? Math.max(PROVIDER_LEASE_FLOOR_MS, scaled(PROVIDER_LEASE_MS, timeScale));
   const pollMs = options.pollMs ?? Math.max(SLOT_POLL_FLOOR_MS, scaled(SLOT_POLL_MS, timeScale));
+  const waiterTtlMs = options.waiterTtlMs ?? Math.max(SLOT_WAITER_TTL_FLOOR_MS, SLOT_WAITER_POLLS * pollMs);
   const redisTimeoutMs = options.redisTimeoutMs ?? 2_000;
   const errorRetryMs = Math.max(1, scaled(REDIS_ERROR_RETRY_MS, timeScale));
   const limitsOf = (provider: LimitedProvider) => options.limits?.[provider] ?? providerLimits(provider);
@@ -126,7 +165,12 @@ export function createProviderLimiter(options: ProviderLimiterOptions = {}): Pro
   async function slotScript(provider: LimitedProvider, mode: "acquire" | "renew", holder: string): Promise<SlotReply> {
     try {
       const reply = await withTimeout(
-        runLua<SlotReply>(client(), luaScript("provider-slots.lua"), [providerSlotsKey(provider)], [mode, holder, limitsOf(provider).concurrency, leaseMs]),
+        runLua<SlotReply>(
+          client(),
+          luaScript("provider-slots.lua"),
+          [providerSlotsKey(provider), providerWaitersKey(provider)],
+          [mode, holder, limitsOf(provider).concurrency, leaseMs, waiterTtlMs],
+        ),
         redisTimeoutMs,
       );
       if (failing) log.info({ provider }, "provider limiter reached Redis again");
@@ -178,7 +222,8 @@ export function createProviderLimiter(options: ProviderLimiterOptions = {}): Pro
    * Waits for a slot, then for a token while holding it (a token taken while no slot is free
    * would be spent on no call, and the pollers would drain the bucket the real calls need).
    * Every wait, slot or token, goes through `waitForRateLimit` with the total waited so far: the
-   * reschedule rule decides, once for the whole wait.
+   * reschedule rule decides, once for the whole wait. A slot refused for the fair share (free, but
+   * another tenant's turn) is waited for like a taken one: asked again after one poll.
    */
   async function take(provider: LimitedProvider, holder: string, slotOptions: ProviderSlotOptions): Promise<void> {
     const scope = providerScope(provider);
@@ -209,7 +254,7 @@ export function createProviderLimiter(options: ProviderLimiterOptions = {}): Pro
   }
 
   async function withSlot<T>(provider: LimitedProvider, fn: () => Promise<T>, slotOptions: ProviderSlotOptions = {}): Promise<T> {
-    const holder = `${hostname()}:${process.pid}:${randomUUID()}`;
+    const holder = holderId(slotOptions.tenant ?? currentTenant() ?? ANONYMOUS_TENANT);
     await take(provider, holder, slotOptions);
     const stopRenewing = keepLease(provider, holder);
     try {
@@ -228,10 +273,16 @@ export function createProviderLimiter(options: ProviderLimiterOptions = {}): Pro
       withTimeout(client().hmget(providerWaitsKey(provider), "waits", "waitMs", "gaveUp"), redisTimeoutMs),
     ]);
     const now = Number(time[0]) * 1000 + Number(time[1]) / 1000;
-    const inFlight = await withTimeout(client().zcount(providerSlotsKey(provider), now.toFixed(3), "+inf"), redisTimeoutMs);
+    const holders = await withTimeout(client().zrangebyscore(providerSlotsKey(provider), now.toFixed(3), "+inf"), redisTimeoutMs);
+    const inFlightByTenant: Record<string, number> = {};
+    for (const h of holders) {
+      const tenant = tenantOfHolder(h);
+      inFlightByTenant[tenant] = (inFlightByTenant[tenant] ?? 0) + 1;
+    }
     return {
       provider,
-      inFlight,
+      inFlight: holders.length,
+      inFlightByTenant,
       concurrency: limits.concurrency,
       tokens: bucket.tokens,
       capacity: providerBucketSpec(provider, limits).capacity,
@@ -243,6 +294,21 @@ export function createProviderLimiter(options: ProviderLimiterOptions = {}): Pro
   }
 
   return { withSlot, peek, limits: limitsOf };
+}
+
+/**
+ * A slot holder's id: the tenant first (the script reads it up to the first `|` for the fair
+ * share), then this process and a fresh UUID (one id per call).
+ */
+function holderId(tenant: string): string {
+  if (tenant === "" || tenant.includes("|")) throw new RangeError(`a tenant is not empty and has no "|", got ${JSON.stringify(tenant)}`);
+  return `${tenant}|${hostname()}:${process.pid}:${randomUUID()}`;
+}
+
+/** The tenant a holder id was taken for, as provider-slots.lua reads it. */
+function tenantOfHolder(holder: string): string {
+  const bar = holder.indexOf("|");
+  return bar < 0 ? "" : holder.slice(0, bar);
 }
 
 let shared: ProviderLimiter | undefined;

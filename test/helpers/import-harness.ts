@@ -4,16 +4,16 @@ import { vi } from "vitest";
 
 /**
  * What an import test needs, against the real database and queue: the model simulator on a free
- * port, an import budget no test comes near, and the modules — imported only after the
+ * port, an import budget no test comes near (unless one is given), and the modules — imported only after the
  * environment is stubbed, because it is parsed once, on first use.
  */
-export async function startImportHarness() {
+export async function startImportHarness(options: { budgetSoftS?: number; budgetHardS?: number } = {}) {
   let handle: http.RequestListener = () => undefined;
   const server = http.createServer((req, res) => handle(req, res));
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   vi.stubEnv("MODEL_BASE_URL", `http://127.0.0.1:${(server.address() as AddressInfo).port}`);
-  vi.stubEnv("BOUNDED_BUDGET_IMPORTS_SOFT_S", "600000");
-  vi.stubEnv("BOUNDED_BUDGET_IMPORTS_HARD_S", "900000");
+  vi.stubEnv("BOUNDED_BUDGET_IMPORTS_SOFT_S", String(options.budgetSoftS ?? 600_000));
+  vi.stubEnv("BOUNDED_BUDGET_IMPORTS_HARD_S", String(options.budgetHardS ?? 900_000));
   const { createRouter } = await import("@/workers/simulators/router");
   const { createModelSimulator } = await import("@/workers/simulators/model");
   handle = createRouter(createModelSimulator({ errorRate: 0, timeScale: 0.0002 }).routes);

@@ -12,14 +12,15 @@ import { scaled, sleep } from "@/lib/time";
 
 /**
  * Demo traffic: a steady mix of the work the platform runs, so a fresh `npm start` shows every
- * page with live data — imports (some with bad rows, some too big for their budget), OCR
+ * page with live data — imports (some with bad rows, now and then one larger than its budget's
+ * worth, which splits itself), OCR
  * batches, agent runs on both agent queues, marketplace syncs for twenty tenants hitting their
  * limits, card generations (with dislikes) against the slow image provider. Every interval is
  * production time, scaled like everything else.
  */
 export const DEMO_TENANTS = Array.from({ length: 20 }, (_, i) => `demo-${String(i + 1).padStart(2, "0")}`);
 /** Production time between two pieces of work. */
-const DEMO_INTERVAL_MS = 8_000;
+export const DEMO_INTERVAL_MS = 8_000;
 /** A tenant's pack is topped up to this many units when it runs low. */
 const PACK_UNITS = 200;
 
@@ -27,6 +28,36 @@ const COUNTERPARTIES = ["REWE Markt", "Uber BV", "DB Bahn", "ACME GmbH salary", 
 const TASKS = ["Reconcile March card payments", "Summarise open invoices over 1,000 EUR", "Convert last week's expenses to EUR", "Find duplicate supplier payments"];
 
 type Random = () => number;
+
+/**
+ * The sizes of the demo's imports, sized to what the model provider allows: at its defaults (32
+ * calls of 8 rows, ≈ 12.8 s a call) imports get ≈ 20 rows a production second. One import
+ * arrives every ≈ 26 s (weight 5 of 16, one piece of work every 8 s) with 261 rows on average —
+ * ≈ 10 rows/s, half the provider, leaving the rest for agent runs and document passes, so the
+ * queues do not grow however long the demo runs.
+ */
+export const DEMO_IMPORT_SIZES = [
+  {
+    share: 0.01,
+    rows: [12_000, 12_000],
+    name: "year",
+    bad: false,
+    why: "a year of transactions: more than one 10 min budget's worth, so it splits itself into parts, one after another",
+  },
+  { share: 0.05, rows: [1_500, 1_500], name: "quarter", bad: false, why: "a quarter: about 2 min alone" },
+  { share: 0.2, rows: [20, 120], name: "statement", bad: true, why: "a month with broken rows, reported row by row" },
+  { share: 0.74, rows: [20, 120], name: "statement", bad: false, why: "a month" },
+] as const;
+
+/** The import of a roll of the dice in [0, 1). */
+export function importSize(roll: number): (typeof DEMO_IMPORT_SIZES)[number] {
+  let x = roll;
+  for (const size of DEMO_IMPORT_SIZES) {
+    x -= size.share;
+    if (x < 0) return size;
+  }
+  return DEMO_IMPORT_SIZES.at(-1)!;
+}
 const pick = <T>(items: readonly T[], random: Random): T => items[Math.floor(random() * items.length)]!;
 const between = (lo: number, hi: number, random: Random) => lo + Math.floor(random() * (hi - lo + 1));
 
@@ -62,12 +93,11 @@ type DemoKind = { [K in JobKind]: (typeof KINDS)[K]["demo"]["weight"] extends nu
 const DEMO_STARTERS: Record<DemoKind, (random: Random) => Promise<string>> = {
   csv_import: async (random) => {
     const tenant = pick(DEMO_TENANTS, random);
-    const roll = random();
-    // One in ten is far too big for its 10 min budget (~5.5 s a row): it times out, to be retried or split.
-    const rows = roll < 0.1 ? 1_500 : between(20, 120, random);
-    const badEvery = roll >= 0.1 && roll < 0.3 ? between(7, 15, random) : null;
-    const r = await createImport({ tenant, filename: `statement-${between(1000, 9999, random)}.csv`, bytes: demoCsv(rows, badEvery, random) });
-    return r.type === "created" ? `import of ${rows} rows for ${tenant}` : `import refused: ${r.message}`;
+    const size = importSize(random());
+    const rows = between(size.rows[0], size.rows[1], random);
+    const badEvery = size.bad ? between(7, 15, random) : null;
+    const r = await createImport({ tenant, filename: `${size.name}-${between(1000, 9999, random)}.csv`, bytes: demoCsv(rows, badEvery, random) });
+    return r.type === "created" ? `import of ${rows} rows for ${tenant} (${size.why})` : `import refused: ${r.message}`;
   },
   bulk_ocr: async (random) => {
     const tenant = pick(DEMO_TENANTS, random);

@@ -37,11 +37,13 @@ export const csvImport: Processor = async ({ run, signal, loop }) => {
     }
   }
 
-  // Rows in flight at once ask for their categories together: one model call per batch. Closed
-  // when the loop ends, however it ends, so nothing keeps listening to the job's signal.
+  // Rows in flight at once ask for their categories together: one model call per batch — never
+  // larger than the rows that can be in flight, or every batch would wait out its linger for rows
+  // that cannot come. Closed when the loop ends, however it ends, so nothing keeps listening to
+  // the job's signal.
   const categoriser = createCategoriser({
     categories,
-    batchSize: KINDS.csv_import.modelBatch.size,
+    batchSize: Math.max(1, Math.min(KINDS.csv_import.modelBatch.size, loop.concurrency ?? 1)),
     signal,
     context: { queue: run.queue, jobKind: run.kind, jobId: run.jobId },
   });

@@ -1,11 +1,12 @@
 "use client";
 
 import { QueryClient, QueryClientProvider, useQuery } from "@tanstack/react-query";
-import { useState } from "react";
+import { useState, useSyncExternalStore } from "react";
 import type { Progress } from "@/lib/jobs/queries";
 import { STATUS_LABEL } from "@/lib/jobs/statuses";
 import { StatusBadge, statusTone } from "../../components/status-badge";
 import { formatDurationRounded, formatWaitSeconds } from "@/lib/format/duration";
+import { formatRate } from "@/lib/format/rate";
 import { fmtAgo, fmtInt } from "../../components/format";
 import { DataTable, num } from "../../components/data-table";
 
@@ -23,6 +24,61 @@ export function progressQuery(token: string, initialData: Progress) {
     refetchIntervalInBackground: true,
     retry: true,
   };
+}
+
+/** What the "Time left" block says in large type. */
+function timeLeftText(p: Progress): string {
+  if (p.terminal) return "—";
+  if (p.waitSeconds !== undefined) return `waiting ${formatWaitSeconds(p.waitSeconds * 1000)}`;
+  if (p.etaSeconds !== null) return `about ${formatDurationRounded(p.etaSeconds * 1000)} left`;
+  if (p.status === "queued") return "waiting to start";
+  if (p.total !== null && p.processed + p.failed >= p.total) return "finishing…";
+  return "estimating…";
+}
+
+/**
+ * A moment in the reader's own time zone, with the day when it is not today: "14:32", "Tue 09:15".
+ * Only in the browser — the server does not know the reader's zone.
+ */
+function localClock(iso: string): string {
+  const at = new Date(iso);
+  const sameDay = at.toDateString() === new Date().toDateString();
+  return at.toLocaleString(undefined, sameDay ? { hour: "2-digit", minute: "2-digit" } : { weekday: "short", hour: "2-digit", minute: "2-digit" });
+}
+
+const noSubscription = () => () => {};
+/** False while the server renders and while the browser hydrates that render; true after. */
+function useInBrowser(): boolean {
+  return useSyncExternalStore(noSubscription, () => true, () => false);
+}
+
+/** The pace in words: measured from the job's recent work, or, before there is enough of it, what similar jobs manage. */
+function paceText(rate: NonNullable<Progress["rate"]>, noun: string): string {
+  const pace = formatRate(rate.perSecond, noun);
+  return rate.basis === "measured" ? pace : `about ${pace}, from similar jobs`;
+}
+
+function TimeLeft({ p }: { p: Progress }) {
+  const inBrowser = useInBrowser();
+  const moving = !p.terminal && p.waitSeconds === undefined;
+  return (
+    <div>
+      <span className="muted small">Time left</span>
+      <span className="big" data-testid="time-left">
+        {timeLeftText(p)}
+      </span>
+      {moving && p.expectedFinishAt && inBrowser ? (
+        <span className="muted small" data-testid="expected-finish">
+          expected by {localClock(p.expectedFinishAt)}
+        </span>
+      ) : null}
+      {moving && p.rate ? (
+        <span className="muted small" data-testid="rate">
+          {paceText(p.rate, p.noun)}
+        </span>
+      ) : null}
+    </div>
+  );
 }
 
 function View({ token, initial }: { token: string; initial: Progress }) {
@@ -79,18 +135,7 @@ function View({ token, initial }: { token: string; initial: Progress }) {
               {fmtInt(p.failed)}
             </span>
           </div>
-          <div>
-            <span className="muted small">Time left</span>
-            <span className="big">{p.terminal
-                ? "—"
-                : p.waitSeconds !== undefined
-                  ? `waiting ${formatWaitSeconds(p.waitSeconds * 1000)}`
-                  : p.etaSeconds !== null
-                    ? `about ${formatDurationRounded(p.etaSeconds * 1000)}`
-                    : waitingToStart
-                      ? "waiting to start"
-                      : "estimating…"}</span>
-          </div>
+          <TimeLeft p={p} />
         </div>
         {p.message ? (
           <p className={`message ${statusTone(p.status)}`} data-testid="message">
@@ -98,15 +143,6 @@ function View({ token, initial }: { token: string; initial: Progress }) {
           </p>
         ) : !p.terminal ? (
           <p className="message info">{waitingToStart ? "Queued: it will start shortly." : `${STATUS_LABEL[p.status]}…`}</p>
-        ) : null}
-        {p.children ? (
-          <p className="small" data-testid="parts">
-            Processed in {p.children.length} parts to fit the time each may take: {p.children.filter((c) => c.status === "completed" || c.status === "completed_with_errors").length} done
-            {p.children.some((c) => c.status === "queued" || c.status === "running" || c.status === "delayed")
-              ? `, ${p.children.filter((c) => c.status === "queued" || c.status === "running" || c.status === "delayed").length} in progress`
-              : ""}
-            . The numbers above count every part.
-          </p>
         ) : null}
         <p className="small muted" style={{ marginBottom: 0 }}>
           {p.terminal ? "Finished. " : "Updates every second. "}

@@ -109,19 +109,21 @@ export default async function JobPage({ params, searchParams }: { params: Promis
             <p className="muted small">This job is part {job.partOf.index} of {job.partOf.count} of a split job: retry it instead, with a larger budget if needed.</p>
           ) : job.children.length > 0 ? (
             <p className="message info" role="status">
-              Split into {job.children.length} parts (below); the job ends when the last part ends.
+              {job.splitBy === "auto" ? "Projected not to fit its budget, so it split itself" : "Split"} into {job.splitParts ?? job.children.length} parts, run one after another
+              ({job.children.length} made so far, below); the job ends when the last part ends.
             </p>
           ) : split?.type === "plan" ? (
             <>
               <p className="muted small">
-                Each part is a job of its own with a fresh budget, sized from the measured per-{split.plan.noun} p99 so it finishes inside its budget with
-                room to spare. The customer’s progress page shows the parts’ total.
+                Each part is a job of its own with a fresh budget; parts run one after another, each sized from the projected rate (what a{" "}
+                {split.plan.noun} really costs end to end, its concurrency and the provider's limits) so it finishes inside its budget with room to spare.
+                The customer’s progress page shows one job.
               </p>
               <p className="plan" data-testid="split-arithmetic">
                 {split.plan.arithmetic}
               </p>
               <p className="muted small">
-                p99 per {split.plan.noun}: {split.plan.p99Basis}.
+                Figures: {split.plan.projection.basis}.
               </p>
               <form method="get" className="inline-form">
                 <label className="field">

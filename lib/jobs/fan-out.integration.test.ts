@@ -1,0 +1,105 @@
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { startImportHarness } from "@/test/helpers/import-harness";
+
+// A job projected not to fit its budget splits itself at its start, with no operator, and its
+// customer sees one job. Real database, real queue, the runtime and the model simulator.
+vi.stubEnv("BOUNDED_AUTO_SPLIT", "1");
+vi.stubEnv("BOUNDED_ITEMS_IN_FLIGHT_CSV_IMPORT", "2");
+
+let h: Awaited<ReturnType<typeof startImportHarness>>;
+let queries: typeof import("./queries");
+// 3,000 s soft: 3 s at the test time scale, where a row costs tens of milliseconds of real
+// database and HTTP work — hundreds of times its share of a 3 s budget in production terms.
+const SOFT_S = 3_000;
+
+beforeAll(async () => {
+  h = await startImportHarness({ budgetSoftS: SOFT_S, budgetHardS: 4_500 });
+  queries = await import("./queries");
+});
+afterAll(() => h.close());
+
+const db = () => h.m.db.db();
+
+/**
+ * What a row really costs on this machine, measured by an import run here first: the projection
+ * reads only these measurements (earlier runs' are removed), so parts are sized from the same
+ * figures the assertions rely on, whatever the machine's speed.
+ */
+async function measureHere() {
+  await db().$executeRaw`DELETE FROM "ModelCallRollup" WHERE "jobKind" = 'csv_import' AND type IN ('item', 'model')`;
+  const warmUp = await h.importOf(150, "fan-out-warm-up");
+  await h.run(warmUp);
+  expect(await db().job.findUniqueOrThrow({ where: { id: warmUp } })).toMatchObject({ status: "completed", processed: 150 });
+}
+
+/** The open part of a split job (parts run one after another: at most one). */
+async function openPart(jobId: string) {
+  const open = await db().job.findMany({ where: { parentId: jobId, status: { in: ["queued", "running", "delayed"] } } });
+  expect(open.length).toBeLessThanOrEqual(1);
+  return open[0] ?? null;
+}
+
+describe("automatic fan-out", () => {
+  it("a job projected not to fit becomes parts that run one after another and complete; its progress page shows one job with the total count and an expected finish", async () => {
+    await measureHere();
+    const rows = 400;
+    const jobId = await h.importOf(rows, "fan-out");
+    const job = await db().job.findUniqueOrThrow({ where: { id: jobId } });
+
+    await h.run(jobId);
+    const split = await db().job.findUniqueOrThrow({ where: { id: jobId }, include: { events: true } });
+    // The job runs on as the sum of its parts, which cover its rows end to end.
+    expect(split.status).toBe("running");
+    const plan = (split.params as { split: { by: string; ranges: { from: number; to: number }[] } }).split;
+    expect(plan.by).toBe("auto");
+    expect(plan.ranges.length).toBeGreaterThanOrEqual(2);
+    expect(plan.ranges[0]!.from).toBe(0);
+    expect(plan.ranges.at(-1)!.to).toBe(rows);
+    for (const [i, r] of plan.ranges.entries()) if (i > 0) expect(r.from).toBe(plan.ranges[i - 1]!.to);
+    expect(split.events.find((e) => e.type === "split")?.message).toMatch(
+      new RegExp(`^Projected not to fit its budget: 400 rows at ≈ .+ \\(items in flight\\) \\+ .+ for the slowest ≈ .+; budget 50 min × 0\\.7 → ${plan.ranges.length} parts of ~\\d+ rows, one after another\\.$`),
+    );
+    // No row was done by the job itself: the parts do them all.
+    expect(split.processed + split.failed).toBe(0);
+
+    let parts = 0;
+    for (let part = await openPart(jobId); part; part = await openPart(jobId)) {
+      parts++;
+      expect(await h.m.queues.queue("imports").getJobState(part.id)).toBe("prioritized");
+      await h.m.queues.queue("imports").remove(part.id);
+      await h.run(part.id);
+      if (parts === 1) {
+        // One job for its customer: the whole count, a share of it done, and an expected finish.
+        const progress = await queries.getProgress(job.progressToken);
+        expect(progress).toMatchObject({ status: "running", total: rows, processed: plan.ranges[0]!.to, failed: 0 });
+        expect(progress!.etaSeconds).toBeGreaterThan(0);
+        expect(progress!.expectedFinishAt).not.toBeNull();
+      }
+    }
+    expect(parts).toBe(plan.ranges.length);
+
+    const all = await db().job.findMany({ where: { parentId: jobId }, orderBy: { createdAt: "asc" } });
+    // Sized from what a row really costs here: no part ran out of its (default) budget.
+    expect(all.map((p) => p.status)).toEqual(plan.ranges.map(() => "completed"));
+    expect(new Set(all.map((p) => p.budgetSoftMs))).toEqual(new Set([SOFT_S * 1000]));
+    const done = await db().job.findUniqueOrThrow({ where: { id: jobId } });
+    expect(done).toMatchObject({ status: "completed", processed: rows, failed: 0 });
+    const written = await db().$queryRaw<{ n: number; distinct: number }[]>`
+      SELECT count(*)::int AS n, count(DISTINCT row)::int AS distinct FROM "Transaction" WHERE "jobId" IN (SELECT id FROM "Job" WHERE "parentId" = ${jobId}::uuid)`;
+    expect(written[0]).toEqual({ n: rows, distinct: rows });
+    expect(await queries.getProgress(job.progressToken)).toMatchObject({ status: "completed", total: rows, processed: rows });
+  });
+
+  it("a job that fits runs whole and keeps its projection for its progress page", async () => {
+    await measureHere();
+    const jobId = await h.importOf(10, "fan-out-fits");
+    await h.run(jobId);
+    const job = await db().job.findUniqueOrThrow({ where: { id: jobId } });
+    expect(job).toMatchObject({ status: "completed", processed: 10 });
+    expect(await db().job.count({ where: { parentId: jobId } })).toBe(0);
+    const projection = (job.params as { projection: { itemsPerSecond: number; tailSeconds: number; ms: number } }).projection;
+    expect(projection.itemsPerSecond).toBeGreaterThan(0);
+    expect(projection.ms).toBeCloseTo((10 / projection.itemsPerSecond + projection.tailSeconds) * 1000, 0);
+    expect(projection.ms).toBeLessThanOrEqual(0.7 * SOFT_S * 1000);
+  });
+});

@@ -1,0 +1,189 @@
+import { z } from "zod";
+import { p99FromBucket } from "@/lib/modelcalls/buckets";
+import { db } from "@/lib/db/client";
+import { env } from "@/lib/env";
+import { formatDuration, formatDurationRounded } from "@/lib/format/duration";
+import { listP99Buckets } from "@/lib/modelcalls/queries";
+import { itemsInFlight, kindSpec, type JobKind } from "@/lib/queues/catalog";
+import { providerLimits } from "@/lib/ratelimit/buckets";
+import { nounOf } from "./messages";
+
+/**
+ * How long a batch job will take, projected before it starts — the arithmetic both the automatic
+ * fan-out and the operator's split plan size their parts with.
+ *
+ * A job keeps N items in flight, so it finishes its items at N ÷ (mean time of an item) per
+ * second (Little's law), unless its provider is the limit: C calls in flight of B items each,
+ * every call taking its mean, and R requests a second. The last items finish no sooner than the
+ * slowest item, so one p99 of an item is added for the tail:
+ *
+ *     duration = items ÷ min(N ÷ item mean, C × B ÷ call mean, R × B) + item p99
+ *
+ * The item's figures are measured end to end — from its dispatch to its commit, waits for a
+ * provider slot and writes included (type `item` of the call rollups) — so what an item really
+ * costs on this system, database and all, sizes the parts; not a model call's p99 alone. Every
+ * figure is in production milliseconds: recorded durations are divided by the time scale.
+ */
+
+/** Parts are sized to fill this share of the soft budget: room for a slower day. */
+export const SAFETY_FACTOR = 0.7;
+/** Measurements over this many days project a job. */
+export const PROJECTION_WINDOW_DAYS = 7;
+/** Fewer measured items than this say too little about the tail: the kind's defaults are used. */
+const MIN_ITEMS_MEASURED = 100;
+/** Fewer measured calls than this: the provider's call time is the kind's default. */
+const MIN_CALLS_MEASURED = 50;
+
+interface ItemDefaults {
+  /** Mean of one item end to end, production ms, when the provider is not the limit. */
+  itemMeanMs: number;
+  /** p99 of one item end to end, production ms. */
+  itemP99Ms: number;
+  /** Mean of one call to the kind's provider (one batch for batched kinds), production ms. */
+  callMeanMs: number;
+  why: string;
+}
+
+/**
+ * The kinds whose items are independent (a row, a document) and stored with the job, so any range
+ * of them can run as a job of its own — projected, and split when they do not fit; with the
+ * figures assumed until enough were measured, and why. Agent runs (steps depend on each other),
+ * syncs (the marketplace names the next page) and sweeps are not split.
+ */
+export const SPLITTABLE: Partial<Record<JobKind, ItemDefaults>> = {
+  csv_import: {
+    itemMeanMs: 13_000,
+    itemP99Ms: 60_000,
+    callMeanMs: 12_800,
+    why: "a batch of 8 rows is one model call: 1.7 × a single call (median 5.5 s, p99 35 s) gives a mean of ≈ 12.8 s and a p99 of ≈ 60 s",
+  },
+  bulk_ocr: {
+    itemMeanMs: 10_000,
+    itemP99Ms: 50_000,
+    callMeanMs: 3_000,
+    why: "an OCR call (median 2 s, p99 15 s) and a model pass (median 5.5 s, p99 35 s) per document",
+  },
+};
+
+export function isSplittable(kind: string): boolean {
+  return Object.hasOwn(SPLITTABLE, kind);
+}
+
+export interface Projection {
+  kind: string;
+  items: number;
+  /** Items in flight at once (the catalog's number, or its override). */
+  inFlight: number;
+  /** Production items per second the job sustains: the smallest of its own and its provider's rate. */
+  itemsPerSecond: number;
+  /** What limits the rate. */
+  limit: "items in flight" | "provider calls in flight" | "provider request rate";
+  /** The last items' time: one p99 of an item, production ms. */
+  tailMs: number;
+  /** items ÷ rate + tail, production ms. */
+  ms: number;
+  source: "measured" | "default";
+  /** Where the figures came from, in words. */
+  basis: string;
+}
+
+/** What a job carries of its projection (`params.projection`), for its progress page before it has measured itself. */
+export const storedProjectionSchema = z.object({ itemsPerSecond: z.number().positive(), tailSeconds: z.number().nonnegative(), ms: z.number().nonnegative() });
+export type StoredProjection = z.infer<typeof storedProjectionSchema>;
+
+export function storedProjection(p: Projection): StoredProjection {
+  return { itemsPerSecond: p.itemsPerSecond, tailSeconds: p.tailMs / 1000, ms: p.ms };
+}
+
+interface Measured {
+  items: number;
+  itemMeanMs: number;
+  itemP99Ms: number;
+  calls: number;
+  callMeanMs: number;
+}
+
+/** The kind's measured item and call figures over the window, production ms (null figures: too few). */
+async function measure(kind: string, now: Date): Promise<Partial<Measured> & { items: number; calls: number }> {
+  const since = new Date(now.getTime() - PROJECTION_WINDOW_DAYS * 86_400_000);
+  const provider = kindSpec(kind)?.provider;
+  const callType = provider === "ocr" ? "ocr" : "model";
+  const [sums, p99] = await Promise.all([
+    db().$queryRaw<{ type: string; n: number; total: number }[]>`
+      SELECT type::text AS type, sum(count)::float8 AS n, sum("sumMs")::float8 AS total FROM "ModelCallRollup"
+      WHERE "jobKind" = ${kind} AND type::text IN ('item', ${callType})
+        AND hour >= date_trunc('hour', ${since.toISOString()}::timestamptz AT TIME ZONE 'UTC')
+        AND hour < (${now.toISOString()}::timestamptz AT TIME ZONE 'UTC')
+      GROUP BY type`,
+    listP99Buckets([{ kind }], { since, until: now }, ["item"]),
+  ]);
+  const scale = env().BOUNDED_TIME_SCALE;
+  const item = sums.find((s) => s.type === "item");
+  const call = sums.find((s) => s.type === callType);
+  const items = item?.n ?? 0;
+  const calls = call?.n ?? 0;
+  const itemP99 = p99.find((b) => b.type === "item");
+  return {
+    items,
+    calls,
+    ...(items >= MIN_ITEMS_MEASURED && itemP99 ? { itemMeanMs: item!.total / items / scale, itemP99Ms: p99FromBucket(itemP99.bucket, itemP99.maxMs) / scale } : {}),
+    ...(calls >= MIN_CALLS_MEASURED ? { callMeanMs: call!.total / calls / scale } : {}),
+  };
+}
+
+const n = (x: number) => Math.round(x).toLocaleString("en-US");
+
+/**
+ * Projects `items` items of `kind` (see the module's formula). Null for a kind that is never
+ * split. Reads the call rollups of the last `PROJECTION_WINDOW_DAYS` days; falls back to the
+ * kind's defaults, figure by figure, while too little was measured.
+ */
+export async function projectItems(kind: string, items: number, now = new Date()): Promise<Projection | null> {
+  const defaults = SPLITTABLE[kind as JobKind];
+  const spec = kindSpec(kind);
+  if (!defaults || !spec) return null;
+  const m = await measure(kind, now);
+  const itemMeanMs = Math.max(1, m.itemMeanMs ?? defaults.itemMeanMs);
+  const tailMs = m.itemP99Ms ?? defaults.itemP99Ms;
+  const callMeanMs = Math.max(1, m.callMeanMs ?? defaults.callMeanMs);
+  const inFlight = itemsInFlight(kind, env());
+  const perCall = spec.modelBatch?.size ?? 1;
+  const limits = spec.provider === "model" || spec.provider === "ocr" ? providerLimits(spec.provider) : null;
+
+  const rates: { limit: Projection["limit"]; perSecond: number }[] = [{ limit: "items in flight", perSecond: (inFlight * 1000) / itemMeanMs }];
+  if (limits) {
+    rates.push({ limit: "provider calls in flight", perSecond: (limits.concurrency * perCall * 1000) / callMeanMs });
+    rates.push({ limit: "provider request rate", perSecond: limits.rps * perCall });
+  }
+  const slowest = rates.reduce((a, b) => (b.perSecond < a.perSecond ? b : a));
+  const ms = (items / slowest.perSecond) * 1000 + (items > 0 ? tailMs : 0);
+  const measured = m.itemMeanMs !== undefined;
+  const noun = nounOf(kind);
+  const basis = measured
+    ? `measured from ${n(m.items)} ${noun}s and ${n(m.calls)} calls in the last ${PROJECTION_WINDOW_DAYS} days`
+    : `defaults (${defaults.why}): fewer than ${MIN_ITEMS_MEASURED} ${noun}s measured in the last ${PROJECTION_WINDOW_DAYS} days`;
+  return { kind, items, inFlight, itemsPerSecond: slowest.perSecond, limit: slowest.limit, tailMs, ms, source: measured ? "measured" : "default", basis };
+}
+
+/** The most items one part may hold to finish within `SAFETY_FACTOR` of `softMs` (at least 1). */
+export function itemsPerPart(p: Projection, softMs: number): number {
+  return Math.max(1, Math.floor(((SAFETY_FACTOR * softMs - p.tailMs) * p.itemsPerSecond) / 1000));
+}
+
+/** Whether the whole job fits its budget with room for a slower day. */
+export function fits(p: Projection, softMs: number): boolean {
+  return p.ms <= SAFETY_FACTOR * softMs;
+}
+
+/** "21 rows/s", "2.5 rows/s", or for a slow kind "one document every 12 s". */
+export function describeRate(itemsPerSecond: number, noun: string): string {
+  if (itemsPerSecond >= 10) return `${n(itemsPerSecond)} ${noun}s/s`;
+  if (itemsPerSecond >= 1) return `${itemsPerSecond.toFixed(1)} ${noun}s/s`;
+  return `one ${noun} every ${formatDurationRounded(1000 / itemsPerSecond)}`;
+}
+
+/** "10,000 rows at ≈ 21 rows/s (provider calls in flight) + 1 min for the slowest ≈ 9 min" */
+export function describeProjection(p: Projection): string {
+  const noun = nounOf(p.kind);
+  return `${n(p.items)} ${noun}${p.items === 1 ? "" : "s"} at ≈ ${describeRate(p.itemsPerSecond, noun)} (${p.limit}) + ${formatDuration(p.tailMs)} for the slowest ≈ ${formatDurationRounded(p.ms)}`;
+}

@@ -1,0 +1,36 @@
+import { describe, expect, it } from "vitest";
+import { parseEnv } from "@/lib/env";
+import { SAFETY_FACTOR, SPLITTABLE } from "@/lib/jobs/projection";
+import { KINDS } from "@/lib/queues/catalog";
+import { providerLimits } from "@/lib/ratelimit/buckets";
+import { DEMO_ACTIONS, DEMO_IMPORT_SIZES, DEMO_INTERVAL_MS, importSize } from "./traffic";
+
+// The demo must keep up with itself: what its imports ask of the model provider, against what the
+// provider allows at its defaults — the arithmetic, so a change to the mix that would make the
+// queues grow fails here, not after an hour of `npm start`.
+describe("the demo's imports against the model provider", () => {
+  const env = parseEnv({});
+  const { concurrency, rps } = providerLimits("model", env);
+  const batch = KINDS.csv_import.modelBatch.size;
+  const providerRowsPerSecond = Math.min((concurrency * batch * 1000) / SPLITTABLE.csv_import!.callMeanMs, rps * batch);
+  const weights = DEMO_ACTIONS.reduce((s, a) => s + a.weight, 0);
+  const importsPerSecond = (KINDS.csv_import.demo.weight / weights) * (1000 / DEMO_INTERVAL_MS);
+  const meanRows = DEMO_IMPORT_SIZES.reduce((s, size) => s + size.share * ((size.rows[0] + size.rows[1]) / 2), 0);
+
+  it("the shares add up and every roll picks a size", () => {
+    expect(DEMO_IMPORT_SIZES.reduce((s, size) => s + size.share, 0)).toBeCloseTo(1, 10);
+    expect(importSize(0).name).toBe("year");
+    expect(importSize(0.999999).name).toBe("statement");
+  });
+
+  it("asks for at most 60 % of the provider's rows a second, leaving the rest to agents and documents", () => {
+    const demand = importsPerSecond * meanRows;
+    expect(providerRowsPerSecond).toBeCloseTo(20, 0);
+    expect(demand / providerRowsPerSecond).toBeLessThanOrEqual(0.6);
+  });
+
+  it("its biggest import is more than one default budget's worth, so the demo shows a job splitting itself", () => {
+    const year = DEMO_IMPORT_SIZES.find((s) => s.name === "year")!;
+    expect(year.rows[0]).toBeGreaterThan(providerRowsPerSecond * 600 * SAFETY_FACTOR);
+  });
+});
