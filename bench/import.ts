@@ -36,15 +36,9 @@ import path from "node:path";
 import { PerformanceObserver, constants as perfConstants, performance } from "node:perf_hooks";
 import v8 from "node:v8";
 // Relative imports: tsx maps "@/…" only from the repository root; these work from anywhere.
-import { parseEnv } from "../lib/env";
+import { benchDatabaseUrl, csvOf, flagNumber } from "./common";
 import { dropDatabase, migrate } from "../scripts/db/migrate";
 
-/** `--scale 0.05` → 0.05; undefined without the flag. */
-const flagNumber = (name: string): number | undefined => {
-  const i = process.argv.indexOf(name);
-  const value = i >= 0 ? Number(process.argv[i + 1]) : NaN;
-  return Number.isFinite(value) && value > 0 ? value : undefined;
-};
 /**
  * Production milliseconds × this = real milliseconds, for the timed runs: 10× faster, a median
  * call takes 550 ms. What a row costs the worker's CPU and the database (a few milliseconds) does
@@ -78,12 +72,7 @@ const BENCH_HARD_S = 1_500_000;
 const RSS_GROWTH_GOAL_MB = 32;
 
 const REPO = path.resolve(import.meta.dirname, "..");
-const baseUrl = parseEnv(process.env).DATABASE_URL;
-const benchUrl = (() => {
-  const url = new URL(baseUrl);
-  url.pathname = "/bounded_bench_import";
-  return url.toString();
-})();
+const benchUrl = benchDatabaseUrl("bounded_bench_import");
 
 /** What a worker child reports when it is told to stop. */
 interface ChildReport {
@@ -279,16 +268,6 @@ async function main(): Promise<void> {
   const itemsInFlight = KINDS.csv_import.itemConcurrency.n;
   const batchSize = KINDS.csv_import.modelBatch.size;
 
-  /** Rows a bank export has: counterparties the simulated model knows, and some it does not. */
-  const COUNTERPARTIES = ["REWE Markt", "Deutsche Bahn", "Netflix", "Stadtwerke Berlin", "Amazon EU", "Hausverwaltung Miete", "Pizzeria Napoli", "Apotheke am Markt", "Lufthansa", "Kiosk 24"];
-  const csvOf = (rows: number): Uint8Array => {
-    const lines = ["date,amount,currency,counterparty,description"];
-    for (let i = 1; i <= rows; i++) {
-      const date = `2026-${String((i % 12) + 1).padStart(2, "0")}-${String((i % 28) + 1).padStart(2, "0")}`;
-      lines.push(`${date},-${(i % 400) + 1}.${String(i % 100).padStart(2, "0")},EUR,${COUNTERPARTIES[i % COUNTERPARTIES.length]},card payment ${i}`);
-    }
-    return new TextEncoder().encode(lines.join("\n"));
-  };
 
   /** Starts a worker child with `env`, imports `rows` rows once it is ready, waits for the row to be terminal. */
   const measure = async (label: string, rows: number, scale: number, env: Record<string, string>): Promise<Measured> => {

@@ -3,7 +3,7 @@ import { DelayedError, type Job as QueueJob } from "bullmq";
 import { resolveBudget } from "@/lib/budgets/budgets";
 import { DeadlineExceeded, JobFailed } from "@/lib/jobs/errors";
 import { timedOutMessage } from "@/lib/jobs/messages";
-import { partOf } from "@/lib/jobs/parts";
+import { partOf, startNextPartEarly } from "@/lib/jobs/parts";
 import { fanOutIfTooBig } from "@/lib/jobs/split";
 import { finalizeJob, heartbeat, startAttempt, type RunStart } from "@/lib/jobs/run";
 import { heartbeatIntervalMs } from "@/lib/jobs/stuck";
@@ -141,6 +141,7 @@ async function executeRun(
   const beat = setInterval(() => void heartbeat(jobId, attempt).catch(() => undefined), heartbeatIntervalMs());
   watch?.start({ jobId, attempt, hardAt: startedAt + hardMs, kind: run.kind });
 
+  const part = partOf(run.params);
   type Settled = { type: "done"; result: RunResult } | { type: "error"; error: unknown };
   let settled: Settled | "hard";
   let work: Promise<Settled>;
@@ -155,7 +156,12 @@ async function executeRun(
         signal,
         log: jobLog,
         parentId: run.parentId,
-        range: partOf(run.params) ?? undefined,
+        range: part ?? undefined,
+        // A part that has sent out its last item starts the next one: the provider does not idle through its tail.
+        onAllDispatched:
+          part && run.parentId
+            ? () => void startNextPartEarly({ parentId: run.parentId!, index: part.index }).catch((err: unknown) => jobLog.warn({ err }, "could not start the next part early; it starts when this one completes"))
+            : undefined,
       },
     };
     jobLog.info({ budget: { softMs: run.budgetSoftMs, hardMs: run.budgetHardMs, source: run.budgetSource }, cursor: run.cursor }, "run started");

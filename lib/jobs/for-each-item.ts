@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import type { Prisma } from "@/lib/db/client";
 import type { Logger } from "@/lib/log";
 import { metrics } from "@/lib/metrics/metrics";
@@ -28,6 +29,12 @@ export interface ItemLoop {
   range?: { from: number; to: number; /** The job it was split from. */ of?: string };
   /** For a part of a split job: the job it was split from, whose counts follow the part's. */
   parentId?: string | null;
+  /**
+   * Called once every item has been dispatched, while the last ones are still in flight (a part
+   * of a split job starts the next part then, so the provider does not idle through its tail).
+   * Must not throw; what it starts is its own.
+   */
+  onAllDispatched?: () => void;
   signal: AbortSignal;
   log: Logger;
 }
@@ -193,6 +200,8 @@ export async function forEachItem<T>(
   let resting = 0;
   const stopping = new AbortController();
   const restSignal = AbortSignal.any([signal, stopping.signal]);
+  // Every resting item listens to it: hundreds at once, by design.
+  setMaxListeners(0, restSignal);
 
   const runItem = async (item: T, index: number): Promise<void> => {
     const dispatched = performance.now();
@@ -253,6 +262,7 @@ export async function forEachItem<T>(
         .finally(() => inFlight.delete(running));
       inFlight.add(running);
     }
+    if (!stop && !signal.aborted) loop.onAllDispatched?.();
   } finally {
     // Whatever ended the loop, nothing is left running behind it: the counts are the commits.
     await Promise.all([...inFlight]);

@@ -142,3 +142,26 @@ export async function queuePart(job: Pick<SplitJob, "queue" | "kind" | "tenantId
     return false;
   }
 }
+
+/**
+ * Starts the part after `part` while `part` is still finishing: called once a part has dispatched
+ * its last item, so the next part fills the provider while this one waits for its slowest calls
+ * (a part's tail would otherwise leave the provider mostly idle, once per part). Only the latest
+ * part made starts the next one, under the split job's row lock, so it is made once; the job then
+ * briefly holds two worker slots. When this does not happen (a crash), `settleParent` makes the
+ * next part once this one has completed.
+ */
+export async function startNextPartEarly(part: { parentId: string; index: number }): Promise<boolean> {
+  const made = await db().$transaction(async (tx) => {
+    const locked = await tx.$queryRaw<(SplitJob & { status: string })[]>`
+      SELECT id::text AS id, kind, queue, "tenantId"::text AS "tenantId", params, status::text AS status
+      FROM "Job" WHERE id = ${part.parentId}::uuid FOR UPDATE`;
+    const parent = locked[0];
+    if (!parent || parent.status !== "running") return null;
+    const partsSoFar = await tx.job.count({ where: { parentId: part.parentId } });
+    if (partsSoFar !== part.index) return null;
+    const next = await nextPart(tx, parent, partsSoFar);
+    return next ? { parent, next } : null;
+  });
+  return made ? queuePart(made.parent, made.next) : false;
+}

@@ -111,6 +111,16 @@ describe("the measured rate (items committed in the last minute, counted from th
     expect(progress?.etaSeconds).toBe(240); // 960 left ÷ 4
   });
 
+  it("a job still filling its pipeline is measured by the later half of its life, so its slow first moments do not linger", async () => {
+    const now = new Date();
+    const ramping = await job({ total: 10_000 });
+    // One a second from 40 s to 21 s ago while the first calls come back, then ten a second for the last 20 s.
+    await commits(ramping.id, now, { count: 20, every: 1_000, endsAgo: 21 * SECOND });
+    await commits(ramping.id, now, { count: 200, every: 100, firstItem: 21 });
+    // Over the whole window it would be 219 ÷ 40 s ≈ 5.5 a second.
+    expect((await estimateFinish(ramping, now)).rate?.perSecond).toBeCloseTo(199 / 19.9, 1);
+  });
+
   it("a job that stopped committing shows it: the interval ends now, not at its last commit", async () => {
     const now = new Date();
     const stalled = await job({ total: 1_000 });

@@ -7,8 +7,10 @@ import type { JobStatus } from "./statuses";
  * How fast a job is going, and when it is expected to finish — measured from the job's own
  * committed items, for the person watching it.
  *
- * The rate is the items committed in the last `RATE_WINDOW_MS` of real time, over the time from
- * the first of them to now:
+ * The rate is the items committed in the window — the last `RATE_WINDOW_MS` of real time, or, when
+ * that holds enough evidence, only the later half of the time since the job's first commit (a
+ * pipeline that is still filling up commits slower than it will: its first moments would pull the
+ * rate down long after they are over) — over the time from the first of them to now:
  *
  *     rate = items committed after the window's first commit ÷ (now − that first commit)
  *     time left = (total − processed − failed) ÷ rate + tail
@@ -110,18 +112,31 @@ interface WindowRow {
 
 /**
  * Items per real second over the window, or null while the window holds too little evidence.
- * `jobId IN (the job, its parts)` is a primary-key range per job, which `committedAt` filters:
- * the statement reads every committed item of the job, so its cost grows with the job's size
- * rather than with the window's.
+ * `jobId IN (the job, its parts)` with `committedAt` ranges is read from the (jobId, committedAt)
+ * index: the first commit of each, then the window's items — its cost follows the window, not
+ * the job's size.
  */
 export async function measuredRate(jobId: string, now = new Date()): Promise<number | null> {
+  return rateOf(await windowOf(jobId, now, "later_half")) ?? rateOf(await windowOf(jobId, now, "whole"));
+}
+
+/** The window's commits: the whole window, or its part after the midpoint of the job's life since its first commit. */
+async function windowOf(jobId: string, now: Date, span: "whole" | "later_half"): Promise<WindowRow | undefined> {
   const from = new Date(now.getTime() - RATE_WINDOW_MS).toISOString();
   const to = now.toISOString();
   const rows = await db().$queryRaw<WindowRow[]>`
-    WITH w AS (
+    WITH ids AS (
+      SELECT id FROM "Job" WHERE id = ${jobId}::uuid OR "parentId" = ${jobId}::uuid
+    ), start AS (
+      -- greatest() skips a null: a job with no commit yet has the whole window.
+      SELECT CASE WHEN ${span} = 'later_half'
+               THEN greatest(${from}::timestamptz AT TIME ZONE 'UTC', f.at + ((${to}::timestamptz AT TIME ZONE 'UTC') - f.at) / 2)
+               ELSE ${from}::timestamptz AT TIME ZONE 'UTC' END AS at
+      FROM (SELECT min("committedAt") AS at FROM "JobItem" WHERE "jobId" IN (SELECT id FROM ids)) f
+    ), w AS (
       SELECT "committedAt" AS at FROM "JobItem"
-      WHERE "jobId" IN (SELECT id FROM "Job" WHERE id = ${jobId}::uuid OR "parentId" = ${jobId}::uuid)
-        AND "committedAt" >= ${from}::timestamptz AT TIME ZONE 'UTC'
+      WHERE "jobId" IN (SELECT id FROM ids)
+        AND "committedAt" >= (SELECT at FROM start)
         AND "committedAt" <= ${to}::timestamptz AT TIME ZONE 'UTC'
     ), edges AS (
       SELECT count(*)::int AS items, min(at) AS first, max(at) AS last FROM w
@@ -131,7 +146,7 @@ export async function measuredRate(jobId: string, now = new Date()): Promise<num
            (extract(epoch FROM e.last - e.first) * 1000)::float8 AS "spanMs",
            (extract(epoch FROM (${to}::timestamptz AT TIME ZONE 'UTC') - e.first) * 1000)::float8 AS "sinceFirstMs"
     FROM edges e`;
-  return rateOf(rows[0]);
+  return rows[0];
 }
 
 function rateOf(w: WindowRow | undefined): number | null {

@@ -14,10 +14,11 @@ import { nounOf } from "./messages";
  *
  * A job keeps N items in flight, so it finishes its items at N ÷ (mean time of an item) per
  * second (Little's law), unless its provider is the limit: C calls in flight of B items each,
- * every call taking its mean, and R requests a second. The last items finish no sooner than the
- * slowest item, so one p99 of an item is added for the tail:
+ * every call taking its mean, and R requests a second. At that rate the last item would be done
+ * one mean item after it was sent; the slowest of the last items takes up to an item's p99, so
+ * the difference is added for the tail:
  *
- *     duration = items ÷ min(N ÷ item mean, C × B ÷ call mean, R × B) + item p99
+ *     duration = items ÷ min(N ÷ item mean, C × B ÷ call mean, R × B) + (item p99 − item mean)
  *
  * The item's figures are measured end to end — from its dispatch to its commit, waits for a
  * provider slot and writes included (type `item` of the call rollups) — so what an item really
@@ -78,7 +79,7 @@ export interface Projection {
   itemsPerSecond: number;
   /** What limits the rate. */
   limit: "items in flight" | "provider calls in flight" | "provider request rate";
-  /** The last items' time: one p99 of an item, production ms. */
+  /** What the slowest of the last items adds: an item's p99 less its mean, production ms. */
   tailMs: number;
   /** items ÷ rate + tail, production ms. */
   ms: number;
@@ -144,7 +145,7 @@ export async function projectItems(kind: string, items: number, now = new Date()
   if (!defaults || !spec) return null;
   const m = await measure(kind, now);
   const itemMeanMs = Math.max(1, m.itemMeanMs ?? defaults.itemMeanMs);
-  const tailMs = m.itemP99Ms ?? defaults.itemP99Ms;
+  const tailMs = Math.max(0, (m.itemP99Ms ?? defaults.itemP99Ms) - itemMeanMs);
   const callMeanMs = Math.max(1, m.callMeanMs ?? defaults.callMeanMs);
   const inFlight = itemsInFlight(kind, env());
   const perCall = spec.modelBatch?.size ?? 1;
@@ -165,7 +166,7 @@ export async function projectItems(kind: string, items: number, now = new Date()
   return { kind, items, inFlight, itemsPerSecond: slowest.perSecond, limit: slowest.limit, tailMs, ms, source: measured ? "measured" : "default", basis };
 }
 
-/** The most items one part may hold to finish within `SAFETY_FACTOR` of `softMs` (at least 1). */
+/** The most items one part may hold to finish within `SAFETY_FACTOR` of `softMs`, its tail included (at least 1). */
 export function itemsPerPart(p: Projection, softMs: number): number {
   return Math.max(1, Math.floor(((SAFETY_FACTOR * softMs - p.tailMs) * p.itemsPerSecond) / 1000));
 }
@@ -185,5 +186,6 @@ export function describeRate(itemsPerSecond: number, noun: string): string {
 /** "10,000 rows at ≈ 21 rows/s (provider calls in flight) + 1 min for the slowest ≈ 9 min" */
 export function describeProjection(p: Projection): string {
   const noun = nounOf(p.kind);
-  return `${n(p.items)} ${noun}${p.items === 1 ? "" : "s"} at ≈ ${describeRate(p.itemsPerSecond, noun)} (${p.limit}) + ${formatDuration(p.tailMs)} for the slowest ≈ ${formatDurationRounded(p.ms)}`;
+  const tail = p.tailMs >= 1000 ? ` + ${formatDuration(p.tailMs)} for the slowest` : "";
+  return `${n(p.items)} ${noun}${p.items === 1 ? "" : "s"} at ≈ ${describeRate(p.itemsPerSecond, noun)} (${p.limit})${tail} ≈ ${formatDurationRounded(p.ms)}`;
 }

@@ -77,10 +77,10 @@ describe("planSplit", () => {
     expect(r.type).toBe("plan");
     if (r.type !== "plan") return;
     const p = r.plan;
-    // One row in flight (this file's setting) at 900 s a row: (600,000 s × 0.7 − 900 s for the
-    // slowest) ÷ 900 s = 465 rows a part → 1,432 rows in 4 parts.
-    expect(p).toMatchObject({ remaining: 1432, softMs: 600_000_000, itemsPerPart: 465, suggestedParts: 4, parts: 4 });
-    expect(p.projection).toMatchObject({ source: "measured", limit: "items in flight", inFlight: 1, tailMs: 900_000 });
+    // One row in flight (this file's setting) at 900 s a row, every row alike (no tail):
+    // 600,000 s × 0.7 ÷ 900 s = 466 rows a part → 1,432 rows in 4 parts.
+    expect(p).toMatchObject({ remaining: 1432, softMs: 600_000_000, itemsPerPart: 466, suggestedParts: 4, parts: 4 });
+    expect(p.projection).toMatchObject({ source: "measured", limit: "items in flight", inFlight: 1, tailMs: 0 });
     expect(p.partSizes).toEqual([358, 358, 358, 358]);
     expect(p.ranges).toEqual([
       { from: 0, to: 358 },
@@ -88,7 +88,7 @@ describe("planSplit", () => {
       { from: 716, to: 1074 },
       { from: 1074, to: 1432 },
     ]);
-    expect(p.arithmetic).toBe("1,432 rows at ≈ one row every 15 min (items in flight) + 15 min for the slowest ≈ 358 h 15 min; budget 166 h 40 min × 0.7 → 4 parts of ~358 rows, one after another");
+    expect(p.arithmetic).toBe("1,432 rows at ≈ one row every 15 min (items in flight) ≈ 358 h; budget 166 h 40 min × 0.7 → 4 parts of ~358 rows, one after another");
     expect(p.projection.basis).toBe("measured from 200 rows and 100 calls in the last 7 days");
 
     // The operator's k, with the suggestion kept beside it, and what a too-small k means.
@@ -96,14 +96,14 @@ describe("planSplit", () => {
     expect(chosen.type === "plan" && chosen.plan.arithmetic).toMatch(/→ 4 parts suggested; you chose 10 parts of ~144 rows, one after another$/);
     expect(chosen.type === "plan" && chosen.plan.partSizes.reduce((a, b) => a + b)).toBe(1432);
     const few = await split.planSplit(jobId, { parts: 2 }, WINDOW_NOW);
-    expect(few.type === "plan" && few.plan.arithmetic).toMatch(/a part of ~716 rows may need longer than its 166 h 40 min budget \(about 465 fit\)$/);
+    expect(few.type === "plan" && few.plan.arithmetic).toMatch(/a part of ~716 rows may need longer than its 166 h 40 min budget \(about 466 fit\)$/);
   });
 
   it("uses the kind's stated defaults when too few items were measured", async () => {
     const jobId = await h.importOf(10, "split-plan");
     await db().job.update({ where: { id: jobId }, data: { status: "failed", cursor: 4, processed: 4 } });
     const r = await split.planSplit(jobId, {}, new Date("1999-01-01T00:00:00Z"));
-    expect(r).toMatchObject({ type: "plan", plan: { projection: { source: "default", tailMs: 60_000 }, remaining: 6, done: 4, parts: 2, ranges: [{ from: 4, to: 7 }, { from: 7, to: 10 }] } });
+    expect(r).toMatchObject({ type: "plan", plan: { projection: { source: "default", tailMs: 47_000 }, remaining: 6, done: 4, parts: 2, ranges: [{ from: 4, to: 7 }, { from: 7, to: 10 }] } });
     expect(r.type === "plan" && r.plan.projection.basis).toMatch(/^defaults \(a batch of 8 rows is one model call.*\): fewer than 100 rows measured/);
   });
 
@@ -162,6 +162,21 @@ describe("splitJob", () => {
 
     const progress = await queries.getProgress(parent.progressToken);
     expect(progress).toMatchObject({ status: "completed", total: 60, processed: 60, failed: 0 });
+  });
+
+  it("the latest part starts the next one early, once; an earlier part cannot", async () => {
+    const jobId = await timedOut(12, 2);
+    const r = await split.splitJob(jobId, operator, { parts: 3 });
+    if (r.type !== "split") throw new Error(r.type);
+    const parts = await import("./parts");
+    const early = await Promise.all(Array.from({ length: 5 }, () => parts.startNextPartEarly({ parentId: jobId, index: 1 })));
+    expect(early.filter(Boolean)).toHaveLength(1);
+    expect(await partsOf(jobId)).toHaveLength(2);
+    expect(await parts.startNextPartEarly({ parentId: jobId, index: 1 })).toBe(false);
+    expect(await parts.startNextPartEarly({ parentId: jobId, index: 2 })).toBe(true);
+    expect(await parts.startNextPartEarly({ parentId: jobId, index: 3 })).toBe(false);
+    expect(await partsOf(jobId)).toHaveLength(3);
+    for (const c of await partsOf(jobId)) await h.m.queues.queue("imports").remove(c.id);
   });
 
   it("twenty concurrent splits of one job make one split", async () => {

@@ -14,13 +14,15 @@ const log = logger("modelcalls");
 const DEFAULT_LINGER_MS = 50;
 
 /**
- * How long one attempt of a batched call may run (production ms) before it is abandoned and sent
- * again. A batch of 8 has a p99 of ≈ 60 s (35 s × 1.7); the provider's far tail (rare calls of
- * 1–11 min) is a stuck request far more often than a slow answer, and a fresh attempt answers at
- * the median. Without it one tail call holds a provider slot and eight rows for up to 19 min —
- * longer than the whole import's budget.
+ * How long one attempt of a call may run (production ms) before it is abandoned and sent again —
+ * a batch or a single row. A batch of 8 has a p99 of ≈ 60 s (35 s × 1.7), a single row 35 s; the
+ * provider's far tail (rare calls of 1–11 min) is a stuck request far more often than a slow
+ * answer, and a fresh attempt answers at the median. Without it one tail call holds a provider
+ * slot and its rows for up to 19 min — longer than the whole import's budget — and a job whose
+ * rows run one after another cannot be sized to fit its budget at all: a single 11 min call
+ * outlasts the 10 min default.
  */
-const BATCH_ATTEMPT_TIMEOUT_MS = 120_000;
+const ATTEMPT_TIMEOUT_MS = 120_000;
 
 /** The chat-completion options (signal, context, retries, endpoint…) less the messages, which are built here. */
 export interface CategoriserOptions extends Omit<ChatCompletionOptions, "messages"> {
@@ -88,7 +90,7 @@ export function createCategoriser(options: CategoriserOptions): Categoriser {
   signal.addEventListener("abort", onAbort, { once: true });
 
   const single = (row: PendingRow) =>
-    chooseCategory({ ...call, context: { ...context, batchSize: 1 }, transaction: row.transaction, categories }).then(row.resolve, row.reject);
+    chooseCategory({ attemptTimeoutMs: ATTEMPT_TIMEOUT_MS, ...call, context: { ...context, batchSize: 1 }, transaction: row.transaction, categories }).then(row.resolve, row.reject);
 
   async function send(rows: PendingRow[]): Promise<void> {
     if (rows.length === 1) return single(rows[0]!);
@@ -96,7 +98,7 @@ export function createCategoriser(options: CategoriserOptions): Categoriser {
     try {
       ({ content } = await chatCompletion({
         temperature: 0,
-        attemptTimeoutMs: BATCH_ATTEMPT_TIMEOUT_MS,
+        attemptTimeoutMs: ATTEMPT_TIMEOUT_MS,
         ...call,
         context: { ...context, batchSize: rows.length },
         messages: buildBatchCategoryPrompt(rows, categories),

@@ -110,7 +110,7 @@ export default async function JobPage({ params, searchParams }: { params: Promis
           ) : job.children.length > 0 ? (
             <p className="message info" role="status">
               {job.splitBy === "auto" ? "Projected not to fit its budget, so it split itself" : "Split"} into {job.splitParts ?? job.children.length} parts, run one after another
-              ({job.children.length} made so far, below); the job ends when the last part ends.
+              {job.splitParts !== null && job.children.length < job.splitParts ? ` (${job.children.length} made so far, below)` : " (below)"}; the job ends when the last part ends.
             </p>
           ) : split?.type === "plan" ? (
             <>
