@@ -179,6 +179,18 @@ describe("splitJob", () => {
     for (const c of await partsOf(jobId)) await h.m.queues.queue("imports").remove(c.id);
   });
 
+  it("a split whose first part cannot be queued did not happen: the job is as it was, with no part and no plan, and can be split later", async () => {
+    const jobId = await timedOut(12, 2);
+    const before = await db().job.findUniqueOrThrow({ where: { id: jobId } });
+    vi.spyOn(h.m.queues.queue("imports"), "add").mockRejectedValueOnce(new Error("Connection is closed."));
+    expect(await split.splitJob(jobId, operator, { parts: 2 })).toMatchObject({ type: "queue_unavailable" });
+    const after = await db().job.findUniqueOrThrow({ where: { id: jobId } });
+    expect(after).toMatchObject({ status: "timed_out", params: before.params });
+    expect(await db().job.count({ where: { parentId: jobId } })).toBe(0);
+    expect(await split.splitJob(jobId, operator, { parts: 2 })).toMatchObject({ type: "split" });
+    for (const c of await partsOf(jobId)) await h.m.queues.queue("imports").remove(c.id);
+  });
+
   it("twenty concurrent splits of one job make one split", async () => {
     const jobId = await timedOut(12, 2);
     const results = await Promise.all(Array.from({ length: 20 }, () => split.splitJob(jobId, operator, { parts: 2 })));

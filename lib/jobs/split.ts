@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { Principal } from "@/lib/auth/roles";
 import { resolveBudget } from "@/lib/budgets/budgets";
-import { db } from "@/lib/db/client";
+import { db, Prisma } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { formatDuration } from "@/lib/format/duration";
 import type { JobKind } from "@/lib/queues/catalog";
@@ -197,9 +197,10 @@ export async function splitJob(jobId: string, by: Principal, request: SplitReque
   }
   if (!(await queuePart(job, first))) {
     // A split that cannot be queued did not happen: the job is as it was.
-    await db().$transaction([
-      db().job.update({ where: { id: jobId }, data: { status: job.status, params: job.params ?? undefined, message: "Split could not be queued; nothing changed." } }),
-    ]);
+    await db().job.update({
+      where: { id: jobId },
+      data: { status: job.status, params: job.params ?? Prisma.DbNull, message: "Split could not be queued; nothing changed." },
+    });
     return { type: "queue_unavailable", message: "The job queue is unavailable; nothing changed. Try again in a minute." };
   }
   return { type: "split", jobId, plan, children: [first], message };

@@ -17,6 +17,8 @@ let m: {
   db: typeof import("@/lib/db/client");
   create: typeof import("@/lib/jobs/create");
   retry: typeof import("@/lib/jobs/retry");
+  split: typeof import("@/lib/jobs/split");
+  parts: typeof import("@/lib/jobs/parts");
   fairness: typeof import("./fairness");
   queues: typeof import("./queues");
   redis: typeof import("@/lib/redis/client");
@@ -31,6 +33,8 @@ beforeAll(async () => {
     db: await import("@/lib/db/client"),
     create: await import("@/lib/jobs/create"),
     retry: await import("@/lib/jobs/retry"),
+    split: await import("@/lib/jobs/split"),
+    parts: await import("@/lib/jobs/parts"),
     fairness: await import("./fairness"),
     queues: await import("./queues"),
     redis: await import("@/lib/redis/client"),
@@ -100,6 +104,37 @@ describe("queue order between tenants (BullMQ priorities)", () => {
     await waitFor(() => order.length === 7, { what: "the worker to take all seven jobs", timeoutMs: 15_000 });
     const [a1, a2, a3, a4, a5] = aJobs;
     expect(order).toEqual([timedOut, a1, bJob, a2, a3, a4, a5]);
+  });
+
+  it("a big file's later part waits behind another tenant's upload that arrived meanwhile, and a retry jumps ahead of both", async () => {
+    const big = tenant("fair-big");
+    const small = tenant("fair-small");
+    // A big import of 900 rows that ran out of time at row 0, split by an operator into 3 parts:
+    // part 1 is queued; part 2 is made when part 1 has sent out its last row.
+    const bigJob = (await m.create.createJob({ kind: "csv_import", tenantSlug: big, total: 900 })).jobId;
+    await (await queued(bigJob))?.remove();
+    await m.db.db().job.update({ where: { id: bigJob }, data: { status: "timed_out", attempt: 1 } });
+    const split = await m.split.splitJob(bigJob, operator, { parts: 3 });
+    if (split.type !== "split") throw new Error(split.type);
+    const part1 = split.children[0]!.jobId;
+    // Part 1 runs (a worker slot), then the small tenant uploads, then part 1 sends its last row.
+    await (await queued(part1))?.remove();
+    await m.db.db().job.update({ where: { id: part1 }, data: { status: "running", attempt: 1 } });
+    const smallJob = await importFor(small);
+    expect(await m.parts.startNextPartEarly({ parentId: bigJob, index: 1 })).toBe(true);
+    const part2 = (await m.db.db().job.findFirstOrThrow({ where: { parentId: bigJob, id: { not: part1 } } })).id;
+    // And an earlier timed-out import of a third tenant is retried last of all.
+    const other = await importFor(tenant("fair-retried"));
+    await (await queued(other))?.remove();
+    await m.db.db().job.update({ where: { id: other }, data: { status: "timed_out", attempt: 1 } });
+    expect(await m.retry.retryJob(other, operator)).toMatchObject({ type: "retried" });
+
+    // The part counts its open job and its running sibling: behind the small tenant's first upload.
+    expect((await queued(part2))?.priority).toBe(4);
+    expect((await queued(smallJob))?.priority).toBe(2);
+    const { order } = startWorker();
+    await waitFor(() => order.length === 3, { what: "the worker to take the three queued jobs", timeoutMs: 15_000 });
+    expect(order).toEqual([other, smallJob, part2]);
   });
 
   it("a job the reschedule policy moves to delayed keeps its priority: back behind a lower number, ahead of a higher one", async () => {

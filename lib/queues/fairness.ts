@@ -16,7 +16,7 @@ import type { QueueName } from "./catalog";
  *   that queue, itself included: a tenant's first open job 2, its second 3, and so on.
  *
  * So the queue serves tenants in turn — every tenant's 1st job, then every tenant's 2nd — and a
- * tenant with 95 parts of a big file delays another tenant's first job by at most one job (its
+ * tenant with 95 files queued delays another tenant's first job by at most one job (its
  * own first, added earlier with the same number), besides what the workers already run. A part
  * of a split job counts its open parent (and its open siblings), so it never ties with another
  * tenant's first job or with a retry.
