@@ -181,11 +181,14 @@ describe("splitJob", () => {
 
   it("a split whose first part cannot be queued did not happen: the job is as it was, with no part and no plan, and can be split later", async () => {
     const jobId = await timedOut(12, 2);
+    // A job that holds no params (one abandoned before its first start carries no projection).
+    await db().job.update({ where: { id: jobId }, data: { params: h.m.db.Prisma.DbNull } });
     const before = await db().job.findUniqueOrThrow({ where: { id: jobId } });
     vi.spyOn(h.m.queues.queue("imports"), "add").mockRejectedValueOnce(new Error("Connection is closed."));
     expect(await split.splitJob(jobId, operator, { parts: 2 })).toMatchObject({ type: "queue_unavailable" });
     const after = await db().job.findUniqueOrThrow({ where: { id: jobId } });
-    expect(after).toMatchObject({ status: "timed_out", params: before.params });
+    expect(after.status).toBe("timed_out");
+    expect(after.params).toEqual(before.params);
     expect(await db().job.count({ where: { parentId: jobId } })).toBe(0);
     expect(await split.splitJob(jobId, operator, { parts: 2 })).toMatchObject({ type: "split" });
     for (const c of await partsOf(jobId)) await h.m.queues.queue("imports").remove(c.id);
