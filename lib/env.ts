@@ -90,7 +90,8 @@ const fields = z.object({
   BOUNDED_DOCUMENT_BATCH_MAX_BYTES: z.coerce.number().int().positive().default(50 * 1024 * 1024),
   BOUNDED_UPLOAD_MAX_ROWS: z.coerce.number().int().positive().default(50_000),
   /**
-   * Whether a job projected not to fit its budget splits itself into parts at its start (see
+   * Whether a job projected not to fit its budget splits itself into parts at its start, and a run
+   * slower than projected hands its rest to a new attempt before its deadline (see
    * lib/jobs/projection.ts). Off, it runs whole and times out with the items it reached, to be
    * retried or split by an operator.
    */

@@ -1,7 +1,7 @@
 import { DelayedError, UnrecoverableError, type Job as QueueJob } from "bullmq";
-import { DeadlineExceeded } from "@/lib/jobs/errors";
+import { DeadlineExceeded, type SliceEnded } from "@/lib/jobs/errors";
 import { completedMessage, killedMessage, timedOutMessage } from "@/lib/jobs/messages";
-import { finalizeJob, handBack, type RunStart } from "@/lib/jobs/run";
+import { finalizeJob, handBack, handOver, type RunStart } from "@/lib/jobs/run";
 import type { Logger } from "@/lib/log";
 import type { RateLimitDefer } from "@/lib/ratelimit/errors";
 import { deferRun } from "./reschedule";
@@ -23,6 +23,8 @@ export type RunOutcome =
   | { type: "deferred"; defer: RateLimitDefer }
   /** The worker process is stopping: the run goes back to the queue at its cursor. */
   | { type: "handed_back"; error: unknown }
+  /** The run's slice ended with items left: the rest goes back to the queue for a fresh attempt. */
+  | { type: "sliced"; ended: SliceEnded }
   /** Another attempt or a finalizer owns the row: nothing is written. */
   | { type: "fenced" }
   /** The job cannot go on: `message` is what a person reads, `reason` the queue job's failed reason. */
@@ -102,6 +104,13 @@ async function settleOutcome({ run, attemptStart, outcome, log, queueJob, token,
       // to the queue at once without spending an attempt, so another worker resumes at the cursor.
       await handBack(jobId, attempt);
       if (token === undefined) return { type: "rethrow", error: outcome.error };
+      await queueJob.moveToDelayed(Date.now(), token);
+      return { type: "delayed" };
+    case "sliced":
+      // As a hand-back, but the row says why; the queue job keeps its place in its tenant's line.
+      await handOver(jobId, attempt, outcome.ended.committedThisRun, run.kind);
+      log.info({ committed: outcome.ended.committedThisRun }, "slice ended with items left: the rest continues in a new attempt");
+      if (token === undefined) return { type: "rethrow", error: outcome.ended };
       await queueJob.moveToDelayed(Date.now(), token);
       return { type: "delayed" };
     case "fenced":

@@ -1,9 +1,10 @@
 import { setMaxListeners } from "node:events";
 import { DelayedError, type Job as QueueJob } from "bullmq";
 import { resolveBudget } from "@/lib/budgets/budgets";
-import { DeadlineExceeded, JobFailed } from "@/lib/jobs/errors";
+import { DeadlineExceeded, JobFailed, SliceEnded } from "@/lib/jobs/errors";
 import { timedOutMessage } from "@/lib/jobs/messages";
 import { partOf, startNextPartEarly } from "@/lib/jobs/parts";
+import { sliceEndMs } from "@/lib/jobs/projection";
 import { fanOutIfTooBig } from "@/lib/jobs/split";
 import { finalizeJob, heartbeat, startAttempt, type RunStart } from "@/lib/jobs/run";
 import { heartbeatIntervalMs } from "@/lib/jobs/stuck";
@@ -142,6 +143,7 @@ async function executeRun(
   watch?.start({ jobId, attempt, hardAt: startedAt + hardMs, kind: run.kind });
 
   const part = partOf(run.params);
+  const slice = sliceEndMs(run.kind, softMs);
   type Settled = { type: "done"; result: RunResult } | { type: "error"; error: unknown };
   let settled: Settled | "hard";
   let work: Promise<Settled>;
@@ -162,6 +164,8 @@ async function executeRun(
           part && run.parentId
             ? () => void startNextPartEarly({ parentId: run.parentId!, index: part.index }).catch((err: unknown) => jobLog.warn({ err }, "could not start the next part early; it starts when this one completes"))
             : undefined,
+        // A run slower than its projection hands its rest on before its deadline (lib/jobs/projection.ts).
+        sliceEndsAt: slice === undefined ? undefined : performance.now() + (startedAt + slice - Date.now()),
       },
     };
     jobLog.info({ budget: { softMs: run.budgetSoftMs, hardMs: run.budgetHardMs, source: run.budgetSource }, cursor: run.cursor }, "run started");
@@ -196,6 +200,7 @@ function classify(settled: { type: "done"; result: RunResult } | { type: "error"
   // The worker is stopping: the run goes back to the queue and resumes at its cursor elsewhere.
   if (shuttingDown && !deadlinePassed && !(err instanceof JobFailed)) return { type: "handed_back", error: err };
   if (isRateLimitDefer(err) && !deadlinePassed) return { type: "deferred", defer: err };
+  if (err instanceof SliceEnded && !deadlinePassed) return { type: "sliced", ended: err };
   if (deadlinePassed || name === "DeadlineExceeded") return { type: "timed_out" };
   // A newer attempt (or a finalizer) owns the row: this run leaves quietly and writes nothing.
   if (name === "AttemptFenced") return { type: "fenced" };

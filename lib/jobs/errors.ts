@@ -36,7 +36,20 @@ export class WorkerShutdown extends Error {
   override name = "WorkerShutdown";
 }
 
-const CONTROL_SIGNALS = new Set(["DeadlineExceeded", "AttemptFenced", "WorkerShutdown", "RateLimitDefer", "DelayedError"]);
+/**
+ * A run reached the end of its slice with items left (the provider was busier than its projection
+ * assumed): it sent nothing new, let the items in flight commit, and hands the rest to a new
+ * attempt with a fresh budget, in its tenant's place in the queue — rather than run into its
+ * deadline. Thrown by `forEachItem` once the items in flight are committed.
+ */
+export class SliceEnded extends Error {
+  override name = "SliceEnded";
+  constructor(readonly committedThisRun: number) {
+    super(`slice ended after ${committedThisRun} items; the rest continues in a new attempt`);
+  }
+}
+
+const CONTROL_SIGNALS = new Set(["DeadlineExceeded", "AttemptFenced", "WorkerShutdown", "RateLimitDefer", "DelayedError", "SliceEnded"]);
 
 export function isControlSignal(err: unknown): err is Error {
   return err instanceof Error && CONTROL_SIGNALS.has(err.name);

@@ -4,7 +4,7 @@ import type { Logger } from "@/lib/log";
 import { metrics } from "@/lib/metrics/metrics";
 import { isRateLimitDefer } from "@/lib/ratelimit/errors";
 import { sleep } from "@/lib/time";
-import { isControlSignal, ItemError } from "./errors";
+import { isControlSignal, ItemError, SliceEnded } from "./errors";
 import { ItemCosts } from "./item-costs";
 import { commitItems, committedItems, type ItemCommit } from "./run";
 
@@ -35,6 +35,13 @@ export interface ItemLoop {
    * Must not throw; what it starts is its own.
    */
   onAllDispatched?: () => void;
+  /**
+   * When to stop sending items out (`performance.now()` time): from then on nothing new is
+   * dispatched, the items in flight finish and commit, and — when items are left and this run
+   * committed some — the loop ends with `SliceEnded`, so the run hands the rest to a new attempt
+   * before its deadline. Undefined: the loop runs until its items or its signal end.
+   */
+  sliceEndsAt?: number;
   signal: AbortSignal;
   log: Logger;
 }
@@ -195,6 +202,7 @@ export async function forEachItem<T>(
   const inFlight = new Set<Promise<void>>();
   const commit = groupCommitter(loop, progress);
   let stop: { reason: unknown } | null = null;
+  let sliceEnded = false;
   // Items waiting out a rate-limit or provider wait while other items of the job work; they end
   // their wait when the loop stops.
   let resting = 0;
@@ -254,6 +262,11 @@ export async function forEachItem<T>(
       while (inFlight.size >= limit && !stop) await Promise.race(inFlight);
       if (stop) break;
       signal.throwIfAborted();
+      // A run that committed nothing yet is not moving: it goes on, and meets its deadline like any other.
+      if (loop.sliceEndsAt !== undefined && performance.now() >= loop.sliceEndsAt && summary.processed + summary.failed > 0) {
+        sliceEnded = true;
+        break;
+      }
       const running: Promise<void> = runItem(item, index)
         .catch((reason: unknown) => {
           stop ??= { reason };
@@ -262,7 +275,7 @@ export async function forEachItem<T>(
         .finally(() => inFlight.delete(running));
       inFlight.add(running);
     }
-    if (!stop && !signal.aborted) loop.onAllDispatched?.();
+    if (!stop && !signal.aborted && !sliceEnded) loop.onAllDispatched?.();
   } finally {
     // Whatever ended the loop, nothing is left running behind it: the counts are the commits.
     await Promise.all([...inFlight]);
@@ -272,5 +285,7 @@ export async function forEachItem<T>(
     else loop.log.info(summary, line);
   }
   if (stop) throw (stop as { reason: unknown }).reason;
+  // Items left at the end of the slice: the run hands them on.
+  if (sliceEnded) throw new SliceEnded(summary.processed + summary.failed);
   return summary;
 }

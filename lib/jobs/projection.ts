@@ -28,6 +28,19 @@ import { nounOf } from "./messages";
 
 /** Parts are sized to fill this share of the soft budget: room for a slower day. */
 export const SAFETY_FACTOR = 0.7;
+/**
+ * Where a run of a splittable kind ends its slice when items are left (the provider was busier
+ * than projected — other tenants' work takes its fair share): past the share its parts are sized
+ * for, with a quarter of the budget left for the items in flight to commit (150 s of the 600 s
+ * default, more than an abandoned call attempt's 120 s). The rest continues in a new attempt with
+ * a fresh budget (`SliceEnded`), where it is projected again and split if it still does not fit.
+ */
+export const SLICE_SHARE = 0.75;
+
+/** Real ms after a run's start at which it ends its slice; undefined for a kind that is never split, or with splitting off. */
+export function sliceEndMs(kind: string, softMsReal: number): number | undefined {
+  return isSplittable(kind) && env().BOUNDED_AUTO_SPLIT ? SLICE_SHARE * softMsReal : undefined;
+}
 /** Measurements over this many days project a job. */
 export const PROJECTION_WINDOW_DAYS = 7;
 /** Fewer measured items than this say too little about the tail: the kind's defaults are used. */

@@ -206,6 +206,29 @@ export async function handBack(jobId: string, attempt: number): Promise<boolean>
   return count > 0;
 }
 
+/**
+ * A run that ended its slice with items left (`SliceEnded`) goes back to the queue for a new
+ * attempt with a fresh budget, if its attempt still owns the row; its timeline says why.
+ */
+export async function handOver(jobId: string, attempt: number, committedThisRun: number, kind: string): Promise<boolean> {
+  return db().$transaction(async (tx) => {
+    const { count } = await tx.job.updateMany({
+      where: { id: jobId, attempt, status: "running" },
+      data: { status: "queued", message: "The service was busier than expected, so the rest continues in a fresh turn, where it stopped." },
+    });
+    if (count === 0) return false;
+    await tx.jobEvent.create({
+      data: {
+        jobId,
+        type: "handed_over",
+        attempt,
+        message: `Slice ended with ${countLabel(committedThisRun, nounOf(kind))} done in it and more left (the provider was busier than projected): the rest continues in a new attempt with a fresh budget.`,
+      },
+    });
+    return true;
+  });
+}
+
 /** Proof of life for a run between item commits (a long model call, a slow page). */
 export async function heartbeat(jobId: string, attempt: number): Promise<boolean> {
   const { count } = await db().job.updateMany({ where: { id: jobId, attempt, status: "running" }, data: { heartbeatAt: new Date() } });
