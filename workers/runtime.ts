@@ -4,7 +4,7 @@ import { resolveBudget } from "@/lib/budgets/budgets";
 import { DeadlineExceeded, JobFailed, SliceEnded } from "@/lib/jobs/errors";
 import { timedOutMessage } from "@/lib/jobs/messages";
 import { partOf, startNextPartEarly } from "@/lib/jobs/parts";
-import { sliceEndMs } from "@/lib/jobs/projection";
+import { sliceOf } from "@/lib/jobs/projection";
 import { fanOutIfTooBig } from "@/lib/jobs/split";
 import { finalizeJob, heartbeat, startAttempt, type RunStart } from "@/lib/jobs/run";
 import { heartbeatIntervalMs } from "@/lib/jobs/stuck";
@@ -143,7 +143,7 @@ async function executeRun(
   watch?.start({ jobId, attempt, hardAt: startedAt + hardMs, kind: run.kind });
 
   const part = partOf(run.params);
-  const slice = sliceEndMs(run.kind, softMs);
+  const slice = sliceOf(run.kind, softMs);
   type Settled = { type: "done"; result: RunResult } | { type: "error"; error: unknown };
   let settled: Settled | "hard";
   let work: Promise<Settled>;
@@ -165,7 +165,10 @@ async function executeRun(
             ? () => void startNextPartEarly({ parentId: run.parentId!, index: part.index }).catch((err: unknown) => jobLog.warn({ err }, "could not start the next part early; it starts when this one completes"))
             : undefined,
         // A run slower than its projection hands its rest on before its deadline (lib/jobs/projection.ts).
-        sliceEndsAt: slice === undefined ? undefined : performance.now() + (startedAt + slice - Date.now()),
+        slice: slice && {
+          dispatchUntil: performance.now() + (startedAt + slice.dispatchMs - Date.now()),
+          drainUntil: performance.now() + (startedAt + slice.drainMs - Date.now()),
+        },
       },
     };
     jobLog.info({ budget: { softMs: run.budgetSoftMs, hardMs: run.budgetHardMs, source: run.budgetSource }, cursor: run.cursor }, "run started");

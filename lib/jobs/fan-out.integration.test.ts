@@ -82,8 +82,9 @@ describe("automatic fan-out", () => {
     const parts = new Set<string>();
     let checked = false;
     for (let part = await openPart(jobId); part; part = await openPart(jobId)) {
+      // A part waits in its tenant's line (its continuation after a slice, run here, has no queue job).
+      if (!parts.has(part.id)) expect(await h.m.queues.queue("imports").getJobState(part.id)).toBe("prioritized");
       parts.add(part.id);
-      expect(await h.m.queues.queue("imports").getJobState(part.id)).toBe("prioritized");
       await h.m.queues.queue("imports").remove(part.id);
       await h.run(part.id);
       if (!checked && (await db().job.findUniqueOrThrow({ where: { id: part.id } })).status === "completed") {

@@ -4,7 +4,7 @@ import { logger } from "@/lib/log";
 import { makeJob } from "@/test/helpers/jobs";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
 import { RateLimitDefer } from "@/lib/ratelimit/errors";
-import { DeadlineExceeded, ItemError } from "./errors";
+import { DeadlineExceeded, ItemError, SliceEnded } from "./errors";
 import { forEachItem, type ItemLoop } from "./for-each-item";
 import { startAttempt } from "./run";
 
@@ -95,6 +95,45 @@ describe("forEachItem", () => {
     await expect(run).rejects.toBe(reason);
     expect(await db().jobItemFailure.count({ where: { jobId: id } })).toBe(0);
     expect(lines.at(-1)?.msg).toBe("processed=2 failed=0");
+  });
+
+  it("ends its slice: nothing new after the dispatch time, an item still going at the drain time is let go, and the rest is left for the next attempt", async () => {
+    const { id, loop } = await loopFor(20, new AbortController().signal);
+    const now = performance.now();
+    const hung = new Promise<never>(() => undefined);
+    const started: number[] = [];
+    const run = forEachItem({ ...loop, concurrency: 4, slice: { dispatchUntil: now + 150, drainUntil: now + 400 } }, items(20), async (n) => {
+      started.push(n);
+      // Item 9 never answers (a call stuck in the provider's tail); the others take 30 ms.
+      if (n === 9) return hung;
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      return null;
+    });
+    const ended = await run.then(
+      () => null,
+      (err: unknown) => err,
+    );
+    expect(ended).toBeInstanceOf(SliceEnded);
+    expect(started).toContain(9);
+    expect(started.length).toBeLessThan(20);
+    const row = await db().job.findUniqueOrThrow({ where: { id } });
+    // Every item before the stuck one committed, the stuck one did not (nor failed), the rest were never sent.
+    expect(row.failed).toBe(0);
+    expect(row.cursor).toBe(8);
+    expect(row.processed).toBe(started.length - 1);
+    expect((ended as SliceEnded).committedThisRun).toBe(started.length - 1);
+    expect(await db().jobItem.count({ where: { jobId: id, item: 9 } })).toBe(0);
+  });
+
+  it("a run past its slice's end that has committed nothing yet goes on until it has: a run that is not moving is left to its deadline", async () => {
+    const { loop } = await loopFor(5, new AbortController().signal);
+    const now = performance.now();
+    const ended = await forEachItem({ ...loop, slice: { dispatchUntil: now - 1, drainUntil: now + 60_000 } }, items(5), async () => null).then(
+      () => null,
+      (err: unknown) => err,
+    );
+    expect(ended).toBeInstanceOf(SliceEnded);
+    expect((ended as SliceEnded).committedThisRun).toBe(1);
   });
 
   it("skips the items before the cursor", async () => {

@@ -36,12 +36,14 @@ export interface ItemLoop {
    */
   onAllDispatched?: () => void;
   /**
-   * When to stop sending items out (`performance.now()` time): from then on nothing new is
-   * dispatched, the items in flight finish and commit, and — when items are left and this run
-   * committed some — the loop ends with `SliceEnded`, so the run hands the rest to a new attempt
-   * before its deadline. Undefined: the loop runs until its items or its signal end.
+   * The run's slice (`performance.now()` times). From `dispatchUntil`, once this run has committed
+   * something, nothing new is dispatched and the items in flight may finish and commit until
+   * `drainUntil`; those still going then are let go (their calls' answers are not waited for; the
+   * items are not failures, and stay for the next attempt). Either way the loop ends with
+   * `SliceEnded`, so the run hands the rest to a new attempt before its deadline. Undefined: the
+   * loop runs until its items or its signal end.
    */
-  sliceEndsAt?: number;
+  slice?: { dispatchUntil: number; drainUntil: number };
   signal: AbortSignal;
   log: Logger;
 }
@@ -207,7 +209,12 @@ export async function forEachItem<T>(
   // their wait when the loop stops.
   let resting = 0;
   const stopping = new AbortController();
-  const restSignal = AbortSignal.any([signal, stopping.signal]);
+  // Aborted when the slice's drain time is over: what items in flight take instead of the job's signal.
+  const sliceOver = new AbortController();
+  const itemSignal = AbortSignal.any([signal, sliceOver.signal]);
+  setMaxListeners(0, itemSignal);
+  let drainTimer: NodeJS.Timeout | undefined;
+  const restSignal = AbortSignal.any([itemSignal, stopping.signal]);
   // Every resting item listens to it: hundreds at once, by design.
   setMaxListeners(0, restSignal);
 
@@ -217,11 +224,12 @@ export async function forEachItem<T>(
     let outcome: { ok: true; effect: ItemEffect } | { ok: false; reason: string };
     for (;;) {
       try {
-        outcome = { ok: true, effect: await handle(item, { index, row, signal }) };
+        outcome = { ok: true, effect: await untilAborted(handle(item, { index, row, signal: itemSignal }), sliceOver.signal) };
         break;
       } catch (err) {
         // A deadline that arrives as any error (wrapped, re-thrown, swallowed into another) is still the deadline.
         if (signal.aborted) throw signal.reason;
+        if (sliceOver.signal.aborted) throw sliceOver.signal.reason;
         // A long wait for a limit gives the worker slot back only when the whole job would wait:
         // while other items of the job are working, the slot is not idle, and draining them for
         // one item's wait would stall the job behind its slowest call. So this item waits its
@@ -263,8 +271,9 @@ export async function forEachItem<T>(
       if (stop) break;
       signal.throwIfAborted();
       // A run that committed nothing yet is not moving: it goes on, and meets its deadline like any other.
-      if (loop.sliceEndsAt !== undefined && performance.now() >= loop.sliceEndsAt && summary.processed + summary.failed > 0) {
+      if (loop.slice && performance.now() >= loop.slice.dispatchUntil && summary.processed + summary.failed > 0) {
         sliceEnded = true;
+        drainTimer = setTimeout(() => sliceOver.abort(new SliceEnded(summary.processed + summary.failed)), Math.max(0, loop.slice.drainUntil - performance.now()));
         break;
       }
       const running: Promise<void> = runItem(item, index)
@@ -279,6 +288,7 @@ export async function forEachItem<T>(
   } finally {
     // Whatever ended the loop, nothing is left running behind it: the counts are the commits.
     await Promise.all([...inFlight]);
+    clearTimeout(drainTimer);
     await costs?.flush();
     const line = `processed=${summary.processed} failed=${summary.failed}`;
     if (summary.failed > 0) loop.log.warn(summary, line);
@@ -288,4 +298,23 @@ export async function forEachItem<T>(
   // Items left at the end of the slice: the run hands them on.
   if (sliceEnded) throw new SliceEnded(summary.processed + summary.failed);
   return summary;
+}
+
+/** `p`, or the abort reason of `signal` as soon as it aborts (whatever `p` still does is not waited for). */
+function untilAborted<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason as Error);
+    signal.addEventListener("abort", onAbort, { once: true });
+    p.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(err as Error);
+      },
+    );
+  });
 }

@@ -29,18 +29,21 @@ import { nounOf } from "./messages";
 /** Parts are sized to fill this share of the soft budget: room for a slower day. */
 export const SAFETY_FACTOR = 0.7;
 /**
- * Where a run of a splittable kind ends its slice when items are left (the provider was busier
- * than projected — other tenants' work takes its fair share): past the share its parts are sized
- * for, with a quarter of the budget left for the items in flight to commit (150 s of the 600 s
- * default, more than an abandoned call attempt's 120 s). The rest continues in a new attempt with
- * a fresh budget (`SliceEnded`), where it is projected again and split if it still does not fit.
+ * A run of a splittable kind works in a slice of its budget. Past `SLICE_DISPATCH_SHARE` (just past
+ * the share its parts are sized for) with items left — the provider was busier than projected:
+ * other tenants' work takes its fair share — it sends nothing new; the items in flight may commit
+ * until `SLICE_DRAIN_SHARE`, and those still waiting then (for a provider slot, or in a long call)
+ * are let go. The rest continues in a new attempt with a fresh budget (`SliceEnded`), where it is
+ * projected again and split if it still does not fit — always before the soft limit.
  */
-export const SLICE_SHARE = 0.75;
+export const SLICE_DISPATCH_SHARE = 0.75;
+export const SLICE_DRAIN_SHARE = 0.9;
 
-/** Real ms after a run's start at which it ends its slice; undefined for a kind that is never split, or with splitting off. */
-export function sliceEndMs(kind: string, softMsReal: number): number | undefined {
-  return isSplittable(kind) && env().BOUNDED_AUTO_SPLIT ? SLICE_SHARE * softMsReal : undefined;
+/** Real ms after a run's start at which its slice stops dispatching and stops waiting; undefined for a kind that is never split, or with splitting off. */
+export function sliceOf(kind: string, softMsReal: number): { dispatchMs: number; drainMs: number } | undefined {
+  return isSplittable(kind) && env().BOUNDED_AUTO_SPLIT ? { dispatchMs: SLICE_DISPATCH_SHARE * softMsReal, drainMs: SLICE_DRAIN_SHARE * softMsReal } : undefined;
 }
+
 /** Measurements over this many days project a job. */
 export const PROJECTION_WINDOW_DAYS = 7;
 /** Fewer measured items than this say too little about the tail: the kind's defaults are used. */
