@@ -57,8 +57,13 @@ export async function runJob(
     return;
   }
   const jobLog = log.child({ jobId, kind: run.kind, attempt: run.attempt });
-  // A job that cannot fit its budget becomes parts before it does any work; its run ends here.
-  const fanOut = await fanOutIfTooBig(run, attemptStart);
+  // A job that cannot fit its budget becomes parts before it does any work; its run ends here. A
+  // projection that cannot be read (a database blip) is no reason not to run: it runs whole, in
+  // slices.
+  const fanOut = await fanOutIfTooBig(run, attemptStart).catch((err: unknown) => {
+    jobLog.warn({ err }, "could not project the job; it runs whole");
+    return { type: "not_projected" } as const;
+  });
   if (fanOut.type === "split") {
     jobLog.info({ parts: fanOut.plan.parts, projectedMs: Math.round(fanOut.plan.projection.ms), firstPart: fanOut.first }, "projected not to fit its budget: split into parts");
     return;

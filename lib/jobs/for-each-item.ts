@@ -212,7 +212,8 @@ export async function forEachItem<T>(
   // Aborted when the slice's drain time is over: what items in flight take instead of the job's signal.
   const sliceOver = new AbortController();
   const itemSignal = AbortSignal.any([signal, sliceOver.signal]);
-  setMaxListeners(0, itemSignal);
+  // Every item in flight (and each of its calls) listens to these: hundreds at once, by design.
+  setMaxListeners(0, sliceOver.signal, itemSignal);
   let drainTimer: NodeJS.Timeout | undefined;
   const restSignal = AbortSignal.any([itemSignal, stopping.signal]);
   // Every resting item listens to it: hundreds at once, by design.
