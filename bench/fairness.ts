@@ -39,7 +39,7 @@ import { fork } from "node:child_process";
 import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
-import { benchDatabaseUrl, csvOf, flagNumber } from "./common";
+import { benchDatabaseUrl, csvOf, flagNumber, startImportsWorker } from "./common";
 import { dropDatabase, migrate } from "../scripts/db/migrate";
 
 /**
@@ -93,53 +93,23 @@ type ParentMessage = { type: "stop" };
 /** The worker process: one BullMQ Worker on `imports`, as workers/main.ts starts it, until told to stop. */
 async function child(): Promise<void> {
   const send = (m: ChildMessage) => new Promise<void>((resolve) => process.send!(m, () => resolve()));
-  const { Worker } = await import("bullmq");
-  const { env } = await import("../lib/env");
-  const { closeDb } = await import("../lib/db/client");
-  const { createRedis, closeRedis } = await import("../lib/redis/client");
-  const { closeQueues } = await import("../lib/queues/queues");
-  const { logger } = await import("../lib/log");
-  const { scaled } = await import("../lib/time");
-  const { flushModelCallRecords } = await import("../lib/modelcalls/record");
-  const { PROCESSORS } = await import("../workers/catalog");
-  const { queueProcessor } = await import("../workers/queue-processor");
-  const { rescheduleWorkerOptions } = await import("../workers/reschedule");
-
-  const e = env();
-  const connection = createRedis("worker");
-  const shutdown = new AbortController();
-  const lockDuration = Math.max(scaled(30_000), 5_000);
-  const worker = new Worker("imports", queueProcessor("imports", { processors: PROCESSORS, shutdown: shutdown.signal, log: logger("bench") }), {
-    connection,
-    prefix: e.BOUNDED_REDIS_PREFIX,
-    concurrency: e.BOUNDED_WORKER_CONCURRENCY,
-    lockDuration,
-    stalledInterval: lockDuration,
-    ...rescheduleWorkerOptions("imports"),
-  });
-  worker.on("error", (err) => console.error(`worker error: ${err.message}`));
-  await worker.waitUntilReady();
+  const worker = await startImportsWorker();
   const stop = new Promise<void>((resolve) => process.on("message", (m: ParentMessage) => m.type === "stop" && resolve()));
   const cpu0 = process.cpuUsage();
   const elu0 = performance.eventLoopUtilization();
   const readyAt = performance.now();
-  await send({ type: "ready", concurrency: e.BOUNDED_WORKER_CONCURRENCY });
+  await send({ type: "ready", concurrency: worker.concurrency });
   await stop;
   const cpu = process.cpuUsage(cpu0);
   const report: ChildReport = {
     type: "report",
-    concurrency: e.BOUNDED_WORKER_CONCURRENCY,
+    concurrency: worker.concurrency,
     cpuSeconds: (cpu.user + cpu.system) / 1e6,
     eventLoopUtilization: performance.eventLoopUtilization(elu0).utilization,
     wallSeconds: (performance.now() - readyAt) / 1000,
   };
-  await worker.close();
-  await connection.quit();
   // The parent reads the ModelCall rows: every recording is written before the report.
-  await flushModelCallRecords();
-  await closeQueues();
-  await closeRedis();
-  await closeDb();
+  await worker.close();
   await send(report);
   process.exit(0);
 }

@@ -36,7 +36,7 @@ import path from "node:path";
 import { PerformanceObserver, constants as perfConstants, performance } from "node:perf_hooks";
 import v8 from "node:v8";
 // Relative imports: tsx maps "@/…" only from the repository root; these work from anywhere.
-import { benchDatabaseUrl, csvOf, flagNumber } from "./common";
+import { benchDatabaseUrl, csvOf, flagNumber, startImportsWorker } from "./common";
 import { dropDatabase, migrate } from "../scripts/db/migrate";
 
 /**
@@ -103,33 +103,7 @@ const MB = 1024 * 1024;
  */
 async function child(): Promise<void> {
   const send = (m: ChildMessage) => new Promise<void>((resolve) => process.send!(m, () => resolve()));
-  const { Worker } = await import("bullmq");
-  const { env } = await import("../lib/env");
-  const { closeDb } = await import("../lib/db/client");
-  const { createRedis, closeRedis } = await import("../lib/redis/client");
-  const { closeQueues } = await import("../lib/queues/queues");
-  const { logger } = await import("../lib/log");
-  const { scaled } = await import("../lib/time");
-  const { flushModelCallRecords } = await import("../lib/modelcalls/record");
-  const { PROCESSORS } = await import("../workers/catalog");
-  const { queueProcessor } = await import("../workers/queue-processor");
-  const { rescheduleWorkerOptions } = await import("../workers/reschedule");
-
-  const e = env();
-  const connection = createRedis("worker");
-  const shutdown = new AbortController();
-  // As workers/main.ts sets them.
-  const lockDuration = Math.max(scaled(30_000), 5_000);
-  const worker = new Worker("imports", queueProcessor("imports", { processors: PROCESSORS, shutdown: shutdown.signal, log: logger("bench") }), {
-    connection,
-    prefix: e.BOUNDED_REDIS_PREFIX,
-    concurrency: e.BOUNDED_WORKER_CONCURRENCY,
-    lockDuration,
-    stalledInterval: lockDuration,
-    ...rescheduleWorkerOptions("imports"),
-  });
-  worker.on("error", (err) => console.error(`worker error: ${err.message}`));
-  await worker.waitUntilReady();
+  const worker = await startImportsWorker();
 
   // Sampled from before the import is enqueued until it is terminal: the modules are loaded by now,
   // so what grows is what the import holds.
@@ -178,13 +152,8 @@ async function child(): Promise<void> {
     fullGcs,
     atPeak,
   };
-  await worker.close();
-  await connection.quit();
   // The parent counts the ModelCall rows: every recording is written before the report.
-  await flushModelCallRecords();
-  await closeQueues();
-  await closeRedis();
-  await closeDb();
+  await worker.close();
   await send(report);
   process.exit(0);
 }
