@@ -66,7 +66,8 @@ export interface RiskEstimate {
 }
 
 export interface BudgetRisk {
-  status: "at_risk" | "ok" | "no_data";
+  /** `splits`: its largest job would overrun, and splits itself into parts that fit (projected kinds). */
+  status: "at_risk" | "ok" | "splits" | "no_data";
   atRisk: boolean;
   /** The soft budget compared against, and whether live workers or the configuration gave it. */
   softMs: number;
@@ -381,7 +382,7 @@ function assessProjectedRisk(risk: BudgetRisk, p: { largest: Projection; median:
     : autoSplit
       ? `Splits itself: the largest job (${items(largest.items)}) is ${projectedAt}, so it runs as parts that each fit.`
       : `${atRisk ? "At risk" : "Tight"}: the largest job (${items(largest.items)}) is ${projectedAt}, and automatic splitting is off (BOUNDED_AUTO_SPLIT=0).`;
-  return { ...risk, status: atRisk ? "at_risk" : "ok", atRisk, largest, median, summary };
+  return { ...risk, status: atRisk ? "at_risk" : over && autoSplit ? "splits" : "ok", atRisk, largest, median, summary };
 }
 
 /** "0.40×", "1.04×", "118×". */

@@ -121,8 +121,9 @@ export default async function BudgetsPage() {
         <h2>Will the jobs fit? (last {report.windowDays} days)</h2>
         <p className="small muted">
           Expected time = items × per-item p99, where per-item p99 = p99 of one model call × model calls per item (recorded calls of the last{" "}
-          {report.windowDays} days). Shown for the largest and the median job of the window, with the ratio to the soft budget: above 1× a job that size is
-          expected to time out.
+          {report.windowDays} days); for imports and document batches, whose items run side by side, the projection each job makes at its start (its
+          rate from items in flight and the provider's limits, plus its slowest item). Shown for the largest and the median job of the window, with the
+          ratio to the soft budget: above 1× a job that size is expected to time out — or, for those two kinds, splits itself into parts that fit.
         </p>
         <DataTable
           headings={["Queue / kind", num("Jobs"), num("p99 per call"), num("Calls per item"), num("p99 per item"), num("Largest job"), num("Median job"), num("Soft budget"), ""]}
@@ -197,6 +198,7 @@ function RuntimeCell({ row }: { row: BudgetRow }) {
 function RiskBadge({ risk }: { risk: BudgetRisk }) {
   if (risk.status === "at_risk") return <span className="badge bad">at risk</span>;
   if (risk.status === "ok") return <span className="badge ok">fits</span>;
+  if (risk.status === "splits") return <span className="badge ok">splits itself</span>;
   return <span className="badge idle">no data</span>;
 }
 
@@ -213,8 +215,8 @@ function RiskRow({ row }: { row: BudgetRow }) {
       <td className="num">{r.p99CallMs !== null ? formatDuration(r.p99CallMs) : dash}</td>
       <td className="num">{r.callsPerItem !== null ? r.callsPerItem.toFixed(2) : dash}</td>
       <td className="num">{r.perItemP99Ms !== null ? formatDuration(r.perItemP99Ms) : dash}</td>
-      <td className="num">{r.largest ? <Estimate estimate={r.largest} noun={row.noun} /> : dash}</td>
-      <td className="num">{r.median ? <Estimate estimate={r.median} noun={row.noun} /> : dash}</td>
+      <td className="num">{r.largest ? <Estimate estimate={r.largest} noun={row.noun} over={r.atRisk} /> : dash}</td>
+      <td className="num">{r.median ? <Estimate estimate={r.median} noun={row.noun} over={r.atRisk} /> : dash}</td>
       <td className="num">
         {formatDuration(r.softMs)}
         <div className="small muted">
@@ -232,8 +234,8 @@ function RiskRow({ row }: { row: BudgetRow }) {
   );
 }
 
-/** "200 rows" over "≈3 h 53 min · 23×", red when above the soft budget. */
-function Estimate({ estimate, noun }: { estimate: RiskEstimate; noun: string }) {
+/** "200 rows" over "≈3 h 53 min · 23×", red when above the soft budget of a kind at risk (not when it splits itself). */
+function Estimate({ estimate, noun, over }: { estimate: RiskEstimate; noun: string; over: boolean }) {
   const items = Math.round(estimate.items);
   return (
     <>
@@ -241,7 +243,7 @@ function Estimate({ estimate, noun }: { estimate: RiskEstimate; noun: string }) 
         {fmtInt(items)} {noun}
         {items === 1 ? "" : "s"}
       </div>
-      <div className="small" style={{ color: estimate.ratio > 1 ? "var(--bad)" : "var(--muted)" }}>
+      <div className="small" style={{ color: over && estimate.ratio > 1 ? "var(--bad)" : "var(--muted)" }}>
         {formatDuration(estimate.expectedMs)} · {formatRatio(estimate.ratio)}
       </div>
     </>
