@@ -71,7 +71,7 @@ test("the progress API shows only that job, and an unknown token is a 404 page",
   const { progressToken, progressUrl } = await created.json();
   const body = await (await request.get(`/api/progress/${progressToken}`)).json();
   expect(Object.keys(body).sort()).toEqual(
-    ["createdAt", "etaSeconds", "expectedFinishAt", "failed", "failures", "filename", "finishedAt", "message", "noun", "processed", "rate", "startedAt", "status", "terminal", "title", "total", "updatedAt"].sort(),
+    ["createdAt", "downloads", "etaSeconds", "expectedFinishAt", "failed", "failures", "filename", "finishedAt", "message", "next", "noun", "processed", "rate", "startedAt", "status", "statusLabel", "terminal", "title", "total", "updatedAt"].sort(),
   );
   expect(JSON.stringify(body)).not.toMatch(/[0-9a-f]{8}-[0-9a-f]{4}-/); // no internal ids
 

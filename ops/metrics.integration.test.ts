@@ -1,10 +1,15 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { Registry } from "prom-client";
 import { afterAll, describe, expect, it } from "vitest";
-import { catalogPairs } from "@/lib/queues/catalog";
+import { catalogPairs, QUEUE_NAMES } from "@/lib/queues/catalog";
 import { closeDb, db } from "@/lib/db/client";
+import { env } from "@/lib/env";
 import { createMetrics } from "@/lib/metrics/metrics";
+import { readWorkerSnapshots, renderMetrics, startMetricsPublisher } from "@/lib/metrics/publish";
 import { DATABASE_SOURCES } from "@/lib/metrics/sources";
+import { pausedHashKey, pauseQueue } from "@/lib/queues/pause";
+import { closeQueues, enqueueJob, queue } from "@/lib/queues/queues";
+import { closeRedis, redis } from "@/lib/redis/client";
 import { getPerItemBudget } from "@/lib/modelcalls/queries";
 import { sweepPolicy } from "@/lib/quota/settings";
 import { ensureTenant } from "@/lib/tenants/ensure-tenant";
@@ -20,6 +25,11 @@ const created: string[] = [];
 
 afterAll(async () => {
   await db().job.deleteMany({ where: { id: { in: created } } });
+  await queue("generations").resume();
+  await redis().del(pausedHashKey());
+  await queue("generations").obliterate({ force: true });
+  await closeQueues();
+  await closeRedis();
   await closeDb();
 });
 
@@ -87,5 +97,91 @@ describe("bounded_reserve_sweep_window_seconds", () => {
   it("is the sweeper's window this process uses, in production seconds", async () => {
     const m = createMetrics(new Registry(), { defaultMetrics: false, countStuck: async () => ({}), itemBudgets: async () => [] });
     expect(await values(m.registry, "bounded_reserve_sweep_window_seconds")).toEqual([{ labels: {}, value: sweepPolicy().windowMs / 1000 }]);
+  });
+});
+
+describe("bounded_queue_jobs, bounded_queue_oldest_waiting_seconds, bounded_queue_soft_budget_seconds, bounded_queue_paused", () => {
+  const Q = "generations";
+  const noDb = { countStuck: async () => ({}), itemBudgets: async () => [] };
+
+  it("are read at scrape time for every queue of the catalog: BullMQ's counts, the oldest queued row's wait, the budget, the pause", async () => {
+    await queue(Q).obliterate({ force: true });
+    const tenantId = await ensureTenant(tenantSlug);
+    const job = await db().job.create({
+      data: {
+        kind: "card_generation",
+        queue: Q,
+        tenantId,
+        total: 1,
+        budgetSoftMs: 600_000,
+        budgetHardMs: 900_000,
+        budgetSource: "test",
+        progressToken: randomBytes(16).toString("hex"),
+        // Oldest by far on this queue: queued an hour of production time ago.
+        createdAt: new Date(Date.now() - 3_600_000 * env().BOUNDED_TIME_SCALE),
+      },
+      select: { id: true },
+    });
+    created.push(job.id);
+    await enqueueJob(Q, "card_generation", { jobId: job.id }, { priority: 2 });
+    await pauseQueue(Q, { username: "metrics-test" });
+
+    const m = createMetrics(new Registry(), { defaultMetrics: false, ...noDb, queueGauges: DATABASE_SOURCES.queueGauges });
+    const jobs = await values(m.registry, "bounded_queue_jobs");
+    expect(jobs).toHaveLength(QUEUE_NAMES.length * 4);
+    for (const queueName of QUEUE_NAMES) for (const state of ["waiting", "active", "delayed", "failed"]) expect(jobs.filter((v) => v.labels.queue === queueName && v.labels.state === state), `${queueName} ${state}`).toHaveLength(1);
+    expect(jobs.find((v) => v.labels.queue === Q && v.labels.state === "waiting")?.value).toBe(1);
+
+    const oldest = await values(m.registry, "bounded_queue_oldest_waiting_seconds");
+    expect(oldest.map((v) => v.labels.queue).sort()).toEqual([...QUEUE_NAMES].sort());
+    expect(oldest.find((v) => v.labels.queue === Q)!.value).toBeGreaterThanOrEqual(3_600);
+    expect(oldest.find((v) => v.labels.queue === Q)!.value).toBeLessThan(3_600 * 1.5);
+
+    const budgets = await values(m.registry, "bounded_queue_soft_budget_seconds");
+    expect(budgets.find((v) => v.labels.queue === "agent-interactive")?.value).toBe(60);
+    expect(budgets).toHaveLength(QUEUE_NAMES.length);
+
+    const paused = await values(m.registry, "bounded_queue_paused");
+    expect(paused.find((v) => v.labels.queue === Q)?.value).toBe(1);
+    expect(paused.filter((v) => v.value === 1).map((v) => v.labels.queue)).toEqual([Q]);
+  });
+
+  it("a failing read leaves them empty and the scrape up", async () => {
+    const m = createMetrics(new Registry(), {
+      defaultMetrics: false,
+      ...noDb,
+      queueGauges: async () => {
+        throw new Error("redis is down");
+      },
+    });
+    expect(await values(m.registry, "bounded_queue_jobs")).toEqual([]);
+    expect(await values(m.registry, "bounded_reserve_sweep_window_seconds")).toHaveLength(1);
+  });
+
+  it("one scrape of the web with a worker publishing shows each series once, not once per process", async () => {
+    let reads = 0;
+    const source = async () => {
+      reads += 1;
+      return DATABASE_SOURCES.queueGauges();
+    };
+    const web = createMetrics(new Registry(), { defaultMetrics: false, ...noDb, queueGauges: source });
+    const worker = createMetrics(new Registry(), { defaultMetrics: false, ...noDb, queueGauges: source });
+    const stop = startMetricsPublisher("workers", { metrics: worker, intervalMs: 60_000, connection: redis() });
+    try {
+      // The worker's snapshot is in Redis before the scrape.
+      for (let i = 0; i < 200 && (await readWorkerSnapshots(redis())).length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      expect((await readWorkerSnapshots(redis())).length).toBeGreaterThan(0);
+      const { text } = await renderMetrics({ metrics: web, connection: redis() });
+      const lines = text.split("\n").filter((l) => l.startsWith(`bounded_queue_jobs{queue="${Q}",state="waiting"}`));
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(/ 1$/);
+      for (const name of ["bounded_queue_oldest_waiting_seconds", "bounded_queue_paused", "bounded_queue_soft_budget_seconds"]) {
+        expect(text.split("\n").filter((l) => l.startsWith(`${name}{queue="${Q}"}`)), name).toHaveLength(1);
+      }
+      // Four gauges, one read: the worker never reads, the web once per scrape.
+      expect(reads).toBe(1);
+    } finally {
+      await stop();
+    }
   });
 });

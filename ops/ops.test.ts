@@ -229,8 +229,22 @@ describe("the PromQL reader", () => {
 describe("ops/prometheus/alerts.yml", () => {
   it("has the alerts on-call relies on", () => {
     expect(rules.map((r) => r.alert)).toEqual(
-      expect.arrayContaining(["BoundedJobsStuck", "BoundedModelCallP99AboveItemBudget", "BoundedRescheduleStorm", "BoundedReserveLateRelease"]),
+      expect.arrayContaining([
+        "BoundedJobsStuck",
+        "BoundedModelCallP99AboveItemBudget",
+        "BoundedRescheduleStorm",
+        "BoundedReserveLateRelease",
+        "BoundedQueueBacklogOverBudget",
+        "BoundedQueuePausedLong",
+      ]),
     );
+  });
+
+  it("the backlog alert compares the oldest wait with the queue's budget and leaves paused queues out", () => {
+    const rule = rules.find((r) => r.alert === "BoundedQueueBacklogOverBudget");
+    const names = selectors(String(rule?.expr ?? "")).map((x) => x.name);
+    expect(names).toEqual(["bounded_queue_oldest_waiting_seconds", "bounded_queue_soft_budget_seconds", "bounded_queue_paused"]);
+    expect(String(rule?.expr)).toMatch(/unless on \(queue\)/);
   });
 
   it("every alert has a for, a severity, and a summary and description that carry the numbers", () => {
@@ -279,6 +293,17 @@ describe("ops/grafana/bounded.json", () => {
     expect(queries.length).toBeGreaterThan(10);
     for (const q of queries.filter((x) => x.where.startsWith("panel"))) expect(q.found.length, `${q.where} names no metric`).toBeGreaterThan(0);
     expect(queries.flatMap(({ where, found }) => problems(where, found, series))).toEqual([]);
+  });
+});
+
+describe("the queue gauges", () => {
+  it("are registered with their labels, and the board draws depth by state and the oldest wait against the budget", async () => {
+    const series = await exportedSeries();
+    expect([...(series.get("bounded_queue_jobs") ?? [])]).toEqual(expect.arrayContaining(["queue", "state"]));
+    for (const name of ["bounded_queue_oldest_waiting_seconds", "bounded_queue_soft_budget_seconds", "bounded_queue_paused"]) expect([...(series.get(name) ?? [])], name).toContain("queue");
+    const queried = (p: Panel) => (p.targets ?? []).flatMap((t) => selectors(t.expr ?? "").map((x) => x.name));
+    expect(panels.some((p) => queried(p).includes("bounded_queue_jobs"))).toBe(true);
+    expect(panels.some((p) => queried(p).includes("bounded_queue_oldest_waiting_seconds") && queried(p).includes("bounded_queue_soft_budget_seconds"))).toBe(true);
   });
 });
 

@@ -1,4 +1,5 @@
 import { DelayedError, UnrecoverableError, type Job as QueueJob } from "bullmq";
+import { finalizeCancelled, type CancelAsk } from "@/lib/jobs/cancel";
 import { DeadlineExceeded, type SliceEnded } from "@/lib/jobs/errors";
 import { completedMessage, killedMessage, timedOutMessage } from "@/lib/jobs/messages";
 import { finalizeJob, handBack, handOver, type RunStart } from "@/lib/jobs/run";
@@ -25,6 +26,8 @@ export type RunOutcome =
   | { type: "handed_back"; error: unknown }
   /** The run's slice ended with items left: the rest goes back to the queue for a fresh attempt. */
   | { type: "sliced"; ended: SliceEnded }
+  /** An operator cancelled it (the row is normally already `cancelled`: it is written before the abort). */
+  | { type: "cancelled"; ask: CancelAsk }
   /** Another attempt or a finalizer owns the row: nothing is written. */
   | { type: "fenced" }
   /** The job cannot go on: `message` is what a person reads, `reason` the queue job's failed reason. */
@@ -113,6 +116,11 @@ async function settleOutcome({ run, attemptStart, outcome, log, queueJob, token,
       if (token === undefined) return { type: "rethrow", error: outcome.ended };
       await queueJob.moveToDelayed(Date.now(), token);
       return { type: "delayed" };
+    case "cancelled":
+      // Normally already finalized before the abort; this covers a database that did not answer in time.
+      await finalizeCancelled(run, outcome.ask);
+      log.info({ by: outcome.ask.by }, "run cancelled by an operator");
+      return { type: "failed", reason: `cancelled by ${outcome.ask.by}` };
     case "fenced":
       log.warn("attempt fenced: the row is no longer this run's; stopping");
       return { type: "completed" };

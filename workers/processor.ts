@@ -10,8 +10,9 @@ import type { Logger } from "@/lib/log";
 export interface RunContext {
   run: RunStart;
   /**
-   * Aborts at the soft limit (reason: `DeadlineExceeded`) or when the worker stops (reason:
-   * `WorkerShutdown`). Pass it to everything awaited.
+   * Aborts at the soft limit (reason: `DeadlineExceeded`), when the worker stops (reason:
+   * `WorkerShutdown`) or when an operator cancels the job (reason: `JobCancelled`). Pass it to
+   * everything awaited.
    */
   signal: AbortSignal;
   log: Logger;

@@ -1,7 +1,8 @@
 import { setMaxListeners } from "node:events";
 import { DelayedError, type Job as QueueJob } from "bullmq";
 import { resolveBudget } from "@/lib/budgets/budgets";
-import { DeadlineExceeded, JobFailed, SliceEnded } from "@/lib/jobs/errors";
+import { CANCEL_POLL_MS, cancelAnnounced, finalizeCancelled, pendingCancel, type CancelAsk } from "@/lib/jobs/cancel";
+import { DeadlineExceeded, JobCancelled, JobFailed, SliceEnded } from "@/lib/jobs/errors";
 import { timedOutMessage } from "@/lib/jobs/messages";
 import { partOf, startNextPartEarly } from "@/lib/jobs/parts";
 import { sliceOf } from "@/lib/jobs/projection";
@@ -57,6 +58,13 @@ export async function runJob(
     return;
   }
   const jobLog = log.child({ jobId, kind: run.kind, attempt: run.attempt });
+  // A cancel asked of an earlier attempt that went back to the queue before it saw the request.
+  const asked = await pendingCancel(jobId).catch(() => null);
+  if (asked) {
+    await finalizeCancelled(run, asked);
+    jobLog.info({ by: asked.by }, "cancelled by an operator before this attempt ran");
+    return;
+  }
   // A job that cannot fit its budget becomes parts before it does any work; its run ends here. A
   // projection that cannot be read (a database blip) is no reason not to run: it runs whole, in
   // slices.
@@ -83,6 +91,8 @@ export async function runJob(
  * - at the soft limit the row is finalized `timed_out` first, then the job's signal aborts with
  *   `DeadlineExceeded`;
  * - at the hard limit a processor that has not settled is abandoned (`killed`);
+ * - an operator's cancel (polled in Redis, and on the row at each heartbeat) finalizes the row
+ *   `cancelled` first, then aborts the signal with `JobCancelled`, as the soft limit does;
  * - everything the processor throws is classified: a deferral, a hand-back, a fence, a failure.
  */
 async function executeRun(
@@ -144,7 +154,38 @@ async function executeRun(
   const hard = new Promise<"hard">((resolve) => {
     hardTimer = at(hardMs, () => resolve("hard"));
   });
-  const beat = setInterval(() => void heartbeat(jobId, attempt).catch(() => undefined), heartbeatIntervalMs());
+  // Cancel: the row first (its committed progress, who asked), then the signal, as at the soft limit.
+  let cancelFired: Promise<void> | undefined;
+  let cancelAsk: CancelAsk | undefined;
+  // A poll answered after the processor settled is too late: the run has ended on its own.
+  let settling = false;
+  const onCancel = (ask: CancelAsk | null) => {
+    if (!ask || cancelFired || settling || signal.aborted) return;
+    cancelAsk = ask;
+    cancelFired = (async () => {
+      const finalizing = finalizeCancelled(run, ask).catch((err: unknown) => {
+        jobLog.error({ err }, "could not finalize the cancelled row");
+        return null;
+      });
+      const finalized = await Promise.race([finalizing, new Promise<null>((r) => setTimeout(() => r(null), SOFT_FINALIZE_WAIT_MS).unref())]);
+      if (finalized) jobLog.info({ by: ask.by }, "cancelled by an operator: stopping");
+      deadline.abort(new JobCancelled(jobId, ask.by));
+    })();
+  };
+  // One poll at a time: while Redis is away, a GET waits, and polls must not pile up behind it.
+  let polling = false;
+  const cancelPoll = setInterval(() => {
+    if (polling) return;
+    polling = true;
+    void cancelAnnounced(jobId, attempt)
+      .then(onCancel, () => undefined)
+      .finally(() => (polling = false));
+  }, CANCEL_POLL_MS);
+  const beat = setInterval(() => {
+    void heartbeat(jobId, attempt).catch(() => undefined);
+    // The durable record of a cancel, for a request whose Redis key was lost.
+    void pendingCancel(jobId).then(onCancel, () => undefined);
+  }, heartbeatIntervalMs());
   watch?.start({ jobId, attempt, hardAt: startedAt + hardMs, kind: run.kind });
 
   const part = partOf(run.params);
@@ -186,10 +227,13 @@ async function executeRun(
     softTimer.clear();
     hardTimer?.clear();
     clearInterval(beat);
+    clearInterval(cancelPoll);
+    settling = true;
     shutdown.removeEventListener("abort", onShutdown);
     watch?.end(jobId);
   }
   await softFired;
+  await cancelFired;
 
   if (settled === "hard") {
     // The processor ignored its signal; whatever it still does cannot commit once the row is killed.
@@ -197,6 +241,8 @@ async function executeRun(
     return { outcome: { type: "killed" }, deadline };
   }
   const deadlinePassed = signal.aborted && signal.reason instanceof DeadlineExceeded;
+  // Whatever the processor made of the abort (returned, threw the reason or another error), a cancel is a cancel.
+  if (cancelAsk && signal.reason instanceof JobCancelled) return { outcome: { type: "cancelled", ask: cancelAsk }, deadline };
   return { outcome: classify(settled, deadlinePassed, shutdown.aborted), deadline };
 }
 

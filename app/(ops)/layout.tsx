@@ -2,7 +2,9 @@ import Link from "next/link";
 import type { ReactNode } from "react";
 import { headers } from "next/headers";
 import { requirePageViewer } from "@/lib/auth/principal";
+import { LiveRefresh } from "../components/live-refresh";
 import { Nav } from "../components/nav";
+import { QueryProvider } from "../components/query-provider";
 import { signOut } from "../login/actions";
 
 export const dynamic = "force-dynamic";
@@ -12,7 +14,7 @@ export default async function OpsLayout({ children }: { children: ReactNode }) {
   const path = (await headers()).get("x-bounded-path") ?? "/";
   const principal = await requirePageViewer(path);
   return (
-    <>
+    <QueryProvider>
       <header className="topbar">
         <Link href="/" className="brand">
           Bounded
@@ -27,7 +29,8 @@ export default async function OpsLayout({ children }: { children: ReactNode }) {
           </form>
         </div>
       </header>
+      <LiveRefresh />
       {children}
-    </>
+    </QueryProvider>
   );
 }

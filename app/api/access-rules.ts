@@ -13,12 +13,18 @@ export const ROUTE_ACCESS = {
   "POST /api/imports": "public",
   "POST /api/documents": "public",
   "GET /api/progress/[token]": "public",
+  "GET /api/progress/[token]/result.csv": "public",
+  "GET /api/progress/[token]/failed-rows.csv": "public",
   "GET /api/jobs": "viewer",
   "GET /api/jobs/[id]": "viewer",
   "GET /api/budgets": "viewer",
   "GET /api/model-calls/histogram": "viewer",
   "GET /api/reserves": "viewer",
+  "GET /api/stuck": "viewer",
+  "POST /api/stuck/[cause]/fail": "operator",
+  "POST /api/stuck/[cause]/retry": "operator",
   "POST /api/jobs/[id]/retry": "operator",
+  "POST /api/jobs/[id]/cancel": "operator",
   "GET /api/jobs/[id]/split-plan": "operator",
   "POST /api/jobs/[id]/split": "operator",
   "POST /api/jobs/retry": "operator",
@@ -29,6 +35,9 @@ export const ROUTE_ACCESS = {
   "POST /api/syncs": "operator",
   "GET /api/limiter": "viewer",
   "GET /api/marketplace/preview": "viewer",
+  "GET /api/queues": "operator",
+  "POST /api/queues/[queue]/pause": "operator",
+  "POST /api/queues/[queue]/resume": "operator",
 } as const satisfies Record<string, Access>;
 
 export const ACTION_ACCESS = {
@@ -36,5 +45,9 @@ export const ACTION_ACCESS = {
   "app/login/actions.ts#signOut": "public",
   "app/(ops)/jobs/actions.ts#bulkRetryAction": "operator",
   "app/(ops)/jobs/[id]/actions.ts#retryJobAction": "operator",
+  "app/(ops)/jobs/[id]/actions.ts#cancelJobAction": "operator",
   "app/(ops)/jobs/[id]/actions.ts#splitJobAction": "operator",
+  "app/(ops)/stuck/actions.ts#stuckGroupAction": "operator",
+  "app/(ops)/queues/actions.ts#pauseQueueAction": "operator",
+  "app/(ops)/queues/actions.ts#resumeQueueAction": "operator",
 } as const satisfies Record<string, Access>;

@@ -39,13 +39,14 @@ export function DataTable<T>({
   testId?: string;
   /** The table's accessible name. */
   label?: string;
+  /** Fixed column widths (in %); on a phone such a table keeps a minimum width and scrolls in its frame. */
   columnWidths?: readonly string[];
   style?: CSSProperties;
 }) {
   if (rows.length === 0 && empty !== undefined) return <div className="empty">{empty}</div>;
   return (
     <div className="table-wrap">
-      <table className={className ? `data ${className}` : "data"} data-testid={testId} aria-label={label} style={style}>
+      <table className={["data", columnWidths ? "fixed-cols" : null, className].filter(Boolean).join(" ")} data-testid={testId} aria-label={label} style={style}>
         {columnWidths ? (
           <colgroup>
             {columnWidths.map((width, i) => (

@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { formatAgo, formatDuration, formatDurationRounded, formatSeconds, formatWaitSeconds } from "./duration";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { formatAgo, formatDuration, formatDurationRounded, formatEstimate, formatSeconds, formatWaitSeconds } from "./duration";
 
 describe("formatDuration", () => {
   it("zero is '0 s', and anything that rounds to zero milliseconds with it", () => {
@@ -123,5 +125,39 @@ describe("formatWaitSeconds", () => {
     expect(formatWaitSeconds(90_000)).toBe("90 s");
     expect(formatWaitSeconds(1_233_400)).toBe("1,234 s");
     expect(formatWaitSeconds(Number.NaN)).toBe("—");
+  });
+});
+
+describe("formatEstimate", () => {
+  it("marks an estimate once, whatever the rounding: never '≈≈', never a bare number", () => {
+    expect(formatEstimate(90_000)).toBe("≈ 90 s");
+    expect(formatEstimate(540_000)).toBe("≈ 9 min");
+    expect(formatEstimate(200_000_000)).toBe("≈ 55 h 33 min");
+    expect(formatEstimate(3_605_000)).toBe("≈ 1 h");
+    expect(formatEstimate(Number.NaN)).toBe("—");
+    for (const ms of [0, 450, 2_500, 90_000, 3_605_000, 200_000_000]) expect(formatEstimate(ms).match(/≈/g)).toHaveLength(1);
+  });
+});
+
+describe("one way to show a duration", () => {
+  const root = join(import.meta.dirname, "../..");
+  const sources = (dir: string): string[] =>
+    readdirSync(dir).flatMap((entry) => {
+      const path = join(dir, entry);
+      if (statSync(path).isDirectory()) return entry === "node_modules" ? [] : sources(path);
+      return /\.tsx?$/.test(entry) && !/\.(test|spec)\.tsx?$/.test(entry) ? [path] : [];
+    });
+
+  it("no code writes '≈' beside a formatted duration itself: the marker comes from this module", () => {
+    const offenders = ["app", "lib", "workers"].flatMap((dir) =>
+      sources(join(root, dir)).flatMap((file) =>
+        readFileSync(file, "utf8")
+          .split("\n")
+          .map((line, i) => ({ line, at: `${file.slice(root.length + 1)}:${i + 1}` }))
+          .filter(({ line }) => /≈\s*\$\{\s*format(Duration|DurationRounded|Seconds|Ago|WaitSeconds)\(/.test(line))
+          .map(({ at }) => at),
+      ),
+    );
+    expect(offenders).toEqual([]);
   });
 });

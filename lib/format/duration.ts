@@ -8,7 +8,10 @@
  * - {@link formatDuration} — the human form: "450 ms", "2.5 s", "90 s", "1 min", "1 h 5 min";
  *   marked "≈" when a unit had to be dropped ("≈55 h 33 min").
  * - {@link formatDurationRounded} — the same text without the marker, for a sentence that already
- *   says it is approximate ("about 5 min", "p99 ≈ 35 s") or a measured age.
+ *   says it is approximate in words ("about 5 min left") or a measured age.
+ * - {@link formatEstimate} — an estimate, always marked: "≈ 9 min" (a projection, a percentile
+ *   read from histogram buckets, a drain time). The "≈" is written by this module only, so a
+ *   caller never adds a second one.
  * - {@link formatAgo} — "just now" / "5 min ago".
  * - {@link formatSeconds} — the precise form "1,234 s", for messages that name a budget or a
  *   setting given in seconds (`BOUNDED_BUDGET_*_S`), where the reader compares the number itself.
@@ -17,6 +20,8 @@
 
 /** What stands in for a duration that is not a number (NaN, ±Infinity). */
 const MISSING = "—";
+/** The one approximate marker: nothing outside this module writes it beside a duration. */
+const APPROX = "≈";
 
 const UNITS: readonly (readonly [name: string, seconds: number])[] = [
   ["h", 3_600],
@@ -66,7 +71,7 @@ function human(ms: number): { text: string; approximate: boolean } {
  */
 export function formatDuration(ms: number): string {
   const { text, approximate } = human(ms);
-  return approximate ? `≈${text}` : text;
+  return approximate ? `${APPROX}${text}` : text;
 }
 
 /**
@@ -76,6 +81,15 @@ export function formatDuration(ms: number): string {
  */
 export function formatDurationRounded(ms: number): string {
   return human(ms).text;
+}
+
+/**
+ * An estimated duration, marked once whatever the rounding: "≈ 9 min", "≈ 55 h 33 min"; "—" for
+ * a value that is not a number. The spaced marker reads as "is about", as in "p99 ≈ 35 s".
+ */
+export function formatEstimate(ms: number): string {
+  const { text } = human(ms);
+  return text === MISSING ? MISSING : `${APPROX} ${text}`;
 }
 
 /**

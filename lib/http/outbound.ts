@@ -1,5 +1,6 @@
 import http from "node:http";
 import https from "node:https";
+import { formatDuration } from "@/lib/format/duration";
 import { scaled } from "@/lib/time";
 import { describeError, snippet } from "./describe";
 
@@ -219,7 +220,7 @@ export function describeFailure(service: string, failure: OutboundFailure): stri
     case "unreachable":
       return `${service} could not be reached (${describeError(failure.cause)})`;
     case "timeout":
-      return `${service} did not answer within ${failure.timeoutMs} ms`;
+      return `${service} did not answer within ${formatDuration(failure.timeoutMs)}`;
     default: {
       const { status, response } = failure;
       const message = serviceMessage(response.body);

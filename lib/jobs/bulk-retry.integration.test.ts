@@ -22,7 +22,7 @@ afterAll(async () => {
   await closeDb();
 });
 
-async function jobsIn(status: "timed_out" | "completed" | "killed", n: number, slug: string) {
+async function jobsIn(status: "timed_out" | "completed" | "killed" | "cancelled", n: number, slug: string) {
   const tenantId = await ensureTenant(slug);
   await db().job.createMany({
     data: Array.from({ length: n }, () => ({
@@ -63,6 +63,15 @@ describe("bulk retry by filter", () => {
       expect(queued?.priority).toBe(RETRY_PRIORITY);
       expect(await queued?.getState()).toBe("prioritized");
     }
+  });
+
+  it("leaves cancelled jobs out unless the filter names their status", async () => {
+    const slug = uniqueTenantSlug("bulkcancel");
+    tenants.push(slug);
+    await jobsIn("timed_out", 2, slug);
+    await jobsIn("cancelled", 3, slug);
+    expect((await previewBulkRetry({ tenant: slug })).count).toBe(2);
+    expect((await previewBulkRetry({ tenant: slug, status: "cancelled" })).count).toBe(3);
   });
 
   it(`refuses more than ${BULK_RETRY_CAP} jobs with a clear message, changing nothing`, async () => {

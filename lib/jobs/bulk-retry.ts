@@ -21,9 +21,12 @@ export const bulkRetryFilterSchema = z
   .strict();
 export type BulkRetryFilter = z.infer<typeof bulkRetryFilterSchema>;
 
+/** Without a status, a bulk retry leaves cancelled jobs alone: someone stopped them on purpose. */
+const DEFAULT_BULK_STATUSES = RETRYABLE_STATUSES.filter((s) => s !== "cancelled");
+
 function where(f: BulkRetryFilter): Prisma.JobWhereInput {
   return {
-    status: f.status ? f.status : { in: [...RETRYABLE_STATUSES] },
+    status: f.status ? f.status : { in: DEFAULT_BULK_STATUSES },
     children: { none: {} },
     ...(f.kind ? { kind: f.kind } : {}),
     ...(f.tenant ? { tenant: { slug: f.tenant } } : {}),

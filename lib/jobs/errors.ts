@@ -49,7 +49,22 @@ export class SliceEnded extends Error {
   }
 }
 
-const CONTROL_SIGNALS = new Set(["DeadlineExceeded", "AttemptFenced", "WorkerShutdown", "RateLimitDefer", "DelayedError", "SliceEnded"]);
+/**
+ * An operator cancelled the running job (lib/jobs/cancel.ts): its signal aborts with this reason.
+ * The row is already `cancelled` with its committed progress when the signal propagates; nothing
+ * new is dispatched, items in flight end, and a retry resumes at the cursor.
+ */
+export class JobCancelled extends Error {
+  override name = "JobCancelled";
+  constructor(
+    readonly jobId: string,
+    readonly by: string,
+  ) {
+    super(`job ${jobId}: cancelled by ${by}`);
+  }
+}
+
+const CONTROL_SIGNALS = new Set(["DeadlineExceeded", "AttemptFenced", "WorkerShutdown", "RateLimitDefer", "DelayedError", "SliceEnded", "JobCancelled"]);
 
 export function isControlSignal(err: unknown): err is Error {
   return err instanceof Error && CONTROL_SIGNALS.has(err.name);

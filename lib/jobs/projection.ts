@@ -2,7 +2,7 @@ import { z } from "zod";
 import { p99FromBucket } from "@/lib/modelcalls/buckets";
 import { db } from "@/lib/db/client";
 import { env } from "@/lib/env";
-import { formatDuration, formatDurationRounded } from "@/lib/format/duration";
+import { formatDuration, formatDurationRounded, formatEstimate } from "@/lib/format/duration";
 import { listP99Buckets } from "@/lib/modelcalls/queries";
 import { itemsInFlight, kindSpec, type JobKind } from "@/lib/queues/catalog";
 import { providerLimits } from "@/lib/ratelimit/buckets";
@@ -203,5 +203,5 @@ export function describeRate(itemsPerSecond: number, noun: string): string {
 export function describeProjection(p: Projection): string {
   const noun = nounOf(p.kind);
   const tail = p.tailMs >= 1000 ? ` + ${formatDuration(p.tailMs)} for the slowest` : "";
-  return `${n(p.items)} ${noun}${p.items === 1 ? "" : "s"} at ≈ ${describeRate(p.itemsPerSecond, noun)} (${p.limit})${tail} ≈ ${formatDurationRounded(p.ms)}`;
+  return `${n(p.items)} ${noun}${p.items === 1 ? "" : "s"} at ≈ ${describeRate(p.itemsPerSecond, noun)} (${p.limit})${tail} ${formatEstimate(p.ms)}`;
 }

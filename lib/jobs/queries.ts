@@ -73,41 +73,94 @@ function toSummary(row: SummaryRow): JobSummary {
   };
 }
 
-/** A tenant search (`q`) that matches more tenants than this filters through the join instead of by id. */
-const SEARCH_TENANTS_BY_ID = 500;
+/** A search (`q`) that matches more tenants or files than this filters through the join instead of by id. */
+const SEARCH_MATCHES_BY_ID = 500;
+
+/** The fewest hex digits read as the start of a job id: "abc" is more likely a tenant or a file name. */
+const MIN_ID_PREFIX = 4;
+
+/** What people paste from a page that shortens an id: "abcd1234…". */
+const TRAILING_ELLIPSIS = /(…|\.\.\.)$/;
 
 /**
- * The tenant part of a list filter, resolved to ids before the list query: with `tenantId` as a
- * value the planner reads one tenant's jobs newest first from the (tenantId, createdAt) index and
- * stops after a page; through the join it reads every job of the tenant and sorts them. Null: no
- * tenant matches, the list is empty.
+ * The job ids that start with `q`, as a range of the uuid primary key: pages show a job by its
+ * first eight hex digits (`JobLink`), and `abcd1234` is every id from
+ * `abcd1234-0000-0000-0000-000000000000` to `abcd1234-ffff-ffff-ffff-ffffffffffff` — one index
+ * range, where a text match on the id would read every row. A full id is a range of one. Dashes
+ * are ignored, a trailing "…" too; null when `q` is not the start of an id.
+ */
+export function idPrefixRange(q: string): { gte: string; lte: string } | null {
+  const hex = q.trim().toLowerCase().replace(TRAILING_ELLIPSIS, "").replaceAll("-", "");
+  if (hex.length < MIN_ID_PREFIX || hex.length > 32 || !/^[0-9a-f]+$/.test(hex)) return null;
+  const asUuid = (h: string) => `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+  return { gte: asUuid(hex.padEnd(32, "0")), lte: asUuid(hex.padEnd(32, "f")) };
+}
+
+/**
+ * `s` as literal text inside a LIKE pattern. Prisma's `contains` and `startsWith` pass `%` and
+ * `_` through as wildcards (a search for "%" would match everything), so they are escaped with
+ * PostgreSQL's default LIKE escape, the backslash.
+ */
+export function escapeLike(s: string): string {
+  return s.replace(/[\\%_]/g, (c) => `\\${c}`);
+}
+
+/**
+ * What `q` matches, resolved before the list query: the ids it starts (a primary-key range), the
+ * tenants whose slug it starts, and the jobs whose uploaded file name (a CSV import's, or any
+ * document of an OCR batch) contains it, case-insensitively. Tenants and files become id lists, so
+ * the planner reads index ranges instead of joining every job; a `q` that matches more of them
+ * than `SEARCH_MATCHES_BY_ID` — most jobs, then — filters through the join, and the newest-first
+ * scan finds a page at once. Null: nothing matches, the list is empty.
+ */
+async function searchScope(q: string): Promise<Prisma.JobWhereInput | null> {
+  const range = idPrefixRange(q);
+  const slugPrefix = escapeLike(q.toLowerCase());
+  // Trigram indexes serve the leading wildcard (migration 20261203121500_job_search_by_filename).
+  const filePattern = `%${escapeLike(q)}%`;
+  const [tenants, fileJobs] = await Promise.all([
+    db().tenant.findMany({ where: { slug: { startsWith: slugPrefix } }, select: { id: true }, take: SEARCH_MATCHES_BY_ID + 1 }),
+    db().$queryRaw<{ jobId: string }[]>`
+      SELECT "jobId"::text AS "jobId" FROM "Upload" WHERE filename ILIKE ${filePattern}
+      UNION
+      SELECT "jobId"::text FROM "JobFile" WHERE filename ILIKE ${filePattern}
+      LIMIT ${SEARCH_MATCHES_BY_ID + 1}`,
+  ]);
+  const any: Prisma.JobWhereInput[] = [];
+  if (range) any.push({ id: range });
+  if (tenants.length > SEARCH_MATCHES_BY_ID) any.push({ tenant: { slug: { startsWith: slugPrefix } } });
+  else if (tenants.length > 0) any.push({ tenantId: { in: tenants.map((t) => t.id) } });
+  if (fileJobs.length > SEARCH_MATCHES_BY_ID) {
+    const named = { contains: escapeLike(q), mode: "insensitive" as const };
+    any.push({ upload: { is: { filename: named } } }, { files: { some: { filename: named } } });
+  } else if (fileJobs.length > 0) any.push({ id: { in: fileJobs.map((f) => f.jobId) } });
+  if (any.length === 0) return null;
+  return any.length === 1 ? any[0]! : { OR: any };
+}
+
+/**
+ * The tenant and search parts of a list filter, resolved to ids before the list query: with
+ * `tenantId` as a value the planner reads one tenant's jobs newest first from the (tenantId,
+ * createdAt) index and stops after a page; through the join it reads every job of the tenant and
+ * sorts them. Null: no tenant matches, the list is empty.
  */
 async function tenantScope(f: { tenant?: string; q?: string }): Promise<Prisma.JobWhereInput[] | null> {
   const scope: Prisma.JobWhereInput[] = [];
-  if (f.tenant) {
-    const tenant = await db().tenant.findUnique({ where: { slug: f.tenant.toLowerCase() }, select: { id: true } });
-    if (!tenant) return null;
-    scope.push({ tenantId: tenant.id });
-  }
-  if (f.q) {
-    if (UUID.test(f.q)) {
-      scope.push({ id: f.q.toLowerCase() });
-    } else {
-      const prefix = f.q.toLowerCase();
-      const tenants = await db().tenant.findMany({ where: { slug: { startsWith: prefix } }, select: { id: true }, take: SEARCH_TENANTS_BY_ID + 1 });
-      if (tenants.length === 0) return null;
-      // A prefix that matches most tenants matches most jobs: the newest-first scan with the join
-      // as a filter finds a page at once, and the id list would only grow the statement.
-      scope.push(tenants.length <= SEARCH_TENANTS_BY_ID ? { tenantId: { in: tenants.map((t) => t.id) } } : { tenant: { slug: { startsWith: prefix } } });
-    }
-  }
+  const [tenant, search] = await Promise.all([
+    f.tenant ? db().tenant.findUnique({ where: { slug: f.tenant.toLowerCase() }, select: { id: true } }) : Promise.resolve(undefined),
+    f.q ? searchScope(f.q) : Promise.resolve(undefined),
+  ]);
+  if (tenant === null || search === null) return null;
+  if (tenant) scope.push({ tenantId: tenant.id });
+  if (search) scope.push(search);
   return scope;
 }
 
 /**
- * Newest first; `q` matches a job id exactly or a tenant by prefix. Keyset pagination: `after`
- * is the last job of the previous page, and the next page is the jobs strictly before it in
- * (createdAt, id) order. The bound is written as `createdAt <= c AND (createdAt < c OR id < i)`
+ * Newest first; `q` matches the start of a job id (the short id pages show, or the full one), the
+ * start of a tenant's slug, or part of an uploaded file's name (see `searchScope`). Keyset
+ * pagination: `after` is the last job of the previous page, and the next page is the jobs strictly
+ * before it in (createdAt, id) order. The bound is written as `createdAt <= c AND (createdAt < c OR id < i)`
  * so that `createdAt <= c` is an index condition: a later page costs what the first one does,
  * however deep it is (an OR alone, as Prisma's `cursor` writes it, is a filter over every newer
  * row).

@@ -10,8 +10,8 @@ import { countLabel, nounOf } from "./messages";
 import { OPERATOR_BUDGET_PREFIX } from "./run";
 import type { JobStatus } from "./statuses";
 
-/** Only a job that ended without finishing its work can be retried. */
-export const RETRYABLE_STATUSES = ["timed_out", "killed", "failed", "abandoned"] as const satisfies readonly JobStatus[];
+/** Only a job that ended without finishing its work can be retried (a cancelled one too: it resumes at its cursor). */
+export const RETRYABLE_STATUSES = ["timed_out", "killed", "failed", "abandoned", "cancelled"] as const satisfies readonly JobStatus[];
 
 /** An operator may give a retry up to this many times the budget the workers resolve. */
 export const MAX_BUDGET_FACTOR = 4;

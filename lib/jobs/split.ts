@@ -89,7 +89,7 @@ function refusal(job: SplitSource): string | null {
   if (job.parentId) return "This job is already a part of a split job. Retry it, with a larger budget if needed.";
   if (job._count.children > 0) return "This job was already split.";
   if (!(RETRYABLE_STATUSES as readonly string[]).includes(job.status)) {
-    return job.status === "completed" || job.status === "completed_with_errors" ? "It completed: there is nothing left to split." : `It is ${job.status}: only a job that ended without finishing (timed out, stopped, failed, abandoned) is split.`;
+    return job.status === "completed" || job.status === "completed_with_errors" ? "It completed: there is nothing left to split." : `It is ${job.status}: only a job that ended without finishing (timed out, stopped, failed, abandoned, cancelled) is split.`;
   }
   if (job.total === null) return `Its number of ${noun}s is unknown, so it cannot be divided.`;
   if (job.total - job.cursor < MIN_PARTS) return `Only ${job.total - job.cursor} ${noun}${job.total - job.cursor === 1 ? "" : "s"} left: retry it instead.`;

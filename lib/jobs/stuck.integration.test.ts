@@ -101,13 +101,13 @@ describe("reaper", () => {
     for (const id of backlog) expect(await status(id)).toBe("queued");
   });
 
-  it("leaves a queued job the queue still holds as waiting (it is waiting for a worker, and shown as stuck)", async () => {
+  it("leaves a queued job the queue still holds as waiting (it is waiting for a worker, and shown as a late start)", async () => {
     const id = await rowIn("queued", { createdAt: minutesAgo(120) });
     await addQueueJob(id);
     await reapStuckJobs();
     expect(await status(id)).toBe("queued");
     const stuck = await listStuckJobs();
-    expect(stuck.find((s) => s.id === id)).toMatchObject({ reasons: ["waiting_for_worker"], queueState: "waiting" });
+    expect(stuck.find((s) => s.id === id)).toMatchObject({ reasons: ["late_start"], queueState: "waiting" });
     expect((await countStuckByKind()).csv_import).toBeGreaterThanOrEqual(1);
   });
 

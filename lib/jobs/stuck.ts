@@ -6,6 +6,7 @@ import { QUEUE_NAMES, type QueueName } from "@/lib/queues/catalog";
 import { scaled } from "@/lib/time";
 import type { FinalRow } from "./finalize-statement";
 import { progressPhrase } from "./messages";
+import { classifyOpenJobs, type StuckCause } from "./stuck-groups";
 import { finalizeJob, settleParent } from "./run";
 import type { JobStatus } from "./statuses";
 
@@ -24,10 +25,10 @@ const silenceMs = () => 3 * heartbeatIntervalMs();
 const REAP_CONCURRENCY = 8;
 export const reapGraceMs = () => Math.max(reaperIntervalMs(), silenceMs());
 
-export type StuckReason = "silent" | "over_budget" | "waiting_for_worker";
+/** Why an open job is stuck: the open causes of the stuck page (lib/jobs/stuck-groups.ts). */
+export type StuckReason = Exclude<StuckCause, "reaped">;
 
-/** The job columns the stuck list reads; timestamps are `Date`s in a row and ISO strings in the DTO. */
-interface StuckColumns<Time> {
+export interface StuckJob {
   id: string;
   kind: string;
   queue: string;
@@ -37,54 +38,34 @@ interface StuckColumns<Time> {
   total: number | null;
   processed: number;
   failed: number;
-  createdAt: Time;
-  attemptStartedAt: Time | null;
-  heartbeatAt: Time | null;
+  createdAt: string;
+  heartbeatAt: string | null;
   budgetSoftMs: number;
   budgetHardMs: number;
-}
-
-export interface StuckJob extends StuckColumns<string> {
-  /** Production milliseconds the current attempt has run (or the job has waited, when queued). */
+  /** Production ms in the state that makes it stuck (waiting, running, silent). */
   ageMs: number;
-  /** ageMs against the soft budget. */
-  budgetUsed: number;
   reasons: StuckReason[];
   /** What BullMQ says of the job: waiting, active, delayed, completed, failed, unknown… */
   queueState: string;
 }
 
-interface Row extends StuckColumns<Date> {
+interface Row {
+  id: string;
+  kind: string;
+  queue: string;
+  status: JobStatus;
+  attempt: number;
+  total: number | null;
+  processed: number;
+  failed: number;
+  budgetSoftMs: number;
+  budgetHardMs: number;
   /** The queue job's id when it is not the row's (syncs: one per tenant and family). */
   queueJobId: string | null;
 }
 
 // Timestamps are stored as UTC without a time zone (Prisma's convention): raw SQL compares them
 // with `now() AT TIME ZONE 'UTC'`, whatever the server's TimeZone setting.
-
-/**
- * Stuck: non-terminal and not waiting in *delayed* (a rate-limited job is not stuck), and
- * silent (three heartbeats missed), or running past its soft budget, or queued longer than its
- * soft budget. Budgets are production time; the comparison happens in this process's time.
- */
-async function stuckRows(limit: number): Promise<Row[]> {
-  const scale = env().BOUNDED_TIME_SCALE;
-  const silence = silenceMs();
-  return db().$queryRaw<Row[]>`
-    SELECT j.id, j.kind, j.queue, t.slug AS tenant, j.status, j.attempt, j.total, j.processed, j.failed,
-           j."createdAt", j."attemptStartedAt", j."heartbeatAt", j."budgetSoftMs", j."budgetHardMs", j."queueJobId"
-    FROM "Job" j JOIN "Tenant" t ON t.id = j."tenantId"
-    WHERE j.status IN ('queued', 'running')
-      -- A split job runs through its parts: they are the ones that can be stuck.
-      AND NOT EXISTS (SELECT 1 FROM "Job" c WHERE c."parentId" = j.id)
-      AND (
-        (j.status = 'running' AND j."heartbeatAt" < (now() AT TIME ZONE 'UTC') - make_interval(secs => ${silence}::float8 / 1000))
-        OR (j.status = 'running' AND j."attemptStartedAt" < (now() AT TIME ZONE 'UTC') - make_interval(secs => j."budgetSoftMs" * ${scale}::float8 / 1000))
-        OR (j.status = 'queued' AND j."createdAt" < (now() AT TIME ZONE 'UTC') - make_interval(secs => j."budgetSoftMs" * ${scale}::float8 / 1000))
-      )
-    ORDER BY coalesce(j."attemptStartedAt", j."createdAt") ASC
-    LIMIT ${limit}`;
-}
 
 async function queueState(queueName: string, id: string): Promise<string> {
   if (!(QUEUE_NAMES as string[]).includes(queueName)) return "unknown";
@@ -93,35 +74,36 @@ async function queueState(queueName: string, id: string): Promise<string> {
     .catch(() => "unreachable");
 }
 
+/**
+ * Open jobs that are stuck, by the stuck page's rules (one cause each), oldest first: the same
+ * jobs the page groups, so the overview's count and the page's never disagree.
+ */
 export async function listStuckJobs(limit = 200, now = Date.now()): Promise<StuckJob[]> {
-  const scale = env().BOUNDED_TIME_SCALE;
-  const rows = await stuckRows(limit);
-  return Promise.all(
-    rows.map(async (r) => {
-      const since = (r.status === "running" ? r.attemptStartedAt : null) ?? r.createdAt;
-      const ageMs = Math.max(0, (now - since.getTime()) / scale);
-      const reasons: StuckReason[] = [];
-      if (r.status === "queued") reasons.push("waiting_for_worker");
-      if (r.status === "running" && r.heartbeatAt && now - r.heartbeatAt.getTime() > silenceMs()) reasons.push("silent");
-      if (r.status === "running" && ageMs > r.budgetSoftMs) reasons.push("over_budget");
-      return {
-        ...r,
-        createdAt: r.createdAt.toISOString(),
-        attemptStartedAt: r.attemptStartedAt?.toISOString() ?? null,
-        heartbeatAt: r.heartbeatAt?.toISOString() ?? null,
-        ageMs,
-        budgetUsed: ageMs / r.budgetSoftMs,
-        reasons,
-        queueState: await queueState(r.queue, r.queueJobId ?? r.id),
-      };
-    }),
-  );
+  const { stuck } = await classifyOpenJobs(new Date(now));
+  return stuck.slice(0, limit).map((c) => ({
+    id: c.row.id,
+    kind: c.row.kind,
+    queue: c.row.queue,
+    tenant: c.row.tenant,
+    status: c.row.status,
+    attempt: c.row.attempt,
+    total: c.row.total,
+    processed: c.row.processed,
+    failed: c.row.failed,
+    createdAt: c.row.createdAt.toISOString(),
+    heartbeatAt: c.row.heartbeatAt?.toISOString() ?? null,
+    budgetSoftMs: c.row.budgetSoftMs,
+    budgetHardMs: c.row.budgetHardMs,
+    ageMs: c.ageMs,
+    reasons: [c.cause],
+    queueState: c.queueState,
+  }));
 }
 
-/** For the `bounded_jobs_stuck{kind}` gauge. */
+/** For the `bounded_jobs_stuck{kind}` gauge: the stuck page's open groups, by kind. */
 export async function countStuckByKind(): Promise<Record<string, number>> {
   const counts: Record<string, number> = {};
-  for (const r of await stuckRows(10_000)) counts[r.kind] = (counts[r.kind] ?? 0) + 1;
+  for (const c of (await classifyOpenJobs()).stuck) counts[c.row.kind] = (counts[c.row.kind] ?? 0) + 1;
   return counts;
 }
 

@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { JobStatus } from "@/lib/jobs/statuses";
 import { logger } from "@/lib/log";
-import { JOB_KINDS } from "@/lib/queues/catalog";
+import { JOB_KINDS, QUEUE_NAMES } from "@/lib/queues/catalog";
 import { SWEEP_POLICY, worstCaseMs } from "@/lib/quota/policy";
 import { sweepPolicy } from "@/lib/quota/settings";
 
@@ -58,8 +58,23 @@ export interface ItemBudget {
 /** Every known per-item budget; a pair with no typical job yet is left out. */
 export type ListItemBudgets = () => Promise<ItemBudget[]>;
 
+/** One queue as the `bounded_queue_*` gauges report it (`readQueueGauges` in lib/queues/overview). */
+export interface QueueGaugeReading {
+  queue: string;
+  counts: Record<(typeof QUEUE_GAUGE_STATES)[number], number>;
+  /** Production seconds. */
+  oldestWaitingSeconds: number;
+  softBudgetSeconds: number;
+  paused: boolean;
+}
+
+/** The `state` label values of `bounded_queue_jobs`. */
+export const QUEUE_GAUGE_STATES = ["waiting", "active", "delayed", "failed"] as const;
+
 /** What the scrape-time gauges read; lib/metrics/sources.ts has the database's. */
 export interface ScrapeSources {
+  /** Where the `bounded_queue_*` gauges come from, evaluated at scrape time (one read serves all four). */
+  queueGauges?: () => Promise<QueueGaugeReading[]>;
   /** Where `bounded_jobs_stuck` comes from, evaluated at scrape time. */
   countStuck?: CountStuckByKind;
   /** Where `bounded_item_budget_seconds` comes from, evaluated at scrape time. */
@@ -141,6 +156,12 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
   // so installing after the metrics exist still works); with neither, the gauge stays empty.
   const countStuck = () => (options.countStuck ?? holder.__boundedScrapeSources?.countStuck)?.();
   const itemBudgets = () => (options.itemBudgets ?? holder.__boundedScrapeSources?.itemBudgets)?.();
+  // The four queue gauges are collected side by side in one scrape: they share one read.
+  let queueRead: { at: number; value: Promise<QueueGaugeReading[] | undefined> } | undefined;
+  const queueGauges = () => {
+    if (!queueRead || Date.now() - queueRead.at > 1_000) queueRead = { at: Date.now(), value: Promise.resolve((options.queueGauges ?? holder.__boundedScrapeSources?.queueGauges)?.()) };
+    return queueRead.value;
+  };
   let scrapeTimeGauges = true;
 
   // Every metric is registered on `registry` only, under the shared prefix.
@@ -253,6 +274,41 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     [],
     (gauge) => gauge.set(sweepPolicy().windowMs / 1000),
     "could not read the sweep window for bounded_reserve_sweep_window_seconds",
+  );
+  /** Every queue of the catalog has a series (0 when none), so "empty" never reads as "not reported". */
+  const queueGauge = <L extends string>(name: string, help: string, labelNames: readonly L[], set: (gauge: Gauge<L>, q: QueueGaugeReading) => void) =>
+    scrapeTimeGauge(
+      name,
+      help,
+      labelNames,
+      async (gauge) => {
+        gauge.reset();
+        const read = await queueGauges();
+        if (!read) return;
+        const byQueue = new Map(read.map((q) => [q.queue, q]));
+        for (const queue of QUEUE_NAMES) set(gauge, byQueue.get(queue) ?? { queue, counts: { waiting: 0, active: 0, delayed: 0, failed: 0 }, oldestWaitingSeconds: 0, softBudgetSeconds: 0, paused: false });
+      },
+      `could not read the queues for bounded_${name}`,
+    );
+  queueGauge("queue_jobs", "Queue jobs by queue and BullMQ state (waiting includes prioritized; failed is the queue's failed set, kept 7 days); read at scrape time.", ["queue", "state"], (gauge, q) => {
+    for (const state of QUEUE_GAUGE_STATES) gauge.set({ queue: q.queue, state }, q.counts[state]);
+  });
+  queueGauge(
+    "queue_oldest_waiting_seconds",
+    "How long the oldest job queued for a worker has waited since it last entered the queue, in production seconds (0 when none waits), by queue; read from the database at scrape time.",
+    ["queue"],
+    (gauge, q) => gauge.set({ queue: q.queue }, q.oldestWaitingSeconds),
+  );
+  queueGauge(
+    "queue_soft_budget_seconds",
+    "The smallest soft budget of the queue's job kinds (environment overrides included), in production seconds, by queue: what the oldest waiting job is compared with.",
+    ["queue"],
+    (gauge, q) => {
+      if (q.softBudgetSeconds > 0) gauge.set({ queue: q.queue }, q.softBudgetSeconds);
+    },
+  );
+  queueGauge("queue_paused", "1 when an operator paused the queue (no new job starts), else 0, by queue; read at scrape time.", ["queue"], (gauge, q) =>
+    gauge.set({ queue: q.queue }, q.paused ? 1 : 0),
   );
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: METRIC_PREFIX });
 

@@ -1,6 +1,7 @@
 import { countStuckByKind } from "@/lib/jobs/stuck";
 import { getPerItemBudget } from "@/lib/modelcalls/queries";
 import { catalogPairs } from "@/lib/queues/catalog";
+import { readQueueGauges } from "@/lib/queues/overview";
 import { installScrapeSources, type ItemBudget, type ListItemBudgets, type ScrapeSources } from "./metrics";
 
 /**
@@ -30,10 +31,11 @@ const itemBudgetsFromJobs: ListItemBudgets = () => {
   return value;
 };
 
-/** `bounded_jobs_stuck` from lib/jobs/stuck, `bounded_item_budget_seconds` from lib/modelcalls/queries. */
+/** `bounded_jobs_stuck` from lib/jobs/stuck, `bounded_item_budget_seconds` from lib/modelcalls/queries, `bounded_queue_*` from lib/queues/overview. */
 export const DATABASE_SOURCES: Required<ScrapeSources> = {
   countStuck: countStuckByKind,
   itemBudgets: itemBudgetsFromJobs,
+  queueGauges: () => readQueueGauges(),
 };
 
 /** Makes this process's metrics read the database at scrape time (the process that serves scrapes). */

@@ -4,6 +4,8 @@ import { db, Prisma } from "@/lib/db/client";
 import {
   BUCKET_COUNT,
   CALL_OUTCOMES,
+  LAST_BUCKET,
+  bucketFirstMs,
   bucketLowerMs,
   bucketUpperMs,
   summarizeCells,
@@ -363,4 +365,134 @@ export async function listP99Buckets<S extends P99Scope>(
     WHERE cum >= 0.99 * total
     ORDER BY i, type, bucket`;
   return rows.map((r) => ({ scope: scopes[r.scope]!, type: r.type, bucket: r.bucket, maxMs: r.maxMs, calls: r.calls }));
+}
+
+/**
+ * The list query of the calls one bar of a histogram counts: its type and filters, its window and
+ * its bucket. Null for whole items, which are counted but not kept one by one.
+ */
+export function bucketCallsQuery(h: Pick<LatencyHistogram, "type" | "filters" | "window">, bucket: number): Record<string, string> | null {
+  if (h.type === "item") return null;
+  return {
+    type: h.type,
+    ...(h.filters.queue ? { queue: h.filters.queue } : {}),
+    ...(h.filters.kind ? { kind: h.filters.kind } : {}),
+    ...(h.filters.model ? { model: h.filters.model } : {}),
+    from: h.window.from,
+    to: h.window.to,
+    bucket: String(bucket),
+  };
+}
+
+/** The filters of one list of calls: `/model-calls/calls`, what a histogram bar or a job's timeline links to. */
+export const callListQuerySchema = z
+  .object({
+    /** Calls of one type; any type (model, OCR and tool calls) when absent. */
+    type: z.enum(CALL_TYPES).optional(),
+    queue: filterValue,
+    kind: filterValue,
+    model: filterValue,
+    /** A job's calls, and those of its parts when it was split. */
+    job: z.uuid().optional(),
+    /** The latency bucket of the histogram (lib/modelcalls/buckets.ts): the calls counted in that bar. */
+    bucket: z.coerce.number().int().min(0).max(LAST_BUCKET).optional(),
+    /** Calls started from (inclusive) … to (inclusive): the histogram's window. */
+    from: z.iso.datetime({ offset: true }).optional(),
+    to: z.iso.datetime({ offset: true }).optional(),
+    /** Keyset pagination: the id of the last call of the previous page. */
+    after: z.string().regex(/^[1-9][0-9]{0,18}$/, "a call id").optional(),
+    limit: z.coerce.number().int().min(1).max(200).default(50),
+  })
+  .refine((q) => !q.from || !q.to || Date.parse(q.from) <= Date.parse(q.to), { message: "from must not be after to", path: ["from"] });
+export type CallListQuery = z.input<typeof callListQuerySchema>;
+
+export interface CallRow {
+  id: string;
+  startedAt: string;
+  type: string;
+  model: string;
+  queue: string | null;
+  kind: string | null;
+  jobId: string | null;
+  durationMs: number;
+  outcome: CallOutcome;
+  error: string | null;
+  batchSize: number;
+}
+
+export interface CallList {
+  calls: CallRow[];
+  /** Every call that matches, over all pages: for a bucket, the height of its bar. */
+  total: number;
+  nextAfter: string | null;
+  /** The bucket's edges in ms, rounded, when a bucket was asked for: `[lowerMs, upperMs)`, upper null for the last. */
+  bucket: { bucket: number; lowerMs: number; upperMs: number | null } | null;
+}
+
+/** Calls of these types are rows; whole items exist only as rollup counts. */
+const CALL_ROW_TYPES = [...CALL_TYPES];
+
+/**
+ * The calls that match a list query, newest first, a keyset page at a time, and how many match in
+ * all. A bucket is the same whole-millisecond range the rollup trigger counts it by
+ * (`bounded_latency_bucket`, `bucketFirstMs`), and the window the one the histogram read, so a
+ * bar's list holds exactly the calls the bar counts (plus any that were still running when the
+ * histogram was read). A job's list takes in its parts'.
+ */
+export async function listCalls(query: CallListQuery): Promise<CallList> {
+  const q = callListQuerySchema.parse(query);
+  const [parts, cursor] = await Promise.all([
+    q.job ? db().job.findMany({ where: { parentId: q.job }, select: { id: true } }) : Promise.resolve([]),
+    q.after ? db().modelCall.findUnique({ where: { id: BigInt(q.after) }, select: { startedAt: true } }) : Promise.resolve(undefined),
+  ]);
+  if (cursor === null) return { calls: [], total: 0, nextAfter: null, bucket: null };
+  // Bucket 0 has no lower edge and the last no upper one, as in `bounded_latency_bucket`.
+  const duration =
+    q.bucket === undefined
+      ? undefined
+      : { ...(q.bucket > 0 ? { gte: bucketFirstMs(q.bucket) } : {}), ...(q.bucket < LAST_BUCKET ? { lt: bucketFirstMs(q.bucket + 1) } : {}) };
+  const where: Prisma.ModelCallWhereInput = {
+    type: q.type ?? { in: CALL_ROW_TYPES },
+    ...(q.queue ? { queue: q.queue } : {}),
+    ...(q.kind ? { jobKind: q.kind } : {}),
+    ...(q.model ? { model: q.model } : {}),
+    ...(q.job ? { jobId: { in: [q.job, ...parts.map((p) => p.id)] } } : {}),
+    ...(duration ? { durationMs: duration } : {}),
+    ...(q.from || q.to ? { startedAt: { ...(q.from ? { gte: new Date(q.from) } : {}), ...(q.to ? { lte: new Date(q.to) } : {}) } } : {}),
+  };
+  // Written as `startedAt <= c AND (startedAt < c OR id < i)` so the first half bounds the index range (see listJobs).
+  const page: Prisma.ModelCallWhereInput =
+    cursor && q.after ? { AND: [where, { startedAt: { lte: cursor.startedAt } }, { OR: [{ startedAt: { lt: cursor.startedAt } }, { id: { lt: BigInt(q.after) } }] }] } : where;
+  const [rows, total] = await Promise.all([
+    db().modelCall.findMany({
+      where: page,
+      orderBy: [{ startedAt: "desc" }, { id: "desc" }],
+      take: q.limit + 1,
+      select: { id: true, startedAt: true, type: true, model: true, queue: true, jobKind: true, jobId: true, durationMs: true, outcome: true, error: true, batchSize: true },
+    }),
+    db().modelCall.count({ where }),
+  ]);
+  const shown = rows.slice(0, q.limit);
+  return {
+    calls: shown.map((r) => ({
+      id: r.id.toString(),
+      startedAt: r.startedAt.toISOString(),
+      type: r.type,
+      model: r.model,
+      queue: r.queue,
+      kind: r.jobKind,
+      jobId: r.jobId,
+      durationMs: r.durationMs,
+      outcome: r.outcome,
+      error: r.error,
+      batchSize: r.batchSize,
+    })),
+    total,
+    nextAfter: rows.length > q.limit ? (shown.at(-1)?.id.toString() ?? null) : null,
+    bucket:
+      q.bucket === undefined
+        ? null
+        : // Labelled as the histogram labels the bar (its rounded edges); the filter above is exact.
+          { bucket: q.bucket, lowerMs: Math.round(bucketLowerMs(q.bucket)), upperMs: q.bucket < LAST_BUCKET ? Math.round(bucketUpperMs(q.bucket)) : null },
+  };
 }

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { env } from "@/lib/env";
 import type { Logger } from "@/lib/log";
+import { formatDuration } from "@/lib/format/duration";
 import { describeError, snippet } from "@/lib/http/describe";
 import { PROVIDER_DOWNLOAD, PROVIDER_POLL, QA_CHECK, type PhasePolicy } from "@/lib/quota/policy";
 import { scaled, sleep } from "@/lib/time";
@@ -59,7 +60,7 @@ async function withAttempts<T>(name: string, phase: PhasePolicy, signal: AbortSi
     } catch (err) {
       if (signal.aborted) throw signal.reason;
       if (err instanceof ProviderError && !err.retryable) throw err;
-      last = timeout.aborted ? new ProviderError(`${name} attempt ${attempt} timed out after ${phase.attemptTimeoutMs / 1000} s`, true) : err;
+      last = timeout.aborted ? new ProviderError(`${name} attempt ${attempt} timed out after ${formatDuration(phase.attemptTimeoutMs)}`, true) : err;
       log.warn({ phase: name, attempt, of: phase.attempts, error: describeError(last) }, `image provider ${name} attempt failed`);
     }
   }

@@ -61,7 +61,10 @@ export default async function OverviewPage() {
       </section>
 
       <h2 style={{ marginTop: "1.5rem" }}>Jobs by status</h2>
-      <p className="muted">Waiting and running now; finished in the last 24 hours. Each links to the full list.</p>
+      <p className="muted">
+        Waiting and running now; finished in the last 24 hours. Each links to the full list. Queue by queue — depth, oldest wait, worker slots, pauses:{" "}
+        <Link href="/queues">Queues →</Link>
+      </p>
       <section className="grid cols-4" aria-label="Jobs by status">
         {JOB_STATUSES.map((st) => (
           <Stat key={st} href={`/jobs?status=${st}`} label={STATUS_LABEL[st]} value={fmtInt(counts[st])} alert={ATTENTION.has(st) && counts[st] > 0} />

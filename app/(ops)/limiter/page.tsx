@@ -39,7 +39,7 @@ export default async function LimiterPage({ searchParams }: { searchParams: Prom
         description={
           <>
             Marketplace calls take a token from their tenant’s bucket first. A job that would wait longer than 5 s gives its worker slot back and waits in
-            <em> delayed</em> until the window opens (a reschedule), without spending a retry. As of {fmtTime(r.asOf)} — reload for fresh numbers.
+            <em> delayed</em> until the window opens (a reschedule), without spending a retry. As of {fmtTime(r.asOf)}.
             {r.timeScale !== 1 ? ` Times are in production units (time scale ${r.timeScale}).` : ""}
           </>
         }

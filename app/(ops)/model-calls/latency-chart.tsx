@@ -1,5 +1,6 @@
 "use client";
 
+import { useRouter } from "next/navigation";
 import { Bar, BarChart, CartesianGrid, Legend, ReferenceLine, Tooltip, XAxis, YAxis, type TooltipContentProps } from "recharts";
 import { BUCKET_COUNT, logPosition } from "@/lib/modelcalls/buckets";
 import { formatDuration, formatDurationRounded } from "@/lib/format/duration";
@@ -15,6 +16,8 @@ export interface ChartBucket {
   ok: number;
   error: number;
   aborted: number;
+  /** The list of the calls this bar counts; null when there is none to show (empty bar, whole items). */
+  href: string | null;
 }
 
 interface Point extends ChartBucket {
@@ -55,6 +58,7 @@ function BucketTooltip({ active, payload }: TooltipContentProps) {
           </div>
         ) : null,
       )}
+      {p.href && total > 0 ? <div className="muted">Click the bar to list them</div> : null}
     </div>
   );
 }
@@ -62,11 +66,18 @@ function BucketTooltip({ active, payload }: TooltipContentProps) {
 /**
  * Calls per log-spaced latency bucket, stacked by outcome, with the per-item budget as a
  * vertical line. The numbers are also in the text summary beside it (for screen readers and
- * for people who want figures, not shapes).
+ * for people who want figures, not shapes). A bar opens the list of the calls it counts.
  */
 export function LatencyChart({ buckets, perItemMs, label }: { buckets: ChartBucket[]; perItemMs: number | null; label: string }) {
   const data: Point[] = buckets.map((b) => ({ ...b, x: b.bucket + 0.5 }));
   const budgetX = perItemMs !== null ? logPosition(perItemMs) : null;
+  const router = useRouter();
+  // Every outcome's segment of a bar opens the same list: the bucket's calls, all outcomes.
+  const open = (d: unknown) => {
+    const href = (d as { payload?: Point } | undefined)?.payload?.href;
+    if (href) router.push(href);
+  };
+  const clickable = data.some((b) => b.href !== null);
   return (
     <div className={styles.chart} role="img" aria-label={label} data-testid="latency-chart">
       <BarChart responsive style={{ width: "100%", height: "100%" }} data={data} margin={{ top: 24, right: 24, bottom: 8, left: 8 }} barCategoryGap={1}>
@@ -75,9 +86,9 @@ export function LatencyChart({ buckets, perItemMs, label }: { buckets: ChartBuck
         <YAxis allowDecimals={false} {...AXIS} width={48} />
         <Tooltip content={BucketTooltip} cursor={{ fill: "rgba(36, 88, 211, 0.06)" }} isAnimationActive={false} />
         <Legend {...LEGEND} itemSorter={(item) => OUTCOME_ORDER.indexOf(item.dataKey as (typeof OUTCOME_ORDER)[number])} />
-        <Bar dataKey="ok" name="ok" stackId="outcome" fill={COLORS.ok} isAnimationActive={false} />
-        <Bar dataKey="error" name="error" stackId="outcome" fill={COLORS.error} isAnimationActive={false} />
-        <Bar dataKey="aborted" name="aborted" stackId="outcome" fill={COLORS.aborted} isAnimationActive={false} />
+        {OUTCOME_ORDER.map((o) => (
+          <Bar key={o} dataKey={o} name={o} stackId="outcome" fill={COLORS[o]} isAnimationActive={false} onClick={open} style={clickable ? { cursor: "pointer" } : undefined} />
+        ))}
         {budgetX !== null && perItemMs !== null ? (
           <ReferenceLine
             x={budgetX}

@@ -2,6 +2,7 @@ import Link from "next/link";
 import type { LatencySummary, PercentileEstimate } from "@/lib/modelcalls/buckets";
 import {
   HISTOGRAM_TYPES,
+  bucketCallsQuery,
   LATENCY_RANGES,
   getLatencyHistogram,
   getPerItemBudget,
@@ -14,7 +15,7 @@ import { PageHead } from "../../components/page-head";
 import { ChartWithSummary } from "../../components/chart-with-summary";
 import { FilterForm } from "../../components/filter-form";
 import { SelectField } from "../../components/field";
-import { formatDuration, formatDurationRounded } from "@/lib/format/duration";
+import { formatDuration, formatDurationRounded, formatEstimate } from "@/lib/format/duration";
 import { RANGE_LABEL } from "./format";
 import { LatencyChart, type ChartBucket } from "./latency-chart";
 import styles from "./model-calls.module.css";
@@ -37,7 +38,7 @@ export default async function ModelCallsPage({ searchParams }: { searchParams: P
   const what = TYPE_LABEL[h.type];
   // Tool calls happen between model (or OCR) calls; beside whole items they would compare unlike things.
   const showsTools = h.type === "model" || h.type === "ocr";
-  const chartBuckets: ChartBucket[] = h.buckets.map((b) => ({ bucket: b.bucket, lowerMs: b.lowerMs, upperMs: b.upperMs, ...b.byOutcome }));
+  const chartBuckets: ChartBucket[] = h.buckets.map((b) => ({ bucket: b.bucket, lowerMs: b.lowerMs, upperMs: b.upperMs, ...b.byOutcome, href: b.count > 0 ? callsHref(h, b.bucket) : null }));
 
   return (
     <main className="page">
@@ -45,8 +46,7 @@ export default async function ModelCallsPage({ searchParams }: { searchParams: P
         title="Model calls"
         description={
           <>
-            How long {what} took, counted per latency bucket (six per decade, 10 ms to 1 h) and per hour. As of {fmtTime(h.window.to)} — reload for fresh
-            numbers.
+            How long {what} took, counted per latency bucket (six per decade, 10 ms to 1 h) and per hour. As of {fmtTime(h.window.to)}.
           </>
         }
       />
@@ -103,6 +103,7 @@ export default async function ModelCallsPage({ searchParams }: { searchParams: P
         >
           <LatencyChart buckets={chartBuckets} perItemMs={budget?.perItemMs ?? null} label={chartLabel(h)} />
           <BudgetNote kind={query.kind} budget={budget} />
+          <BucketList buckets={chartBuckets} />
         </ChartWithSummary>
       )}
     </main>
@@ -124,7 +125,7 @@ function Filters({ h, raw }: { h: LatencyHistogram; raw: Record<string, string> 
 
 function pct(e: PercentileEstimate | null): string {
   // An estimate from the histogram's buckets: the "≈" is said here, once.
-  return e ? `≈ ${formatDurationRounded(e.ms)}` : "—";
+  return e ? formatEstimate(e.ms) : "—";
 }
 
 function SummaryList({ title, s, testId }: { title: string; s: LatencySummary; testId: string }) {
@@ -184,6 +185,47 @@ function BudgetNote({ kind, budget }: { kind: string | undefined; budget: PerIte
       {budget.jobs === 1 ? "job" : "jobs"} of the last 7 days): what one item may take on average for a typical job to fit its budget. When an item
       costs about one call, calls right of the line are items typical jobs cannot afford.
     </p>
+  );
+}
+
+/** The list of the calls one bar counts, or null when they are not kept one by one (whole items). */
+function callsHref(h: LatencyHistogram, bucket: number): string | null {
+  const query = bucketCallsQuery(h, bucket);
+  return query ? `/model-calls/calls?${new URLSearchParams(query)}` : null;
+}
+
+/** The bars as text, each linking to its calls: for keyboards and screen readers, and for exact counts. */
+function BucketList({ buckets }: { buckets: ChartBucket[] }) {
+  const filled = buckets.filter((b) => b.ok + b.error + b.aborted > 0);
+  if (filled.length === 0 || filled.every((b) => b.href === null)) return null;
+  return (
+    <details className={`small ${styles.budget}`} data-testid="bucket-list">
+      <summary>Calls per latency bucket ({filled.length} with calls): open a bucket’s calls</summary>
+      <ul className={styles.buckets}>
+        {filled.map((b) => {
+          const total = b.ok + b.error + b.aborted;
+          const range =
+            b.bucket === 0
+              ? `under ${formatDurationRounded(b.upperMs ?? 0)}`
+              : b.upperMs === null
+                ? `${formatDurationRounded(b.lowerMs)} and more`
+                : `${formatDurationRounded(b.lowerMs)} – ${formatDurationRounded(b.upperMs)}`;
+          return (
+            <li key={b.bucket}>
+              {range}:{" "}
+              {b.href ? (
+                <Link href={b.href} data-bucket={b.bucket}>
+                  {fmtInt(total)} {total === 1 ? "call" : "calls"}
+                </Link>
+              ) : (
+                `${fmtInt(total)} ${total === 1 ? "call" : "calls"}`
+              )}
+              {b.error > 0 ? <span className="muted">, {fmtInt(b.error)} error</span> : null}
+            </li>
+          );
+        })}
+      </ul>
+    </details>
   );
 }
 

@@ -2,15 +2,27 @@
 
 import { QueryClient, QueryClientProvider, useQuery } from "@tanstack/react-query";
 import { useState, useSyncExternalStore } from "react";
-import type { Progress } from "@/lib/jobs/queries";
-import { STATUS_LABEL } from "@/lib/jobs/statuses";
-import { StatusBadge, statusTone } from "../../components/status-badge";
-import { formatDurationRounded, formatWaitSeconds } from "@/lib/format/duration";
+import type { CustomerProgress as Progress } from "@/lib/jobs/customer-progress";
+import { statusTone } from "../../components/status-badge";
+import { formatDuration, formatDurationRounded, formatWaitSeconds } from "@/lib/format/duration";
 import { formatRate } from "@/lib/format/rate";
 import { fmtAgo, fmtInt } from "../../components/format";
 import { DataTable, num } from "../../components/data-table";
 
-/** One query-options factory per polled resource; polling stops by itself once the job is terminal. */
+/**
+ * Ended without finishing: the rest can still be resumed from where it stopped, and the page says
+ * it updates when that happens, so it keeps looking, slowly.
+ */
+const RESUMABLE = new Set<string>(["timed_out", "killed", "failed", "abandoned"]);
+const RESUMABLE_POLL_MS = 10_000;
+
+/** How often the page asks: every second while the job runs, slowly while it may be resumed, never once it is done. */
+function pollEvery(p: Progress | undefined): number | false {
+  if (!p?.terminal) return 1000;
+  return RESUMABLE.has(p.status) ? RESUMABLE_POLL_MS : false;
+}
+
+/** One query-options factory per polled resource; polling stops by itself once the job is done for good. */
 export function progressQuery(token: string, initialData: Progress) {
   return {
     queryKey: ["progress", token],
@@ -20,7 +32,7 @@ export function progressQuery(token: string, initialData: Progress) {
       return response.json();
     },
     initialData,
-    refetchInterval: (query: { state: { data?: Progress } }) => (query.state.data?.terminal ? false : 1000),
+    refetchInterval: (query: { state: { data?: Progress } }) => pollEvery(query.state.data),
     refetchIntervalInBackground: true,
     retry: true,
   };
@@ -86,7 +98,6 @@ function View({ token, initial }: { token: string; initial: Progress }) {
   const p = data ?? initial;
   const done = p.processed + p.failed;
   const pct = p.total ? Math.min(100, Math.round((done / p.total) * 100)) : 0;
-  const waitingToStart = p.status === "queued";
   const nouns = `${p.noun}s`;
   const Nouns = nouns[0]!.toUpperCase() + nouns.slice(1);
   return (
@@ -96,7 +107,10 @@ function View({ token, initial }: { token: string; initial: Progress }) {
           <h1>{p.title}</h1>
           <p className="muted small">Keep this page’s address to come back to it later.</p>
         </div>
-        <StatusBadge status={p.status} />
+        {/* The customer's words for the status; the operators' labels stay on the job page. */}
+        <span className={`badge ${statusTone(p.status)}`} data-status={p.status} data-testid="status">
+          {p.statusLabel}
+        </span>
       </div>
       <section className="panel" aria-labelledby="progress-heading">
         <h2 id="progress-heading" className="sr-only" style={{ position: "absolute", left: -9999 }}>
@@ -137,22 +151,25 @@ function View({ token, initial }: { token: string; initial: Progress }) {
           </div>
           <TimeLeft p={p} />
         </div>
-        {p.message ? (
-          <p className={`message ${statusTone(p.status)}`} data-testid="message">
-            {p.message}
+        <p className={`message ${statusTone(p.status)}`} data-testid="message">
+          {p.message}
+        </p>
+        {p.next ? (
+          <p data-testid="next">
+            <strong>What happens next: </strong>
+            {p.next}
           </p>
-        ) : !p.terminal ? (
-          <p className="message info">{waitingToStart ? "Queued: it will start shortly." : `${STATUS_LABEL[p.status]}…`}</p>
         ) : null}
         <p className="small muted" style={{ marginBottom: 0 }}>
-          {p.terminal ? "Finished. " : "Updates every second. "}
+          {!p.terminal ? "Updates every second. " : RESUMABLE.has(p.status) ? `Stopped for now; checks for news every ${formatDuration(RESUMABLE_POLL_MS)}. ` : "Finished. "}
           Last updated {fmtAgo(new Date(dataUpdatedAt || Date.now()).toISOString())}
           {isError ? " — the connection is interrupted; retrying." : "."}
         </p>
       </section>
+      {p.downloads ? <Downloads downloads={p.downloads} failed={p.failed} processed={p.processed} /> : null}
       {p.failures.length > 0 ? (
         <section className="panel">
-          <h2>{Nouns} that could not be processed</h2>
+          <h2>{Nouns} that could not be {p.noun === "row" ? "imported" : "processed"}</h2>
           <p className="muted small">
             {p.failed > p.failures.length ? `The first ${p.failures.length} of ${fmtInt(p.failed)}. ` : ""}
             {p.noun === "row"
@@ -172,6 +189,37 @@ function View({ token, initial }: { token: string; initial: Progress }) {
         </section>
       ) : null}
     </>
+  );
+}
+
+/** The import's files, once it has finished: what was imported, and what to fix and send again. */
+function Downloads({ downloads, processed, failed }: { downloads: NonNullable<Progress["downloads"]>; processed: number; failed: number }) {
+  return (
+    <section className="panel" aria-labelledby="downloads-heading">
+      <h2 id="downloads-heading">Your files</h2>
+      <ul style={{ listStyle: "none", padding: 0, margin: 0, display: "grid", gap: "0.75rem" }}>
+        {downloads.result ? (
+          <li>
+            <a className="button" href={downloads.result} download data-testid="download-result">
+              Download the imported rows (CSV)
+            </a>
+            <span className="muted small" style={{ display: "block", marginTop: "0.25rem" }}>
+              {fmtInt(processed)} {processed === 1 ? "row" : "rows"}, each with its category
+            </span>
+          </li>
+        ) : null}
+        {downloads.failedRows ? (
+          <li>
+            <a className="button secondary" href={downloads.failedRows} download data-testid="download-failed">
+              Download the rows to fix (CSV)
+            </a>
+            <span className="muted small" style={{ display: "block", marginTop: "0.25rem" }}>
+              {fmtInt(failed)} {failed === 1 ? "row" : "rows"} as you sent them, with a reason column: fix them and upload this file again
+            </span>
+          </li>
+        ) : null}
+      </ul>
+    </section>
   );
 }
 

@@ -28,9 +28,9 @@ export default async function JobsPage({ searchParams }: { searchParams: Promise
   const nextParams = new URLSearchParams({ ...raw, after: nextAfter ?? "" });
   return (
     <main className="page">
-      <PageHead title="Jobs" description="Newest first. Search by job id or tenant." />
+      <PageHead title="Jobs" description="Newest first. Search by short id (the 8 characters pages show), full id, tenant or file name." />
       <FilterForm clearHref="/jobs">
-        <TextField label="Search" type="search" name="q" defaultValue={raw.q} placeholder="job id or tenant" />
+        <TextField label="Search" type="search" name="q" defaultValue={raw.q} placeholder="short id, id, tenant or file name" style={{ minWidth: "17rem" }} title="The start of a job id (e.g. 3f2a9c1e), a full id, the start of a tenant, or part of an uploaded file's name; % and _ are plain characters" />
         <SelectField label="Status" name="status" any="any" defaultValue={raw.status ?? ""} options={JOB_STATUSES.map((s) => ({ value: s, label: STATUS_LABEL[s] }))} />
         <SelectField label="Kind" name="kind" any="any" defaultValue={raw.kind ?? ""} options={JOB_KINDS} />
         <TextField label="Tenant" name="tenant" defaultValue={raw.tenant} placeholder="e.g. acme" />

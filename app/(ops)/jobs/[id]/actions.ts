@@ -2,6 +2,7 @@
 
 import { z } from "zod";
 import { operatorAction, type ActionState as OperatorActionState } from "@/lib/http/operator";
+import { cancelJob, describeCancel } from "@/lib/jobs/cancel";
 import { retryJob } from "@/lib/jobs/retry";
 import { describeRetry } from "@/lib/jobs/retry-messages";
 import { partsSchema, splitJob } from "@/lib/jobs/split";
@@ -57,4 +58,20 @@ const split = operatorAction({
 /** The job page's Split: the same lib function as POST /api/jobs/:id/split, with the same audit entry. */
 export async function splitJobAction(prev: ActionState, form: FormData): Promise<ActionState> {
   return split(prev, form);
+}
+
+const cancel = operatorAction({
+  action: "job.cancel",
+  fields: (form) => ({ jobId: form.get("jobId"), reason: form.get("reason") ?? "" }),
+  schema: z.object({ jobId: z.string().max(64), reason: z.string().trim().max(500, "The reason is at most 500 characters") }),
+  target: jobIdField,
+  params: (input) => ({ reason: input.reason || null }),
+  run: (input, principal) => cancelJob(input.jobId, principal, { reason: input.reason || undefined }),
+  describe: describeCancel,
+  revalidate: jobPage,
+});
+
+/** The job page's Cancel: the same lib function as POST /api/jobs/:id/cancel, with the same audit entry. */
+export async function cancelJobAction(prev: ActionState, form: FormData): Promise<ActionState> {
+  return cancel(prev, form);
 }

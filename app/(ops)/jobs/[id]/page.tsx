@@ -13,6 +13,9 @@ import { nounOf } from "@/lib/jobs/messages";
 import { STATUS_LABEL } from "@/lib/jobs/statuses";
 import { RetryForm } from "./retry-form";
 import { SplitForm } from "./split-form";
+import { CancelForm } from "./cancel-form";
+import { ForensicsSummary, Timeline } from "./timeline";
+import { getJobForensics } from "@/lib/jobs/forensics";
 
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Job" };
@@ -27,7 +30,11 @@ export default async function JobPage({ params, searchParams }: { params: Promis
   // The proposal for the k the operator asked to see (?parts=), or the one the latencies give.
   const asked = Number((await searchParams).parts);
   const askedParts = Number.isInteger(asked) && asked >= MIN_PARTS && asked <= MAX_PARTS ? asked : undefined;
-  const split = job.partOf || job.children.length > 0 ? null : await planSplit(job.id, { parts: askedParts });
+  const [split, forensics] = await Promise.all([
+    job.partOf || job.children.length > 0 ? Promise.resolve(null) : planSplit(job.id, { parts: askedParts }),
+    getJobForensics(job.id),
+  ]);
+  if (!forensics) notFound();
   const done = job.processed + job.failed;
   const pct = job.total ? Math.min(100, (done / job.total) * 100) : 0;
   return (
@@ -80,7 +87,9 @@ export default async function JobPage({ params, searchParams }: { params: Promis
         {job.message ? <p className={`message ${statusTone(job.status)}`}>{job.message}</p> : null}
       </section>
 
-      <div className="grid" style={{ gridTemplateColumns: "minmax(0,1fr) minmax(0,1fr)" }}>
+      <CancelForm jobId={job.id} status={job.status} canAct={isOperator} noun={nounOf(job.kind)} done={done} parts={job.children.length} />
+
+      <div className="grid cols-2">
         <section className="panel" aria-labelledby="retry-heading">
           <h2 id="retry-heading">Retry</h2>
           <p className="muted small">
@@ -177,7 +186,7 @@ export default async function JobPage({ params, searchParams }: { params: Promis
         </section>
       ) : null}
 
-      <div className="grid" style={{ gridTemplateColumns: "minmax(0,1fr) minmax(0,1fr)" }}>
+      <div className="grid cols-2">
         <section className="panel">
           <h2>Details</h2>
           <dl className="facts">
@@ -204,20 +213,10 @@ export default async function JobPage({ params, searchParams }: { params: Promis
             <dd>{fmtTime(job.heartbeatAt)}</dd>
           </dl>
         </section>
-        <section className="panel">
-          <h2>Attempts and events</h2>
-          <ol className="timeline">
-            {job.events.map((e, i) => (
-              <li key={i}>
-                <div className="small muted">
-                  {fmtTime(e.at)} · attempt {e.attempt}
-                </div>
-                <div>{e.message}</div>
-              </li>
-            ))}
-          </ol>
-        </section>
+        <ForensicsSummary f={forensics} />
       </div>
+
+      <Timeline f={forensics} />
 
       <section className="panel">
         <h2>

@@ -1,0 +1,1 @@
+export { OpsLoading as default } from "@/app/components/ops-loading";

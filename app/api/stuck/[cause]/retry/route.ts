@@ -1,0 +1,19 @@
+import { operatorRoute } from "@/lib/http/operator";
+import { runStuckAction, stuckSelectionSchema } from "@/lib/jobs/mark-failed";
+import { describeStuckAction } from "@/lib/jobs/stuck-messages";
+
+export const dynamic = "force-dynamic";
+
+/**
+ * Operator: retry the selected jobs the reaper abandoned, each from its cursor. The body names the jobs (`{ "jobIds": [...] }`, at most 1,000); an empty
+ * selection is a 400, never "every job". The API twin of the stuck page's button.
+ */
+export const POST = operatorRoute({
+  name: "POST /api/stuck/:cause/retry",
+  action: "stuck.retry",
+  input: { body: stuckSelectionSchema, example: '{ "jobIds": ["<job id>"], "reason": "worker host lost" }' },
+  target: (_input, { cause }: { cause: string }) => cause,
+  params: (input) => ({ jobIds: input.jobIds, count: input.jobIds.length, reason: input.reason ?? null }),
+  run: (input, { principal, params }) => runStuckAction("retry", params.cause, input, principal),
+  describe: describeStuckAction,
+});
