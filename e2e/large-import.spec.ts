@@ -74,7 +74,7 @@ test("a 2,000-row upload completes within the default 600 s budget while the pro
 
   // The end: completed, every row accounted for, nothing about running out of time.
   await expect(badge).toHaveAttribute("data-status", "completed");
-  await expect(badge).toHaveText("Completed");
+  await expect(badge).toHaveText("Done");
   await expect(processed).toHaveText("2,000");
   await expect(page.getByTestId("failed")).toHaveText("0");
   await expect(page.getByTestId("progress-percent")).toHaveText("100 %");

@@ -93,6 +93,20 @@ describe("release ends a reserve in one transaction", () => {
     expect(await books(t.packId)).toMatchObject({ remaining: 1, live: 1, spent: 0 });
   });
 
+  it("a job's later attempt takes over the reserve its killed attempt still holds: one unit, not refused by its own flag", async () => {
+    const t = await quotaTenant("takeover", 3);
+    const ad = t.adIds[0]!;
+    const jobId = randomUUID();
+    const dead = await claim({ tenantId: t.tenantId, kind: "dislike", subject: ad, jobId });
+    const resumed = await claim({ tenantId: t.tenantId, kind: "dislike", subject: ad, jobId, now: new Date(Date.now() + 60_000) });
+    expect(resumed.id).toBe(dead.id);
+    expect(await books(t.packId)).toMatchObject({ remaining: 2, live: 1, spent: 0 });
+    // Another job is still refused while the flag is set.
+    expect(await refusal(claim({ tenantId: t.tenantId, kind: "dislike", subject: ad, jobId: randomUUID() }))).toBe("dislike_in_progress");
+    await release(resumed, "succeeded");
+    expect(await books(t.packId)).toMatchObject({ remaining: 2, live: 0, spent: 1 });
+  });
+
   it("a dislike sets the ad's flag while it runs and clears it whatever the outcome", async () => {
     const t = await quotaTenant("dislike", 5);
     const ad = t.adIds[0]!;

@@ -62,11 +62,24 @@ export async function undoKindEffects(tx: Prisma.TransactionClient, reserve: { k
  * one conditional UPDATE (`remaining > 0`), so concurrent claims never overdraw. A `dislike`
  * claim also sets the ad's `aiDislikeRetryUsed` (refused while it is set, and once a dislike
  * regeneration was delivered). Refusals throw `QuotaRefused` and change nothing.
+ *
+ * A job's later attempt takes over the reserve an earlier attempt of the same job still holds (a
+ * worker killed mid-generation leaves it live until the sweeper's window): the unit is already
+ * this job's, so it is neither taken twice nor refused by the job's own hold (a dislike's flag).
+ * Attempts are fenced, so the earlier one cannot deliver against it any more.
  */
 export async function claim(input: { tenantId: string; kind: ReserveKind; subject: string; jobId?: string | null; now?: Date }): Promise<Reserve> {
   const now = input.now ?? new Date();
   const { tenantId, kind, subject } = input;
   return db().$transaction(async (tx) => {
+    if (input.jobId) {
+      const held = await tx.quotaReserve.findFirst({
+        where: { jobId: input.jobId, tenantId, kind, subject },
+        select: { id: true, packId: true, tenantId: true, kind: true, subject: true, jobId: true, reservedAt: true },
+      });
+      // Gone meanwhile (the sweeper took it back and refunded it): claim afresh below.
+      if (held && (await tx.quotaReserve.updateMany({ where: { id: held.id }, data: { heartbeatAt: now } })).count === 1) return held;
+    }
     const ad = await tx.ad.findFirst({ where: { id: subject, tenantId }, select: { id: true } });
     if (!ad) throw new QuotaRefused({ code: "ad_not_found", adId: subject });
     if (kind === "dislike") {
