@@ -10,6 +10,9 @@ describe("safeNext: after signing in, only paths of this site", () => {
     ["/\t/evil.example", "/"],
     ["/\n/evil.example", "/"],
     ["https://evil.example/x", "/"],
+    ["/.//evil.example", "/"],
+    ["/x/..//evil.example", "/"],
+    ["/%2e//evil.example", "/"],
     ["javascript:alert(1)", "/"],
     ["", "/"],
   ])("%j → %j", (input, expected) => {

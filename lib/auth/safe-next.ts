@@ -8,5 +8,8 @@ export function safeNext(value: unknown): string {
   if (!next.startsWith("/") || /[\u0000-\u001f\u007f\\]/.test(next)) return "/";
   const base = "http://bounded.invalid";
   const url = new URL(next, base);
-  return url.origin === base ? `${url.pathname}${url.search}${url.hash}` : "/";
+  // Dot segments are resolved here, so `/.//evil` comes out as `//evil`: a path that a browser
+  // would read as another host is refused too.
+  if (url.origin !== base || url.pathname.startsWith("//")) return "/";
+  return `${url.pathname}${url.search}${url.hash}`;
 }
