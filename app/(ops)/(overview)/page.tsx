@@ -1,6 +1,7 @@
 import Link from "next/link";
 import { getBudgetReport } from "@/lib/budgets/report";
 import { env } from "@/lib/env";
+import { countLabel } from "@/lib/jobs/messages";
 import { countJobsByStatus, listJobs } from "@/lib/jobs/queries";
 import { listStuckJobs } from "@/lib/jobs/stuck";
 import { JOB_STATUSES, STATUS_LABEL } from "@/lib/jobs/statuses";
@@ -41,7 +42,7 @@ export default async function OverviewPage() {
         description={
           <>
             {stuck.length > 0 ? `${fmtInt(stuck.length)} stuck. ` : "Nothing stuck. "}
-            {attention > 0 ? `${fmtInt(attention)} jobs ended badly in the last 24 h (timed out, stopped, failed or abandoned).` : "No job ended badly in the last 24 h."}
+            {attention > 0 ? `${countLabel(attention, "job")} ended badly in the last 24 h (timed out, stopped, failed or abandoned).` : "No job ended badly in the last 24 h."}
             {scale !== 1 ? ` Time scale ${scale}: latencies are as measured, budgets in production units.` : ""}
           </>
         }
