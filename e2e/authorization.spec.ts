@@ -19,7 +19,7 @@ test.beforeAll(() => {
 
 /** Bodies that exercise a route without changing anything (the default is `{}`). */
 const SAFE_BODY: Record<string, unknown> = {
-  "POST /api/jobs/retry": { dryRun: true },
+  "POST /api/jobs/retry": { filter: {}, dryRun: true },
   // A dislike of an ad nobody has: refused (404) with nothing created.
   "POST /api/generations": { tenant: "authz-probe", adId: "00000000-0000-4000-8000-000000000000", kind: "dislike" },
   // No units: refused (422) before anything is granted.

@@ -212,6 +212,7 @@ test("bad ids and bad query parameters get a 404 or 422 with a message, never a 
     ["GET split-plan?parts=1000", () => get(`/api/jobs/${randomUUID()}/split-plan?parts=1000`), { status: 422, code: "invalid_request", message: /parts.*At most 50/ }],
     ["GET /api/progress/not-a-token", () => get("/api/progress/not-a-token"), { status: 404, code: "not_found", message: /No job has this progress link/ }],
     ["GET /api/progress/<unknown token>", () => get(`/api/progress/${"0".repeat(32)}`), { status: 404, code: "not_found", message: /No job has this progress link/ }],
+    ["POST /api/jobs/retry with an empty body", () => post("/api/jobs/retry"), { status: 422, code: "invalid_request", message: /filter/ }],
     ["GET /api/jobs?status=exploded", () => get("/api/jobs?status=exploded"), { status: 422, code: "invalid_request", message: /status/ }],
     ["GET /api/jobs?after=not-a-uuid", () => get("/api/jobs?after=not-a-uuid"), { status: 422, code: "invalid_request", message: /after/ }],
     ["GET /api/jobs?limit=-5", () => get("/api/jobs?limit=-5"), { status: 422, code: "invalid_request", message: /limit/ }],

@@ -5,7 +5,9 @@ import { describeBulkRetry, type BulkRetryOutcome } from "@/lib/jobs/bulk-retry-
 
 export const dynamic = "force-dynamic";
 
-const bodySchema = z.object({ filter: bulkRetryFilterSchema.default({}), dryRun: z.boolean().default(false) }).strict();
+// The filter is required: an empty body must not mean "retry everything". Every retryable job is
+// asked for explicitly, with `"filter": {}`.
+const bodySchema = z.object({ filter: bulkRetryFilterSchema, dryRun: z.boolean().default(false) }).strict();
 
 /**
  * Operator: retry every job matching a filter. `{ "dryRun": true }` answers how many would be
