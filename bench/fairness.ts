@@ -227,7 +227,7 @@ async function main(): Promise<void> {
   const worker = fork(import.meta.filename, ["--child"], {
     cwd: REPO,
     execArgv: ["--import", import.meta.resolve("tsx")],
-    env: { ...process.env, MODEL_BASE_URL: sim.url },
+    env: { ...process.env, MODEL_BASE_URL: sim.modelBaseUrl },
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
   const messages: ChildMessage[] = [];

@@ -246,7 +246,7 @@ async function main(): Promise<void> {
     const worker = fork(import.meta.filename, ["--child", label], {
       cwd: REPO,
       execArgv: ["--import", import.meta.resolve("tsx")],
-      env: { ...process.env, BOUNDED_TIME_SCALE: String(scale), MODEL_BASE_URL: sim.url, ...env },
+      env: { ...process.env, BOUNDED_TIME_SCALE: String(scale), MODEL_BASE_URL: sim.modelBaseUrl, ...env },
       stdio: ["ignore", "inherit", "inherit", "ipc"],
     });
     const messages: ChildMessage[] = [];

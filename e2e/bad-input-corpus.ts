@@ -155,3 +155,26 @@ export const REFUSED_BATCHES: RefusedBatch[] = [
   { name: "no files", files: "none", status: 422, code: "no_files", message: /Choose at least one document/ },
   { name: "files sent as text fields", files: "text-field", status: 422, code: "files_not_files", message: /must carry files, not text/ },
 ];
+
+/**
+ * Addresses that do not decode to text — a NUL byte or a broken %-escape in the path or the query
+ * string — on pages and API routes: each a 400 with `malformed_input`, never a 500.
+ */
+export const MALFORMED_URLS: string[] = [
+  "/api/jobs?q=%00",
+  "/api/jobs/%E0%A4%A",
+  "/api/jobs?q=%",
+  "/api/progress/abc%00def",
+  "/api/imports?tenant=%zz",
+  "/jobs?q=%",
+  "/jobs?q=%00",
+  "/jobs/%E0%A4%A",
+  "/progress/%C0",
+  "/login?next=%",
+];
+
+/** JSON bodies with a NUL byte in a field that would be stored: 400 `nul_byte`. */
+export const NUL_JSON_BODIES: { path: string; body: string }[] = [
+  { path: "/api/syncs", body: '{ "tenant": "acme\\u0000", "family": "statistics" }' },
+  { path: "/api/jobs/retry", body: '{ "filter": { "tenant": "a\\u0000b" } }' },
+];

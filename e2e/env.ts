@@ -5,7 +5,7 @@ export const E2E_ENV = {
   REDIS_URL: "redis://127.0.0.1:6379",
   BOUNDED_REDIS_PREFIX: "bounded-e2e",
   BOUNDED_SIM_PORT: "4110",
-  MODEL_BASE_URL: "http://127.0.0.1:4110",
+  MODEL_BASE_URL: "http://127.0.0.1:4110/v1",
   MARKETPLACE_BASE_URL: "http://127.0.0.1:4110/marketplace",
   IMAGE_PROVIDER_BASE_URL: "http://127.0.0.1:4110/images",
   // Production ratios in 1/2000 of the time: a 5.5 s median model call takes ~3 ms.
@@ -16,6 +16,12 @@ export const E2E_ENV = {
   BOUNDED_ADMIN_PASSWORD: "e2e-operator-password",
   BOUNDED_BOOTSTRAP_TOKEN: "e2e-bootstrap-token-0123456789abcdef",
   BOUNDED_SESSION_SECRET: "e2e-session-secret-0123456789abcdef0123456789",
+  // The test runner speaks for many clients (X-Forwarded-For) from 127.0.0.1, as a proxy would;
+  // a request over ::1 is an untrusted peer (e2e/security.spec.ts).
+  BOUNDED_TRUSTED_PROXIES: "127.0.0.1",
+  // Upload limits per caller are tested in lib/security; here one address uploads for every test.
+  BOUNDED_UPLOADS_PER_MINUTE: "100000",
+  BOUNDED_UPLOADS_CONCURRENT: "50",
   // A generous import budget so a 2,000-row file completes (100 s at this scale); the deadline
   // tests set tight ones of their own. Other queues keep the default, as the budgets page shows.
   BOUNDED_BUDGET_IMPORTS_SOFT_S: "200000",
@@ -46,7 +52,7 @@ export const TIGHT_ENV = {
   DATABASE_URL: "postgresql://postgres@127.0.0.1:5432/bounded_e2e_tight",
   BOUNDED_REDIS_PREFIX: "bounded-e2e-tight",
   BOUNDED_SIM_PORT: "4111",
-  MODEL_BASE_URL: "http://127.0.0.1:4111",
+  MODEL_BASE_URL: "http://127.0.0.1:4111/v1",
   MARKETPLACE_BASE_URL: "http://127.0.0.1:4111/marketplace",
   IMAGE_PROVIDER_BASE_URL: "http://127.0.0.1:4111/images",
   BOUNDED_TIME_SCALE: "0.02",
@@ -76,7 +82,7 @@ export const DEFAULT_ENV = {
   DATABASE_URL: "postgresql://postgres@127.0.0.1:5432/bounded_e2e_default",
   BOUNDED_REDIS_PREFIX: "bounded-e2e-default",
   BOUNDED_SIM_PORT: "4112",
-  MODEL_BASE_URL: "http://127.0.0.1:4112",
+  MODEL_BASE_URL: "http://127.0.0.1:4112/v1",
   MARKETPLACE_BASE_URL: "http://127.0.0.1:4112/marketplace",
   IMAGE_PROVIDER_BASE_URL: "http://127.0.0.1:4112/images",
   BOUNDED_TIME_SCALE: "0.05",
@@ -100,7 +106,7 @@ export const FANOUT_ENV = {
   DATABASE_URL: "postgresql://postgres@127.0.0.1:5432/bounded_e2e_fanout",
   BOUNDED_REDIS_PREFIX: "bounded-e2e-fanout",
   BOUNDED_SIM_PORT: "4114",
-  MODEL_BASE_URL: "http://127.0.0.1:4114",
+  MODEL_BASE_URL: "http://127.0.0.1:4114/v1",
   MARKETPLACE_BASE_URL: "http://127.0.0.1:4114/marketplace",
   IMAGE_PROVIDER_BASE_URL: "http://127.0.0.1:4114/images",
   BOUNDED_TIME_SCALE: "0.02",

@@ -63,6 +63,21 @@ type Fixtures = {
 const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 export const test = base.extend<Fixtures>({
+  // Every page of every test runs under the Content-Security-Policy: a violation (a script, style,
+  // frame or connection the policy blocks) fails the test that met it.
+  page: async ({ page }, use) => {
+    const violations: string[] = [];
+    await page.addInitScript(() => {
+      document.addEventListener("securitypolicyviolation", (e) =>
+        console.error(`CSP violation: ${e.violatedDirective} blocked ${e.blockedURI || "an inline resource"} on ${location.pathname}`),
+      );
+    });
+    page.on("console", (message) => {
+      if (message.type() === "error" && /Content Security Policy|CSP violation/i.test(message.text())) violations.push(message.text());
+    });
+    await use(page);
+    expect(violations, "no Content-Security-Policy violation on any page").toEqual([]);
+  },
   credentialsFor: async ({ baseURL }, use) => {
     await use(async (role) => {
       const env = systemEnv(baseURL);

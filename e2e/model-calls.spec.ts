@@ -1,4 +1,6 @@
+import { randomBytes, randomUUID } from "node:crypto";
 import { sql } from "./db";
+import { formatDuration } from "../lib/format/duration";
 import { E2E_ENV } from "./env";
 import { expect, test } from "./fixtures";
 
@@ -8,27 +10,46 @@ const QUEUE = `e2e-model-calls-${Date.now().toString(36)}`;
 const MODEL_MS = [800, 1_200, 3_000, 4_000, 5_500, 5_500, 6_000, 7_000, 9_000, 42_000];
 const MODEL_OUTCOMES = ["ok", "ok", "ok", "ok", "ok", "ok", "error", "ok", "ok", "aborted"];
 const TOOL_MS = [12, 20, 25, 31, 48];
+// Rows hold durations as recorded at the system's time scale; the page and the API show production
+// time (recorded ÷ scale), the unit of the budgets they are drawn against.
+const SCALE = Number(E2E_ENV.BOUNDED_TIME_SCALE);
+const shown = (recordedMs: number) => formatDuration(recordedMs / SCALE);
+
+// The job (and tenant) the calls were made for, so the token tables name them.
+const TENANT = { id: randomUUID(), slug: `${QUEUE}-tenant` };
+const JOB_ID = randomUUID();
 
 async function insertCalls(type: "model" | "tool", model: string, durations: number[], outcomes: string[]) {
+  // A model call that answered carries the tokens the endpoint counted: 1,250 prompt + 300 completion.
   await sql(
-    `INSERT INTO "ModelCall" ("queue", "jobKind", "model", "type", "startedAt", "durationMs", "outcome")
-     SELECT $1, 'csv_import', $2, $3::"CallType", (now() AT TIME ZONE 'UTC') - interval '5 minutes', d, o::"ModelCallOutcome"
+    `INSERT INTO "ModelCall" ("queue", "jobKind", "jobId", "model", "type", "startedAt", "durationMs", "outcome", "promptTokens", "completionTokens")
+     SELECT $1, 'csv_import', $6::uuid, $2, $3::"CallType", (now() AT TIME ZONE 'UTC') - interval '5 minutes', d, o::"ModelCallOutcome",
+            CASE WHEN $3 = 'model' AND o = 'ok' THEN 1250 END, CASE WHEN $3 = 'model' AND o = 'ok' THEN 300 END
      FROM unnest($4::int[], $5::text[]) AS t(d, o)`,
-    [QUEUE, model, type, durations, outcomes],
+    [QUEUE, model, type, durations, outcomes, JOB_ID],
   );
 }
 
 test.beforeAll(async () => {
-  await insertCalls("model", "e2e-model", MODEL_MS, MODEL_OUTCOMES);
+  await sql(`INSERT INTO "Tenant" (id, slug) VALUES ($1, $2)`, [TENANT.id, TENANT.slug]);
+  await sql(
+    `INSERT INTO "Job" (id, kind, queue, "tenantId", status, total, processed, failed, cursor, attempt, "budgetSoftMs", "budgetHardMs", "budgetSource", "progressToken", "finishedAt", "updatedAt")
+     VALUES ($1, 'csv_import', 'imports', $2, 'completed', 8, 8, 0, 8, 1, 600000, 900000, 'default', $3, now(), now())`,
+    [JOB_ID, TENANT.id, randomBytes(16).toString("hex")],
+  );
+  // The simulator's model, which the default BOUNDED_MODEL_PRICES prices (0.15 / 0.6 USD per million).
+  await insertCalls("model", "bounded-sim-1", MODEL_MS, MODEL_OUTCOMES);
   await insertCalls("tool", "lookup_invoice", TOOL_MS, TOOL_MS.map(() => "ok"));
 });
 
 test.afterAll(async () => {
   await sql(`DELETE FROM "ModelCall" WHERE "queue" = $1`, [QUEUE]);
   await sql(`DELETE FROM "ModelCallRollup" WHERE "queue" = $1`, [QUEUE]);
+  await sql(`DELETE FROM "Job" WHERE id = $1`, [JOB_ID]);
+  await sql(`DELETE FROM "Tenant" WHERE id = $1`, [TENANT.id]);
 });
 
-const WITH_UNIT = /^≈ \d+(\.\d)? (ms|s|min|h)$/;
+const WITH_UNIT = /^≈ \d+(\.\d)? (ms|s|min|h)( \d+ (s|min))?$/;
 
 test("the model-calls page draws the latency histogram with p50, p99 and max beside it", async ({ operatorPage: page }) => {
   await page.goto(`/model-calls?range=24h&queue=${QUEUE}`);
@@ -37,18 +58,20 @@ test("the model-calls page draws the latency histogram with p50, p99 and max bes
   const chart = page.getByTestId("latency-chart");
   await expect(chart.locator(".recharts-bar-rectangle").first()).toBeVisible();
   expect(await chart.locator(".recharts-bar-rectangle").count()).toBeGreaterThan(3);
-  for (const label of ["10 ms", "1 s", "10 s", "1 min", "1 h"]) await expect(chart.getByText(label, { exact: true })).toBeVisible();
-  await expect(chart).toHaveAttribute("aria-label", /p50 ≈ .+ s, p99 ≈ .+, max 42 s/);
+  // The axis is labelled in production time: at scale 0.0005 its 10 ms – 1 h of recorded time starts at 20 s.
+  for (const label of ["1 min", "10 min", "1 h"]) await expect(chart.getByText(label, { exact: true })).toBeVisible();
+  await expect(chart.getByText("1 s", { exact: true })).toHaveCount(0);
+  await expect(chart).toHaveAttribute("aria-label", new RegExp(`p50 ≈ .+, p99 ≈ .+, max ${shown(42_000)}\\.`));
 
   const summary = page.getByTestId("model-summary");
   await expect(summary.locator('[data-stat="p50"]')).toHaveText(WITH_UNIT);
   await expect(summary.locator('[data-stat="p99"]')).toHaveText(WITH_UNIT);
-  await expect(summary.locator('[data-stat="max"]')).toHaveText("42 s");
+  await expect(summary.locator('[data-stat="max"]')).toHaveText(shown(42_000));
   await expect(summary.locator('[data-stat="total"]')).toHaveText("10");
   await expect(summary.locator('[data-outcome="error"]')).toHaveText("1 error");
   await expect(summary.locator('[data-outcome="aborted"]')).toHaveText("1 aborted");
   const tools = page.getByTestId("tool-summary");
-  await expect(tools.locator('[data-stat="max"]')).toHaveText("48 ms");
+  await expect(tools.locator('[data-stat="max"]')).toHaveText(shown(48));
   await expect(tools.locator('[data-stat="total"]')).toHaveText("5");
   await page.screenshot({ path: "test-results/model-calls.png", fullPage: true });
 
@@ -62,6 +85,24 @@ test("the model-calls page draws the latency histogram with p50, p99 and max bes
   await page.goto(`/model-calls?range=1h&queue=${QUEUE}-none`);
   await expect(page.getByTestId("empty")).toContainText("No model calls in the last 1 h");
   await expect(page.getByTestId("empty").getByRole("link", { name: "upload a CSV" })).toBeVisible();
+});
+
+test("the model-calls page shows the tokens and estimated cost per kind and tenant", async ({ operatorPage: page }) => {
+  await page.setViewportSize({ width: 1440, height: 900 });
+  await page.goto(`/model-calls?range=24h&queue=${QUEUE}`);
+  const usage = page.getByTestId("token-usage");
+  // 8 answered calls × (1,250 + 300) tokens; 8 × (1,250 × 0.15 + 300 × 0.6) / 1e6 USD ≈ $0.003.
+  await expect(usage.getByTestId("token-summary")).toContainText("12,400 tokens (10,000 prompt, 2,400 completion) in 8 calls, estimated $0.003");
+  await expect(usage.getByTestId("tokens-by-kind").getByRole("row", { name: /csv_import/ })).toContainText(/12,400 tokens\s*\$0\.003/);
+  await expect(usage.getByTestId("tokens-by-tenant").getByRole("row", { name: TENANT.slug })).toContainText("12,400 tokens");
+  await page.screenshot({ path: "test-results/model-calls-tokens.png", fullPage: true });
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.screenshot({ path: "test-results/model-calls-tokens-390.png", fullPage: true });
+
+  // The job's own totals, one click away.
+  await usage.getByTestId("tokens-by-job").getByRole("link", { name: JOB_ID.slice(0, 8) }).click();
+  await expect(page.getByTestId("job-tokens")).toHaveText("12,400 tokens, estimated $0.003");
+  await page.screenshot({ path: "test-results/job-tokens-390.png", fullPage: true });
 });
 
 test("the histogram API is for viewers: 401 anonymous, 422 for an unknown range, the page's numbers otherwise", async ({ request }) => {
@@ -79,8 +120,8 @@ test("the histogram API is for viewers: 401 anonymous, 422 for an unknown range,
   const ok = await request.get(`/api/model-calls/histogram?range=24h&queue=${QUEUE}&kind=csv_import`, { headers: auth });
   expect(ok.status()).toBe(200);
   const h = await ok.json();
-  expect(h.summary).toMatchObject({ total: 10, maxMs: 42_000, byOutcome: { ok: 8, error: 1, aborted: 1 } });
-  expect(h.tools).toMatchObject({ total: 5, maxMs: 48 });
+  expect(h.summary).toMatchObject({ total: 10, maxMs: 42_000 / SCALE, byOutcome: { ok: 8, error: 1, aborted: 1 } });
+  expect(h.tools).toMatchObject({ total: 5, maxMs: 48 / SCALE });
   expect(h.buckets).toHaveLength(34);
   expect(h.options.queues).toContain(QUEUE);
 });

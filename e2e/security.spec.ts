@@ -3,6 +3,7 @@ import type { APIRequestContext } from "@playwright/test";
 import { Redis } from "ioredis";
 import { sql } from "./db";
 import { BASE_URL, E2E_ENV } from "./env";
+import { MALFORMED_URLS, NUL_JSON_BODIES } from "./bad-input-corpus";
 import { transactionsCsv } from "./csv";
 import { expect, test, users } from "./fixtures";
 
@@ -168,4 +169,148 @@ test("sign-in is rate-limited per user whatever the address, and per address wha
   expect(sessionCookie(fromGuesser.headers()["set-cookie"])).toBeUndefined();
   const elsewhere = await postSignIn(request, "sec-throttle", "sec-throttle-password", { "x-forwarded-for": "198.51.100.78" });
   expect(sessionCookie(elsewhere.headers()["set-cookie"])).toBeTruthy();
+});
+
+const bearer = { authorization: `Bearer ${E2E_ENV.BOUNDED_BOOTSTRAP_TOKEN}` };
+
+test("a cookie-signed call from another origin of the same site is refused with 403; from the app's origin, or with a token, it is not", async ({ playwright, request }) => {
+  const browser = await playwright.request.newContext({ baseURL: BASE_URL });
+  const signedIn = await postSignIn(browser, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, { "x-forwarded-for": "198.51.100.3" });
+  const cookie = sessionCookie(signedIn.headers()["set-cookie"])!.split(";")[0]!;
+  const evil = `http://evil.localhost:${new URL(BASE_URL).port}`;
+  // An empty filter is refused by the route itself (bulk retry needs a filter): nothing changes either way.
+  const bulkRetry = (headers: Record<string, string>) => browser.post("/api/jobs/retry", { data: {}, headers });
+
+  const refused = await bulkRetry({ cookie, origin: evil, "sec-fetch-site": "same-site" });
+  expect(refused.status()).toBe(403);
+  expect((await refused.json()).error.message).toContain(`this request came from ${evil}, not from this site`);
+  // A plain form post under Referrer-Policy: no-referrer says Origin: null; the browser's Sec-Fetch-Site decides.
+  expect((await bulkRetry({ cookie, origin: "null", "sec-fetch-site": "cross-site" })).status()).toBe(403);
+
+  const own = await bulkRetry({ cookie, origin: BASE_URL, "sec-fetch-site": "same-origin" });
+  expect(own.status(), await own.text()).toBe(422);
+  const token = await request.post("/api/jobs/retry", { data: {}, headers: { ...bearer, origin: evil } });
+  expect(token.status()).toBe(422);
+
+  // The refusal is in the audit log, under the operator's name.
+  const refusals = await sql<{ actor: string; result: string }>(`select actor, result from "AuditEntry" where message like $1`, [`%came from ${evil},%`]);
+  expect(refusals).toEqual([{ actor: "admin", result: "refused" }]);
+  await browser.dispose();
+});
+
+test("a session cookie captured before sign-out is refused after it", async ({ playwright, request }) => {
+  const browser = await playwright.request.newContext({ baseURL: BASE_URL });
+  const signedIn = await postSignIn(browser, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, { "x-forwarded-for": "198.51.100.4" });
+  const captured = sessionCookie(signedIn.headers()["set-cookie"])!.split(";")[0]!;
+  expect((await request.get("/api/jobs", { headers: { cookie: captured } })).status()).toBe(200);
+  const signedOut = await postAction(browser, "/login", "app/login/actions.ts#signOut", {}, { cookie: captured });
+  expect(signedOut.status()).toBeLessThan(400);
+  const after = await request.get("/api/jobs", { headers: { cookie: captured } });
+  expect(after.status()).toBe(401);
+  await browser.dispose();
+});
+
+test("a changed password ends the user's sessions", async ({ playwright, request }) => {
+  users("add", "sec-passwd", "--role", "viewer", "--password", "sec-passwd-password-1");
+  const browser = await playwright.request.newContext({ baseURL: BASE_URL });
+  const signedIn = await postSignIn(browser, "sec-passwd", "sec-passwd-password-1", { "x-forwarded-for": "198.51.100.5" });
+  const captured = sessionCookie(signedIn.headers()["set-cookie"])!.split(";")[0]!;
+  expect((await request.get("/api/jobs", { headers: { cookie: captured } })).status()).toBe(200);
+  users("passwd", "sec-passwd", "--password", "sec-passwd-password-2");
+  expect((await request.get("/api/jobs", { headers: { cookie: captured } })).status()).toBe(401);
+  await browser.dispose();
+});
+
+test("X-Forwarded-For from a peer that is not a trusted proxy changes nothing: its sign-in failures count against its own address", async ({ playwright }) => {
+  // The test runner is the trusted proxy over 127.0.0.1; over ::1 it is just a client.
+  const v6 = BASE_URL.replace("localhost", "[::1]");
+  const direct = await playwright.request.newContext({ baseURL: v6 });
+  const reachable = await direct.get("/api/livez").then((r) => r.ok(), () => false);
+  test.skip(!reachable, "the server does not listen on ::1 here");
+  const redis = new Redis(E2E_ENV.REDIS_URL);
+  try {
+    await redis.del(`${E2E_ENV.BOUNDED_REDIS_PREFIX}:login-failures:address:::1`);
+    for (let i = 0; i < 30; i++) {
+      const r = await postSignIn(direct, `sec-v6-${i}`, "guess", { "x-forwarded-for": `192.0.2.${i + 1}`, origin: v6 });
+      expect(await r.text()).toContain("Wrong username or password.");
+    }
+    const forged = await postSignIn(direct, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, { "x-forwarded-for": "192.0.2.200", origin: v6 });
+    expect(await forged.text()).toContain("Too many failed sign-ins");
+    expect(sessionCookie(forged.headers()["set-cookie"])).toBeUndefined();
+  } finally {
+    await redis.del(`${E2E_ENV.BOUNDED_REDIS_PREFIX}:login-failures:address:::1`);
+    redis.disconnect();
+    await direct.dispose();
+  }
+});
+
+test("anonymous refusals are counted per address and minute, not written one by one (200 refusals: one count, at most two entries)", async ({ request }) => {
+  const address = "198.51.100.201";
+  const statuses = await Promise.all(Array.from({ length: 200 }, () => request.get("/api/budgets", { headers: { "x-forwarded-for": address } }).then((r) => r.status())));
+  expect(new Set(statuses)).toEqual(new Set([401]));
+  const rows = await sql<{ count: number }>(`select count from "AuditRefusalTally" where address = $1 and route = 'GET /api/budgets'`, [address]);
+  expect(rows.length).toBeLessThanOrEqual(2);
+  expect(rows.reduce((n, r) => n + Number(r.count), 0)).toBe(200);
+  // Only the first refusal of the minute is also an entry.
+  expect((await sql(`select 1 from "AuditEntry" where "clientAddress" = $1`, [address])).length).toBeLessThanOrEqual(2);
+});
+
+test.describe("malformed addresses and fields", () => {
+  for (const path of MALFORMED_URLS) {
+    test(`${path} is a 400`, async ({ request }) => {
+      const answer = await request.get(path, { maxRedirects: 0 });
+      expect(answer.status()).toBe(400);
+    });
+  }
+  test("a NUL byte in a JSON field is a 400", async ({ request }) => {
+    for (const { path, body } of NUL_JSON_BODIES) {
+      const answer = await request.post(path, { data: body, headers: { ...bearer, "content-type": "application/json" } });
+      expect(answer.status(), path).toBe(400);
+      expect((await answer.json()).error.code).toBe("nul_byte");
+    }
+  });
+});
+
+test("every page has a nonce-based Content-Security-Policy, a fresh nonce each time, on the framework's scripts", async ({ request }) => {
+  const nonces = new Set<string>();
+  for (const path of ["/login", "/upload", "/login"]) {
+    const answer = await request.get(path);
+    const csp = answer.headers()["content-security-policy"] ?? "";
+    for (const directive of ["default-src 'self'", "object-src 'none'", "base-uri 'self'", "form-action 'self'", "frame-ancestors 'none'"]) expect(csp).toContain(directive);
+    const nonce = /script-src 'self' 'nonce-([A-Za-z0-9+/=]+)' 'strict-dynamic'/.exec(csp)?.[1];
+    expect(nonce, csp).toBeTruthy();
+    expect(csp).not.toMatch(/script-src[^;]*'unsafe-inline'/);
+    const html = await answer.text();
+    expect(html).toContain(`nonce="${nonce}"`);
+    // No script element without the nonce.
+    for (const tag of html.match(/<script\b[^>]*>/g) ?? []) expect(tag).toContain(`nonce="${nonce}"`);
+    nonces.add(nonce!);
+  }
+  expect(nonces.size).toBe(3);
+});
+
+test.describe("without JavaScript", () => {
+  test.use({ javaScriptEnabled: false });
+
+  test("the sign-in form works as a plain HTML form post", async ({ page }) => {
+    users("add", "sec-nojs", "--role", "viewer", "--password", "sec-nojs-password");
+    await page.goto("/login?next=%2Fjobs");
+    await page.getByLabel("Username").fill("sec-nojs");
+    await page.getByLabel("Password").fill("wrong-password");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await expect(page).toHaveURL(/\/login\?error=invalid/);
+    await expect(page.getByRole("alert")).toHaveText("Wrong username or password.");
+    await expect(page.getByLabel("Username")).toHaveValue("sec-nojs");
+    for (const width of [1440, 390]) {
+      await page.setViewportSize({ width, height: 900 });
+      await page.screenshot({ path: `test-results/login-nojs-error-${width}.png`, fullPage: true });
+    }
+    await page.getByLabel("Password").fill("sec-nojs-password");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    // Signed in: back where the visitor was going, with a session the API accepts. (The page itself
+    // streams its list behind a loading state, which only JavaScript reveals.)
+    await expect(page).toHaveURL(/\/jobs$/);
+    expect((await page.context().cookies()).map((c) => c.name)).toContain("bounded_session");
+    expect((await page.request.get("/api/jobs")).status()).toBe(200);
+  });
 });

@@ -56,7 +56,7 @@ test.describe.configure({ timeout: 240_000 });
 
 test("every page fits a 390 px phone screen, wide tables scroll in their own box, and every page is drawn at 1440 px", async ({ page, signIn }) => {
   mkdirSync(SHOTS, { recursive: true });
-  // Data that makes the tables wide: an import with failed rows, and a job the reaper abandoned.
+  // Data that makes the tables wide: an import with failed rows, and a job its worker left behind (the reaper resumes it).
   const { csv } = transactionsCsv(30, 4);
   const created = await page.request.post("/api/imports?tenant=e2e-small-screens-tenant-with-a-long-name", { data: csv, headers: { "content-type": "text/csv" } });
   expect(created.status()).toBe(201);

@@ -22,7 +22,7 @@ describe("parseEnv defaults", () => {
     expect(parsed.BOUNDED_TIME_SCALE).toBe(1);
     expect(parsed.BOUNDED_DEMO).toBe(true);
     expect(parsed.NODE_ENV).toBe("development");
-    expect(parsed.MODEL_BASE_URL).toBe("http://127.0.0.1:4010");
+    expect(parsed.MODEL_BASE_URL).toBe("http://127.0.0.1:4010/v1");
     expect(parsed.BOUNDED_SIM_PORT).toBe(4010);
     expect(parsed.BOUNDED_UPLOAD_MAX_BYTES).toBe(10 * 1024 * 1024);
     expect(parsed.BOUNDED_UPLOAD_MAX_ROWS).toBe(50_000);

@@ -45,15 +45,50 @@ const fields = z.object({
   BOUNDED_SESSION_SECRET: z.string().min(32, "must be at least 32 characters").optional(),
   /** Sets the Secure flag on the session cookie (serve over HTTPS when set). */
   BOUNDED_SECURE_COOKIES: z.enum(["0", "1"]).default("0").transform((v) => v === "1"),
-  MODEL_BASE_URL: z.url().default("http://127.0.0.1:4010"),
+  /**
+   * Proxies whose X-Forwarded-For is believed: addresses and CIDRs, comma-separated (e.g.
+   * `10.0.0.0/8,::1`). Default none: the client is the socket peer.
+   */
+  BOUNDED_TRUSTED_PROXIES: z
+    .string()
+    .default("")
+    .refine((v) => v.split(",").every((p) => p.trim() === "" || /^[0-9a-fA-F:.]+(\/\d{1,3})?$/.test(p.trim())), "must be IP addresses or CIDRs, comma-separated"),
+  /** Uploads (imports and document batches) one caller may start per minute. */
+  BOUNDED_UPLOADS_PER_MINUTE: z.coerce.number().int().min(1).max(100_000).default(120),
+  /** Uploads of one caller in flight at once, and the bytes they may declare together. */
+  BOUNDED_UPLOADS_CONCURRENT: z.coerce.number().int().min(1).max(1000).default(2),
+  BOUNDED_UPLOADS_INFLIGHT_MB: z.coerce.number().positive().max(100_000).default(60),
+  /** Unset: the bundled simulators on BOUNDED_SIM_PORT (see `SIMULATOR_PATHS`). */
+  MODEL_BASE_URL: z.url().optional(),
   MODEL_NAME: z.string().min(1).default("bounded-sim-1"),
   MODEL_API_KEY: z.string().optional(),
+  /**
+   * USD per million tokens by model name, for the estimated cost of model calls (lib/modelcalls/usage.ts):
+   * JSON `{"<model>": {"prompt": usd, "completion": usd}}`. A model left out has no estimate. The
+   * default prices the simulator's model like a small hosted model.
+   */
+  BOUNDED_MODEL_PRICES: z
+    .string()
+    .default('{"bounded-sim-1":{"prompt":0.15,"completion":0.6}}')
+    .transform((text, ctx) => {
+      try {
+        return JSON.parse(text) as unknown;
+      } catch {
+        ctx.addIssue({ code: "custom", message: 'must be JSON like {"<model>": {"prompt": 0.15, "completion": 0.6}} (USD per million tokens)' });
+        return z.NEVER;
+      }
+    })
+    .pipe(z.record(z.string().min(1), z.strictObject({ prompt: z.number().min(0), completion: z.number().min(0) }))),
   /** Where OCR requests go (POST {OCR_BASE_URL}/ocr). Unset: the bundled simulators on BOUNDED_SIM_PORT. */
   OCR_BASE_URL: z.url().optional(),
-  MARKETPLACE_BASE_URL: z.url().default("http://127.0.0.1:4010/marketplace"),
-  IMAGE_PROVIDER_BASE_URL: z.url().default("http://127.0.0.1:4010/images"),
+  /** Unset: the bundled simulators on BOUNDED_SIM_PORT. */
+  MARKETPLACE_BASE_URL: z.url().optional(),
+  /** Unset: the bundled simulators on BOUNDED_SIM_PORT. */
+  IMAGE_PROVIDER_BASE_URL: z.url().optional(),
   /** Port of the bundled simulators of the outside services. */
   BOUNDED_SIM_PORT: z.coerce.number().int().min(1).max(65535).default(4010),
+  /** Address the bundled simulators listen on: loopback for this machine's workers; 0.0.0.0 in a container the workers reach over a network. */
+  BOUNDED_SIM_HOST: z.string().min(1).default("127.0.0.1"),
   /** Share of simulated model calls that answer 500 (0–1). */
   BOUNDED_SIM_MODEL_ERROR_RATE: z.coerce.number().min(0).max(1).default(0.01),
   /** Share of simulated OCR calls that answer 500 (0–1). */
@@ -99,6 +134,10 @@ const fields = z.object({
   /** Jobs one worker process runs at once, per queue. */
   BOUNDED_WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  /** Where OpenTelemetry spans go (OTLP over HTTP, e.g. http://collector:4318). Unset: no tracing SDK is started. */
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.url({ protocol: /^https?$/, error: "must be an http(s):// URL" }).optional(),
+  /** The `service.name` of exported spans. */
+  OTEL_SERVICE_NAME: z.string().min(1).default("bounded"),
   ...budgetOverrides,
   ...itemsInFlightOverrides,
   /** How old a silent quota reserve must be before the sweeper takes it back. Unset: lib/quota/policy.ts (25 min). */
@@ -118,7 +157,24 @@ export function hasHashTag(prefix: string): boolean {
   return open >= 0 && prefix.indexOf("}", open + 1) > open + 1;
 }
 
-const schema = fields.superRefine((e, ctx) => {
+/**
+ * Where each outside service lives on the bundled simulators, below `http://127.0.0.1:<BOUNDED_SIM_PORT>`.
+ * A base URL variable left unset follows `BOUNDED_SIM_PORT`, so moving the simulators moves every
+ * default with them.
+ */
+export const SIMULATOR_PATHS = {
+  // With /v1, as the official SDK's base URL has it: requests go to {MODEL_BASE_URL}/chat/completions.
+  MODEL_BASE_URL: "/v1",
+  MARKETPLACE_BASE_URL: "/marketplace",
+  IMAGE_PROVIDER_BASE_URL: "/images",
+} as const;
+
+/** The bundled simulators' base URL of one service on `port`. */
+export function simulatorUrl(port: number, service: keyof typeof SIMULATOR_PATHS): string {
+  return `http://127.0.0.1:${port}${SIMULATOR_PATHS[service]}`;
+}
+
+const refined = fields.superRefine((e, ctx) => {
   if (!e.BOUNDED_REDIS_CLUSTER) return;
   if (!hasHashTag(e.BOUNDED_REDIS_PREFIX)) {
     ctx.addIssue({
@@ -132,6 +188,13 @@ const schema = fields.superRefine((e, ctx) => {
     ctx.addIssue({ code: "custom", path: ["REDIS_URL"], message: "with BOUNDED_REDIS_CLUSTER=1 it must name database 0 or none: Redis Cluster has only database 0" });
   }
 });
+
+const schema = refined.transform((e) => ({
+  ...e,
+  MODEL_BASE_URL: e.MODEL_BASE_URL ?? simulatorUrl(e.BOUNDED_SIM_PORT, "MODEL_BASE_URL"),
+  MARKETPLACE_BASE_URL: e.MARKETPLACE_BASE_URL ?? simulatorUrl(e.BOUNDED_SIM_PORT, "MARKETPLACE_BASE_URL"),
+  IMAGE_PROVIDER_BASE_URL: e.IMAGE_PROVIDER_BASE_URL ?? simulatorUrl(e.BOUNDED_SIM_PORT, "IMAGE_PROVIDER_BASE_URL"),
+}));
 
 /** The budget overrides are typed by name pattern (zod's inference keeps only literal keys). */
 export type Env = z.infer<typeof schema> & Partial<Record<BudgetVariable | ItemsInFlightVariable, number>>;

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from "node:async_hooks";
 import pino from "pino";
 import { env } from "@/lib/env";
 
@@ -42,6 +43,27 @@ function redactPaths(): string[] {
   return paths;
 }
 
+/** Fields every line written inside `withLogFields` carries, whichever module's logger writes it. */
+const fieldsInScope = new AsyncLocalStorage<Record<string, unknown>>();
+
+/**
+ * Runs `fn` with `fields` on every log line written inside it (and in everything it awaits), by
+ * any logger: a job's tenant on the lines of the model client, the limiter, the quota code. A
+ * logger that bound the field itself (a job's own child logger) writes it once, not twice.
+ */
+export function withLogFields<T>(fields: Record<string, unknown>, fn: () => T): T {
+  return fieldsInScope.run({ ...fieldsInScope.getStore(), ...fields }, fn);
+}
+
+function scopedFields(_merge: object, _level: number, log: Logger): object {
+  const fields = fieldsInScope.getStore();
+  if (!fields) return {};
+  const bound = (log as unknown as Record<symbol, string | undefined>)[pino.symbols.chindingsSym] ?? "";
+  const added: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(fields)) if (value !== undefined && !bound.includes(`"${name}":`)) added[name] = value;
+  return added;
+}
+
 let base: Logger | undefined;
 
 /** The process's root logger: JSON lines on stdout, level from `LOG_LEVEL`, secrets redacted. */
@@ -53,6 +75,7 @@ function baseLogger(): Logger {
     // "level":"warn" reads better than "level":40 when someone greps the raw lines.
     formatters: { level: (label) => ({ level: label }) },
     redact: { paths: redactPaths(), censor: "[redacted]" },
+    mixin: scopedFields,
   });
   return base;
 }

@@ -12,6 +12,17 @@ export function scaled(ms: number, scale: number = env().BOUNDED_TIME_SCALE): nu
 }
 
 /**
+ * A duration measured in this process's time, in production milliseconds: `ms ÷ BOUNDED_TIME_SCALE`,
+ * never negative (the inverse of `scaled`). Whatever is shown, exported or logged as a duration
+ * goes through here, so pages, metrics and logs read in one unit — production time — at any scale.
+ *
+ * @param scale - the factor the process runs at. @defaultValue `env().BOUNDED_TIME_SCALE`
+ */
+export function unscaled(ms: number, scale: number = env().BOUNDED_TIME_SCALE): number {
+  return Math.max(0, ms / scale);
+}
+
+/**
  * Waits `ms` milliseconds of wall-clock time (not scaled: pass `scaled(x)` for a production
  * duration). When `signal` aborts, rejects with `signal.reason` unchanged, because callers tell
  * control signals such as `DeadlineExceeded` apart with `instanceof`. Either way the timer and

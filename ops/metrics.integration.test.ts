@@ -172,11 +172,11 @@ describe("bounded_queue_jobs, bounded_queue_oldest_waiting_seconds, bounded_queu
       for (let i = 0; i < 200 && (await readWorkerSnapshots(redis())).length === 0; i++) await new Promise((r) => setTimeout(r, 10));
       expect((await readWorkerSnapshots(redis())).length).toBeGreaterThan(0);
       const { text } = await renderMetrics({ metrics: web, connection: redis() });
-      const lines = text.split("\n").filter((l) => l.startsWith(`bounded_queue_jobs{queue="${Q}",state="waiting"}`));
+      const lines = text.split("\n").filter((l) => l.startsWith(`bounded_queue_jobs{queue="${Q}",state="waiting",process="web"}`));
       expect(lines).toHaveLength(1);
       expect(lines[0]).toMatch(/ 1$/);
       for (const name of ["bounded_queue_oldest_waiting_seconds", "bounded_queue_paused", "bounded_queue_soft_budget_seconds"]) {
-        expect(text.split("\n").filter((l) => l.startsWith(`${name}{queue="${Q}"}`)), name).toHaveLength(1);
+        expect(text.split("\n").filter((l) => l.startsWith(`${name}{queue="${Q}",`)), name).toHaveLength(1);
       }
       // Four gauges, one read: the worker never reads, the web once per scrape.
       expect(reads).toBe(1);

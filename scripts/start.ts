@@ -1,13 +1,16 @@
 /**
  * `npm start`: checks → migrations → first-start bootstrap → build if needed → web + workers +
- * simulators. Ctrl-C or SIGTERM stops all of them (each in its own process group, so no
- * `next-server` is left behind). `tsx scripts/start.ts web|workers|sim` runs one part alone.
+ * simulators. A part that exits is started again with backoff, a crash loop reported loudly
+ * (./supervise.ts); it never stops the others. Ctrl-C or SIGTERM stops all of them (each in its
+ * own process group, so no `next-server` is left behind). `tsx scripts/start.ts web|workers|sim`
+ * runs one part alone, supervised the same way.
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { needsBuild } from "./build";
 import { loadDotEnv, preflight, fail } from "./preflight";
+import { RestartTracker } from "./supervise";
 
 const root = resolve(import.meta.dirname, "..");
 loadDotEnv(root);
@@ -62,6 +65,7 @@ async function main() {
   const stop = async (code: number) => {
     if (stopping) return;
     stopping = true;
+    for (const timer of pendingRestarts) clearTimeout(timer);
     const force = setTimeout(() => {
       for (const child of children.values()) if (running(child)) killGroup(child.pid!, "SIGKILL");
     }, 20_000);
@@ -78,7 +82,9 @@ async function main() {
     await Promise.all(rest.map(exited));
     process.exit(code);
   };
-  const restarts: number[] = [];
+  // A part that exits is started again with backoff (./supervise.ts); the demo traffic is not: the system goes on without it.
+  const trackers = new Map<Part, RestartTracker>();
+  const pendingRestarts = new Set<NodeJS.Timeout>();
   const launch = (part: Part) => {
     // detached: each part leads its own process group, so stopping it stops its children too.
     const child = spawn(process.execPath, commands[part], {
@@ -88,24 +94,26 @@ async function main() {
       env: { ...process.env, NEXT_TELEMETRY_DISABLED: "1", NODE_ENV: "production" },
     });
     children.set(part, child);
+    const tracker = trackers.get(part) ?? new RestartTracker(part);
+    trackers.set(part, tracker);
+    tracker.started(Date.now());
+    console.log(`bounded: started ${part} (pid ${child.pid})`);
     child.on("exit", (code, signal) => {
       if (stopping) return;
-      // A worker process that dies (a watchdog kill, an out-of-memory kill) is replaced: its jobs
-      // resume from their cursors. Five deaths within a minute mean something is wrong: stop.
-      const now = Date.now();
-      restarts.push(now);
-      while (restarts.length && restarts[0]! < now - 60_000) restarts.shift();
-      if (part === "workers" && restarts.length < 5) {
-        console.error(`bounded: workers exited (${signal ?? `code ${code}`}); starting a new worker process.`);
-        setTimeout(() => !stopping && launch("workers"), 1000 * restarts.length);
-        return;
-      }
+      // Whatever the part left in its group (a next-server child holding the port) goes with it.
+      killGroup(child.pid!, "SIGKILL");
       if (part === "demo") {
         console.error(`bounded: the demo traffic stopped (${signal ?? `code ${code}`}); the system goes on without it.`);
         return;
       }
-      console.error(`bounded: ${part} exited (${signal ?? `code ${code}`}); stopping the others.`);
-      void stop(1);
+      // A dead worker process's jobs resume from their cursors on the others or on its replacement.
+      const decision = tracker.exited({ code, signal }, Date.now());
+      console.error(decision.line);
+      const timer = setTimeout(() => {
+        pendingRestarts.delete(timer);
+        if (!stopping) launch(part);
+      }, decision.delayMs);
+      pendingRestarts.add(timer);
     });
   };
   for (const part of parts) launch(part);

@@ -1,17 +1,20 @@
 /**
  * npm run users -- add <name> --role viewer|operator [--password <pw>]
+ * npm run users -- passwd <name> [--password <pw>]   (signs the user out everywhere)
  * npm run users -- token <name> [--name <label>]
  * npm run users -- revoke <name>
  */
 import { parseArgs } from "node:util";
 import { closeDb } from "@/lib/db/client";
-import { issueToken, revokeTokens, roleSchema, upsertUser, usernameSchema } from "@/lib/auth/users";
+import { closeRedis } from "@/lib/redis/client";
+import { changePassword, issueToken, revokeTokens, roleSchema, upsertUser, usernameSchema } from "@/lib/auth/users";
 import { loadDotEnv } from "./preflight";
 
 loadDotEnv(`${import.meta.dirname}/..`);
 
 const usage = `usage:
   npm run users -- add <name> --role viewer|operator [--password <password>]
+  npm run users -- passwd <name> [--password <password>]
   npm run users -- token <name> [--name <label>]
   npm run users -- revoke <name>`;
 
@@ -46,6 +49,16 @@ async function main(): Promise<number> {
       if (!values.password) console.log(`Password (shown once): ${password}`);
       return 0;
     }
+    case "passwd": {
+      if (values.password !== undefined && values.password.length < 8) {
+        console.error("--password must be at least 8 characters");
+        return 2;
+      }
+      const password = await changePassword(name.data, values.password);
+      console.log(`Password of "${name.data}" changed; every session of the user has ended.`);
+      if (!values.password) console.log(`Password (shown once): ${password}`);
+      return 0;
+    }
     case "token": {
       const token = await issueToken(name.data, values.name ?? "cli");
       console.log(`API token for "${name.data}" (shown once; send it as "Authorization: Bearer <token>"):\n${token}`);
@@ -64,11 +77,13 @@ async function main(): Promise<number> {
 
 main()
   .then(async (code) => {
+    await closeRedis();
     await closeDb();
     process.exit(code);
   })
   .catch(async (err) => {
     console.error(err instanceof Error ? err.message : String(err));
+    await closeRedis();
     await closeDb();
     process.exit(1);
   });

@@ -6,7 +6,9 @@ import { startBudgetPublisher } from "@/lib/budgets/runtime";
 import { listenForCategoryChanges } from "@/lib/categories/cache";
 import { startOverdueSweepSchedule } from "@/lib/invoices/schedule";
 import { closeDb } from "@/lib/db/client";
+import { DependencyPause, whileUnavailable } from "@/lib/dependencies/pause";
 import { env } from "@/lib/env";
+import { MAX_CRASH_RESUMES } from "@/lib/jobs/crash-resume";
 import { WorkerShutdown } from "@/lib/jobs/errors";
 import { logger } from "@/lib/log";
 import { metrics } from "@/lib/metrics/metrics";
@@ -15,12 +17,15 @@ import { flushModelCallRecords } from "@/lib/modelcalls/record";
 import { closeQueues } from "@/lib/queues/queues";
 import { closeRedis, createRedis, key } from "@/lib/redis/client";
 import { scaled } from "@/lib/time";
+import { startTracing } from "@/lib/tracing/tracing";
 import { PROCESSORS, WORKER_QUEUES } from "./catalog";
 import { queueProcessor } from "./queue-processor";
 import { rescheduleWorkerOptions } from "./reschedule";
 import { startReaper } from "./schedulers/reaper";
 import { startReserveSweeper } from "./schedulers/sweeper";
 import { startWatchdog } from "./watchdog";
+import { startWebhookDelivery } from "./webhooks/worker";
+import { closeWebhookQueue } from "@/lib/webhooks/queue";
 
 const log = logger("workers");
 
@@ -39,10 +44,18 @@ async function main() {
   const connection = createRedis("worker");
   const shutdown = new AbortController();
   const watchdog = startWatchdog();
-  const stopListening = await listenForCategoryChanges();
+  // A worker (re)started while PostgreSQL is down waits for it instead of exiting.
+  const stopListening = await whileUnavailable(() => listenForCategoryChanges(), new DependencyPause(shutdown.signal, log));
   // A lost lock is how BullMQ notices a dead worker; scaled like everything else, but never so
   // short that an ordinary pause of the event loop looks like a death.
   const lockDuration = Math.max(scaled(30_000), 5_000);
+  // Spans of job runs and their outbound calls, when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+  const stopTracing = await startTracing();
+  // Every process checks for stalled jobs twice per lock duration: a killed worker's jobs go back
+  // to the queue within about 1.5 lock durations of its death (its lock lapses, the next check
+  // moves them), well inside any job's hard limit, so a live worker resumes them at their cursor
+  // before the reaper would have to.
+  const stalledInterval = Math.max(Math.round(lockDuration / 2), 1_000);
 
   const workers = WORKER_QUEUES.map(
     (queueName) =>
@@ -51,7 +64,11 @@ async function main() {
         prefix: e.BOUNDED_REDIS_PREFIX,
         concurrency: e.BOUNDED_WORKER_CONCURRENCY,
         lockDuration,
-        stalledInterval: lockDuration,
+        stalledInterval,
+        // BullMQ's default (1) fails a job at its second stall, leaving the row for a human. The
+        // row counts its own resumes and ends the job with a clear message at its bound
+        // (lib/jobs/crash-resume.ts); BullMQ's count is set one above it, so it never decides first.
+        maxStalledCount: MAX_CRASH_RESUMES + 1,
         // The sync queue's jobs start again after every reschedule: a high cap, not none.
         ...rescheduleWorkerOptions(queueName),
       }),
@@ -63,6 +80,8 @@ async function main() {
   const stopReaper = startReaper(connection, log.child({ scheduler: "reaper" }), (kind) => metrics.jobsReaped.inc({ kind }));
   const stopReserveSweeper = startReserveSweeper(connection, log.child({ scheduler: "reserve-sweeper" }));
   const stopSweeps = startOverdueSweepSchedule(log.child({ scheduler: "overdue-invoices" }));
+  // Job endings to tenants' endpoints, on their own queue: a job never waits on a receiver.
+  const stopWebhooks = startWebhookDelivery({ connection, log: log.child({ component: "webhooks" }) });
 
   const presenceKey = key("workers", `${hostname()}:${process.pid}`);
   const presence = JSON.stringify({ host: hostname(), pid: process.pid, queues: WORKER_QUEUES, concurrency: e.BOUNDED_WORKER_CONCURRENCY, startedAt: new Date().toISOString() });
@@ -88,7 +107,7 @@ async function main() {
       log.warn("running jobs did not finish in time; handing them back so they resume elsewhere");
       shutdown.abort(new WorkerShutdown("worker process is stopping"));
     }, SHUTDOWN_GRACE_MS);
-    await Promise.all(workers.map((w) => w.close()));
+    await Promise.all([...workers.map((w) => w.close()), stopWebhooks()]);
     clearTimeout(grace);
     await watchdog.stop();
     await stopListening();
@@ -97,9 +116,11 @@ async function main() {
     await stopMetrics();
     await connection.quit().catch(() => undefined);
     await closeQueues();
+    await closeWebhookQueue();
     await closeRedis();
     await flushModelCallRecords();
     await closeDb();
+    await stopTracing();
     log.info("workers stopped");
     process.exit(0);
   };

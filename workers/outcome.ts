@@ -4,7 +4,7 @@ import { DeadlineExceeded, type SliceEnded } from "@/lib/jobs/errors";
 import { completedMessage, killedMessage, timedOutMessage } from "@/lib/jobs/messages";
 import { finalizeJob, handBack, handOver, type RunStart } from "@/lib/jobs/run";
 import type { Logger } from "@/lib/log";
-import type { RateLimitDefer } from "@/lib/ratelimit/errors";
+import type { OutsideServiceDown, RateLimitDefer } from "@/lib/ratelimit/errors";
 import { deferRun } from "./reschedule";
 import type { RunResult } from "./processor";
 
@@ -20,8 +20,8 @@ export type RunOutcome =
   | { type: "timed_out" }
   /** The hard limit passed with the processor still running: abandoned and fenced. */
   | { type: "killed" }
-  /** The limiter's wait is longer than the threshold: the run gives its slot back. */
-  | { type: "deferred"; defer: RateLimitDefer }
+  /** The limiter's wait is longer than the threshold, or an outside service is down: the run gives its slot back. */
+  | { type: "deferred"; defer: RateLimitDefer | OutsideServiceDown }
   /** The worker process is stopping: the run goes back to the queue at its cursor. */
   | { type: "handed_back"; error: unknown }
   /** The run's slice ended with items left: the rest goes back to the queue for a fresh attempt. */

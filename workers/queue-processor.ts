@@ -1,6 +1,10 @@
 import type { Job as QueueJob } from "bullmq";
 import type { Logger } from "@/lib/log";
+import { jobPayloadSchema } from "@/lib/queues/catalog";
+import { parseTraceparent } from "@/lib/tracing/traceparent";
+import { inSpan } from "@/lib/tracing/tracing";
 import type { HardLimitWatch, Processor } from "./processor";
+import { mirrorProgress } from "./queue-job";
 import { runJob } from "./runtime";
 
 export interface QueueProcessorDeps {
@@ -19,5 +23,23 @@ export interface QueueProcessorDeps {
  */
 export function queueProcessor(queueName: string, deps: QueueProcessorDeps): (queueJob: QueueJob, token?: string) => Promise<void> {
   const log = deps.log.child({ queue: queueName });
-  return (queueJob, token) => runJob(deps.processors, queueJob, deps.shutdown, log, deps.watch, token);
+  return (queueJob, token) => {
+    const data = jobPayloadSchema.safeParse(queueJob.data);
+    const jobId = data.success ? data.data.jobId : undefined;
+    // One span per run, continuing the trace of the request that started the job (its data's
+    // `traceparent`): the run's outbound calls are its children.
+    return inSpan(
+      `run ${queueJob.name}`,
+      { kind: "consumer", parent: parseTraceparent(data.data?.traceparent), attributes: { "messaging.destination.name": queueName, "bounded.job.id": jobId ?? "", "bounded.job.kind": queueJob.name } },
+      async () => {
+        try {
+          await runJob(deps.processors, queueJob, deps.shutdown, log, deps.watch, token);
+        } finally {
+          // The final counts, best effort: not awaited, so how the queue job ended is recorded
+          // as soon as the row's is.
+          if (jobId) void mirrorProgress(queueJob, jobId);
+        }
+      },
+    );
+  };
 }

@@ -10,7 +10,7 @@ import { metrics } from "@/lib/metrics/metrics";
 import { kindSpec, reschedules } from "@/lib/queues/catalog";
 import { parseProviderScope, parseScope, toProductionMs } from "@/lib/ratelimit/buckets";
 import { runWithRateLimitDeferral } from "@/lib/ratelimit/context";
-import type { RateLimitDefer } from "@/lib/ratelimit/errors";
+import { isOutsideServiceDown, type OutsideServiceDown, type RateLimitDefer } from "@/lib/ratelimit/errors";
 import { deferThresholdMs } from "@/lib/ratelimit/limiter";
 import { scaled } from "@/lib/time";
 
@@ -93,7 +93,7 @@ const sql = (d: Date) => d.toISOString();
 export async function deferRun(
   run: Pick<RunStart, "jobId" | "attempt" | "queue" | "kind">,
   attemptStart: Date,
-  defer: RateLimitDefer,
+  defer: RateLimitDefer | OutsideServiceDown,
   log: Logger,
   queueJob: QueueJob,
   token: string | undefined,
@@ -109,11 +109,15 @@ export async function deferRun(
  * run used (the budget carries it over) and one more reschedule; a timeline event; the
  * per-minute rollup of reschedules and time lost for the tenant. A wait that would take the job
  * past its kind's maximum age ends it `timed_out` instead. Times on the row are production units.
+ *
+ * An outside service that is down (`OutsideServiceDown`) is waited out the same way, with two
+ * differences: the wait counts against the job's budget like any wait in its slot would (it is
+ * added to the slot time), and it is no rate-limit window (no rollup, no reschedule metric).
  */
 async function recordDeferral(
   run: Pick<RunStart, "jobId" | "attempt" | "queue" | "kind">,
   attemptStart: Date,
-  defer: RateLimitDefer,
+  defer: RateLimitDefer | OutsideServiceDown,
   log: Logger,
   now = new Date(),
 ): Promise<DeferralResult> {
@@ -123,10 +127,12 @@ async function recordDeferral(
   const waitProductionMs = toProductionMs(waitMs, scale);
   const slotProductionMs = Math.max(0, toProductionMs(now.getTime() - attemptStart.getTime(), scale));
   const wakeUpAt = new Date(now.getTime() + Math.ceil(waitMs));
+  const outage = isOutsideServiceDown(defer) ? defer : null;
+  const scope = isOutsideServiceDown(defer) ? `outage:${defer.service}` : defer.scope;
   // A marketplace scope names its endpoint family and tenant; a provider scope (`provider:model`)
   // is shared by every tenant, so the rollup counts the wait for the job's own tenant.
-  const provider = parseProviderScope(defer.scope);
-  const parsed = parseScope(defer.scope);
+  const provider = parseProviderScope(scope);
+  const parsed = parseScope(scope);
   const family = provider ? `provider:${provider}` : (parsed?.family ?? "unknown");
   const tenant = provider ? null : (parsed?.tenant ?? "unknown");
   const what = provider ? `the ${provider} provider's limit on calls at once and per second` : "the marketplace's rate limit";
@@ -135,14 +141,17 @@ async function recordDeferral(
 
   // One statement, one round trip: the row (fenced by the attempt, and only while the wait keeps
   // the job within its maximum age), its timeline event and the tenant's per-minute rollup.
-  const message = `Waiting ${formatWaitSeconds(waitProductionMs)} for ${defer.scope} (${what}); it resumes by itself.`;
+  const message = outage
+    ? `Waiting for ${outage.serviceName}, down since ${outage.since.toISOString()} (${outage.error}); it resumes by itself, and nothing is failed for it.`
+    : `Waiting ${formatWaitSeconds(waitProductionMs)} for ${scope} (${what}); it resumes by itself.`;
+  const chargedMs = slotProductionMs + (outage ? waitProductionMs : 0);
   const maxAgeRealMs = maxAge ? maxAge.ms * scale : null;
   const at = sql(now);
   const rows = await db().$queryRaw<{ slotMsUsed: number; budgetSoftMs: number; reschedules: number }[]>`
     WITH updated AS (
       UPDATE "Job"
       SET status = 'delayed', message = ${message}, "wakeUpAt" = ${sql(wakeUpAt)}::timestamptz AT TIME ZONE 'UTC', "heartbeatAt" = ${at}::timestamptz AT TIME ZONE 'UTC',
-          "updatedAt" = ${at}::timestamptz AT TIME ZONE 'UTC', "slotMsUsed" = "slotMsUsed" + ${slotProductionMs}, reschedules = reschedules + 1
+          "updatedAt" = ${at}::timestamptz AT TIME ZONE 'UTC', "slotMsUsed" = "slotMsUsed" + ${chargedMs}, reschedules = reschedules + 1
       WHERE id = ${jobId}::uuid AND attempt = ${attempt} AND status = 'running'
         AND (${maxAgeRealMs}::float8 IS NULL OR "createdAt" >= (${sql(wakeUpAt)}::timestamptz AT TIME ZONE 'UTC') - make_interval(secs => ${maxAgeRealMs}::float8 / 1000))
       RETURNING id, "tenantId", "slotMsUsed", "budgetSoftMs", reschedules
@@ -156,6 +165,7 @@ async function recordDeferral(
       INSERT INTO "RateLimitRollup" (minute, queue, family, tenant, reschedules, "waitMs", "maxWaitMs")
       SELECT date_trunc('minute', ${at}::timestamptz AT TIME ZONE 'UTC'), ${run.queue}, ${family},
              coalesce(${tenant}::text, (SELECT slug FROM "Tenant" t WHERE t.id = updated."tenantId")), 1, ${waitProductionMs}, ${waitProductionMs} FROM updated
+      WHERE ${outage === null}::boolean
       ON CONFLICT (minute, queue, family, tenant) DO UPDATE
         SET reschedules = "RateLimitRollup".reschedules + 1,
             "waitMs" = "RateLimitRollup"."waitMs" + EXCLUDED."waitMs",
@@ -167,18 +177,22 @@ async function recordDeferral(
   if (!written && maxAge) {
     // Not written: another attempt owns the row, or the wait would take the job past its maximum age.
     const message = (row: FinalRow) =>
-      `Timed out after ${progressPhrase(row)}: waiting ${formatWaitSeconds(waitProductionMs)} more for ${defer.scope} would take it past its maximum age of ${formatDuration(maxAge.ms)} (waits for rate-limit windows count there, not in its budget). ${spec.advice}`;
+      `Timed out after ${progressPhrase(row)}: waiting ${formatWaitSeconds(waitProductionMs)} more for ${scope} would take it past its maximum age of ${formatDuration(maxAge.ms)} (waits for rate-limit windows count there, not in its budget). ${spec.advice}`;
     const status = await finalizeJob(jobId, attempt, { status: "timed_out", message, from: ["running"] });
     if (status) {
-      log.warn({ scope: defer.scope, waitMs: waitProductionMs, maxAgeMs: maxAge.ms }, "maximum age reached while waiting for a rate-limit window: job timed out");
+      log.warn({ scope, waitMs: waitProductionMs, maxAgeMs: maxAge.ms }, "maximum age reached while waiting for a rate-limit window: job timed out");
       return "timed_out";
     }
   }
   if (!written) {
-    log.warn({ scope: defer.scope }, "deferred run no longer owns its row; not rescheduled");
+    log.warn({ scope }, "deferred run no longer owns its row; not rescheduled");
     return "fenced";
   }
+  if (outage) {
+    log.info({ service: outage.service, waitMs: waitProductionMs, wakeUpAt: wakeUpAt.toISOString(), slotMsUsed: written.slotMsUsed }, "outside service down: slot given back until its next probe");
+    return "delayed";
+  }
   metrics.rateLimitRescheduled({ queue: run.queue, family }, waitProductionMs / 1000);
-  log.info({ scope: defer.scope, waitMs: waitProductionMs, wakeUpAt: wakeUpAt.toISOString(), slotMsUsed: written.slotMsUsed }, "rate-limited: slot given back until the window opens");
+  log.info({ scope, waitMs: waitProductionMs, wakeUpAt: wakeUpAt.toISOString(), slotMsUsed: written.slotMsUsed }, "rate-limited: slot given back until the window opens");
   return "delayed";
 }

@@ -1,21 +1,27 @@
 import { setMaxListeners } from "node:events";
-import { DelayedError, type Job as QueueJob } from "bullmq";
+import { DelayedError, UnrecoverableError, type Job as QueueJob } from "bullmq";
 import { resolveBudget } from "@/lib/budgets/budgets";
+import { DependencyPause, outageBackoffMs, whileUnavailable } from "@/lib/dependencies/pause";
+import { isDependencyUnavailable } from "@/lib/dependencies/unavailable";
 import { CANCEL_POLL_MS, cancelAnnounced, finalizeCancelled, pendingCancel, type CancelAsk } from "@/lib/jobs/cancel";
+import { takeOverStalledRun } from "@/lib/jobs/crash-resume";
 import { DeadlineExceeded, JobCancelled, JobFailed, SliceEnded } from "@/lib/jobs/errors";
 import { timedOutMessage } from "@/lib/jobs/messages";
 import { partOf, startNextPartEarly } from "@/lib/jobs/parts";
+import { reconcileRerun } from "@/lib/jobs/rerun";
 import { sliceOf } from "@/lib/jobs/projection";
 import { fanOutIfTooBig } from "@/lib/jobs/split";
 import { finalizeJob, heartbeat, startAttempt, type RunStart } from "@/lib/jobs/run";
 import { heartbeatIntervalMs } from "@/lib/jobs/stuck";
 import { env } from "@/lib/env";
 import { itemsInFlight, jobPayloadSchema } from "@/lib/queues/catalog";
-import type { Logger } from "@/lib/log";
+import { withLogFields, type Logger } from "@/lib/log";
 import { runAsTenant } from "@/lib/ratelimit/context";
-import { isRateLimitDefer } from "@/lib/ratelimit/errors";
+import { isOutsideServiceDown, isRateLimitDefer } from "@/lib/ratelimit/errors";
 import { scaled } from "@/lib/time";
+import { currentTraceContext } from "@/lib/tracing/tracing";
 import { settleRun, type RunOutcome } from "./outcome";
+import { describeQueueJob, mirrorProgress } from "./queue-job";
 import type { HardLimitWatch, Processor, RunContext, RunResult } from "./processor";
 import { slotClockStart, withDeferral } from "./reschedule";
 
@@ -46,18 +52,38 @@ export async function runJob(
   const attemptStart = new Date();
   let run: RunStart | null;
   try {
+    // A queue job BullMQ found stalled whose row is still `running`: its run stopped without
+    // settling (the worker died or lost it). The resume is counted, and bounded (lib/jobs/crash-resume.ts).
+    if (queueJob.stalledCounter > 0 && (await takeOverStalledRun(jobId))?.type === "stopped") {
+      const reason = `Job ${jobId} stopped with its worker too many times; it was ended, not resumed (see its page).`;
+      log.warn({ jobId }, "its runs stopped without finishing too many times: the job is ended, not resumed");
+      // The queue job fails too, so a queue tool never shows "completed" beside an ended row.
+      throw new UnrecoverableError(reason);
+    }
     run = await startAttempt(jobId, attemptStart, resolveBudget);
   } catch (err) {
-    // A worker stopping while its database goes away: the queue job goes back untouched.
-    if (!shutdown.aborted || token === undefined) throw err;
-    await queueJob.moveToDelayed(Date.now(), token);
+    // A worker stopping while its database goes away, or a database that is not reachable: the
+    // queue job goes back untouched (without spending an attempt), to start when it answers.
+    const outage = isDependencyUnavailable(err);
+    if ((!shutdown.aborted && !outage) || token === undefined) throw err;
+    if (outage) log.warn({ jobId, err: (err as Error).message }, "the database is not reachable: the job starts again in a moment");
+    await queueJob.moveToDelayed(Date.now() + (outage ? outageBackoffMs(3) : 0), token);
     throw new DelayedError();
   }
   if (!run) {
-    log.info({ jobId }, "job is terminal or gone; nothing to run");
-    return;
+    // A queue job whose row is already terminal: retried from outside Bounded, or left over.
+    const rerun = await reconcileRerun(jobId, (queueJob.attemptsMade ?? 0) > 0);
+    if (rerun.type === "resume") run = await startAttempt(jobId, attemptStart, resolveBudget);
+    if (!run) {
+      if (rerun.type === "done") return log.info({ jobId }, "job already completed; nothing to run");
+      const reason = rerun.type === "refused" ? rerun.reason : `Job ${jobId} changed while it was being retried from the queue; it was not run.`;
+      log.warn({ jobId, reason }, "queue job ran for a finished job: not run");
+      throw new UnrecoverableError(reason);
+    }
   }
-  const jobLog = log.child({ jobId, kind: run.kind, attempt: run.attempt });
+  // Bound once: every line of this run (runtime, processor, items) says whose job it is and which trace.
+  const jobLog = log.child({ jobId, tenantId: run.tenantId, kind: run.kind, attempt: run.attempt, traceId: currentTraceContext()?.traceId });
+  describeQueueJob(queueJob, run);
   // A cancel asked of an earlier attempt that went back to the queue before it saw the request.
   const asked = await pendingCancel(jobId).catch(() => null);
   if (asked) {
@@ -81,7 +107,10 @@ export async function runJob(
     return;
   }
   const { outcome, deadline } = await executeRun(processors, run, attemptStart, queueJob, shutdown, jobLog, watch);
-  await settleRun({ run, attemptStart, outcome, log: jobLog, queueJob, token, abort: (reason) => deadline.abort(reason) });
+  // Writing the outcome waits out an outage of the database (the row is this attempt's until then),
+  // unless the worker is stopping: then the reaper or the next attempt settles it.
+  const settle = () => settleRun({ run, attemptStart, outcome, log: jobLog, queueJob, token, abort: (reason) => deadline.abort(reason) });
+  await whileUnavailable(settle, new DependencyPause(shutdown, jobLog));
 }
 
 /**
@@ -183,6 +212,8 @@ async function executeRun(
   }, CANCEL_POLL_MS);
   const beat = setInterval(() => {
     void heartbeat(jobId, attempt).catch(() => undefined);
+    // The counts on the queue job too, for tools that read the queue (bull-board): at heartbeats, not per item.
+    void mirrorProgress(queueJob, jobId);
     // The durable record of a cancel, for a request whose Redis key was lost.
     void pendingCancel(jobId).then(onCancel, () => undefined);
   }, heartbeatIntervalMs());
@@ -218,7 +249,7 @@ async function executeRun(
       },
     };
     jobLog.info({ budget: { softMs: run.budgetSoftMs, hardMs: run.budgetHardMs, source: run.budgetSource }, cursor: run.cursor }, "run started");
-    work = withDeferral(run.queue, () => runAsTenant(run.tenantId, () => Promise.resolve().then(() => processor(ctx)))).then(
+    work = withDeferral(run.queue, () => withLogFields({ tenantId: run.tenantId, traceId: currentTraceContext()?.traceId }, () => runAsTenant(run.tenantId, () => Promise.resolve().then(() => processor(ctx))))).then(
       (result) => ({ type: "done" as const, result: result ?? {} }),
       (error: unknown) => ({ type: "error" as const, error }),
     );
@@ -253,11 +284,15 @@ function classify(settled: { type: "done"; result: RunResult } | { type: "error"
   const name = err instanceof Error ? err.name : "";
   // The worker is stopping: the run goes back to the queue and resumes at its cursor elsewhere.
   if (shuttingDown && !deadlinePassed && !(err instanceof JobFailed)) return { type: "handed_back", error: err };
-  if (isRateLimitDefer(err) && !deadlinePassed) return { type: "deferred", defer: err };
+  // A rate-limit window, or an outside service that is down: the slot goes back until then.
+  if ((isRateLimitDefer(err) || isOutsideServiceDown(err)) && !deadlinePassed) return { type: "deferred", defer: err };
   if (err instanceof SliceEnded && !deadlinePassed) return { type: "sliced", ended: err };
   if (deadlinePassed || name === "DeadlineExceeded") return { type: "timed_out" };
   // A newer attempt (or a finalizer) owns the row: this run leaves quietly and writes nothing.
   if (name === "AttemptFenced") return { type: "fenced" };
+  // PostgreSQL or Redis went away under the processor (outside its items, which wait on their
+  // own): not the job's failure. It goes back to the queue and resumes at its cursor.
+  if (isDependencyUnavailable(err)) return { type: "handed_back", error: err };
   if (err instanceof JobFailed) return { type: "failed", message: err.message, reason: err.message };
   return { type: "failed", message: "The job failed because of an internal error. An operator can retry it.", reason: err instanceof Error ? err.message : String(err), error: err };
 }

@@ -2,6 +2,7 @@ import Link from "next/link";
 import type { ReactNode } from "react";
 import { headers } from "next/headers";
 import { requirePageViewer } from "@/lib/auth/principal";
+import { env } from "@/lib/env";
 import { LiveRefresh } from "../components/live-refresh";
 import { Nav } from "../components/nav";
 import { QueryProvider } from "../components/query-provider";
@@ -13,12 +14,23 @@ export const dynamic = "force-dynamic";
 export default async function OpsLayout({ children }: { children: ReactNode }) {
   const path = (await headers()).get("x-bounded-path") ?? "/";
   const principal = await requirePageViewer(path);
+  const timeScale = env().BOUNDED_TIME_SCALE;
   return (
     <QueryProvider>
       <header className="topbar">
         <Link href="/" className="brand">
           Bounded
         </Link>
+        {/* Said once, here: every duration on these pages is production time, whatever the scale. */}
+        {timeScale !== 1 ? (
+          <span
+            className="badge warn"
+            data-testid="time-scale"
+            title={`Every duration runs at ${timeScale}× real time (BOUNDED_TIME_SCALE). Durations on these pages are production time.`}
+          >
+            Time scale {timeScale}
+          </span>
+        ) : null}
         <Nav />
         <div className="who">
           <span>

@@ -9,6 +9,9 @@ export type Access = "public" | "viewer" | "operator";
 
 export const ROUTE_ACCESS = {
   "GET /api/health": "public",
+  "POST /api/auth/login": "public",
+  "GET /api/livez": "public",
+  "GET /api/readyz": "public",
   "GET /api/metrics": "public",
   "POST /api/imports": "public",
   "POST /api/documents": "public",
@@ -38,6 +41,8 @@ export const ROUTE_ACCESS = {
   "GET /api/queues": "operator",
   "POST /api/queues/[queue]/pause": "operator",
   "POST /api/queues/[queue]/resume": "operator",
+  "PUT /api/tenants/[tenant]/webhook": "operator",
+  "DELETE /api/tenants/[tenant]/webhook": "operator",
 } as const satisfies Record<string, Access>;
 
 export const ACTION_ACCESS = {
@@ -50,4 +55,6 @@ export const ACTION_ACCESS = {
   "app/(ops)/stuck/actions.ts#stuckGroupAction": "operator",
   "app/(ops)/queues/actions.ts#pauseQueueAction": "operator",
   "app/(ops)/queues/actions.ts#resumeQueueAction": "operator",
+  "app/(ops)/webhooks/actions.ts#setWebhookAction": "operator",
+  "app/(ops)/webhooks/actions.ts#removeWebhookAction": "operator",
 } as const satisfies Record<string, Access>;

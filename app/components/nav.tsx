@@ -14,6 +14,7 @@ const ITEMS: { href: string; label: string; ready: boolean }[] = [
   { href: "/reserves", label: "Reserves", ready: true },
   { href: "/budgets", label: "Budgets", ready: true },
   { href: "/database", label: "Database", ready: true },
+  { href: "/webhooks", label: "Webhooks", ready: true },
   { href: "/audit", label: "Audit", ready: true },
 ];
 

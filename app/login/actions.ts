@@ -1,6 +1,8 @@
 "use server";
 
 import { redirect } from "next/navigation";
+import { recordRefusalQuietly } from "@/lib/audit/refusals";
+import { loginErrorMessage } from "@/lib/auth/form-login";
 import { login, loginSchema, logout } from "@/lib/auth/login";
 import { safeNext } from "@/lib/auth/safe-next";
 import { clientAddress } from "@/lib/http/client-address";
@@ -14,12 +16,17 @@ export async function signIn(_prev: LoginState, form: FormData): Promise<LoginSt
   const parsed = loginSchema.safeParse({ username: form.get("username"), password: form.get("password") });
   const username = typeof form.get("username") === "string" ? String(form.get("username")).slice(0, 64) : "";
   if (!parsed.success) return { error: parsed.error.issues[0]?.message ?? "Enter your username and password.", username };
-  const result = await login(parsed.data, await clientAddress());
+  const address = await clientAddress();
+  const result = await login(parsed.data, address);
+  if (result.type !== "ok") {
+    const status = result.type === "throttled" ? 429 : 401;
+    await recordRefusalQuietly({ principal: null, address, route: "action signIn", status, reason: loginErrorMessage(result) });
+  }
   switch (result.type) {
     case "invalid":
       return { error: "Wrong username or password.", username };
     case "throttled":
-      return { error: `Too many failed sign-ins. Try again in ${Math.ceil(result.retryAfterS / 60)} min.`, username };
+      return { error: loginErrorMessage(result), username };
     case "ok":
       redirect(safeNext(form.get("next")));
   }

@@ -1,12 +1,22 @@
 "use client";
 
-import { useActionState } from "react";
+import { useActionState, useTransition, type FormEvent } from "react";
 import { signIn, type LoginState } from "./actions";
 
-export function LoginForm({ next }: { next: string }) {
-  const [state, action, pending] = useActionState<LoginState, FormData>(signIn, {});
+/**
+ * Without JavaScript the form is a plain post to /api/auth/login (which answers with a redirect);
+ * with it, the submit runs the server action and the error shows in place.
+ */
+export function LoginForm({ next, initial }: { next: string; initial: LoginState }) {
+  const [state, action, pending] = useActionState<LoginState, FormData>(signIn, initial);
+  const [, startTransition] = useTransition();
+  const submit = (event: FormEvent<HTMLFormElement>) => {
+    event.preventDefault();
+    const form = new FormData(event.currentTarget);
+    startTransition(() => action(form));
+  };
   return (
-    <form action={action} className="form-stack" noValidate>
+    <form action="/api/auth/login" method="post" onSubmit={submit} className="form-stack" noValidate>
       <input type="hidden" name="next" value={next} />
       <label className="field">
         Username

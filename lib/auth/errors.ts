@@ -10,3 +10,8 @@ export class Unauthenticated extends Error {
 export class Forbidden extends Error {
   override name = "Forbidden";
 }
+
+/** A session-cookie request that came from another site's page (403): the cookie does not count. */
+export class CrossOriginRefused extends Forbidden {
+  override name = "CrossOriginRefused";
+}

@@ -1,26 +1,36 @@
 import "server-only";
 import { headers } from "next/headers";
 import { redirect } from "next/navigation";
-import { Forbidden, Unauthenticated } from "./errors";
+import { noteCaller } from "@/lib/http/request-log";
+import { crossOriginRefusal } from "@/lib/security/origin";
+import { CrossOriginRefused, Forbidden, Unauthenticated } from "./errors";
 import { hasRole, type Principal, type Role } from "./roles";
 import { principalFromSession } from "./session";
 import { principalFromToken } from "./tokens";
 
-/** The caller of this request: a bearer token wins over a session cookie. */
+/**
+ * The caller of this request: a bearer token wins over a session cookie. A cookie-signed request
+ * from another site's page is refused (`CrossOriginRefused`, 403): see lib/security/origin.ts.
+ */
 export async function currentPrincipal(): Promise<Principal | null> {
-  const authorization = (await headers()).get("authorization");
+  const h = await headers();
+  const authorization = h.get("authorization");
   if (authorization !== null) {
     const match = /^Bearer\s+(\S+)$/i.exec(authorization);
     // A malformed or unknown token never falls back to the cookie: the caller meant the token.
     return match ? principalFromToken(match[1]!) : null;
   }
-  return principalFromSession();
+  const principal = await principalFromSession();
+  const refusal = principal ? crossOriginRefusal(h) : null;
+  if (refusal) throw new CrossOriginRefused(refusal);
+  return principal;
 }
 
 /** For route handlers and server actions: the principal, or a typed 401/403 error. */
 export async function requireRole(role: Role): Promise<Principal> {
   const principal = await currentPrincipal();
   if (!principal) throw new Unauthenticated();
+  noteCaller(principal);
   if (!hasRole(principal, role)) throw new Forbidden(`This needs the ${role} role; you are signed in as ${principal.role}.`);
   return principal;
 }

@@ -5,15 +5,16 @@ import { cookies, headers } from "next/headers";
 import { db } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import type { Principal } from "./roles";
+import { isSessionLive, SESSION_TTL_S } from "./session-store";
 
 export interface SessionData {
   userId?: string;
+  /** The server-side session (lib/auth/session-store.ts): revoked on sign-out and password change. */
+  sid?: string;
   issuedAt?: number;
 }
 
 export const SESSION_COOKIE = "bounded_session";
-/** Sessions last 12 hours: one on-call shift. */
-const SESSION_TTL_S = 12 * 60 * 60;
 
 let secret: Promise<string> | undefined;
 
@@ -60,10 +61,14 @@ export async function getSession() {
   return getIronSession<SessionData>(await cookies(), await options());
 }
 
-/** The signed-in user of this request, re-read from the database (a deleted user is signed out). */
+/**
+ * The signed-in user of this request, re-read from the database (a deleted user is signed out);
+ * a cookie whose session was revoked (signed out, password changed) is nobody.
+ */
 export async function principalFromSession(): Promise<Principal | null> {
   const session = await getSession();
-  if (!session.userId) return null;
+  if (!session.userId || !session.sid) return null;
+  if (!(await isSessionLive(session.sid, session.userId))) return null;
   const user = await db().user.findUnique({
     where: { id: session.userId },
     select: { id: true, username: true, role: true },

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { db } from "@/lib/db/client";
 import { generatePassword, hashPassword } from "./passwords";
 import { ROLES, type Role } from "./roles";
+import { revokeUserSessions } from "./session-store";
 import { hashToken, newToken } from "./tokens";
 
 export const usernameSchema = z
@@ -15,13 +16,26 @@ export async function upsertUser(input: { username: string; role: Role; password
   const username = usernameSchema.parse(input.username);
   const password = input.password ?? generatePassword();
   const passwordHash = await hashPassword(password);
+  const existed = (await db().user.count({ where: { username } })) > 0;
   const user = await db().user.upsert({
     where: { username },
     create: { username, role: input.role, passwordHash },
     update: { role: input.role, passwordHash },
     select: { id: true, username: true, role: true },
   });
+  // A new password signs the user out everywhere: whoever had the old one keeps no session.
+  if (existed) await revokeUserSessions(user.id);
   return { user, password };
+}
+
+/** Sets a new password (given or generated) and signs the user out everywhere. Returns the password. */
+export async function changePassword(username: string, newPassword?: string): Promise<string> {
+  const user = await db().user.findUnique({ where: { username: usernameSchema.parse(username) } });
+  if (!user) throw new Error(`No user named "${username}".`);
+  const password = newPassword ?? generatePassword();
+  await db().user.update({ where: { id: user.id }, data: { passwordHash: await hashPassword(password) } });
+  await revokeUserSessions(user.id);
+  return password;
 }
 
 /** Issues a new API token for a user; the token is shown once and stored hashed. */

@@ -4,6 +4,9 @@ import { closeDb, db } from "@/lib/db/client";
 import { flushModelCallRecords } from "@/lib/modelcalls/record";
 import { startSimulators, type RunningSimulators } from "@/workers/simulators/server";
 import { waitFor } from "@/test/helpers/wait";
+import { breakerKey } from "@/lib/ratelimit/breaker";
+import { OutsideServiceDown } from "@/lib/ratelimit/errors";
+import { redis } from "@/lib/redis/client";
 import { OcrError, ocrDocument } from "./ocr-client";
 import { samplePdf, sampleText, truncatedPdf } from "./sample-documents";
 
@@ -53,14 +56,18 @@ describe("ocrDocument against the OCR simulator", () => {
     expect((error as OcrError).message).toBe("the PDF is damaged (it ends before its end-of-file marker)");
     expect((error as OcrError).details).toMatchObject({ status: 422, attempts: 1, retryable: false });
     expect(await recorded("unreadable")).toEqual([{ type: "ocr", model: "ocr", outcome: "error", error: "the PDF is damaged (it ends before its end-of-file marker)" }]);
+    // A refusal is about the document, not the service: however many, the breaker stays closed.
+    for (let i = 0; i < 4; i++) await ocrDocument({ bytes: truncatedPdf(), signal: never(), context: { queue, jobKind: "unreadable" }, baseUrl: fast }).catch(() => undefined);
+    expect(await redis().hget(breakerKey("ocr"), "state")).toBeNull();
   });
 
-  it("a failing service is retried, then an OcrError; every attempt is recorded", async () => {
+  it("a failing service is retried, then it is down (its breaker opens: OutsideServiceDown, never a bad document); every attempt is recorded", async () => {
     const failing = await simulator({ errorRate: 1 });
     const error = await ocrDocument({ bytes: sampleText(), signal: never(), context: { queue, jobKind: "failing" }, baseUrl: failing, maxRetries: 2 }).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(OcrError);
-    expect((error as OcrError).details).toMatchObject({ status: 500, attempts: 3, retryable: true });
+    expect(error).toBeInstanceOf(OutsideServiceDown);
+    expect(error).toMatchObject({ service: "ocr" });
     expect((await recorded("failing")).map((r) => r.outcome)).toEqual(["error", "error", "error"]);
+    await redis().del(breakerKey("ocr"));
   });
 
   it("an abort rejects with the signal's reason itself (not wrapped), and the call is recorded as aborted", async () => {

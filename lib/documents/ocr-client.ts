@@ -5,6 +5,7 @@ import { logger } from "@/lib/log";
 import { recordInBackground, recordModelCall, type ModelCallContext, type ModelCallRecord, type RecordModelCall } from "@/lib/modelcalls/record";
 import { withProviderSlot } from "@/lib/ratelimit/provider";
 import { sleep } from "@/lib/time";
+import { storableText } from "@/lib/db/storable";
 import { ocrBaseUrl } from "./settings";
 
 const log = logger("documents.ocr");
@@ -81,29 +82,28 @@ export async function ocrDocument(options: OcrOptions): Promise<OcrResult> {
   const callStarted = performance.now();
   for (let attempt = 1; ; attempt++) {
     signal.throwIfAborted();
-    // One provider slot per attempt, released before the backoff; the row times the attempt only.
-    const { result, startedAt, durationMs } = await withProviderSlot(
+    // One provider slot per attempt, released before the backoff; the row times the attempt only
+    // and is recorded inside the slot, so that the attempt whose failure opens the provider's
+    // circuit breaker (which then ends the call with `OutsideServiceDown`) is recorded too.
+    const result = await withProviderSlot(
       "ocr",
       async () => {
         const startedAt = new Date();
         const attemptStarted = performance.now();
         const result = await attemptOnce(url, bytes, contentType, signal);
-        return { result, startedAt, durationMs: performance.now() - attemptStarted };
+        const row: ModelCallRecord = { ...context, type: "ocr", model: engine, startedAt, durationMs: performance.now() - attemptStarted, outcome: "ok" };
+        if (result.ok) recordInBackground(record, row, "an OCR call");
+        else if (signal.aborted) recordInBackground(record, { ...row, outcome: "aborted", error: describeError(signal.reason) }, "an OCR call");
+        else recordInBackground(record, { ...row, outcome: "error", error: result.message }, "an OCR call");
+        return result;
       },
-      { signal },
+      // The provider's circuit breaker reads each attempt's failure (lib/ratelimit/breaker.ts).
+      { signal, failureOf: (result) => (result.ok ? undefined : result) },
     );
-    const row: ModelCallRecord = { ...context, type: "ocr", model: engine, startedAt, durationMs, outcome: "ok" };
 
-    if (result.ok) {
-      recordInBackground(record, row, "an OCR call");
-      return { text: result.text, pages: result.pages, durationMs: Math.round(performance.now() - callStarted), attempts: attempt };
-    }
+    if (result.ok) return { text: result.text, pages: result.pages, durationMs: Math.round(performance.now() - callStarted), attempts: attempt };
     // An aborted signal is the reason whatever the attempt failed with; never wrapped.
-    if (signal.aborted) {
-      recordInBackground(record, { ...row, outcome: "aborted", error: describeError(signal.reason) }, "an OCR call");
-      throw signal.reason;
-    }
-    recordInBackground(record, { ...row, outcome: "error", error: result.message }, "an OCR call");
+    if (signal.aborted) throw signal.reason;
     if (!result.retryable || attempt > maxRetries) {
       throw new OcrError(result.message, { status: result.status, attempts: attempt, retryable: result.retryable, cause: result.cause });
     }
@@ -127,7 +127,8 @@ async function attemptOnce(url: URL, bytes: Uint8Array, contentType: string, sig
   const { status, body } = attempt.response;
   try {
     const json = JSON.parse(body) as { text?: unknown; pages?: unknown };
-    if (typeof json.text === "string" && Number.isInteger(json.pages)) return { ok: true, text: json.text, pages: json.pages as number };
+    // The text is stored as read: whatever the database cannot hold (NUL, a lone surrogate) is dropped or replaced first.
+    if (typeof json.text === "string" && Number.isInteger(json.pages)) return { ok: true, text: storableText(json.text), pages: json.pages as number };
   } catch {
     // handled below
   }

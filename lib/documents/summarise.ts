@@ -1,4 +1,5 @@
 import { chatCompletion, type ChatCompletionOptions } from "@/lib/modelcalls/chat-completion";
+import { storableText } from "@/lib/db/storable";
 import type { ChatMessage } from "@/lib/modelcalls/schemas";
 
 /** How much of a document's text the model is shown: the first pages say what a document is. */
@@ -38,6 +39,7 @@ function buildSummaryPrompt(filename: string, text: string): ChatMessage[] {
  * short paragraph. An empty answer is returned as "" for the caller to refuse.
  */
 function parseSummaryAnswer(answer: string): string {
-  const flat = answer.replace(/<think>[\s\S]*?<\/think>/gi, "").replace(/\s+/g, " ").trim();
-  return flat.length > SUMMARY_MAX_CHARS ? `${flat.slice(0, SUMMARY_MAX_CHARS - 1)}…` : flat;
+  const flat = storableText(answer.replace(/<think>[\s\S]*?<\/think>/gi, "").replace(/\s+/g, " ").trim());
+  // Cut on a code point, never between the halves of a surrogate pair.
+  return flat.length > SUMMARY_MAX_CHARS ? `${storableText(flat.slice(0, SUMMARY_MAX_CHARS - 1))}…` : flat;
 }

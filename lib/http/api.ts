@@ -1,9 +1,14 @@
 import { z } from "zod";
 import { Forbidden, Unauthenticated } from "@/lib/auth/errors";
 import { requireRole } from "@/lib/auth/principal";
+import { RETRY_AFTER_SECONDS, unavailableDependency, unavailableMessage } from "@/lib/dependencies/unavailable";
 import type { Principal, Role } from "@/lib/auth/roles";
 import { logger } from "@/lib/log";
-import { isRateLimitCapExceeded } from "@/lib/ratelimit/errors";
+import { isOutsideServiceDown, isRateLimitCapExceeded } from "@/lib/ratelimit/errors";
+import { observeRequest } from "./request-log";
+import { recordRequestMetrics } from "./request-metrics";
+import { auditRefusedCall } from "@/lib/audit/refused-call";
+import { assertWellFormedUrl, MalformedInput } from "@/lib/security/well-formed";
 import { ApiError, type ErrorBody } from "./errors";
 
 const log = logger("api");
@@ -31,11 +36,22 @@ function invalidRequestMessage(issues: { path: string; message: string }[]): str
 /** Every failure a handler can meet, mapped to the JSON error shape; never a stack trace. */
 export function toErrorResponse(err: unknown, route: string): Response {
   if (err instanceof ApiError) return errorResponse(err.status, err.code, err.message, { headers: err.headers });
+  if (err instanceof MalformedInput) return errorResponse(400, "malformed_input", err.message);
   if (err instanceof Unauthenticated) return errorResponse(401, "unauthenticated", err.message);
   if (err instanceof Forbidden) return errorResponse(403, "forbidden", err.message);
   // Outside a job there is no "later": the caller is told when to come back.
   if (isRateLimitCapExceeded(err)) {
     return errorResponse(429, "rate_limited", err.message, { headers: { "Retry-After": String(err.retryAfterSeconds) } });
+  }
+  // An outside service's circuit breaker is open: nothing was sent; the caller comes back after the next probe.
+  if (isOutsideServiceDown(err)) {
+    return errorResponse(503, "outside_service_down", `${err.message} Try again in ${err.retryAfterSeconds} s.`, { headers: { "Retry-After": String(err.retryAfterSeconds) } });
+  }
+  // PostgreSQL or Redis down: answered at once (the clients' timeouts are short), never a hang.
+  const down = unavailableDependency(err);
+  if (down) {
+    log.warn({ route, dependency: down, err: err instanceof Error ? err.message : String(err) }, "dependency not reachable");
+    return errorResponse(503, "unavailable", unavailableMessage(down), { headers: { "Retry-After": String(RETRY_AFTER_SECONDS) } });
   }
   if (err instanceof z.ZodError) {
     const issues = err.issues.map((i) => ({ path: i.path.join("."), message: i.message }));
@@ -57,12 +73,19 @@ export function route<Ctx>(
   name = "route",
 ) {
   return async (request: Request, ctx: Ctx): Promise<Response> => {
-    try {
-      const principal = access === "public" ? null : await requireRole(access);
-      return await handler(request, ctx, principal);
-    } catch (err) {
-      return toErrorResponse(err, name);
-    }
+    const started = performance.now();
+    const response = await observeRequest(request, name, async () => {
+      try {
+        assertWellFormedUrl(request.url);
+        const principal = access === "public" ? null : await requireRole(access);
+        return await handler(request, ctx, principal);
+      } catch (err) {
+        const response = toErrorResponse(err, name);
+        await auditRefusedCall(name, response, err);
+        return response;
+      }
+    });
+    return recordRequestMetrics(request, name, started, response);
   };
 }
 

@@ -1,3 +1,4 @@
+import { assertNoNul, MalformedInput } from "@/lib/security/well-formed";
 import { formatBytes } from "@/lib/units";
 import { ApiError } from "./errors";
 
@@ -35,9 +36,16 @@ export async function readBodyLimited(request: Request, maxBytes: number, what: 
 
 /** Parses multipart form data from a body already read (and limited) by `readBodyLimited`. */
 export async function parseMultipart(body: Uint8Array, contentType: string, help: string): Promise<FormData> {
-  return new Response(body as BodyInit, { headers: { "content-type": contentType } }).formData().catch(() => {
+  const form = await new Response(body as BodyInit, { headers: { "content-type": contentType } }).formData().catch(() => {
     throw new ApiError(400, "bad_multipart", `The form data could not be read. ${help}`);
   });
+  // Text fields are stored (a tenant, a name); a file's bytes are the file checks' business.
+  for (const [name, value] of form) {
+    if (typeof value === "string" && (value.includes("\0") || name.includes("\0"))) {
+      throw new ApiError(400, "nul_byte", `The form field "${name.replaceAll("\0", "")}" contains a NUL byte, which no field accepts.`);
+    }
+  }
+  return form;
 }
 
 /** The most an operator's JSON request needs: a filter, a budget, a number of parts. */
@@ -48,7 +56,7 @@ export type JsonBody = { ok: true; value: unknown } | { ok: false; error: ApiErr
 
 /**
  * Reads a small JSON body: an empty body is `{}`; more than 64 KiB is a 413, a body declared as
- * another type a 415, text that is not JSON a 400 — each showing what to send (`example`). Never throws for a bad body: an operator route
+ * another type a 415, text that is not JSON (or holds a NUL byte in a string) a 400 — each showing what to send (`example`). Never throws for a bad body: an operator route
  * records the call (and refuses an anonymous caller with 401) before it answers the 4xx. The
  * caller validates the value with zod.
  */
@@ -66,9 +74,17 @@ export async function readJsonBody(request: Request, example: string): Promise<J
   if (type !== "" && !type.startsWith("application/json") && !/^application\/[\w.+-]*\+json/.test(type)) {
     return { ok: false, error: new ApiError(415, "unsupported_media_type", `The body is ${type.split(";")[0]}; send JSON (Content-Type: application/json), e.g. ${example}.`) };
   }
+  let value: unknown;
   try {
-    return { ok: true, value: JSON.parse(text) };
+    value = JSON.parse(text);
   } catch {
     return { ok: false, error: new ApiError(400, "bad_json", `The body is not valid JSON. Send ${example}.`) };
   }
+  try {
+    assertNoNul(value);
+  } catch (err) {
+    if (err instanceof MalformedInput) return { ok: false, error: new ApiError(400, "nul_byte", err.message) };
+    throw err;
+  }
+  return { ok: true, value };
 }

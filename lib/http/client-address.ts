@@ -1,11 +1,20 @@
 import "server-only";
+import type { BlockList } from "node:net";
 import { headers } from "next/headers";
+import { env } from "@/lib/env";
+import { peerAddress } from "@/lib/security/peer-address";
+import { parseTrustedProxies, resolveClientAddress } from "@/lib/security/trusted-proxies";
+
+let trusted: { list: string; blocks: BlockList } | undefined;
 
 /**
- * The caller's address as the proxy in front reports it (first X-Forwarded-For hop), for audit
- * entries and sign-in limits. Without a proxy setting it, "direct".
+ * The caller's address, for audit entries and rate limits: the socket peer, or what a configured
+ * trusted proxy (BOUNDED_TRUSTED_PROXIES) reports in X-Forwarded-For. A forged header from anyone
+ * else changes nothing.
  */
 export async function clientAddress(): Promise<string> {
   const h = await headers();
-  return h.get("x-forwarded-for")?.split(",")[0]?.trim() || h.get("x-real-ip") || "direct";
+  const list = env().BOUNDED_TRUSTED_PROXIES;
+  if (trusted?.list !== list) trusted = { list, blocks: parseTrustedProxies(list) };
+  return resolveClientAddress(peerAddress(h), h.get("x-forwarded-for"), trusted.blocks);
 }

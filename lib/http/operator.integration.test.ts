@@ -18,11 +18,13 @@ vi.mock("@/lib/auth/principal", async () => {
     },
   };
 });
-vi.mock("next/headers", () => ({ headers: async () => new Headers({ "x-forwarded-for": "203.0.113.9" }) }));
+// The socket peer, as the web process stamps it (lib/security/peer-address.ts).
+vi.mock("next/headers", () => ({ headers: async () => new Headers({ "x-bounded-peer-address": "203.0.113.9" }) }));
 vi.mock("next/cache", () => ({ revalidatePath: (path: string) => void redrawn.push(path) }));
 
 const { closeDb, db } = await import("@/lib/db/client");
 const { operatorAction, operatorRoute } = await import("./operator");
+(await import("@/lib/security/peer-address")).installPeerAddressStamp();
 type Described = import("./operator").Described;
 
 const operator: Principal = { userId: "u-op", username: "op-helper", role: "operator", via: "token" };
@@ -39,6 +41,10 @@ beforeEach(() => {
 afterAll(async () => {
   await closeDb();
 });
+
+/** Anonymous refusals are counted per address, route (here: the action) and minute; the first of a minute is also an entry. */
+const anonymousRefusals = async () =>
+  (await db().auditRefusalTally.findMany({ where: { route: { in: [`POST /test/${action}`, `action ${action}`] } }, select: { address: true, status: true, count: true } })).map(({ address, status, count }) => ({ address, status, count }));
 
 const entries = () =>
   db().auditEntry.findMany({ where: { action }, orderBy: { id: "asc" }, select: { actor: true, result: true, message: true, target: true, params: true, clientAddress: true } });
@@ -61,7 +67,7 @@ const schema = z.object({ parts: z.number().int().min(2) }).strict();
 function declare(run: (parts: number, id: string) => Promise<Outcome>) {
   const lib = vi.fn(run);
   const POST = operatorRoute({
-    name: "POST /test/:id",
+    name: `POST /test/${action}`,
     action,
     input: { body: schema, example: '{ "parts": 2 }' },
     target: (_input, { id }: { id: string }) => id,
@@ -82,6 +88,10 @@ describe("operatorRoute", () => {
     expect((await response.json()).error.code).toBe("unauthenticated");
     expect(lib).not.toHaveBeenCalled();
     expect(await entries()).toEqual([{ actor: "anonymous", result: "refused", message: "refused: not signed in", target: "job-1", params: { parts: 3 }, clientAddress: "203.0.113.9" }]);
+    // More of the same in this minute are counted, not written.
+    expect((await call('{ "parts": 3 }')).status).toBe(401);
+    expect(await entries()).toHaveLength(1);
+    expect(await anonymousRefusals()).toEqual([{ address: "203.0.113.9", status: 401, count: 2 }]);
   });
 
   it("a viewer is refused with 403 and an audit entry naming the role, and the lib function is never called", async () => {
@@ -155,7 +165,7 @@ describe("operatorRoute", () => {
     expect(await entries()).toMatchObject([{ result: "error", message: "failed: connection to 10.0.0.5 refused" }]);
   });
 
-  it("a read without an audit action still refuses a viewer on the server, and records nothing", async () => {
+  it("a read without an audit action still refuses a viewer on the server, and records only that refusal", async () => {
     const lib = vi.fn(async () => ({ type: "done" as const, id: "job-1", parts: 2 }));
     const GET = operatorRoute({ name: "GET /test", input: { query: z.object({ parts: z.coerce.number() }).strip() }, run: lib, describe: describeOutcome });
     const get = (query: string) => GET(new Request(`http://localhost/test?${query}`), { params: Promise.resolve({}) });
@@ -166,7 +176,8 @@ describe("operatorRoute", () => {
     caller.principal = operator;
     expect((await get("parts=many")).status).toBe(422);
     expect((await get("parts=2&other=1")).status).toBe(202);
-    expect(await db().auditEntry.count()).toBe(before);
+    expect(await db().auditEntry.count()).toBe(before + 1);
+    expect(await db().auditEntry.findFirst({ orderBy: { id: "desc" }, select: { actor: true, action: true, target: true } })).toEqual({ actor: "viewer-helper", action: "request.refused", target: "GET /test" });
   });
 });
 

@@ -119,7 +119,7 @@ export function operatorRoute<S extends z.ZodType = z.ZodUndefined, R = unknown,
       const action = typeof decl.action === "function" ? decl.action(input) : decl.action;
       const target = typeof decl.target === "function" ? decl.target(input, params) : (decl.target ?? null);
       const auditParams = read.ok ? (decl.params ? decl.params(read.value) : (read.value as Prisma.InputJsonValue | undefined)) : { invalid: true };
-      const outcome = await audited("operator", { action, target, params: auditParams }, async (principal) => {
+      const outcome = await audited("operator", { action, target, params: auditParams, via: decl.name }, async (principal) => {
         if (!read.ok) return { result: "refused", message: "refused: invalid request", value: null };
         const o = await call(principal, read.value);
         return { result: auditResult(o.described), message: o.described.audit ?? o.described.message, value: o };
@@ -179,7 +179,7 @@ export function operatorAction<Raw, S extends z.ZodType, R, State extends Action
     const action = typeof decl.action === "function" ? decl.action(raw) : decl.action;
     const auditParams = parsed.success ? (decl.params ? decl.params(parsed.data) : (parsed.data as Prisma.InputJsonValue)) : { invalid: true };
     try {
-      const state = await audited<State>("operator", { action, target: decl.target?.(raw) ?? null, params: auditParams }, async (principal) => {
+      const state = await audited<State>("operator", { action, target: decl.target?.(raw) ?? null, params: auditParams, via: `action ${action}` }, async (principal) => {
         if (!parsed.success) {
           const { problem, message } = (decl.invalid ?? firstIssue)(parsed.error);
           return { result: "refused", message: `refused: ${problem}`, value: { ok: false, message } as State };

@@ -2,6 +2,7 @@ import http from "node:http";
 import https from "node:https";
 import { formatDuration } from "@/lib/format/duration";
 import { scaled } from "@/lib/time";
+import { currentTraceHeaders, inSpan } from "@/lib/tracing/tracing";
 import { describeError, snippet } from "./describe";
 
 /**
@@ -135,7 +136,7 @@ export async function attemptRequest(request: OutboundRequest, send: SendRequest
   const combined = timeout && signal ? AbortSignal.any([signal, timeout]) : (timeout ?? signal);
   let response: OutboundResponse;
   try {
-    response = await send({ ...request, signal: combined });
+    response = await tracedSend(request, combined, send);
   } catch (err) {
     if (signal?.aborted) return { ok: false, kind: "aborted", retryable: false, reason: signal.reason };
     if (timeout?.aborted) return { ok: false, kind: "timeout", retryable: true, timeoutMs: timeoutMs!, cause: err };
@@ -144,6 +145,20 @@ export async function attemptRequest(request: OutboundRequest, send: SendRequest
   const kind = classifyStatus(response.status);
   if (kind === "ok") return { ok: true, response };
   return { ok: false, kind, retryable: kind !== "rejected", status: response.status, response, retryAfterMs: retryAfterMs(response) };
+}
+
+/**
+ * The request as a client span of the current trace (a job's run), carrying that span as the
+ * `traceparent` header, so the service's own traces join ours. An explicit `traceparent` header
+ * of the caller's is kept.
+ */
+function tracedSend(request: OutboundRequest, signal: AbortSignal | undefined, send: SendRequest): Promise<OutboundResponse> {
+  const method = request.method ?? (request.body === undefined ? "GET" : "POST");
+  return inSpan(`${method} ${request.url.host}`, { kind: "client", attributes: { "http.request.method": method, "server.address": request.url.hostname, "url.path": request.url.pathname } }, async (span) => {
+    const response = await send({ ...request, headers: { ...currentTraceHeaders(), ...request.headers }, signal });
+    span.setAttribute("http.response.status_code", response.status);
+    return response;
+  });
 }
 
 const MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];

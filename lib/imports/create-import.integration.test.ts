@@ -121,7 +121,9 @@ describe("createImport: an accepted upload", () => {
     expect(queued).toBeDefined();
     expect(queued!.id).toBe(result.jobId);
     expect(queued!.name).toBe("csv_import");
-    expect(queued!.data).toEqual({ jobId: result.jobId });
+    // Readable by queue tools: the row id, kind, tenant and size; never the progress token.
+    expect(queued!.data).toMatchObject({ jobId: result.jobId, kind: "csv_import" });
+    expect(JSON.stringify(queued!.data)).not.toContain(result.progressToken);
     // The tenant's first open import: the front of the line among fresh jobs (lib/queues/fairness.ts).
     expect(queued!.priority).toBe(2);
     // Under the configured prefix, so a test run never feeds a production worker.

@@ -31,7 +31,13 @@ export function uploadLimits() {
  * A CSV import: the file is checked whole before anything is created, then the Job row and the
  * stored file are written in one transaction and the queue job is added.
  */
-export async function createImport(input: { tenant: string; filename: string; bytes: Uint8Array }): Promise<CreateImportResult> {
+export async function createImport(input: {
+  tenant: string;
+  filename: string;
+  bytes: Uint8Array;
+  /** The trace the import's run continues. @defaultValue the current request's */
+  traceparent?: string;
+}): Promise<CreateImportResult> {
   const tenantSlug = tenantSlugSchema.parse(input.tenant);
   const filename = filenameSchema.parse(input.filename);
   const bytes = normalizeLineEndings(input.bytes);
@@ -42,6 +48,7 @@ export async function createImport(input: { tenant: string; filename: string; by
     kind: "csv_import",
     tenantSlug,
     total: inspection.rows,
+    traceparent: input.traceparent,
     extra: (tx, id) =>
       tx.upload
         .create({

@@ -1,10 +1,18 @@
 import { z } from "zod";
+import { bigintProblem, dateProblem, textProblem } from "@/lib/db/storable";
 
 /** ISO 4217 codes accepted in imports. */
 export const CURRENCIES = ["EUR", "USD", "GBP", "CHF", "SEK", "NOK", "DKK", "PLN", "CZK", "JPY", "CAD", "AUD"] as const;
 
+/** A text the database can store as it is (no NUL, no lone surrogate), the row's reason naming the column. */
+const storable = <T extends z.ZodType<string>>(name: string, schema: T) =>
+  schema.superRefine((s, ctx) => {
+    const problem = textProblem(s);
+    if (problem) ctx.addIssue({ code: "custom", message: `${name} ${problem}` });
+  });
+
 const text = (name: string, max: number) =>
-  z.string({ error: `${name} is missing` }).trim().min(1, `${name} is empty`).max(max, `${name} is longer than ${max} characters`);
+  storable(name, z.string({ error: `${name} is missing` }).trim().min(1, `${name} is empty`).max(max, `${name} is longer than ${max} characters`));
 
 /** Amounts like `-12.50`, `1234,56` or `1.234,56` → minor units (cents). */
 function parseAmount(raw: string): bigint | null {
@@ -26,7 +34,11 @@ export const transactionRowSchema = z.object({
     .refine((s) => {
       const d = new Date(`${s}T00:00:00Z`);
       return !Number.isNaN(d.getTime()) && d.toISOString().startsWith(s);
-    }, "date is not a real calendar date"),
+    }, "date is not a real calendar date")
+    .superRefine((s, ctx) => {
+      const problem = dateProblem(s);
+      if (problem) ctx.addIssue({ code: "custom", message: `date ${s} ${problem}` });
+    }),
   amount: z
     .string({ error: "amount is missing" })
     .transform((s, ctx) => {
@@ -39,6 +51,11 @@ export const transactionRowSchema = z.object({
         ctx.addIssue({ code: "custom", message: "amount is zero" });
         return z.NEVER;
       }
+      const tooLarge = bigintProblem(v);
+      if (tooLarge) {
+        ctx.addIssue({ code: "custom", message: `amount ${tooLarge}` });
+        return z.NEVER;
+      }
       return v;
     }),
   currency: z
@@ -47,7 +64,7 @@ export const transactionRowSchema = z.object({
     .toUpperCase()
     .pipe(z.enum(CURRENCIES, { error: (i) => `currency “${String(i.input).slice(0, 10)}” is not one of ${CURRENCIES.join(", ")}` })),
   counterparty: text("counterparty", 200),
-  description: z.string().trim().max(500, "description is longer than 500 characters").default(""),
+  description: storable("description", z.string().trim().max(500, "description is longer than 500 characters")).default(""),
 });
 
 

@@ -43,6 +43,8 @@ export async function createJob(input: {
   /** The queue job's id when it is not the row's (kept on the row). */
   queueJobId?: string;
   onePerKey?: { key: string; findOpen: (tx: Prisma.TransactionClient) => Promise<OpenJob | null> };
+  /** The trace the job's run continues. @defaultValue the current request's (lib/tracing) */
+  traceparent?: string;
 }): Promise<{ jobId: string; progressToken: string; existing?: OpenJob }> {
   const queue = input.queue ?? KINDS[input.kind].queues[0]!;
   if (!(KINDS[input.kind].queues as readonly string[]).includes(queue)) throw new Error(`${input.kind} does not run on queue ${queue}`);
@@ -81,10 +83,56 @@ export async function createJob(input: {
     // Counted once the row is committed, so the new job counts itself: a tenant's first open job
     // in this queue gets the front of the line among fresh jobs (see lib/queues/fairness.ts).
     const priority = await tenantPriority(queue, job.tenantId);
-    await enqueueJob(queue, input.kind, { jobId: job.id }, { queueJobId: input.queueJobId, priority });
+    await withTimeout(
+      enqueueJob(queue, input.kind, { jobId: job.id, tenantId: job.tenantId, total: input.total }, { queueJobId: input.queueJobId, priority, traceparent: input.traceparent }),
+      ENQUEUE_TIMEOUT_MS,
+    );
   } catch (err) {
-    await db().job.delete({ where: { id: job.id } }).catch(() => undefined);
-    throw new EnqueueFailed(`The job queue is unavailable: ${err instanceof Error ? err.message : String(err)}`);
+    if (await withdrawUnqueued(job.id)) throw new EnqueueFailed(`The job queue is unavailable: ${err instanceof Error ? err.message : String(err)}`);
+    // The row is staying: it already runs (the reaper queued it meanwhile), or it could not be
+    // removed (the database is away too) and the reaper queues it once the window has passed.
+    // Either way the job will run, so the caller is told it started.
   }
   return { jobId: job.id, progressToken };
+}
+
+/**
+ * How long a start waits for the queue to take its job before answering that it cannot (a 503
+ * the caller may retry): Redis being down must not hold a request. An add that lands after the
+ * answer finds its row gone, and the worker drops it (`startAttempt` finds no row to run).
+ */
+export const ENQUEUE_TIMEOUT_MS = 1_500;
+
+/**
+ * Real ms a committed row may legitimately go without its queue job: the priority count, the
+ * enqueue (at most `ENQUEUE_TIMEOUT_MS`) and the removal of the row when the enqueue failed, with
+ * room for a slow database. The reaper queues a row whose queue job is missing only after this
+ * long (lib/jobs/stuck.ts), so it does not race a start that is still deciding.
+ */
+export const CREATE_ENQUEUE_WINDOW_MS = 10_000;
+
+async function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([work, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Removes a row whose queue job could not be added, unless it has started meanwhile (the
+ * reaper queued it, a worker ran it): true when the row is gone, so nothing was saved. A removal
+ * that fails leaves the row queued for the reaper, which queues it: false.
+ */
+async function withdrawUnqueued(jobId: string): Promise<boolean> {
+  try {
+    const { count } = await db().job.deleteMany({ where: { id: jobId, status: "queued", attempt: 0 } });
+    return count === 1;
+  } catch {
+    return false;
+  }
 }

@@ -64,7 +64,7 @@ export class JobCancelled extends Error {
   }
 }
 
-const CONTROL_SIGNALS = new Set(["DeadlineExceeded", "AttemptFenced", "WorkerShutdown", "RateLimitDefer", "DelayedError", "SliceEnded", "JobCancelled"]);
+const CONTROL_SIGNALS = new Set(["DeadlineExceeded", "AttemptFenced", "WorkerShutdown", "RateLimitDefer", "DelayedError", "SliceEnded", "JobCancelled", "OutsideServiceDown"]);
 
 export function isControlSignal(err: unknown): err is Error {
   return err instanceof Error && CONTROL_SIGNALS.has(err.name);

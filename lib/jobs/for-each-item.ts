@@ -1,11 +1,14 @@
 import { setMaxListeners } from "node:events";
 import type { Prisma } from "@/lib/db/client";
+import { DependencyPause, whileUnavailable } from "@/lib/dependencies/pause";
+import { isDependencyUnavailable } from "@/lib/dependencies/unavailable";
 import type { Logger } from "@/lib/log";
 import { metrics } from "@/lib/metrics/metrics";
 import { isRateLimitDefer } from "@/lib/ratelimit/errors";
 import { sleep } from "@/lib/time";
 import { isControlSignal, ItemError, SliceEnded } from "./errors";
 import { ItemCosts } from "./item-costs";
+import { refusedWriteReason } from "./refused-write";
 import { commitItems, committedItems, type ItemCommit } from "./run";
 
 /** What one item did: a database effect committed with the job's advance, or nothing to write. */
@@ -83,16 +86,34 @@ interface PendingCommit extends ItemCommit {
  * One committer per loop: items hand in what they did and wait until it is committed. Whatever is
  * waiting when a commit ends goes in the next one, together. A group that fails for another
  * reason than a control signal is committed again item by item, so one item's bad write fails
- * only that item's commit.
+ * only that item's commit. A commit that fails because PostgreSQL is not reachable is nobody's
+ * failure: the committer waits for it (`pause`) and commits the group again, less the items the
+ * lost commit did write before the connection went (the database says which), so each item is
+ * still written exactly once.
  */
-function groupCommitter(loop: ItemLoop, progress: Progress) {
+function groupCommitter(loop: ItemLoop, progress: Progress, pause: DependencyPause) {
   let waiting: PendingCommit[] = [];
   let running = false;
 
   async function commit(group: PendingCommit[]): Promise<void> {
-    loop.signal.throwIfAborted();
-    await commitItems(loop.jobId, loop.attempt, group, loop.parentId, progress.cursorWith(group.map((g) => g.item)));
-    for (const g of group) progress.committed(g.item);
+    let left = group;
+    for (;;) {
+      loop.signal.throwIfAborted();
+      try {
+        await commitItems(loop.jobId, loop.attempt, left, loop.parentId, progress.cursorWith(left.map((g) => g.item)));
+        pause.recovered();
+        break;
+      } catch (err) {
+        if (!isDependencyUnavailable(err)) throw err;
+        await pause.wait(err);
+        const items = left.map((g) => g.item);
+        const written = new Set(await whileUnavailable(() => committedItems(loop.jobId, Math.min(...items) - 1, Math.max(...items)), pause));
+        for (const g of left) if (written.has(g.item)) progress.committed(g.item);
+        left = left.filter((g) => !written.has(g.item));
+        if (left.length === 0) return;
+      }
+    }
+    for (const g of left) progress.committed(g.item);
   }
 
   async function drain(): Promise<void> {
@@ -171,7 +192,8 @@ class Progress {
  * keeping up to `loop.concurrency` items in flight, and commits each item's effect (or its
  * failure) together with the job's advance. What it guarantees:
  * - An item's error is that item's failure and the loop goes on; a control signal (the deadline
- *   above all) ends the loop and is never an item failure.
+ *   above all) ends the loop and is never an item failure. So is a write of the item's that the
+ *   database refuses (a value it cannot store): the item is committed as failed, with the reason.
  * - Nothing new is dispatched once the signal has aborted: it is checked before every dispatch
  *   and before every commit, so a handler that swallowed the deadline cannot keep the loop going.
  *   Items in flight then end with the signal (their calls take it), and the loop returns only
@@ -182,6 +204,9 @@ class Progress {
  *   committed, below the cursor or above it, and redoes none.
  * - A control signal from one item (a rate-limit deferral, a fenced attempt) stops dispatching;
  *   the items in flight finish (and commit), then the signal ends the loop.
+ * - PostgreSQL or Redis not reachable (in an item's handler or its commit) is neither the item's
+ *   failure nor the job's: the job stops dispatching, waits with backoff (bounded by its signal:
+ *   the wait counts against its budget), redoes the handler or the commit, and goes on.
  * Logs one summary line per pass and records each item's cost from dispatch to commit.
  */
 export async function forEachItem<T>(
@@ -202,7 +227,6 @@ export async function forEachItem<T>(
   const progress = new Progress(loop.cursor, above);
   const costs = loop.kind ? new ItemCosts({ queue: loop.queue ?? "", kind: loop.kind }) : null;
   const inFlight = new Set<Promise<void>>();
-  const commit = groupCommitter(loop, progress);
   let stop: { reason: unknown } | null = null;
   let sliceEnded = false;
   // Items waiting out a rate-limit or provider wait while other items of the job work; they end
@@ -214,6 +238,9 @@ export async function forEachItem<T>(
   const itemSignal = AbortSignal.any([signal, sliceOver.signal]);
   // Every item in flight (and each of its calls) listens to these: hundreds at once, by design.
   setMaxListeners(0, sliceOver.signal, itemSignal);
+  // Every item in flight shares one pause: one probe per backoff step, whatever the concurrency.
+  const pause = new DependencyPause(itemSignal, loop.log);
+  const commit = groupCommitter(loop, progress, pause);
   let drainTimer: NodeJS.Timeout | undefined;
   const restSignal = AbortSignal.any([itemSignal, stopping.signal]);
   // Every resting item listens to it: hundreds at once, by design.
@@ -246,20 +273,35 @@ export async function forEachItem<T>(
           continue;
         }
         if (isControlSignal(err)) throw err;
+        // PostgreSQL or Redis away (a lookup, a limiter, a provider slot): the item waits and is redone.
+        if (isDependencyUnavailable(err)) {
+          await pause.wait(err);
+          continue;
+        }
         if (!(err instanceof ItemError)) loop.log.error({ err, row }, "unexpected error in an item");
         outcome = { ok: false, reason: reasonOf(err) };
         break;
       }
     }
     signal.throwIfAborted();
-    const done = outcome.ok ? { ok: true as const, effect: outcome.effect ?? (async () => undefined) } : { ok: false as const, row, reason: outcome.reason };
-    await commit({ item: index - from, outcome: done });
+    let done: ItemCommit["outcome"] = outcome.ok ? { ok: true as const, effect: outcome.effect ?? (async () => undefined) } : { ok: false as const, row, reason: outcome.reason };
+    try {
+      await commit({ item: index - from, outcome: done });
+    } catch (err) {
+      // The database refused this item's own write (a value it cannot store, a constraint): that
+      // item's failure, committed as such, and the job goes on. Nothing else is: a control signal,
+      // an unreachable database (waited out above), an aborted run.
+      if (!done.ok || isControlSignal(err) || isDependencyUnavailable(err) || signal.aborted) throw err;
+      loop.log.warn({ err, row }, "the database refused an item's write: the item is recorded as failed");
+      done = { ok: false as const, row, reason: refusedWriteReason(err) };
+      await commit({ item: index - from, outcome: done });
+    }
     if (done.ok) summary.processed += 1;
     else {
       summary.failed += 1;
       if (loop.kind) metrics.jobItemsFailed.inc({ kind: loop.kind });
     }
-    costs?.add(performance.now() - dispatched, outcome.ok);
+    costs?.add(performance.now() - dispatched, done.ok);
   };
 
   try {
@@ -269,6 +311,8 @@ export async function forEachItem<T>(
       if (index > to) break;
       if (index <= from || progress.isCommitted(index - from)) continue;
       while (inFlight.size >= limit && !stop) await Promise.race(inFlight);
+      // During an outage nothing new starts: the items in flight wait and are redone first.
+      await pause.idle(stopping.signal);
       if (stop) break;
       signal.throwIfAborted();
       // A run that committed nothing yet is not moving: it goes on, and meets its deadline like any other.

@@ -4,7 +4,8 @@ import { partOf } from "./parts";
 
 /**
  * A job's forensics: what happened to it, on one timeline — its events (created, each attempt
- * started, retried, handed over, rescheduled for a rate-limit window, reaped, finished) and the
+ * started, retried, handed over, rescheduled for a rate-limit window, resumed after its worker
+ * died, queued again, finished) and the
  * calls it made (model, OCR and tool calls with latency, outcome and batch size) — with a
  * summary of its calls above it. A split job's timeline takes in its parts' events and calls.
  */
@@ -22,7 +23,9 @@ const CATEGORY_OF: Record<string, EventCategory> = {
   retry: "attempt",
   handed_over: "attempt",
   delayed: "reschedule",
-  // The reaper is what finalizes a row `abandoned` (lib/jobs/stuck.ts).
+  // The reaper used to finalize a row `abandoned`; it now resumes it. A resume after a stopped
+  // run (`crash_resumed`, lib/jobs/crash-resume.ts) and a row queued again (`requeued`) are plain
+  // events, shown by their type: neither ends the job.
   abandoned: "reaper",
 };
 

@@ -34,7 +34,7 @@ describe("retryJob", () => {
     const events = await db().jobEvent.findMany({ where: { jobId, type: "retry" } });
     expect(events).toHaveLength(1);
     const queued = await h.m.queues.queue("imports").getJob(jobId);
-    expect(queued?.data).toEqual({ jobId });
+    expect(queued?.data).toEqual({ jobId, kind: "csv_import" });
     // A retry waits ahead of every fresh job (lib/queues/fairness.ts).
     expect(await queued?.getState()).toBe("prioritized");
     expect(queued?.priority).toBe(1);

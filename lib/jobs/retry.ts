@@ -3,7 +3,7 @@ import { resolveBudget } from "@/lib/budgets/budgets";
 import { db } from "@/lib/db/client";
 import type { Principal } from "@/lib/auth/roles";
 import { RETRY_PRIORITY } from "@/lib/queues/fairness";
-import { enqueueJob, queue } from "@/lib/queues/queues";
+import { requeueJob } from "@/lib/queues/queues";
 import type { JobKind, QueueName } from "@/lib/queues/catalog";
 import { formatSeconds } from "@/lib/format/duration";
 import { countLabel, nounOf } from "./messages";
@@ -72,30 +72,7 @@ export async function retryJob(jobId: string, by: Principal, request: RetryReque
 
   const noun = nounOf(job.kind);
   const message = `Retry requested by ${by.username}: resumes after ${countLabel(job.cursor, noun)} already done.`;
-  const claimed = await db().$transaction(async (tx) => {
-    const { count } = await tx.job.updateMany({
-      where: { id: jobId, status: { in: [...RETRYABLE_STATUSES] } },
-      // The retry is a sign of life: the reaper gives the row its grace from now, not from the
-      // last run's heartbeat (it would otherwise see a queued row whose old queue job is finished).
-      data: { status: "queued", message, finishedAt: null, heartbeatAt: new Date(), budgetSoftMs: softMs, budgetHardMs: hardMs, budgetSource: source },
-    });
-    if (count === 0) return false;
-    const { attempt } = await tx.job.findUniqueOrThrow({ where: { id: jobId }, select: { attempt: true } });
-    await tx.jobEvent.create({ data: { jobId, type: "retry", attempt, message } });
-    if (job.parentId) {
-      // A retried part reopens the job it was split from, which then ends again with its last part.
-      const reopen = `Part retried by ${by.username}; it ends when its last part ends.`;
-      const { count: reopened } = await tx.job.updateMany({
-        where: { id: job.parentId, status: { in: [...RETRYABLE_STATUSES] } },
-        data: { status: "running", finishedAt: null, message: reopen },
-      });
-      if (reopened > 0) {
-        const parent = await tx.job.findUniqueOrThrow({ where: { id: job.parentId }, select: { attempt: true } });
-        await tx.jobEvent.create({ data: { jobId: job.parentId, type: "reopened", attempt: parent.attempt, message: reopen } });
-      }
-    }
-    return true;
-  });
+  const claimed = await reopenForRetry({ jobId, parentId: job.parentId, message, by: by.username, budget: { softMs, hardMs, source } });
   if (!claimed) {
     const now = await db().job.findUniqueOrThrow({ where: { id: jobId }, select: { status: true } });
     return { type: "not_retryable", status: now.status, message: refusalFor(now.status) };
@@ -105,15 +82,56 @@ export async function retryJob(jobId: string, by: Principal, request: RetryReque
     // The finished queue job keeps its id for a while; the retry reuses the id (one queue job per row).
     // A queue job id shared by successive rows (syncs) that now holds a newer row's job is left to
     // `enqueueJob`, which refuses the add while that run is live.
-    const queueJobId = job.queueJobId ?? jobId;
-    const previous = await queue(job.queue as QueueName).getJob(queueJobId);
-    if (previous && previous.data?.jobId === jobId) await previous.remove();
     // Before every fresh job: it already waited its turn once (lib/queues/fairness.ts).
-    await enqueueJob(job.queue as QueueName, job.kind as JobKind, { jobId }, { queueJobId, priority: RETRY_PRIORITY });
+    await requeueJob(job.queue as QueueName, job.kind as JobKind, { jobId }, { queueJobId: job.queueJobId ?? jobId, priority: RETRY_PRIORITY });
   } catch (err) {
     // Put the row back as it was: a retry that cannot be queued did not happen.
     await db().job.updateMany({ where: { id: jobId, status: "queued" }, data: { status: job.status, message: `Retry could not be queued: ${(err as Error).message}` } });
     return { type: "queue_unavailable", message: "The job queue is unavailable or the previous run is still winding down; nothing changed. Try again in a minute." };
   }
   return { type: "retried", jobId, status: "queued", resumesAt: job.cursor, budgetSoftMs: softMs, budgetHardMs: hardMs, message };
+}
+
+/**
+ * Puts a retryable job back to `queued` for another attempt, in one statement (a double click, two
+ * operators, or a queue job retried from outside at the same time give exactly one retry): its
+ * "retry" event with `message`, and a part's parent reopened. The next run's start bumps the
+ * attempt, fencing every earlier run. False when the row is no longer in a retryable status.
+ * `budget` is written when given (an operator's choice); otherwise the next start resolves it.
+ */
+export async function reopenForRetry(input: {
+  jobId: string;
+  parentId: string | null;
+  message: string;
+  /** Who retried, for the parent's reopen message. */
+  by: string;
+  budget?: { softMs: number; hardMs: number; source: string };
+}): Promise<boolean> {
+  const { jobId, message, by } = input;
+  const budget = input.budget ? { budgetSoftMs: input.budget.softMs, budgetHardMs: input.budget.hardMs, budgetSource: input.budget.source } : {};
+  return db().$transaction(async (tx) => {
+    const { count } = await tx.job.updateMany({
+      where: { id: jobId, status: { in: [...RETRYABLE_STATUSES] } },
+      // The retry is a sign of life: the reaper gives the row its grace from now, not from the
+      // last run's heartbeat (it would otherwise see a queued row whose old queue job is finished).
+      // A person's decision starts the count of resumes after stopped runs again (lib/jobs/crash-resume.ts).
+      data: { status: "queued", message, finishedAt: null, heartbeatAt: new Date(), ...budget, crashResumes: 0 },
+    });
+    if (count === 0) return false;
+    const { attempt } = await tx.job.findUniqueOrThrow({ where: { id: jobId }, select: { attempt: true } });
+    await tx.jobEvent.create({ data: { jobId, type: "retry", attempt, message } });
+    if (input.parentId) {
+      // A retried part reopens the job it was split from, which then ends again with its last part.
+      const reopen = `Part retried by ${by}; it ends when its last part ends.`;
+      const { count: reopened } = await tx.job.updateMany({
+        where: { id: input.parentId, status: { in: [...RETRYABLE_STATUSES] } },
+        data: { status: "running", finishedAt: null, message: reopen },
+      });
+      if (reopened > 0) {
+        const parent = await tx.job.findUniqueOrThrow({ where: { id: input.parentId }, select: { attempt: true } });
+        await tx.jobEvent.create({ data: { jobId: input.parentId, type: "reopened", attempt: parent.attempt, message: reopen } });
+      }
+    }
+    return true;
+  });
 }

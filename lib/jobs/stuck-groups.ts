@@ -12,7 +12,7 @@ import { heartbeatIntervalMs } from "./stuck";
  * Why a job is on the stuck page. One cause per job, the first that applies in this order (the
  * order of the page's sections, worst first):
  * - `lost_from_queue`: the row is open but the queue no longer holds it (missing, or finished);
- *   nothing will ever run it. The reaper abandons it on its next pass.
+ *   nothing would run it. The reaper queues it again on its next pass.
  * - `over_hard_limit`: running past its hard limit: the runtime should have stopped it.
  * - `heartbeat_lost`: running, but three heartbeats missed: its worker is probably gone.
  * - `late_start`: waiting in the queue far past its expected start (see `isLate`).

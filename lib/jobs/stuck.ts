@@ -1,11 +1,12 @@
 import { db } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { formatDuration, formatDurationRounded } from "@/lib/format/duration";
-import { queue } from "@/lib/queues/queues";
-import { QUEUE_NAMES, type QueueName } from "@/lib/queues/catalog";
+import { queue, requeueJob } from "@/lib/queues/queues";
+import { QUEUE_NAMES, type JobKind, type QueueName } from "@/lib/queues/catalog";
+import { RETRY_PRIORITY, tenantPriority } from "@/lib/queues/fairness";
 import { scaled } from "@/lib/time";
-import type { FinalRow } from "./finalize-statement";
-import { progressPhrase } from "./messages";
+import { CREATE_ENQUEUE_WINDOW_MS } from "./create";
+import { resumeStoppedRun } from "./crash-resume";
 import { classifyOpenJobs, type StuckCause } from "./stuck-groups";
 import { finalizeJob, settleParent } from "./run";
 import type { JobStatus } from "./statuses";
@@ -110,19 +111,25 @@ export async function countStuckByKind(): Promise<Record<string, number>> {
 export interface ReapedJob {
   id: string;
   kind: string;
+  /** The row's status after the pass: `queued` (resumed or queued again) or `failed` (stopped at the bound). */
   status: JobStatus;
+  /** What the reaper did: resumed a stopped run, queued a row the queue had lost, or ended it at the bound. */
+  action: "resumed" | "requeued" | "stopped";
   message: string;
 }
 
 /**
- * The reaper's pass. Finalizes as `abandoned`:
- * - rows non-terminal past their hard limit plus the grace since their last sign of life (a
- *   worker died with them), unless the queue still holds them as waiting for a worker;
- * - rows the queue no longer runs: its job is missing, or already finished while the row says
- *   otherwise (reconciled with the queue).
- * Rows in *delayed* wait for a rate-limit window and are left alone. A split job is never reaped:
- * it ends with its parts; one whose parts all ended without settling it (its settling was
- * interrupted) is settled here.
+ * The reaper's pass. No row is left for a human; each stuck row is put back to work:
+ * - a `running` row whose run stopped — its queue job is gone or finished, or it is silent past
+ *   its hard limit plus the grace — is resumed from its cursor under a new attempt (counted and
+ *   bounded: lib/jobs/crash-resume.ts), in front of fresh jobs as a retry is
+ *   (lib/queues/fairness.ts); at the bound it ends `failed` with a message a person understands.
+ *   Before that, a worker that picks up the queue job BullMQ handed back takes it over the same way;
+ * - a `queued` or `delayed` row whose queue job is missing or finished is queued again (BullMQ job
+ *   id = the row's, so this never runs it twice). A queued row is given `CREATE_ENQUEUE_WINDOW_MS`
+ *   first, so a start that is still adding its queue job is not raced.
+ * A split job is never touched: it ends with its parts; one whose parts all ended without settling
+ * it (its settling was interrupted) is settled here.
  */
 export async function reapStuckJobs(now = new Date()): Promise<ReapedJob[]> {
   await settleStrandedParents();
@@ -130,37 +137,43 @@ export async function reapStuckJobs(now = new Date()): Promise<ReapedJob[]> {
   const grace = reapGraceMs();
   // Running (and delayed) rows first, in their own query: a backlog of queued rows waiting for a
   // worker must never crowd a dead run out of the pass.
-  const select = (statuses: JobStatus[], limit: number) => db().$queryRaw<(Row & { cursor: number; lastSign: Date; pastHard: boolean })[]>`
-    SELECT j.id, j.kind, j.queue, j.status, j.attempt, j.total, j.processed, j.failed, j.cursor,
-           j."budgetSoftMs", j."budgetHardMs", j."queueJobId", coalesce(j."heartbeatAt", j."createdAt") AS "lastSign",
+  const select = (statuses: JobStatus[], silentMs: number, limit: number) => db().$queryRaw<Candidate[]>`
+    SELECT j.id, j.kind, j.queue, j.status, j.attempt, j.total, j.processed, j.failed, j.cursor, j."crashResumes",
+           j."tenantId"::text AS "tenantId", j."budgetSoftMs", j."budgetHardMs", j."queueJobId", coalesce(j."heartbeatAt", j."createdAt") AS "lastSign",
            coalesce(j."heartbeatAt", j."createdAt") < (${now}::timestamptz AT TIME ZONE 'UTC') - make_interval(secs => (j."budgetHardMs" * ${scale}::float8 + ${grace}) / 1000) AS "pastHard"
     FROM "Job" j
     -- Compared as the enum, not as text: a cast column cannot use the status index, and the pass
     -- would read the whole history every reaper interval.
     WHERE j.status = ANY(${statuses}::"JobStatus"[])
-      AND coalesce(j."heartbeatAt", j."createdAt") < (${now}::timestamptz AT TIME ZONE 'UTC') - make_interval(secs => ${grace}::float8 / 1000)
+      AND coalesce(j."heartbeatAt", j."createdAt") < (${now}::timestamptz AT TIME ZONE 'UTC') - make_interval(secs => ${silentMs}::float8 / 1000)
       AND NOT EXISTS (SELECT 1 FROM "Job" c WHERE c."parentId" = j.id)
     ORDER BY coalesce(j."heartbeatAt", j."createdAt") ASC
     LIMIT ${limit}`;
-  const candidates = [...(await select(["running", "delayed"], 500)), ...(await select(["queued"], 200))];
+  const candidates = [...(await select(["running", "delayed"], grace, 500)), ...(await select(["queued"], Math.max(grace, CREATE_ENQUEUE_WINDOW_MS), 200))];
   const reaped: ReapedJob[] = [];
-  const reap = async (c: (typeof candidates)[number]) => {
+  const reap = async (c: Candidate) => {
     const state = await queueState(c.queue, c.queueJobId ?? c.id);
     if (state === "unreachable") return;
-    const lostByQueue = state === "unknown" || state === "completed" || state === "failed";
-    const waitingForWorker = c.status === "queued" && (state === "waiting" || state === "prioritized" || state === "waiting-children");
-    // A delayed job waits for a rate-limit window: only a queue that lost it makes it stuck.
-    if (c.status === "delayed" && !lostByQueue) return;
-    if (!lostByQueue && (!c.pastHard || waitingForWorker)) return;
-    const silentFor = formatDurationRounded((now.getTime() - c.lastSign.getTime()) / scale);
-    const why = lostByQueue
-      ? `the queue no longer runs it (queue state: ${state})`
-      : `no sign of life for ${silentFor}, past its hard limit of ${formatDuration(c.budgetHardMs)} (its worker stopped)`;
-    const message = (row: FinalRow) =>
-      `Abandoned after ${progressPhrase(row)}: ${why}. Retry to continue from where it stopped.`;
-    // The row as selected: when nothing moved since, the message is written in the finishing statement.
-    const status = await finalizeJob(c.id, c.attempt, { status: "abandoned", message, from: [c.status], known: c });
-    if (status) reaped.push({ id: c.id, kind: c.kind, status, message: why });
+    const lost = state === "unknown" || state === "completed" || state === "failed";
+    if (c.status !== "running") {
+      // Waiting for a worker or for its rate-limit window: not stuck.
+      if (!lost) return;
+      const done = await requeueLost(c, state);
+      if (done) reaped.push(done);
+      return;
+    }
+    // Within its limits and still held by the queue (active, or handed back by BullMQ and waiting
+    // for a worker, which will take it over): not stuck yet.
+    if (!lost && !c.pastHard) return;
+    const why = lost
+      ? `Its run stopped and the queue no longer runs it (queue state: ${state})`
+      : `No sign of life for ${formatDurationRounded((now.getTime() - c.lastSign.getTime()) / scale)}, past its hard limit of ${formatDuration(c.budgetHardMs)} (its worker stopped)`;
+    const r = await resumeStoppedRun(c, { requeue: true, why });
+    if (r.type === "stopped") reaped.push({ id: c.id, kind: c.kind, status: "failed", action: "stopped", message: why });
+    if (r.type !== "resumed") return;
+    // A dead run's job goes before fresh ones, as a retry does: it had its turn (lib/queues/fairness.ts).
+    await requeue(c, RETRY_PRIORITY);
+    reaped.push({ id: c.id, kind: c.kind, status: "queued", action: "resumed", message: why });
   };
   // Side by side: after a worker machine dies, its dozens of rows are all due in the same pass, and
   // one at a time (a queue lookup and a statement each) the last would wait for all the others.
@@ -171,6 +184,56 @@ export async function reapStuckJobs(now = new Date()): Promise<ReapedJob[]> {
     }),
   );
   return reaped;
+}
+
+interface Candidate extends Row {
+  cursor: number;
+  crashResumes: number;
+  tenantId: string;
+  lastSign: Date;
+  pastHard: boolean;
+}
+
+/**
+ * Queues again a `queued` or `delayed` row whose queue job is missing or finished: under a new
+ * attempt (fencing anything that might still hold the old one), with a fresh sign of life and a
+ * `requeued` event. A row that never ran takes its tenant's place in line; one that ran, the
+ * front (lib/queues/fairness.ts). A row of a queue no worker consumes cannot be queued: it ends
+ * `failed`, saying so.
+ */
+async function requeueLost(c: Candidate, state: string): Promise<ReapedJob | null> {
+  if (!(QUEUE_NAMES as string[]).includes(c.queue)) {
+    const message = `No worker consumes the queue “${c.queue}”, so nothing can run it.`;
+    const status = await finalizeJob(c.id, c.attempt, { status: "failed", from: [c.status], message });
+    return status ? { id: c.id, kind: c.kind, status, action: "stopped", message } : null;
+  }
+  const why = state === "unknown" ? "The queue had no job for it" : `Its queue job had ${state} while the job was ${c.status}`;
+  const message = `${why}: queued again by the reaper, to continue where it stopped.`;
+  const rows = await db().$queryRaw<{ attempt: number }[]>`
+    WITH requeued AS (
+      UPDATE "Job" SET status = 'queued', attempt = attempt + 1, message = ${message},
+             "heartbeatAt" = now() AT TIME ZONE 'UTC', "updatedAt" = now() AT TIME ZONE 'UTC'
+      WHERE id = ${c.id}::uuid AND attempt = ${c.attempt}::int AND status = ${c.status}::"JobStatus"
+      RETURNING attempt
+    ), event AS (
+      INSERT INTO "JobEvent" ("jobId", at, type, attempt, message)
+      SELECT ${c.id}::uuid, now() AT TIME ZONE 'UTC', 'requeued', attempt, ${message} FROM requeued
+    )
+    SELECT attempt FROM requeued`;
+  if (rows.length === 0) return null;
+  await requeue(c, c.attempt === 0 ? await tenantPriority(c.queue as QueueName, c.tenantId) : RETRY_PRIORITY);
+  return { id: c.id, kind: c.kind, status: "queued", action: "requeued", message: why };
+}
+
+/**
+ * Adds the queue job of a row the reaper put back to `queued`. One that cannot be added now (Redis
+ * went away, or the stopped run's queue job is still locked) is left: the row stays queued, and a
+ * later pass finds its queue job missing or finished and adds it.
+ */
+async function requeue(c: Candidate, priority: number): Promise<void> {
+  await requeueJob(c.queue as QueueName, c.kind as JobKind, { jobId: c.id, tenantId: c.tenantId, total: c.total }, { queueJobId: c.queueJobId ?? c.id, priority }).catch(
+    () => undefined,
+  );
 }
 
 /** The latest jobs the reaper finalized, for the stuck page (read newest first from the (status, finishedAt) index). */

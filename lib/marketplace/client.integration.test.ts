@@ -4,7 +4,8 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { BUCKETS, FAMILIES, scopeOf, type Family } from "@/lib/ratelimit/buckets";
 import { runWithRateLimitDeferral } from "@/lib/ratelimit/context";
-import { RateLimitCapExceeded, RateLimitDefer } from "@/lib/ratelimit/errors";
+import { breakerKey } from "@/lib/ratelimit/breaker";
+import { OutsideServiceDown, RateLimitCapExceeded, RateLimitDefer } from "@/lib/ratelimit/errors";
 import { bucketKey, createLimiter } from "@/lib/ratelimit/limiter";
 import { closeRedis, createRedis } from "@/lib/redis/client";
 import { startSimulators, type RunningSimulators } from "@/workers/simulators/server";
@@ -27,7 +28,11 @@ beforeAll(async () => {
   sims.push(sim);
   base = `${sim.url}/marketplace`;
 });
-beforeEach(() => sim.marketplace.reset());
+// Every test starts with the marketplace's circuit breaker closed (an earlier test may have opened it on purpose).
+beforeEach(async () => {
+  sim.marketplace.reset();
+  await connection.del(breakerKey("marketplace"));
+});
 afterAll(async () => {
   await Promise.all(sims.map((s) => s.close()));
   const keys = tenants.flatMap((t) => FAMILIES.map((f) => bucketKey(scopeOf(f, t))));
@@ -78,13 +83,14 @@ describe("fetchMarketplacePage", () => {
     expect(sim.marketplace.stats().accepted).toBe(0);
   });
 
-  it("retries a 5xx and then succeeds; a service that keeps failing is a MarketplaceError", async () => {
+  it("retries a 5xx and then succeeds; a service that keeps failing is down (its breaker opens), not a bad page", async () => {
     sim.marketplace.failNext(2);
     expect((await fetchMarketplacePage({ family: "orders", tenant: fresh("flaky"), page: 1, baseUrl: base })).items).toHaveLength(20);
     sim.marketplace.failNext(5);
     const error = await fetchMarketplacePage({ family: "orders", tenant: fresh("down"), page: 1, baseUrl: base }).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(MarketplaceError);
-    expect((error as MarketplaceError).details).toMatchObject({ code: "server_error", status: 500, attempts: 3, retryable: true });
+    expect(error).toBeInstanceOf(OutsideServiceDown);
+    expect(error).toMatchObject({ service: "marketplace" });
+    expect((error as OutsideServiceDown).error).toContain("HTTP 500");
   });
 
   it("a refused request is not retried", async () => {
@@ -94,12 +100,14 @@ describe("fetchMarketplacePage", () => {
     expect((error as Error).message).toContain("has 12 pages");
   });
 
-  it("an unreachable service is retried, then a MarketplaceError; an abort rejects with the signal's reason", async () => {
+  it("an unreachable service is retried, then it is down (OutsideServiceDown); an abort rejects with the signal's reason", async () => {
     const closed = await startSimulators();
     const url = `${closed.url}/marketplace`;
     await closed.close();
     const error = await fetchMarketplacePage({ family: "orders", tenant: fresh("gone"), page: 1, baseUrl: url }).catch((e: unknown) => e);
-    expect((error as MarketplaceError).details).toMatchObject({ code: "unreachable", attempts: 3 });
+    expect(error).toBeInstanceOf(OutsideServiceDown);
+    expect((error as OutsideServiceDown).error).toContain("ECONNREFUSED");
+    await connection.del(breakerKey("marketplace"));
 
     const reason = new Error("deadline");
     await expect(fetchMarketplacePage({ family: "orders", tenant: fresh("gone"), page: 1, baseUrl: url, signal: AbortSignal.abort(reason) })).rejects.toBe(reason);

@@ -2,10 +2,11 @@ import { env } from "@/lib/env";
 import { snippet } from "@/lib/http/describe";
 import { attemptRequest, backoffMs as retryBackoffMs, describeFailure } from "@/lib/http/outbound";
 import { logger } from "@/lib/log";
+import { guardCall } from "@/lib/ratelimit/breaker";
 import { bucketRate, BUCKETS, scopeOf, type Family } from "@/lib/ratelimit/buckets";
 import { acquire as sharedAcquire, maxWaitMs as defaultMaxWaitMs, waitForRateLimit, type Limiter } from "@/lib/ratelimit/limiter";
 import { scaled, sleep } from "@/lib/time";
-import { marketplacePageSchema, type MarketplaceItem } from "./schemas";
+import { marketplacePageSchema, storableRecords, type MarketplaceItem } from "./schemas";
 
 const log = logger("marketplace.client");
 
@@ -51,7 +52,10 @@ export interface FetchMarketplacePageOptions {
 }
 
 export interface MarketplacePageResult {
+  /** The page's records the database can store. */
   items: MarketplaceItem[];
+  /** Why each other record of the page cannot be stored ("record 3: id contains a NUL character"). */
+  refused: string[];
   nextPage: number | null;
 }
 
@@ -178,9 +182,16 @@ export async function fetchMarketplacePage(options: FetchMarketplacePageOptions)
 
 const SERVICE = "the marketplace";
 
-/** One HTTP request, its answer classified. Never rejects. */
+/**
+ * One HTTP request through the marketplace's circuit breaker, its answer classified. Rejects only
+ * with `OutsideServiceDown` (the marketplace is down: the request did not go out, or failed for
+ * the outage).
+ */
 async function requestPage(url: URL, page: number, timeoutMs: number, signal: AbortSignal | undefined): Promise<Outcome> {
-  const attempt = await attemptRequest({ method: "GET", url, headers: { accept: "application/json" }, signal, timeoutMs });
+  const attempt = await guardCall("marketplace", () => attemptRequest({ method: "GET", url, headers: { accept: "application/json" }, signal, timeoutMs }), {
+    signal,
+    failureOf: (a) => (a.ok ? undefined : a),
+  });
   if (!attempt.ok) {
     switch (attempt.kind) {
       case "aborted":
@@ -209,5 +220,5 @@ async function requestPage(url: URL, page: number, timeoutMs: number, signal: Ab
     const why = parsed.success ? `page ${parsed.data.page} instead of ${page}` : parsed.error.issues[0]?.message;
     return { type: "failed", code: "invalid_response", status, message: `${SERVICE} answered something other than a page (${why}): ${snippet(body)}`, retryable: false };
   }
-  return { type: "ok", result: { items: parsed.data.items, nextPage: parsed.data.nextPage } };
+  return { type: "ok", result: { ...storableRecords(parsed.data.items), nextPage: parsed.data.nextPage } };
 }

@@ -4,8 +4,11 @@ import { Registry } from "prom-client";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { closeDb, db } from "@/lib/db/client";
 import { env } from "@/lib/env";
+import { TERMINAL_STATUSES } from "@/lib/jobs/statuses";
 import { flushModelCallRecords, recordModelCall } from "@/lib/modelcalls/record";
+import { JOB_KINDS } from "@/lib/queues/catalog";
 import { closeRedis, redis } from "@/lib/redis/client";
+import { scaled } from "@/lib/time";
 import { createMetrics, processMetrics } from "./metrics";
 import { renderMetrics, snapshotKey, startMetricsPublisher, type MetricsSnapshot } from "./publish";
 
@@ -47,40 +50,100 @@ async function putWorkerSnapshot(registry: Registry, pid: number): Promise<void>
 }
 
 describe("GET /api/metrics merges the web's registry with every live worker snapshot", () => {
-  it("a worker's snapshot in Redis and a web-side increment appear summed", async () => {
+  it("a worker's snapshot in Redis and the web's own series appear side by side, each with its process label", async () => {
     const kind = unique("kind");
     const queue = unique("queue");
     const worker = createMetrics(new Registry());
     worker.disableScrapeTimeGauges();
     worker.jobsFinished.inc({ kind, status: "completed" }, 3);
     worker.jobItemsFailed.inc({ kind }, 20);
-    worker.observeModelCall({ queue, jobKind: kind, outcome: "ok", durationMs: 5_500 });
+    worker.observeModelCall({ queue, jobKind: kind, outcome: "ok", durationMs: 5_500 * env().BOUNDED_TIME_SCALE });
     await putWorkerSnapshot(worker.registry, 4242);
+    const workerProcess = { process: "workers-fake-worker-host-4242" };
 
     const web = createMetrics(new Registry(), { countStuck: async () => ({ [kind]: 2 }) });
     web.jobsFinished.inc({ kind, status: "completed" });
     web.jobsFinished.inc({ kind, status: "completed" });
     web.jobsFinished.inc({ kind, status: "timed_out" });
     web.jobsReaped.inc({ kind });
-    web.observeModelCall({ queue, jobKind: kind, outcome: "ok", durationMs: 40_000 });
+    web.observeModelCall({ queue, jobKind: kind, outcome: "ok", durationMs: scaled(40_000) });
+    const webProcess = { process: "web" };
 
     const { text, contentType } = await renderMetrics({ metrics: web });
     expect(contentType).toMatch(/^text\/plain; version=0\.0\.4/);
-    expect(sample(text, "bounded_jobs_finished_total", { kind, status: "completed" })).toBe(5);
-    expect(sample(text, "bounded_jobs_finished_total", { kind, status: "timed_out" })).toBe(1);
-    expect(sample(text, "bounded_job_items_failed_total", { kind })).toBe(20);
-    expect(sample(text, "bounded_jobs_reaped_total", { kind })).toBe(1);
+    expect(sample(text, "bounded_jobs_finished_total", { kind, status: "completed", ...workerProcess })).toBe(3);
+    expect(sample(text, "bounded_jobs_finished_total", { kind, status: "completed", ...webProcess })).toBe(2);
+    expect(sample(text, "bounded_jobs_finished_total", { kind, status: "timed_out", ...webProcess })).toBe(1);
+    expect(sample(text, "bounded_job_items_failed_total", { kind, ...workerProcess })).toBe(20);
+    expect(sample(text, "bounded_jobs_reaped_total", { kind, ...webProcess })).toBe(1);
+    // Every series names its process: nothing unlabelled is left to be summed blindly.
+    const series = text.split("\n").filter((l) => l && !l.startsWith("#"));
+    expect(series.filter((l) => !/[{,]process="/.test(l))).toEqual([]);
     const call = { queue, kind, outcome: "ok", type: "model" };
-    expect(sample(text, "bounded_model_call_duration_seconds_count", call)).toBe(2);
-    expect(sample(text, "bounded_model_call_duration_seconds_sum", call)).toBeCloseTo(45.5, 6);
-    expect(sample(text, "bounded_model_call_duration_seconds_bucket", { ...call, le: "7.5" })).toBe(1);
-    expect(sample(text, "bounded_model_call_duration_seconds_bucket", { ...call, le: "45" })).toBe(2);
-    expect(sample(text, "bounded_model_call_duration_seconds_bucket", { ...call, le: "3600" })).toBe(2);
-    expect(sample(text, "bounded_jobs_stuck", { kind })).toBe(2);
-    // Node's default metrics, prefixed, once per metric name.
-    expect(sample(text, "bounded_process_cpu_user_seconds_total")).toBeGreaterThan(0);
+    expect(sample(text, "bounded_model_call_duration_seconds_count", { ...call, ...workerProcess })).toBe(1);
+    expect(sample(text, "bounded_model_call_duration_seconds_sum", { ...call, ...workerProcess })).toBeCloseTo(5.5, 6);
+    expect(sample(text, "bounded_model_call_duration_seconds_bucket", { ...call, ...workerProcess, le: "7.5" })).toBe(1);
+    expect(sample(text, "bounded_model_call_duration_seconds_bucket", { ...call, ...webProcess, le: "30" })).toBe(0);
+    expect(sample(text, "bounded_model_call_duration_seconds_bucket", { ...call, ...webProcess, le: "45" })).toBe(1);
+    expect(sample(text, "bounded_jobs_stuck", { kind, ...webProcess })).toBe(2);
+    expect(sample(text, "bounded_jobs_stuck", { kind, ...workerProcess })).toBeUndefined();
+    // Node's default metrics, prefixed, once per metric name, one series per process.
+    expect(sample(text, "bounded_process_cpu_user_seconds_total", webProcess)).toBeGreaterThan(0);
+    expect(sample(text, "bounded_process_cpu_user_seconds_total", workerProcess)).toBeGreaterThan(0);
     expect(text.match(/^# TYPE bounded_process_cpu_user_seconds_total /gm)).toHaveLength(1);
-    expect(text).not.toContain("bounded_process_start_time_seconds "); // omitted: meaningless summed
+    expect(sample(text, "bounded_process_start_time_seconds", workerProcess)).toBeGreaterThan(0);
+    // The gauges prom-client names like counters are left out; their per-type twins stay.
+    expect(text).not.toMatch(/^bounded_nodejs_active_(handles|requests|resources)_total/m);
+    expect(text).toMatch(/^bounded_nodejs_active_handles\{type=/m);
+  });
+
+  it("sources narrows a scrape to the web's own series or to the workers'", async () => {
+    const kind = unique("kind");
+    const worker = createMetrics(new Registry(), { defaultMetrics: false });
+    worker.disableScrapeTimeGauges();
+    worker.jobsReaped.inc({ kind });
+    await putWorkerSnapshot(worker.registry, 4444);
+    const web = createMetrics(new Registry(), { defaultMetrics: false, countStuck: async () => ({}) });
+    web.jobsReaped.inc({ kind }, 2);
+    const only = async (sources: "web" | "workers") => (await renderMetrics({ metrics: web, sources })).text;
+    expect(sample(await only("web"), "bounded_jobs_reaped_total", { kind, process: "web" })).toBe(2);
+    expect(sample(await only("web"), "bounded_jobs_reaped_total", { kind, process: "workers-fake-worker-host-4444" })).toBeUndefined();
+    expect(sample(await only("workers"), "bounded_jobs_reaped_total", { kind, process: "workers-fake-worker-host-4444" })).toBe(1);
+    expect(sample(await only("workers"), "bounded_jobs_reaped_total", { kind, process: "web" })).toBeUndefined();
+  });
+
+  it("every labelled counter has a series at 0 for every label value the catalog knows, before its first event", async () => {
+    const m = createMetrics(new Registry(), { defaultMetrics: false, countStuck: async () => ({}), itemBudgets: async () => [] });
+    const text = await m.registry.metrics();
+    for (const kind of JOB_KINDS) {
+      expect(sample(text, "bounded_jobs_reaped_total", { kind }), kind).toBe(0);
+      expect(sample(text, "bounded_job_items_failed_total", { kind }), kind).toBe(0);
+      for (const status of TERMINAL_STATUSES) expect(sample(text, "bounded_jobs_finished_total", { kind, status }), `${kind} ${status}`).toBe(0);
+    }
+    expect(sample(text, "bounded_jobs_finished_total", { kind: "csv_import", status: "running" })).toBeUndefined();
+    expect(sample(text, "bounded_rate_limit_reschedules_total", { queue: "marketplace-sync", family: "statistics" })).toBe(0);
+    expect(sample(text, "bounded_rate_limit_reschedules_total", { queue: "imports", family: "provider:model" })).toBe(0);
+    expect(sample(text, "bounded_rate_limit_reschedules_total", { queue: "documents", family: "provider:ocr" })).toBe(0);
+    expect(sample(text, "bounded_provider_waits_total", { provider: "ocr" })).toBe(0);
+    expect(sample(text, "bounded_reserves_reclaimed_total", { kind: "dislike" })).toBe(0);
+    expect(sample(text, "bounded_reserve_late_releases_total", { kind: "generate", resolution: "debt" })).toBe(0);
+    // The first event is an increase from that 0.
+    m.jobsReaped.inc({ kind: "bulk_ocr" });
+    expect(sample(await m.registry.metrics(), "bounded_jobs_reaped_total", { kind: "bulk_ocr" })).toBe(1);
+  });
+
+  it("durations are observed in production seconds: at time scale 0.1 a call of 0.55 s is 5.5 s", async () => {
+    const m = createMetrics(new Registry(), { defaultMetrics: false, timeScale: 0.1, countStuck: async () => ({}), itemBudgets: async () => [] });
+    m.observeModelCall({ queue: "imports", jobKind: "csv_import", outcome: "ok", durationMs: 550 });
+    m.observeRequest({ method: "GET", route: "/api/jobs/[id]", status: 200, seconds: 0.55 });
+    const text = await m.registry.metrics();
+    const call = { queue: "imports", kind: "csv_import", outcome: "ok", type: "model" };
+    expect(sample(text, "bounded_model_call_duration_seconds_sum", call)).toBeCloseTo(5.5, 6);
+    expect(sample(text, "bounded_model_call_duration_seconds_bucket", { ...call, le: "5" })).toBe(0);
+    expect(sample(text, "bounded_model_call_duration_seconds_bucket", { ...call, le: "7.5" })).toBe(1);
+    const request = { method: "GET", route: "/api/jobs/[id]", status: "200" };
+    expect(sample(text, "bounded_http_requests_total", request)).toBe(1);
+    expect(sample(text, "bounded_http_request_duration_seconds_sum", request)).toBeCloseTo(5.5, 6);
   });
 
   it("bounded_jobs_stuck is computed at scrape time from the injected counter and never added up across sources", async () => {
@@ -180,7 +243,8 @@ describe("recordModelCall", () => {
   it("observes the call's duration in bounded_model_call_duration_seconds", async () => {
     const queue = unique("queue");
     queues.push(queue);
-    await recordModelCall({ queue, jobKind: "csv_import", model: "sim-model", startedAt: new Date(), durationMs: 12_000, outcome: "error", error: "HTTP 500" });
+    // 12 s of production time, as measured at this process's time scale.
+    await recordModelCall({ queue, jobKind: "csv_import", model: "sim-model", startedAt: new Date(), durationMs: scaled(12_000), outcome: "error", error: "HTTP 500" });
     await flushModelCallRecords();
     const text = await processMetrics().registry.metrics();
     const labels = { queue, kind: "csv_import", outcome: "error", type: "model" };
@@ -190,7 +254,7 @@ describe("recordModelCall", () => {
     expect(await db().modelCall.count({ where: { queue } })).toBe(1);
 
     // A tool call carries its type into the label.
-    await recordModelCall({ queue, jobKind: "agent_run", type: "tool", model: "lookup_invoice", startedAt: new Date(), durationMs: 30, outcome: "ok" });
+    await recordModelCall({ queue, jobKind: "agent_run", type: "tool", model: "lookup_invoice", startedAt: new Date(), durationMs: 30 * env().BOUNDED_TIME_SCALE, outcome: "ok" });
     await flushModelCallRecords();
     const after = await processMetrics().registry.metrics();
     expect(sample(after, "bounded_model_call_duration_seconds_bucket", { queue, kind: "agent_run", outcome: "ok", type: "tool", le: "0.05" })).toBe(1);

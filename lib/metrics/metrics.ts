@@ -1,9 +1,13 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
-import type { JobStatus } from "@/lib/jobs/statuses";
+import { TERMINAL_STATUSES, type JobStatus } from "@/lib/jobs/statuses";
 import { logger } from "@/lib/log";
-import { JOB_KINDS, QUEUE_NAMES } from "@/lib/queues/catalog";
+import { JOB_KINDS, KINDS, QUEUE_NAMES, RESCHEDULE_QUEUES, kindsOfQueue } from "@/lib/queues/catalog";
 import { SWEEP_POLICY, worstCaseMs } from "@/lib/quota/policy";
+import type { ReleaseResult, ReserveKind } from "@/lib/quota/reserves";
 import { sweepPolicy } from "@/lib/quota/settings";
+import { FAMILIES, LIMITED_PROVIDERS } from "@/lib/ratelimit/buckets";
+import { BREAKER_STATES, OUTSIDE_SERVICES } from "@/lib/ratelimit/breaker-services";
+import { unscaled } from "@/lib/time";
 
 /**
  * The process's Prometheus metrics: one prom-client `Registry` per process, kept on `globalThis`
@@ -45,6 +49,47 @@ const PROVIDER_WAIT_BUCKETS_S = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 1
  */
 const RESERVE_AGE_BUCKETS_S = [...new Set([30, 60, 120, 300, 600, 900, 1200, 1800, 3600, 7200, worstCaseMs() / 1000, SWEEP_POLICY.windowMs / 1000])].sort((a, b) => a - b);
 
+/**
+ * Buckets of `bounded_http_request_duration_seconds` (production seconds): API reads answer in
+ * milliseconds, an upload of a 95-file batch or a bulk retry in seconds, and a request that waits
+ * for a rate limit outside a job gets at most a short wait before its 429.
+ */
+const HTTP_DURATION_BUCKETS_S = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+
+/**
+ * Node's default gauges that prom-client names `nodejs_active_{handles,requests,resources}_total`:
+ * a `_total` suffix promises a counter, so `promtool check metrics` rejects them. They are the sums
+ * of `bounded_nodejs_active_{handles,requests,resources}{type}`, which stay: `sum without (type)`
+ * gives the same number.
+ */
+const DROPPED_DEFAULT_METRICS = ["nodejs_active_handles_total", "nodejs_active_requests_total", "nodejs_active_resources_total"];
+
+/** The reserve kinds and late-release resolutions of lib/quota/reserves, as label values. */
+const RESERVE_KINDS = ["generate", "dislike"] as const satisfies readonly ReserveKind[];
+const LATE_RESOLUTIONS = ["charged", "debt", "none"] as const satisfies readonly Extract<ReleaseResult, { type: "late" }>["resolution"][];
+
+/**
+ * The (queue, family) pairs a rescheduled job is counted under (workers/reschedule.ts): the
+ * marketplace's endpoint families on queues whose kinds call it, `provider:<name>` for a limited provider.
+ */
+function rescheduleLabelSets(): { queue: string; family: string }[] {
+  return [...RESCHEDULE_QUEUES].flatMap((queue) =>
+    [...new Set(kindsOfQueue(queue).flatMap((kind): string[] => {
+      const provider = KINDS[kind].provider;
+      if (provider === "marketplace") return FAMILIES;
+      return (LIMITED_PROVIDERS as readonly string[]).includes(provider) ? [`provider:${provider}`] : [];
+    }))].map((family) => ({ queue, family })),
+  );
+}
+
+/** Every combination of the given label values, e.g. `{ kind: [a, b], status: [x] }` → `[{a,x}, {b,x}]`. */
+function labelSets<K extends string>(values: { [P in K]: readonly string[] }): { [P in K]: string }[] {
+  return Object.entries<readonly string[]>(values).reduce<Record<string, string>[]>(
+    (sets, [name, vals]) => sets.flatMap((set) => vals.map((v) => ({ ...set, [name]: v }))),
+    [{}],
+  ) as { [P in K]: string }[];
+}
+
 /** Counts of jobs stuck per kind, as `countStuckByKind()` in lib/jobs/stuck returns them. */
 export type CountStuckByKind = () => Promise<Record<string, number>>;
 
@@ -68,6 +113,9 @@ export interface QueueGaugeReading {
   paused: boolean;
 }
 
+/** The `type` label values of `bounded_model_tokens_total`. */
+export const MODEL_TOKEN_TYPES = ["prompt", "completion"] as const;
+
 /** The `state` label values of `bounded_queue_jobs`. */
 export const QUEUE_GAUGE_STATES = ["waiting", "active", "delayed", "failed"] as const;
 
@@ -79,6 +127,8 @@ export interface ScrapeSources {
   countStuck?: CountStuckByKind;
   /** Where `bounded_item_budget_seconds` comes from, evaluated at scrape time. */
   itemBudgets?: ListItemBudgets;
+  /** Where `bounded_outside_service_up` comes from (the circuit breakers in Redis), evaluated at scrape time. */
+  outsideServices?: () => Promise<{ service: string; up: boolean }[]>;
 }
 
 export interface MetricsOptions extends ScrapeSources {
@@ -87,6 +137,11 @@ export interface MetricsOptions extends ScrapeSources {
    * @defaultValue true
    */
   defaultMetrics?: boolean;
+  /**
+   * The process's time scale: durations measured here are divided by it, so every duration metric
+   * is in production seconds. @defaultValue `env().BOUNDED_TIME_SCALE`
+   */
+  timeScale?: number;
 }
 
 type Labels<K extends string> = { [P in K]: string };
@@ -98,20 +153,38 @@ export interface ObservedCall {
   /** @defaultValue "model" (the column's default) */
   type?: "model" | "tool" | "ocr";
   outcome: "ok" | "error" | "aborted";
+  /** As measured in this process (real milliseconds); observed in production seconds. */
   durationMs: number;
+}
+
+/** One API request as `bounded_http_*` count it. */
+export interface ObservedRequest {
+  method: string;
+  /** The route's pattern (`/api/jobs/[id]`), never the path: ids would make a series each. */
+  route: string;
+  status: number;
+  /** As measured in this process (real seconds); observed in production seconds. */
+  seconds: number;
 }
 
 /** The typed helpers other modules call; every label is required so none is forgotten. */
 export interface BoundedMetrics {
   registry: Registry;
-  /** `bounded_model_call_duration_seconds{queue,kind,outcome,type}`: one observation per recorded call. */
+  /** `bounded_model_call_duration_seconds{queue,kind,outcome,type}`: one observation per recorded call, in production seconds. */
   observeModelCall(call: ObservedCall): void;
+  /**
+   * An API request was answered: `bounded_http_requests_total{method,route,status}` +1 and its
+   * duration (production seconds) in `bounded_http_request_duration_seconds{method,route,status}`.
+   */
+  observeRequest(request: ObservedRequest): void;
   /** `bounded_jobs_finished_total{kind,status}`: a job reached a terminal status. */
   jobsFinished: { inc(labels: { kind: string; status: JobStatus }, value?: number): void };
   /** `bounded_job_items_failed_total{kind}`: items recorded as failures (the batch went on). */
   jobItemsFailed: { inc(labels: Labels<"kind">, value?: number): void };
   /** `bounded_jobs_reaped_total{kind}`: jobs the reaper finalized after their hard limit and heartbeat. */
   jobsReaped: { inc(labels: Labels<"kind">, value?: number): void };
+  /** `bounded_model_tokens_total{kind,type}`: tokens of recorded model calls, as the endpoint counted them (type: prompt, completion). */
+  modelTokens: { inc(labels: { kind: string; type: (typeof MODEL_TOKEN_TYPES)[number] }, value?: number): void };
   /**
    * A job gave its worker slot back to wait for a rate-limit window:
    * `bounded_rate_limit_reschedules_total{queue,family}` +1 and the wait (production seconds) in
@@ -124,6 +197,8 @@ export interface BoundedMetrics {
    * the wait (production seconds) in `bounded_provider_wait_seconds{provider}`.
    */
   providerWaited(labels: Labels<"provider">, waitSeconds: number): void;
+  /** `bounded_outside_service_state_changes_total{service,state}`: this process moved a service's circuit breaker into `state`. */
+  outsideServiceStateChanged(labels: Labels<"service" | "state">): void;
   /**
    * A quota reserve ended: its age (production seconds) in `bounded_reserve_age_seconds{kind,end}`,
    * `end` = spent | refunded | reclaimed (by the sweeper).
@@ -156,6 +231,7 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
   // so installing after the metrics exist still works); with neither, the gauge stays empty.
   const countStuck = () => (options.countStuck ?? holder.__boundedScrapeSources?.countStuck)?.();
   const itemBudgets = () => (options.itemBudgets ?? holder.__boundedScrapeSources?.itemBudgets)?.();
+  const outsideServices = () => (options.outsideServices ?? holder.__boundedScrapeSources?.outsideServices)?.();
   // The four queue gauges are collected side by side in one scrape: they share one read.
   let queueRead: { at: number; value: Promise<QueueGaugeReading[] | undefined> } | undefined;
   const queueGauges = () => {
@@ -165,8 +241,16 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
   let scrapeTimeGauges = true;
 
   // Every metric is registered on `registry` only, under the shared prefix.
-  const counter = <L extends string>(name: string, help: string, labelNames: readonly L[]) =>
-    new Counter<L>({ name: `${METRIC_PREFIX}${name}`, help, labelNames, registers: [registry] });
+  /**
+   * A counter with a series at 0 for every label set in `initial` (the values the catalog knows),
+   * so the first event is an increase from 0 that `rate()`/`increase()` see, not a new series
+   * starting at 1 that they miss.
+   */
+  const counter = <L extends string>(name: string, help: string, labelNames: readonly L[], initial: readonly Labels<L>[] = []) => {
+    const c = new Counter<L>({ name: `${METRIC_PREFIX}${name}`, help, labelNames, registers: [registry] });
+    for (const labels of initial) c.inc(labels as Partial<Record<L, string>>, 0);
+    return c;
+  };
   const histogram = <L extends string>(name: string, help: string, labelNames: readonly L[], buckets: number[]) =>
     new Histogram<L>({ name: `${METRIC_PREFIX}${name}`, help, labelNames, buckets, registers: [registry] });
   /**
@@ -198,17 +282,20 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     ["queue", "kind", "outcome", "type"],
     MODEL_CALL_DURATION_BUCKETS_S,
   );
-  const jobsFinished = counter("jobs_finished_total", "Jobs that reached a terminal status, by kind and status.", ["kind", "status"]);
-  const jobItemsFailed = counter("job_items_failed_total", "Batch items recorded as failed (the batch went on without them), by job kind.", ["kind"]);
+  const jobsFinished = counter("jobs_finished_total", "Jobs that reached a terminal status, by kind and status.", ["kind", "status"], labelSets({ kind: JOB_KINDS, status: TERMINAL_STATUSES }));
+  const jobItemsFailed = counter("job_items_failed_total", "Batch items recorded as failed (the batch went on without them), by job kind.", ["kind"], labelSets({ kind: JOB_KINDS }));
+  const modelTokens = counter("model_tokens_total", "Tokens of recorded model calls as the model endpoint counted them, by job kind and type (prompt, completion).", ["kind", "type"], labelSets({ kind: JOB_KINDS, type: MODEL_TOKEN_TYPES }));
   const jobsReaped = counter(
     "jobs_reaped_total",
-    "Jobs the reaper abandoned: silent past their hard limit, or no longer held by the queue, by kind.",
+    "Jobs the reaper ended because their runs kept stopping without finishing (worker deaths past the bound of resumes), by kind; stopped runs below the bound are resumed, not counted.",
     ["kind"],
+    labelSets({ kind: JOB_KINDS }),
   );
   const rateLimitReschedules = counter(
     "rate_limit_reschedules_total",
     "Jobs that gave their worker slot back to wait for a rate-limit window (moved to delayed, no attempt spent), by queue and endpoint family.",
     ["queue", "family"],
+    rescheduleLabelSets(),
   );
   const rateLimitWait = histogram(
     "rate_limit_wait_seconds",
@@ -220,6 +307,24 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     "provider_waits_total",
     "Provider calls (model, OCR) that waited for a provider slot — a token of the request rate or a free in-flight slot — before going out or giving up, by provider.",
     ["provider"],
+    labelSets({ provider: LIMITED_PROVIDERS }),
+  );
+  const outsideServiceStateChanges = counter(
+    "outside_service_state_changes_total",
+    "Circuit breaker state changes of the outside services (open: calls stop going out; half_open: one probe; closed: back), by service and the state entered.",
+    ["service", "state"],
+    labelSets({ service: OUTSIDE_SERVICES, state: BREAKER_STATES }),
+  );
+  scrapeTimeGauge(
+    "outside_service_up",
+    "1 when the outside service's circuit breaker is closed (calls go out), 0 while it is open or half-open (jobs wait, nothing is failed for it), by service; read from Redis at scrape time.",
+    ["service"],
+    async (gauge) => {
+      const read = await outsideServices();
+      if (!read) return;
+      for (const { service, up } of read) gauge.set({ service }, up ? 1 : 0);
+    },
+    "could not read the circuit breakers for bounded_outside_service_up",
   );
   const providerWait = histogram(
     "provider_wait_seconds",
@@ -237,11 +342,21 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     "reserves_reclaimed_total",
     "Quota reserves the sweeper took back (past the sweep window and silent beyond the lease): unit refunded, kind-specific effects undone, by kind.",
     ["kind"],
+    labelSets({ kind: RESERVE_KINDS }),
   );
   const reserveLateReleases = counter(
     "reserve_late_releases_total",
     "Releases that found their reserve already swept, by kind and resolution (charged again, debt, none for a failure).",
     ["kind", "resolution"],
+    labelSets({ kind: RESERVE_KINDS, resolution: LATE_RESOLUTIONS }),
+  );
+  // Routes are only known once called: these series start at their first request.
+  const httpRequests = counter("http_requests_total", "API requests answered by the web process, by method, route pattern and HTTP status.", ["method", "route", "status"]);
+  const httpRequestDuration = histogram(
+    "http_request_duration_seconds",
+    "Time from an API request reaching its route handler to its response, in production seconds (real ÷ BOUNDED_TIME_SCALE), by method, route pattern and HTTP status.",
+    ["method", "route", "status"],
+    HTTP_DURATION_BUCKETS_S,
   );
   scrapeTimeGauge(
     "jobs_stuck",
@@ -310,7 +425,10 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
   queueGauge("queue_paused", "1 when an operator paused the queue (no new job starts), else 0, by queue; read at scrape time.", ["queue"], (gauge, q) =>
     gauge.set({ queue: q.queue }, q.paused ? 1 : 0),
   );
-  if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: METRIC_PREFIX });
+  if (options.defaultMetrics ?? true) {
+    collectDefaultMetrics({ register: registry, prefix: METRIC_PREFIX });
+    for (const name of DROPPED_DEFAULT_METRICS) registry.removeSingleMetric(`${METRIC_PREFIX}${name}`);
+  }
 
   return {
     registry,
@@ -319,15 +437,24 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
       if (!Number.isFinite(call.durationMs)) return;
       modelCallDuration.observe(
         { queue: call.queue ?? "", kind: call.jobKind ?? "", outcome: call.outcome, type: call.type ?? "model" },
-        Math.max(0, call.durationMs) / 1000,
+        unscaled(call.durationMs, options.timeScale) / 1000,
       );
+    },
+    observeRequest({ method, route, status, seconds }) {
+      const labels = { method, route, status: String(status) };
+      httpRequests.inc(labels);
+      if (Number.isFinite(seconds)) httpRequestDuration.observe(labels, unscaled(seconds, options.timeScale));
     },
     jobsFinished: { inc: (labels, value) => jobsFinished.inc(labels, value) },
     jobItemsFailed: { inc: (labels, value) => jobItemsFailed.inc(labels, value) },
     jobsReaped: { inc: (labels, value) => jobsReaped.inc(labels, value) },
+    modelTokens: { inc: (labels, value) => modelTokens.inc(labels, value) },
     rateLimitRescheduled(labels, waitSeconds) {
       rateLimitReschedules.inc(labels);
       if (Number.isFinite(waitSeconds)) rateLimitWait.observe(labels, Math.max(0, waitSeconds));
+    },
+    outsideServiceStateChanged(labels) {
+      outsideServiceStateChanges.inc(labels);
     },
     providerWaited(labels, waitSeconds) {
       providerWaits.inc(labels);
@@ -357,12 +484,15 @@ export function processMetrics(): BoundedMetrics {
  */
 export const metrics = {
   observeModelCall: (call: ObservedCall) => processMetrics().observeModelCall(call),
+  observeRequest: (request: ObservedRequest) => processMetrics().observeRequest(request),
   jobsFinished: { inc: (labels: { kind: string; status: JobStatus }, value?: number) => processMetrics().jobsFinished.inc(labels, value) },
   jobItemsFailed: { inc: (labels: Labels<"kind">, value?: number) => processMetrics().jobItemsFailed.inc(labels, value) },
   jobsReaped: { inc: (labels: Labels<"kind">, value?: number) => processMetrics().jobsReaped.inc(labels, value) },
+  modelTokens: { inc: (labels: { kind: string; type: (typeof MODEL_TOKEN_TYPES)[number] }, value?: number) => processMetrics().modelTokens.inc(labels, value) },
   observeReserveAge: (labels: Labels<"kind" | "end">, ageSeconds: number) => processMetrics().observeReserveAge(labels, ageSeconds),
   reservesReclaimed: { inc: (labels: Labels<"kind">, value?: number) => processMetrics().reservesReclaimed.inc(labels, value) },
   reserveLateReleases: { inc: (labels: Labels<"kind" | "resolution">, value?: number) => processMetrics().reserveLateReleases.inc(labels, value) },
   rateLimitRescheduled: (labels: Labels<"queue" | "family">, waitSeconds: number) => processMetrics().rateLimitRescheduled(labels, waitSeconds),
   providerWaited: (labels: Labels<"provider">, waitSeconds: number) => processMetrics().providerWaited(labels, waitSeconds),
+  outsideServiceStateChanged: (labels: Labels<"service" | "state">) => processMetrics().outsideServiceStateChanged(labels),
 } as const;

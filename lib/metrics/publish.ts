@@ -13,17 +13,17 @@ import { useDatabaseSources } from "./sources";
  * own registry using prom-client's `AggregatorRegistry.aggregate` (the same merge prom-client
  * uses for Node cluster workers).
  *
- * How the merge aggregates, per metric (its `aggregator`):
- * - counters and histograms: **sum** — what Prometheus wants; `rate()` over the sum is the rate of
- *   the fleet. A worker that restarts starts again from 0 and its old snapshot expires, which
- *   Prometheus reads as a counter reset (a short undercount, never a spike).
- * - gauges: prom-client's declared aggregator — **sum** unless said otherwise, so memory, heap,
- *   handles and active requests are fleet totals; event-loop lag is the **average** (its min and
- *   max gauges use min and max); process start time is **omitted** and the Node version is the
- *   **first** one seen. `bounded_jobs_stuck` is computed from the database, by the web only, at
- *   scrape time, and declared **max**, so it can never be counted once per process.
- * - no `process` label is added: sources are anonymous, and a dead worker's series disappear
- *   with its snapshot's TTL.
+ * Every series carries a `process` label naming where it was counted: `web` for the process that
+ * answers the scrape, `<role>-<host>-<pid>` (`workers-box-4242`) for a worker's snapshot. Nothing
+ * is added up here, so:
+ * - a worker that restarts is a new series (a new pid) starting at 0, and its old one ends when
+ *   the snapshot's TTL runs out: Prometheus never sees a counter reset of a fleet sum, and
+ *   `sum without (process) (rate(x[5m]))` is the rate of the fleet;
+ * - gauges are per process (memory, event-loop lag, start time): a query says how to combine them
+ *   (`sum` for memory of the fleet, `max` for the worst lag), never a blind sum made here;
+ * - the scrape-time gauges (`bounded_jobs_stuck`, `bounded_queue_*`…) are read from the database
+ *   by the web only, so they have one series, `process="web"`.
+ * ops/README.md says why this and not one scrape target per process.
  */
 
 const log = logger("metrics");
@@ -126,21 +126,56 @@ export async function readWorkerSnapshots(connection: RedisClient = redis()): Pr
 }
 
 /**
+ * Whose series a scrape returns: this web process's and every live worker's (`all`, one target
+ * for everything), or only one side — with several web instances, each is scraped for `web` and
+ * one of them (through the load balancer) for `workers`, so worker series are not stored once per
+ * web instance. ops/README.md has the scrape configuration.
+ */
+export const METRICS_SOURCES = ["all", "web", "workers"] as const;
+export type MetricsSource = (typeof METRICS_SOURCES)[number];
+
+/**
  * The Prometheus text of the web process and every live worker, merged. When Redis cannot be
  * read, the web's own metrics are still returned (and the failure logged): a scrape that fails
  * entirely would hide the one thing that still works.
  */
-export async function renderMetrics(options: { metrics?: BoundedMetrics; connection?: RedisClient } = {}): Promise<{ contentType: string; text: string }> {
+export async function renderMetrics(
+  options: { metrics?: BoundedMetrics; connection?: RedisClient; sources?: MetricsSource } = {},
+): Promise<{ contentType: string; text: string }> {
+  const sources = options.sources ?? "all";
   // The process that serves scrapes reads the database's gauges at scrape time.
   useDatabaseSources();
   const m = options.metrics ?? processMetrics();
   const [own, workers] = await Promise.all([
-    m.registry.getMetricsAsJSON(),
-    readWorkerSnapshots(options.connection).catch((err: unknown) => {
-      log.warn({ err: err instanceof Error ? err.message : String(err) }, "could not read worker metrics snapshots; serving the web's own");
-      return [] as MetricsSnapshot[];
-    }),
+    sources === "workers" ? [] : m.registry.getMetricsAsJSON(),
+    sources === "web"
+      ? []
+      : readWorkerSnapshots(options.connection).catch((err: unknown) => {
+          log.warn({ err: err instanceof Error ? err.message : String(err) }, "could not read worker metrics snapshots; serving the web's own");
+          return [] as MetricsSnapshot[];
+        }),
   ]);
-  const merged = AggregatorRegistry.aggregate([own, ...workers.map((w) => w.metrics)]);
+  const merged = AggregatorRegistry.aggregate([withProcess(own, WEB_PROCESS), ...workers.map((w) => withProcess(w.metrics, processLabel(w)))]);
   return { contentType: merged.contentType, text: await merged.metrics() };
+}
+
+/** The `process` label of the process that answers scrapes. */
+const WEB_PROCESS = "web";
+
+/** The `process` label of a worker's series: `<role>-<host>-<pid>`, unique while the process lives. */
+function processLabel(snapshot: Pick<MetricsSnapshot, "role" | "host" | "pid">): string {
+  return `${snapshot.role}-${snapshot.host}-${snapshot.pid}`;
+}
+
+/**
+ * One source's metrics with `process` on every series. With it no two sources share a series, so
+ * the merge only puts them side by side; `first` keeps a metric prom-client would otherwise drop
+ * when merging (`omit`: the process start time, meaningful once it is per process).
+ */
+function withProcess(metrics: MetricsJson, process: string): MetricsJson {
+  return metrics.map((metric) => ({
+    ...metric,
+    aggregator: "first",
+    values: metric.values.map((v) => ({ ...v, labels: { ...v.labels, process } })),
+  }));
 }

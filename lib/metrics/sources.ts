@@ -2,6 +2,7 @@ import { countStuckByKind } from "@/lib/jobs/stuck";
 import { getPerItemBudget } from "@/lib/modelcalls/queries";
 import { catalogPairs } from "@/lib/queues/catalog";
 import { readQueueGauges } from "@/lib/queues/overview";
+import { readBreakers } from "@/lib/ratelimit/breaker";
 import { installScrapeSources, type ItemBudget, type ListItemBudgets, type ScrapeSources } from "./metrics";
 
 /**
@@ -31,11 +32,12 @@ const itemBudgetsFromJobs: ListItemBudgets = () => {
   return value;
 };
 
-/** `bounded_jobs_stuck` from lib/jobs/stuck, `bounded_item_budget_seconds` from lib/modelcalls/queries, `bounded_queue_*` from lib/queues/overview. */
+/** `bounded_jobs_stuck` from lib/jobs/stuck, `bounded_item_budget_seconds` from lib/modelcalls/queries, `bounded_queue_*` from lib/queues/overview, `bounded_outside_service_up` from the circuit breakers. */
 export const DATABASE_SOURCES: Required<ScrapeSources> = {
   countStuck: countStuckByKind,
   itemBudgets: itemBudgetsFromJobs,
   queueGauges: () => readQueueGauges(),
+  outsideServices: async () => (await readBreakers())?.map((b) => ({ service: b.service, up: b.state === "closed" })) ?? [],
 };
 
 /** Makes this process's metrics read the database at scrape time (the process that serves scrapes). */

@@ -1,12 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { closeDb, db } from "@/lib/db/client";
-import { sendRequest } from "@/lib/http/outbound";
+import { nodeFetch } from "@/lib/http/node-fetch";
 import { closeRedis } from "@/lib/redis/client";
 import { batchRowsOf, type ModelSimulatorOptions } from "@/workers/simulators/model";
 import { startSimulators, type RunningSimulators } from "@/workers/simulators/server";
 import { createCategoriser, type CategoriserOptions } from "./categoriser";
-import type { HttpPost } from "./chat-completion";
+import type { ModelFetch } from "./chat-completion";
 import type { CategorisableTransaction } from "./choose-category";
 import { ModelCallError } from "./errors";
 import { flushModelCallRecords, recordModelCall, type ModelCallRecord } from "./record";
@@ -50,9 +50,9 @@ async function simulator(options: ModelSimulatorOptions = {}): Promise<RunningSi
 function observed() {
   const requests: { at: number; messages: ChatMessage[] }[] = [];
   const records: ModelCallRecord[] = [];
-  const post: HttpPost = (url, body, headers, signal) => {
-    requests.push({ at: performance.now(), messages: (JSON.parse(body) as { messages: ChatMessage[] }).messages });
-    return sendRequest({ method: "POST", url, body, headers: { ...headers, "content-type": "application/json" }, signal });
+  const fetch: ModelFetch = (url, init) => {
+    requests.push({ at: performance.now(), messages: (JSON.parse(init!.body as string) as { messages: ChatMessage[] }).messages });
+    return nodeFetch(url, init);
   };
   const record = (call: ModelCallRecord) => {
     records.push(call);
@@ -61,7 +61,7 @@ function observed() {
   return {
     requests,
     records,
-    post,
+    fetch,
     record,
     /** The rows each request asked about, by id for a batch and by description for a single row. */
     batches: () => requests.map((r) => batchRowsOf(r.messages)?.map((row) => row.id) ?? null),
@@ -75,9 +75,9 @@ function categoriser(sim: RunningSimulators, seen: ReturnType<typeof observed>, 
     batchSize: 8,
     context: { queue, jobKind: "categoriser" },
     signal: new AbortController().signal,
-    baseUrl: sim.url,
+    baseUrl: sim.modelBaseUrl,
     maxRetries: 0,
-    post: seen.post,
+    fetch: seen.fetch,
     record: seen.record,
     ...options,
   });

@@ -1,7 +1,8 @@
-import { describe, expect, it, vi } from "vitest";
+import { afterAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { breakerKey } from "@/lib/ratelimit/breaker";
+import { closeRedis, redis } from "@/lib/redis/client";
 import { waitFor } from "@/test/helpers/wait";
-import type { OutboundResponse } from "@/lib/http/outbound";
-import { chatCompletion, type ChatCompletionOptions, type HttpPost } from "./chat-completion";
+import { chatCompletion, type ChatCompletionOptions, type ModelFetch } from "./chat-completion";
 import { ModelCallError } from "./errors";
 import type { ModelCallRecord } from "./record";
 
@@ -10,64 +11,86 @@ class DeadlineProbe extends Error {
   override name = "DeadlineProbe";
 }
 
-function response(status: number, body: unknown, headers: Record<string, string> = {}): OutboundResponse {
-  return {
-    status,
-    header: (name) => headers[name.toLowerCase()],
-    body: typeof body === "string" ? body : JSON.stringify(body),
-  };
+/** What the endpoint answers, built afresh for each attempt (a Response's body is read once). */
+type Answer = () => Response;
+
+function response(status: number, body: unknown, headers: Record<string, string> = {}): Answer {
+  return () =>
+    new Response(typeof body === "string" ? body : JSON.stringify(body), { status, headers: { "content-type": "application/json", ...headers } });
 }
 
-const ok = (content: string) => response(200, { choices: [{ message: { role: "assistant", content } }] });
+const usage = { prompt_tokens: 12, completion_tokens: 3, total_tokens: 15 };
+const ok = (content: string) => response(200, { choices: [{ message: { role: "assistant", content } }], usage });
 const serverError = () => response(500, { error: { message: "overloaded", type: "server_error" } });
 
 /** A transport answering from a script, one entry per attempt (a thrown Error is a network error). */
-function scripted(...answers: (OutboundResponse | Error)[]): HttpPost & { calls: number } {
-  const post = Object.assign(
+function scripted(...answers: (Answer | Error)[]): ModelFetch & { calls: number } {
+  const fetch = Object.assign(
     async () => {
-      post.calls++;
+      fetch.calls++;
       const next = answers.shift();
       if (!next) throw new Error("script ran out");
       if (next instanceof Error) throw next;
-      return next;
+      return next();
     },
     { calls: 0 },
   );
-  return post;
+  return fetch;
 }
 
-function call(post: HttpPost, overrides: Partial<ChatCompletionOptions> = {}) {
+function call(fetch: ModelFetch, overrides: Partial<ChatCompletionOptions> = {}) {
   const records: ModelCallRecord[] = [];
   const promise = chatCompletion({
     messages: [{ role: "user", content: "hi" }],
     model: "test-model",
     signal: new AbortController().signal,
     context: { queue: "imports", jobKind: "csv_import" },
-    baseUrl: "http://model.invalid",
+    baseUrl: "http://model.invalid/v1",
     timeScale: 0.001,
     record: async (r) => void records.push(r),
-    post,
+    fetch,
     ...overrides,
   });
   return { promise, records };
 }
 
+// The model's circuit breaker (in Redis) would carry one test's failures into the next.
+beforeEach(async () => {
+  await redis().del(breakerKey("model"));
+});
+
+afterAll(async () => {
+  await closeRedis();
+});
+
 describe("chatCompletion", () => {
-  it("returns the first choice's content and records one ok attempt", async () => {
+  it("returns the first choice's content and its usage, and records one ok attempt with the tokens", async () => {
     const { promise, records } = call(scripted(ok("groceries")));
-    await expect(promise).resolves.toMatchObject({ content: "groceries", attempts: 1 });
+    await expect(promise).resolves.toMatchObject({ content: "groceries", attempts: 1, usage: { promptTokens: 12, completionTokens: 3 } });
     expect(records).toEqual([
-      expect.objectContaining({ outcome: "ok", model: "test-model", queue: "imports", jobKind: "csv_import" }),
+      expect.objectContaining({ outcome: "ok", model: "test-model", queue: "imports", jobKind: "csv_import", promptTokens: 12, completionTokens: 3 }),
     ]);
   });
 
-  it("posts to {baseUrl}/v1/chat/completions, keeping a path prefix, with the API key", async () => {
-    const post = vi.fn<HttpPost>(async () => ok("x"));
-    await call(post, { baseUrl: "https://models.example/openai/", apiKey: "sk-test" }).promise;
-    const [url, body, headers] = post.mock.calls[0]!;
+  it("records no tokens when the answer has no usage", async () => {
+    const { promise, records } = call(scripted(response(200, { choices: [{ message: { role: "assistant", content: "rent" } }] })));
+    await expect(promise).resolves.toMatchObject({ usage: { promptTokens: undefined, completionTokens: undefined } });
+    expect(records[0]).toMatchObject({ promptTokens: undefined, completionTokens: undefined });
+  });
+
+  it("posts to {baseUrl}/chat/completions, the base URL's /v1 and path prefix kept and never doubled, with the API key", async () => {
+    const fetch = vi.fn<ModelFetch>(async () => ok("x")());
+    await call(fetch, { baseUrl: "https://models.example/openai/v1/", apiKey: "sk-test" }).promise;
+    const [url, init] = fetch.mock.calls[0]!;
     expect(url.toString()).toBe("https://models.example/openai/v1/chat/completions");
-    expect(JSON.parse(body)).toMatchObject({ model: "test-model", messages: [{ role: "user", content: "hi" }] });
-    expect(headers.authorization).toBe("Bearer sk-test");
+    expect(JSON.parse(init!.body as string)).toMatchObject({ model: "test-model", messages: [{ role: "user", content: "hi" }] });
+    expect(new Headers(init!.headers).get("authorization")).toBe("Bearer sk-test");
+  });
+
+  it("sends no Authorization header without an API key", async () => {
+    const fetch = vi.fn<ModelFetch>(async () => ok("x")());
+    await call(fetch, { apiKey: undefined }).promise;
+    expect(new Headers(fetch.mock.calls[0]![1]!.headers).has("authorization")).toBe(false);
   });
 
   it("retries 5xx and network errors, recording every attempt", async () => {
@@ -80,13 +103,14 @@ describe("chatCompletion", () => {
   });
 
   it("gives up after maxRetries with a ModelCallError carrying the status", async () => {
-    const post = scripted(serverError(), serverError(), serverError(), ok("never"));
-    const { promise, records } = call(post, { maxRetries: 2 });
+    // Two failures: a third in a row would open the circuit breaker, which ends the call otherwise.
+    const post = scripted(serverError(), serverError(), ok("never"));
+    const { promise, records } = call(post, { maxRetries: 1 });
     const error = await promise.catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ModelCallError);
-    expect(error).toMatchObject({ status: 500, attempts: 3, retryable: true });
-    expect(post.calls).toBe(3);
-    expect(records.map((r) => r.outcome)).toEqual(["error", "error", "error"]);
+    expect(error).toMatchObject({ status: 500, attempts: 2, retryable: true });
+    expect(post.calls).toBe(2);
+    expect(records.map((r) => r.outcome)).toEqual(["error", "error"]);
   });
 
   it("does not retry a 4xx other than 408/429", async () => {
@@ -97,6 +121,20 @@ describe("chatCompletion", () => {
   it("does not retry an answer without content", async () => {
     const post = scripted(response(200, { choices: [] }), ok("never"));
     await expect(call(post).promise).rejects.toMatchObject({ status: 200, attempts: 1 });
+  });
+
+  it("retries an attempt that outran attemptTimeoutMs, as a network error", async () => {
+    // The first attempt hangs until its signal aborts, as a server that does not answer.
+    let calls = 0;
+    const fetch: ModelFetch = (_url, init) => {
+      calls++;
+      if (calls > 1) return Promise.resolve(ok("late")());
+      return new Promise((_resolve, reject) => init!.signal!.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))));
+    };
+    // The shortest attempt timeout is 2 s of real time, whatever the scale.
+    const { promise, records } = call(fetch, { attemptTimeoutMs: 1 });
+    await expect(promise).resolves.toMatchObject({ content: "late", attempts: 2 });
+    expect(records[0]).toMatchObject({ outcome: "error", error: expect.stringMatching(/^network error: no answer within 2000 ms/) });
   });
 
   it("waits the Retry-After of a 429 before trying again", async () => {
@@ -116,10 +154,10 @@ describe("chatCompletion", () => {
     const controller = new AbortController();
     const reason = new DeadlineProbe("soft limit reached");
     let inFlight = false;
-    const post: HttpPost = (_url, _body, _headers, signal) =>
+    const post: ModelFetch = (_url, init) =>
       new Promise((_resolve, reject) => {
         inFlight = true;
-        signal.addEventListener("abort", () => reject(new Error("socket destroyed")));
+        init!.signal!.addEventListener("abort", () => reject(new Error("socket destroyed")));
       });
     const { promise, records } = call(post, { signal: controller.signal });
     await waitFor(() => inFlight, { timeoutMs: 5_000, what: "the request to be in flight" });

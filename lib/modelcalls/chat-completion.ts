@@ -1,21 +1,26 @@
+import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError, type ClientOptions } from "openai";
 import { env } from "@/lib/env";
 import { describeError, snippet } from "@/lib/http/describe";
-import { attemptRequest, backoffMs, sendRequest, serviceMessage, type OutboundResponse } from "@/lib/http/outbound";
+import { nodeFetch } from "@/lib/http/node-fetch";
+import { backoffMs, classifyStatus, retryAfterMs } from "@/lib/http/outbound";
 import { logger } from "@/lib/log";
 import { withProviderSlot } from "@/lib/ratelimit/provider";
 import { scaled, sleep } from "@/lib/time";
+import { currentTraceHeaders, inSpan } from "@/lib/tracing/tracing";
 import { ModelCallError } from "./errors";
 import { recordInBackground, recordModelCall, type ModelCallContext, type RecordModelCall } from "./record";
 import { chatCompletionResponseSchema, type ChatMessage } from "./schemas";
 
 const log = logger("modelcalls");
 
-/** Sends one POST and reads the whole response; rejects on network errors and on abort. */
-export type HttpPost = (url: URL, body: string, headers: Record<string, string>, signal: AbortSignal) => Promise<OutboundResponse>;
+/** The `fetch` the OpenAI client sends with (`ClientOptions["fetch"]`). */
+export type ModelFetch = NonNullable<ClientOptions["fetch"]>;
 
-/** The JSON POST of `sendRequest`; the caller's signal is the only time limit. */
-const postJson: HttpPost = (url, body, headers, signal) =>
-  sendRequest({ method: "POST", url, body, headers: { ...headers, "content-type": "application/json" }, signal });
+/**
+ * The SDK's own time limit, as good as off: `setTimeout`'s largest delay (~24.8 days; a larger
+ * one would fire at once). The job's signal and `attemptTimeoutMs` are the time limits.
+ */
+const SDK_TIMEOUT_OFF_MS = 2 ** 31 - 1;
 
 /**
  * The shortest attempt timeout in real ms, whatever the time scale: a busy machine or a garbage
@@ -39,7 +44,10 @@ export interface ChatCompletionOptions {
   /** Further attempts after a transient failure (5xx, 429, network error). @defaultValue 2 */
   maxRetries?: number;
   temperature?: number;
-  /** @defaultValue `env().MODEL_BASE_URL` */
+  /**
+   * The API's base URL, `/v1` included, as the OpenAI SDK takes it (`https://api.openai.com/v1`).
+   * @defaultValue `env().MODEL_BASE_URL`
+   */
   baseUrl?: string;
   /** Sent as `Authorization: Bearer …` when set. @defaultValue `env().MODEL_API_KEY` */
   apiKey?: string;
@@ -61,8 +69,14 @@ export interface ChatCompletionOptions {
   attemptTimeoutMs?: number;
   /** @defaultValue `recordModelCall` (a ModelCall row per attempt) */
   record?: RecordModelCall;
-  /** @defaultValue `postJson` (`sendRequest` of lib/http/outbound, over node:http(s)) */
-  post?: HttpPost;
+  /** What the OpenAI client sends with. @defaultValue `nodeFetch` (node:http(s), no 300 s header limit) */
+  fetch?: ModelFetch;
+}
+
+/** Tokens of one answer as the server counted them; undefined when it did not say. */
+export interface TokenUsage {
+  promptTokens: number | undefined;
+  completionTokens: number | undefined;
 }
 
 export interface ChatCompletionResult {
@@ -71,6 +85,8 @@ export interface ChatCompletionResult {
   durationMs: number;
   /** HTTP attempts made (1 when the first one answered). */
   attempts: number;
+  /** The answering attempt's tokens. */
+  usage: TokenUsage;
 }
 
 /** Backoff before retry n (1-based): 250–500 ms, then 500–1000 ms… (scaled), jittered so that
@@ -78,13 +94,14 @@ export interface ChatCompletionResult {
 const BACKOFF_BASE_MS = 250;
 
 type Attempt =
-  | { ok: true; content: string }
+  | { ok: true; content: string; usage: TokenUsage }
   | { ok: false; message: string; status?: number; retryable: boolean; retryAfterMs?: number; cause?: unknown };
 
 /**
- * One chat completion against an OpenAI-compatible endpoint (`POST {baseUrl}/v1/chat/completions`).
- * Transient failures are retried up to `maxRetries` times; the final failure is a
- * `ModelCallError`. Nothing is retried once `signal` has aborted.
+ * One chat completion against an OpenAI-compatible endpoint (`POST {baseUrl}/chat/completions`)
+ * through the official OpenAI client, its own retries off: Bounded's provider limit and this
+ * retry policy decide when to call again. Transient failures are retried up to `maxRetries`
+ * times; the final failure is a `ModelCallError`. Nothing is retried once `signal` has aborted.
  */
 export async function chatCompletion(options: ChatCompletionOptions): Promise<ChatCompletionResult> {
   const { messages, signal, context } = options;
@@ -92,16 +109,10 @@ export async function chatCompletion(options: ChatCompletionOptions): Promise<Ch
   const maxRetries = options.maxRetries ?? 2;
   const timeScale = options.timeScale ?? env().BOUNDED_TIME_SCALE;
   const maxRetryAfterMs = options.maxRetryAfterMs ?? scaled(5_000, timeScale);
-  const apiKey = options.apiKey ?? env().MODEL_API_KEY;
   const record = options.record ?? recordModelCall;
-  const post = options.post ?? postJson;
   const attemptTimeoutMs = options.attemptTimeoutMs === undefined ? undefined : Math.max(MIN_ATTEMPT_TIMEOUT_REAL_MS, scaled(options.attemptTimeoutMs, timeScale));
-
-  // Appended rather than resolved, so a base URL with a path prefix (https://host/openai) keeps it.
-  const url = new URL(`${(options.baseUrl ?? env().MODEL_BASE_URL).replace(/\/+$/, "")}/v1/chat/completions`);
-  const body = JSON.stringify({ model, messages, ...(options.temperature === undefined ? {} : { temperature: options.temperature }) });
-  const headers: Record<string, string> = { accept: "application/json" };
-  if (apiKey) headers.authorization = `Bearer ${apiKey}`;
+  const client = modelClient(options);
+  const request = { model, messages, ...(options.temperature === undefined ? {} : { temperature: options.temperature }) };
 
   const callStarted = performance.now();
   for (let attempt = 1; ; attempt++) {
@@ -112,16 +123,17 @@ export async function chatCompletion(options: ChatCompletionOptions): Promise<Ch
       async () => {
         const startedAt = new Date();
         const attemptStarted = performance.now();
-        const result = await attemptOnce(post, url, body, headers, signal, attemptTimeoutMs);
+        const result = await attemptOnce(client, request, signal, attemptTimeoutMs);
         return { result, startedAt, durationMs: performance.now() - attemptStarted };
       },
-      { signal },
+      // The provider's circuit breaker reads each attempt's failure (lib/ratelimit/breaker.ts).
+      { signal, failureOf: ({ result }) => (result.ok ? undefined : result) },
     );
     const row = { ...context, model, startedAt, durationMs };
 
     if (result.ok) {
-      recordInBackground(record, { ...row, outcome: "ok" }, "a model call");
-      return { content: result.content, durationMs: Math.round(performance.now() - callStarted), attempts: attempt };
+      recordInBackground(record, { ...row, outcome: "ok", ...result.usage }, "a model call");
+      return { content: result.content, durationMs: Math.round(performance.now() - callStarted), attempts: attempt, usage: result.usage };
     }
     // Whatever the attempt failed with, an aborted signal is the reason; callers tell a deadline
     // from a bad item by this exact object, so it is never wrapped.
@@ -147,54 +159,83 @@ export async function chatCompletion(options: ChatCompletionOptions): Promise<Ch
   }
 }
 
+/** The OpenAI client of one call: retries and time limit off, as `chatCompletion` decides both. */
+function modelClient(options: Pick<ChatCompletionOptions, "baseUrl" | "apiKey" | "fetch">): OpenAI {
+  const apiKey = options.apiKey ?? env().MODEL_API_KEY;
+  return new OpenAI({
+    // The SDK appends the path (`/chat/completions`) to this as it is: `/v1` is the URL's own.
+    baseURL: options.baseUrl ?? env().MODEL_BASE_URL,
+    // The SDK insists on a key; a server without authentication gets no Authorization header.
+    apiKey: apiKey ?? "none",
+    defaultHeaders: apiKey ? undefined : { authorization: null },
+    maxRetries: 0,
+    timeout: SDK_TIMEOUT_OFF_MS,
+    fetch: options.fetch ?? nodeFetch,
+    logger: log,
+  });
+}
+
 async function attemptOnce(
-  post: HttpPost,
-  url: URL,
-  body: string,
-  headers: Record<string, string>,
+  client: OpenAI,
+  request: { model: string; messages: ChatMessage[]; temperature?: number },
   signal: AbortSignal,
   timeoutMs: number | undefined,
 ): Promise<Attempt> {
-  const attempt = await attemptRequest({ method: "POST", url, body, headers, signal, timeoutMs }, (r) => post(r.url, body, headers, r.signal!));
-  if (!attempt.ok) {
-    switch (attempt.kind) {
-      case "aborted":
-        // The caller rethrows the signal's reason; the message is only a placeholder.
-        return { ok: false, message: `aborted: ${describeError(attempt.reason)}`, retryable: false, cause: attempt.reason };
-      case "unreachable":
-      case "timeout":
-        return { ok: false, message: `network error: ${describeError(attempt.cause)}`, retryable: true, cause: attempt.cause };
-      default:
-        return {
-          ok: false,
-          status: attempt.status,
-          message: `HTTP ${attempt.status}: ${errorMessage(attempt.response.body)}`,
-          retryable: attempt.retryable,
-          retryAfterMs: attempt.retryAfterMs,
-        };
-    }
-  }
-  const { status, body: text } = attempt.response;
-  let json: unknown;
+  const timeout = timeoutMs === undefined ? undefined : AbortSignal.timeout(timeoutMs);
+  let answer: unknown;
   try {
-    json = JSON.parse(text);
-  } catch {
-    return { ok: false, status, message: `response is not JSON: ${snippet(text)}`, retryable: false };
+    // A client span of the job's trace, carried as `traceparent`, like every outbound call (lib/http/outbound.ts).
+    answer = await inSpan(`POST ${client.baseURL}/chat/completions`, { kind: "client", attributes: { "http.request.method": "POST", "gen_ai.request.model": request.model } }, () =>
+      client.chat.completions.create(request, { signal: timeout ? AbortSignal.any([signal, timeout]) : signal, headers: currentTraceHeaders() }),
+    );
+  } catch (err) {
+    return failedAttempt(err, signal, timeout, timeoutMs);
   }
-  const parsed = chatCompletionResponseSchema.safeParse(json);
+  const parsed = chatCompletionResponseSchema.safeParse(answer);
   const content = parsed.success ? parsed.data.choices[0]!.message.content : null;
-  if (content === null) {
-    return { ok: false, status, message: `response has no message content: ${snippet(text)}`, retryable: false };
+  if (!parsed.success || content === null) {
+    const text = typeof answer === "string" ? answer : JSON.stringify(answer);
+    return { ok: false, status: 200, message: `response has no message content: ${snippet(text ?? "")}`, retryable: false };
   }
-  return { ok: true, content };
+  const usage = parsed.data.usage;
+  return { ok: true, content, usage: { promptTokens: usage?.prompt_tokens, completionTokens: usage?.completion_tokens } };
+}
+
+/** The SDK's errors in Bounded's terms: what failed, and whether another attempt may succeed. */
+function failedAttempt(err: unknown, signal: AbortSignal, timeout: AbortSignal | undefined, timeoutMs: number | undefined): Attempt {
+  // The caller rethrows the signal's reason; the message is only a placeholder.
+  if (signal.aborted) return { ok: false, message: `aborted: ${describeError(signal.reason)}`, retryable: false, cause: signal.reason };
+  if (timeout?.aborted || err instanceof APIConnectionTimeoutError) {
+    return { ok: false, message: `network error: no answer within ${timeoutMs ?? SDK_TIMEOUT_OFF_MS} ms`, retryable: true, cause: err };
+  }
+  if (err instanceof APIConnectionError || err instanceof APIUserAbortError) {
+    return { ok: false, message: `network error: ${describeError(err.cause ?? err)}`, retryable: true, cause: err.cause ?? err };
+  }
+  if (err instanceof APIError && err.status !== undefined) {
+    const headers = err.headers;
+    return {
+      ok: false,
+      status: err.status,
+      message: `HTTP ${err.status}: ${apiErrorMessage(err)}`,
+      retryable: classifyStatus(err.status) !== "rejected",
+      retryAfterMs: headers ? retryAfterMs({ header: (name) => headers.get(name) ?? undefined }) : undefined,
+      cause: err,
+    };
+  }
+  // A body that is not JSON, or cut short while it was read.
+  if (err instanceof SyntaxError) return { ok: false, status: 200, message: `response is not JSON: ${err.message}`, retryable: false, cause: err };
+  return { ok: false, message: `network error: ${describeError(err)}`, retryable: true, cause: err };
+}
+
+/** The server's own words for the failure (`{ error: { message } }`), else what the SDK made of the body. */
+function apiErrorMessage(err: APIError): string {
+  const body = err.error as { message?: unknown } | undefined;
+  if (typeof body?.message === "string" && body.message) return body.message;
+  // The SDK's message starts with the status: "500 status code (no body)", "502 <html>…".
+  return snippet(err.message.replace(/^\d{3} /, "")) || "(empty body)";
 }
 
 /** Waits the backoff, or longer when the server asked for longer. */
 function retryWaitMs(attempt: number, retryAfterMs: number | undefined, timeScale: number): number {
   return Math.max(backoffMs(BACKOFF_BASE_MS, attempt, timeScale), retryAfterMs ?? 0);
-}
-
-/** The server's own words for the failure, else a snippet of what it sent. */
-function errorMessage(body: string): string {
-  return serviceMessage(body) ?? (snippet(body) || "(empty body)");
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { buildCategoryPrompt, chooseCategory, parseCategoryAnswer } from "./choose-category";
-import type { HttpPost } from "./chat-completion";
+import type { ModelFetch } from "./chat-completion";
 
 const slugs = ["groceries", "dining", "transport", "home", "home-office", "salary", "other"];
 
@@ -49,25 +49,22 @@ describe("buildCategoryPrompt", () => {
 });
 
 describe("chooseCategory", () => {
-  const answering = (content: string): HttpPost => async () => ({
-    status: 200,
-    header: () => undefined,
-    body: JSON.stringify({ choices: [{ message: { role: "assistant", content } }] }),
-  });
+  const answering = (content: string): ModelFetch => async () =>
+    new Response(JSON.stringify({ choices: [{ message: { role: "assistant", content } }] }), { headers: { "content-type": "application/json" } });
   const base = {
     transaction: { date: "2024-03-01", amount: -3.2, currency: "EUR", counterparty: "BVG", description: "Ticket" },
     categories: slugs.map((slug) => ({ slug, name: slug })),
     signal: new AbortController().signal,
     context: { queue: "imports", jobKind: "csv_import" },
-    baseUrl: "http://model.invalid",
+    baseUrl: "http://model.invalid/v1",
     record: async () => {},
   };
 
   it("returns the slug the model named, read leniently", async () => {
-    await expect(chooseCategory({ ...base, post: answering("Transport.") })).resolves.toBe("transport");
+    await expect(chooseCategory({ ...base, fetch: answering("Transport.") })).resolves.toBe("transport");
   });
 
   it("returns other when the model names no listed slug", async () => {
-    await expect(chooseCategory({ ...base, post: answering("public transit") })).resolves.toBe("other");
+    await expect(chooseCategory({ ...base, fetch: answering("public transit") })).resolves.toBe("other");
   });
 });

@@ -39,7 +39,8 @@ export const CALL_TYPES = ["model", "ocr", "tool"] as const;
 export const HISTOGRAM_TYPES = [...CALL_TYPES, "item"] as const;
 export type CallType = (typeof HISTOGRAM_TYPES)[number];
 
-const RANGE_MS: Record<LatencyRange, number> = {
+/** Each range in ms. */
+export const RANGE_MS: Record<LatencyRange, number> = {
   "1h": 3_600_000,
   "24h": 24 * 3_600_000,
   "7d": 7 * 24 * 3_600_000,

@@ -37,6 +37,9 @@ export interface ModelCallRecord extends ModelCallContext {
   durationMs: number;
   outcome: ModelCallOutcome;
   error?: string;
+  /** The answer's tokens as the endpoint counted them (`usage`); only a model call that got one has them. */
+  promptTokens?: number;
+  completionTokens?: number;
 }
 
 export type RecordModelCall = (call: ModelCallRecord) => Promise<void>;
@@ -51,8 +54,9 @@ const pending = new Set<Promise<void>>();
  * stands, because losing a histogram sample must not fail an import row.
  */
 export function recordModelCall(call: ModelCallRecord): Promise<void> {
-  // Observed before the write, so the Prometheus histogram counts the call even when the row is lost.
+  // Observed before the write, so the Prometheus metrics count the call even when the row is lost.
   metrics.observeModelCall(call);
+  countTokens(call);
   const write: Promise<void> = insert(call).finally(() => pending.delete(write));
   pending.add(write);
   return write;
@@ -81,12 +85,28 @@ async function insert(call: ModelCallRecord): Promise<void> {
         error: call.error?.slice(0, MAX_ERROR_LENGTH) ?? null,
         // A call outside a batch is a batch of one.
         batchSize: call.batchSize ?? 1,
+        promptTokens: tokens(call.promptTokens),
+        completionTokens: tokens(call.completionTokens),
       },
       select: { id: true },
     });
   } catch (err) {
     log.warn({ err, call }, "could not record a model call");
   }
+}
+
+/** A token count fit for the column and the counter: a whole number ≥ 0, else unknown. */
+function tokens(value: number | undefined): number | null {
+  return value !== undefined && Number.isSafeInteger(value) && value >= 0 ? value : null;
+}
+
+/** `bounded_model_tokens_total{kind,type}`, by the call's job kind ("" outside a job). */
+function countTokens(call: ModelCallRecord): void {
+  const kind = call.jobKind ?? "";
+  const prompt = tokens(call.promptTokens);
+  const completion = tokens(call.completionTokens);
+  if (prompt) metrics.modelTokens.inc({ kind, type: "prompt" }, prompt);
+  if (completion) metrics.modelTokens.inc({ kind, type: "completion" }, completion);
 }
 
 /**

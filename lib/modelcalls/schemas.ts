@@ -7,12 +7,56 @@ const chatMessageSchema = z.object({
 });
 export type ChatMessage = z.infer<typeof chatMessageSchema>;
 
-/** The request body of `POST /v1/chat/completions` (the fields Bounded sends). */
+/** A message's text: a string, or the text parts OpenAI's API also accepts. */
+const textContentSchema = z.union([z.string(), z.array(z.object({ type: z.literal("text"), text: z.string() }))]);
+
+const toolCallSchema = z.object({
+  id: z.string(),
+  type: z.literal("function"),
+  function: z.object({ name: z.string(), arguments: z.string() }),
+});
+
+/**
+ * Any message of a chat-completions request, as OpenAI-compatible servers accept them: besides
+ * Bounded's own (`chatMessageSchema`), an assistant message carrying `tool_calls` (its `content`
+ * null) and the `tool` message answering one.
+ */
+const requestMessageSchema = z.discriminatedUnion("role", [
+  z.object({ role: z.enum(["system", "developer", "user"]), content: textContentSchema }),
+  z.object({ role: z.literal("assistant"), content: textContentSchema.nullable().optional(), tool_calls: z.array(toolCallSchema).optional() }),
+  z.object({ role: z.literal("tool"), content: textContentSchema, tool_call_id: z.string() }),
+]);
+export type RequestMessage = z.infer<typeof requestMessageSchema>;
+
+/** A message's text, its parts joined; "" for an assistant message with tool calls only. */
+export function messageText(message: RequestMessage): string {
+  const content = message.content ?? "";
+  return typeof content === "string" ? content : content.map((part) => part.text).join("");
+}
+
+/** A function the model may call (`tools[]` of a request). */
+const toolSchema = z.object({
+  type: z.literal("function"),
+  function: z.object({
+    name: z.string().min(1),
+    description: z.string().optional(),
+    /** A JSON Schema of the arguments. */
+    parameters: z.record(z.string(), z.unknown()).optional(),
+  }),
+});
+export type ToolDefinition = z.infer<typeof toolSchema>;
+
+/** The request body of `POST /v1/chat/completions`: what Bounded sends, and what the official client may. */
 export const chatCompletionRequestSchema = z.object({
   model: z.string().min(1),
-  messages: z.array(chatMessageSchema).min(1),
-  temperature: z.number().min(0).max(2).optional(),
+  messages: z.array(requestMessageSchema).min(1),
+  temperature: z.number().min(0).max(2).nullable().optional(),
+  tools: z.array(toolSchema).optional(),
+  tool_choice: z.unknown().optional(),
+  stream: z.boolean().nullable().optional(),
+  stream_options: z.object({ include_usage: z.boolean().optional() }).nullable().optional(),
 });
+export type ChatCompletionRequest = z.infer<typeof chatCompletionRequestSchema>;
 
 /**
  * The response body of a successful chat completion. Only what Bounded reads is required, and
@@ -44,14 +88,4 @@ export const chatCompletionResponseSchema = z.object({
     })
     .partial()
     .optional(),
-});
-export type ChatCompletionResponse = z.infer<typeof chatCompletionResponseSchema>;
-
-/** The error body OpenAI-compatible servers send with a 4xx/5xx status. */
-const chatCompletionErrorSchema = z.object({
-  error: z.object({
-    message: z.string(),
-    type: z.string().nullable().optional(),
-    code: z.union([z.string(), z.number()]).nullable().optional(),
-  }),
 });

@@ -13,8 +13,22 @@ import { worstCaseMs } from "@/lib/quota/policy";
  * Pure (no environment, no database): lib/env.ts, the pages and the worker thread can import it.
  */
 
-/** What a queue job carries: only the row's id. Everything else is on the row, the record. */
-export const jobPayloadSchema = z.object({ jobId: z.uuid() }).strict();
+/**
+ * What a queue job carries: the row's id, which is all a run reads — the row is the record. The
+ * other fields are for people and tools reading the queue (bull-board) and for the trace: never a
+ * secret (the progress token is one). Optional, so queue jobs written before them still run.
+ */
+export const jobPayloadSchema = z
+  .object({
+    jobId: z.uuid(),
+    kind: z.string().optional(),
+    tenantId: z.uuid().optional(),
+    /** Items at creation; the live counts are the queue job's progress. */
+    total: z.number().int().nonnegative().nullable().optional(),
+    /** The W3C trace context of the request that started the job (lib/tracing). */
+    traceparent: z.string().max(256).optional(),
+  })
+  .strict();
 export type JobPayload = z.infer<typeof jobPayloadSchema>;
 
 /**

@@ -1,6 +1,7 @@
 import { Queue } from "bullmq";
 import { env } from "@/lib/env";
 import { redis } from "@/lib/redis/client";
+import { currentTraceparent } from "@/lib/tracing/tracing";
 import type { JobKind, JobPayload, QueueName } from "./catalog";
 import { MAX_PRIORITY } from "./fairness";
 
@@ -30,6 +31,11 @@ export interface EnqueueOptions {
   queueJobId?: string;
   /** The job's place in line: `tenantPriority(…)` for a fresh job, `RETRY_PRIORITY` for a retry. */
   priority: number;
+  /**
+   * The W3C `traceparent` the run continues (its spans and outbound calls join that trace).
+   * @defaultValue the trace of the code enqueueing (a request's), if one is running
+   */
+  traceparent?: string;
 }
 
 /**
@@ -56,13 +62,27 @@ export async function enqueueJob(queueName: QueueName, kind: JobKind, payload: J
       await previous.remove();
     }
   }
-  await q.add(kind, payload, {
+  // The name is the kind and the data says what the job is, for anyone reading the queue.
+  const traceparent = options.traceparent ?? currentTraceparent();
+  await q.add(kind, { ...payload, kind, ...(traceparent ? { traceparent } : {}) }, {
     jobId: queueJobId,
     priority: options.priority,
     attempts: 1,
     removeOnComplete: { age: 24 * 3600, count: 10_000 },
     removeOnFail: { age: 7 * 24 * 3600, count: 10_000 },
   });
+}
+
+/**
+ * Queues a row again that has run before or whose queue job was lost (a retry, the reaper's
+ * resume): its own earlier queue job, finished or stranded, is removed first — it keeps its id
+ * for a while, and BullMQ would drop an add with that id. An earlier queue job still locked by a
+ * worker cannot be removed: this throws, and the row is queued again once that run has ended.
+ */
+export async function requeueJob(queueName: QueueName, kind: JobKind, payload: JobPayload, options: EnqueueOptions): Promise<void> {
+  const previous = await queue(queueName).getJob(options.queueJobId ?? payload.jobId);
+  if (previous && previous.data?.jobId === payload.jobId) await previous.remove();
+  await enqueueJob(queueName, kind, payload, options);
 }
 
 export async function closeQueues(): Promise<void> {

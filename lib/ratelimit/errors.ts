@@ -51,3 +51,35 @@ export function isRateLimitDefer(err: unknown): err is RateLimitDefer {
 export function isRateLimitCapExceeded(err: unknown): err is RateLimitCapExceeded {
   return err instanceof Error && err.name === "RateLimitCapExceeded";
 }
+
+/**
+ * A control signal, never an item failure: the outside service's circuit breaker is open (it is
+ * down since `since`), so the call did not go out — or went out, failed for the outage, and is
+ * not the item's fault. Inside a job the run stops dispatching items, releases the items in flight
+ * uncommitted and gives its worker slot back until the breaker's half-open time (`waitMs`),
+ * without spending an attempt, like `RateLimitDefer`. Outside a job the HTTP layer answers 503.
+ */
+export class OutsideServiceDown extends Error {
+  override name = "OutsideServiceDown";
+  /** `waitMs` in whole seconds, rounded up, at least 1 (the `Retry-After` header's unit). */
+  readonly retryAfterSeconds: number;
+  constructor(
+    /** The service (`model`, `ocr`, `marketplace`, `images`). */
+    readonly service: string,
+    /** Real milliseconds (already time-scaled) until the breaker lets a probe call through. */
+    readonly waitMs: number,
+    /** When the breaker opened. */
+    readonly since: Date,
+    /** The failure that opened it, in one line ("connect ECONNREFUSED 127.0.0.1:4010"). */
+    readonly error: string,
+    /** What a person calls the service ("the model service"). */
+    readonly serviceName: string = service,
+  ) {
+    super(`${serviceName.charAt(0).toUpperCase()}${serviceName.slice(1)} is down since ${since.toISOString()} (${error}); nothing is sent to it until it answers again.`);
+    this.retryAfterSeconds = Math.max(1, Math.ceil(waitMs / 1000));
+  }
+}
+
+export function isOutsideServiceDown(err: unknown): err is OutsideServiceDown {
+  return err instanceof Error && err.name === "OutsideServiceDown";
+}

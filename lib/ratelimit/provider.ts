@@ -8,6 +8,7 @@ import { key, redis, type RedisClient } from "@/lib/redis/client";
 import { scaled } from "@/lib/time";
 import { LIMITED_PROVIDERS, providerBucketSpec, providerLimits, providerScope, toProductionMs, type LimitedProvider, type ProviderLimits } from "./buckets";
 import { currentTenant } from "./context";
+import { breakers, type Breaker, type GuardOptions } from "./breaker";
 import { isRateLimitCapExceeded, isRateLimitDefer } from "./errors";
 import { createLimiter, maxWaitMs, REDIS_ERROR_RETRY_MS, waitForRateLimit, type Limiter } from "./limiter";
 import { luaScript, runLua, withTimeout } from "./scripts";
@@ -101,6 +102,8 @@ export interface ProviderLimiterOptions {
   waiterTtlMs?: number;
   /** Real milliseconds after which an unanswered Redis call counts as an error. @defaultValue 2000 */
   redisTimeoutMs?: number;
+  /** The providers' circuit breakers. @defaultValue `breakers()` (shared, the environment's time scale) */
+  breaker?: Breaker;
 }
 
 /** What the limiter page shows of one provider, in production units. */
@@ -137,8 +140,13 @@ export interface ProviderLimiter {
    * Free slots are shared fairly between the tenants waiting for them (provider-slots.lua): a
    * tenant holding its share (C ÷ tenants holding or waiting) waits while another tenant waits,
    * and takes any free slot nobody else wants.
+   *
+   * The provider's circuit breaker (./breaker.ts) comes first: while it is open no slot is taken
+   * and `OutsideServiceDown` is thrown; what `fn` says about the provider (its error, or
+   * `failureOf` its result) feeds the breaker, and a failure that finds the provider down ends
+   * with `OutsideServiceDown` instead.
    */
-  withSlot<T>(provider: LimitedProvider, fn: () => Promise<T>, options?: ProviderSlotOptions): Promise<T>;
+  withSlot<T>(provider: LimitedProvider, fn: () => Promise<T>, options?: ProviderSlotOptions & Pick<GuardOptions<T>, "failureOf">): Promise<T>;
   /** One provider's state now and its wait counters. Rejects when Redis cannot be asked. */
   peek(provider: LimitedProvider): Promise<ProviderState>;
   /** The limits in force for `provider`. */
@@ -253,16 +261,22 @@ export function createProviderLimiter(options: ProviderLimiterOptions = {}): Pro
     countWait(provider, waitedMs, false);
   }
 
-  async function withSlot<T>(provider: LimitedProvider, fn: () => Promise<T>, slotOptions: ProviderSlotOptions = {}): Promise<T> {
+  async function withSlot<T>(provider: LimitedProvider, fn: () => Promise<T>, slotOptions: ProviderSlotOptions & Pick<GuardOptions<T>, "failureOf"> = {}): Promise<T> {
     const holder = holderId(slotOptions.tenant ?? currentTenant() ?? ANONYMOUS_TENANT);
-    await take(provider, holder, slotOptions);
-    const stopRenewing = keepLease(provider, holder);
-    try {
-      return await fn();
-    } finally {
-      stopRenewing();
-      await release(provider, holder);
-    }
+    return (options.breaker ?? breakers()).guard(
+      provider,
+      async () => {
+        await take(provider, holder, slotOptions);
+        const stopRenewing = keepLease(provider, holder);
+        try {
+          return await fn();
+        } finally {
+          stopRenewing();
+          await release(provider, holder);
+        }
+      },
+      { signal: slotOptions.signal, failureOf: slotOptions.failureOf },
+    );
   }
 
   async function peek(provider: LimitedProvider): Promise<ProviderState> {
@@ -324,7 +338,7 @@ export function providerLimiter(): ProviderLimiter {
  * requests per production second across every worker process (`BOUNDED_PROVIDER_<PROVIDER>_*`).
  * One slot per HTTP attempt: a retry's backoff is spent outside it. See `ProviderLimiter.withSlot`.
  */
-export function withProviderSlot<T>(provider: LimitedProvider, fn: () => Promise<T>, options?: ProviderSlotOptions): Promise<T> {
+export function withProviderSlot<T>(provider: LimitedProvider, fn: () => Promise<T>, options?: ProviderSlotOptions & Pick<GuardOptions<T>, "failureOf">): Promise<T> {
   return providerLimiter().withSlot(provider, fn, options);
 }
 

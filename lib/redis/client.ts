@@ -6,9 +6,15 @@ export type RedisClient = Redis | Cluster;
 
 const holder = globalThis as unknown as { __boundedRedis?: RedisClient };
 
+/** The longest a producer's command waits for its answer: a web request is answered 503 after it. */
+export const PRODUCER_COMMAND_TIMEOUT_MS = 2_000;
+
 /**
  * A new connection. Workers wait for Redis (`maxRetriesPerRequest: null`, required by BullMQ
- * workers); producers such as the web fail fast so a request never hangs on a dead Redis.
+ * workers); producers such as the web fail fast so a request never hangs on a dead Redis: a
+ * command gets no second try after a failed reconnect, and none waits longer than
+ * `PRODUCER_COMMAND_TIMEOUT_MS` for its answer (queued while disconnected, or sent to a server that
+ * does not answer). Those errors read as "Redis is not reachable" (lib/dependencies).
  *
  * With BOUNDED_REDIS_CLUSTER=1, REDIS_URL is only the seed: the client asks it for the cluster's
  * nodes and connects to each with the URL's credentials and TLS and the same per-connection
@@ -17,7 +23,10 @@ const holder = globalThis as unknown as { __boundedRedis?: RedisClient };
 export function createRedis(kind: "producer" | "worker", options: { enableOfflineQueue?: boolean } = {}): RedisClient {
   const e = env();
   const enableOfflineQueue = options.enableOfflineQueue ?? kind === "worker";
-  const perConnection = { maxRetriesPerRequest: kind === "worker" ? null : 1, connectTimeout: 2_000 };
+  const perConnection =
+    kind === "worker"
+      ? { maxRetriesPerRequest: null, connectTimeout: 2_000 }
+      : { maxRetriesPerRequest: 1, connectTimeout: 2_000, commandTimeout: PRODUCER_COMMAND_TIMEOUT_MS };
   if (!e.BOUNDED_REDIS_CLUSTER) return new Redis(e.REDIS_URL, { ...perConnection, enableOfflineQueue, lazyConnect: false });
   const seed = new URL(e.REDIS_URL);
   return new Cluster([{ host: seed.hostname.replace(/^\[|\]$/g, ""), port: Number(seed.port || 6379) }], {
@@ -34,7 +43,13 @@ export function createRedis(kind: "producer" | "worker", options: { enableOfflin
 
 /** The shared producer connection of this process (web requests, enqueueing, health). */
 export function redis(): RedisClient {
-  holder.__boundedRedis ??= createRedis("producer", { enableOfflineQueue: true });
+  if (!holder.__boundedRedis) {
+    const client = createRedis("producer", { enableOfflineQueue: true });
+    // While Redis is down every reconnect attempt emits an error; each command already fails with
+    // its own (answered as a 503), so the event is not logged again for every attempt.
+    client.on("error", () => undefined);
+    holder.__boundedRedis = client;
+  }
   return holder.__boundedRedis;
 }
 

@@ -197,7 +197,8 @@ describe.skipIf(!installed)(installed ? title : `${title} — skipped: redis-ser
       const web = m.metrics.createMetrics(new Registry(), quiet);
       web.jobsFinished.inc({ kind: "csv_import", status: "completed" }, 1);
       const { text } = await m.publish.renderMetrics({ metrics: web });
-      expect(text).toMatch(/^bounded_jobs_finished_total\{kind="csv_import",status="completed"\} 8$/m);
+      expect(text).toMatch(/^bounded_jobs_finished_total\{kind="csv_import",status="completed",process="workers-[^"]+"\} 7$/m);
+      expect(text).toMatch(/^bounded_jobs_finished_total\{kind="csv_import",status="completed",process="web"\} 1$/m);
     } finally {
       await stop();
     }

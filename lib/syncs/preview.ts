@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { db } from "@/lib/db/client";
 import { tenantSlugSchema } from "@/lib/imports/create-import";
 import { fetchMarketplacePage, type MarketplacePageResult } from "@/lib/marketplace/client";
 import { FAMILIES } from "@/lib/ratelimit/buckets";
@@ -28,4 +29,33 @@ export async function previewMarketplacePage(query: z.infer<typeof previewQueryS
     signal,
     limiter: { acquire: (scope, options) => acquire(scope, { ...options, maxWaitMs: scaled(PREVIEW_MAX_WAIT_MS) }) },
   });
+}
+
+/** A page size like the marketplace's: what one live preview shows. */
+const SYNCED_PREVIEW_ITEMS = 20;
+
+export interface SyncedPreview {
+  items: MarketplacePageResult["items"];
+  nextPage: null;
+  /** Where the items come from: what the tenant's last sync stored, as of `syncedAt` (null: never synced). */
+  source: "last_sync";
+  syncedAt: string | null;
+}
+
+/**
+ * The first page of a tenant's data as its last sync stored it: no marketplace call, so no token
+ * of the tenant's bucket. This is a viewer's preview. A separate bucket would not do: the
+ * marketplace's limit is the tenant's own quota there, so every live call — whoever's bucket on
+ * our side paid for it — is a call the tenant's syncs cannot make; a short cache still calls on
+ * every miss. A viewer reading pages should never delay a sync.
+ */
+export async function syncedMarketplacePage(query: z.infer<typeof previewQuerySchema>): Promise<SyncedPreview> {
+  const rows = await db().marketplaceRecord.findMany({
+    where: { family: query.family, tenant: { slug: query.tenant } },
+    orderBy: [{ page: "asc" }, { externalId: "asc" }],
+    take: SYNCED_PREVIEW_ITEMS,
+    select: { data: true, syncedAt: true },
+  });
+  const syncedAt = rows.reduce<Date | null>((latest, r) => (!latest || r.syncedAt > latest ? r.syncedAt : latest), null);
+  return { items: rows.map((r) => r.data as MarketplacePageResult["items"][number]), nextPage: null, source: "last_sync", syncedAt: syncedAt?.toISOString() ?? null };
 }

@@ -133,7 +133,7 @@ interface AppliedRow {
 }
 
 /** Prisma also accepts a file whose checksum matches once CRLF line ends become LF (git autocrlf). */
-function sameChecksum(file: MigrationFile, recorded: string): boolean {
+export function sameChecksum(file: MigrationFile, recorded: string): boolean {
   return recorded === file.checksum || recorded === checksumOf(file.sql.replaceAll("\r\n", "\n"));
 }
 

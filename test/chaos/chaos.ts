@@ -6,12 +6,21 @@
  * operator retries what the chaos ended (one bulk retry through the API, as on /jobs), and the
  * database is checked: no job lost, no item applied twice, the quota books balanced.
  *
+ * With `postgres`, the run has a PostgreSQL cluster of its own (test/chaos/postgres.ts) and stops
+ * it once for `outageMs`, beside the Redis restart and the web restart. All along, a poller hits a
+ * few API routes and pages and classifies each answer by the outage windows (test/chaos/poller.ts).
+ * With `noManualAction`, the goals are those of "a dependency briefly down needs no human": every
+ * job completed before any operator retry, no item lost or applied twice, no 5xx outside the
+ * outage windows.
+ *
  * `npm run test:chaos` runs the full size; the browser suite runs a small one (e2e/chaos.spec.ts).
  */
 import { spawnSync } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
 import { dropDatabase, migrate } from "../../scripts/db/migrate";
 import { ChaosDb, type Check, type Overrun } from "./checks";
+import { WebPoller, type PollSummary } from "./poller";
+import { PrivatePostgres } from "./postgres";
 import { ChaosSystem, ROOT, type ChaosPorts } from "./system";
 import { seeded, Workload, type Accepted, type WorkKind } from "./workload";
 
@@ -26,12 +35,20 @@ export interface ChaosOptions {
   killEvery: [number, number];
   ports: ChaosPorts;
   database: string;
+  /** Imports only, of this many rows each; otherwise the mixed workload. */
+  importsOnly?: { rows: [number, number] };
+  /** A PostgreSQL of the run's own on `port`, stopped once for `outageMs`; otherwise 127.0.0.1:5432 is used and never stopped. */
+  postgres?: { port: number; outageMs: number };
+  /** The goals say every job completed without an operator's retry and no 5xx came outside the outage windows. */
+  noManualAction?: boolean;
   log?: (line: string) => void;
 }
 
 export interface ChaosReport {
   options: Omit<ChaosOptions, "log">;
-  did: { workerKills: number; redisDownMs: number; webDownMs: number; unexpectedWorkerExits: number; resent: number; gaveUp: number };
+  did: { workerKills: number; redisDownMs: number; webDownMs: number; pgDownMs: number; unexpectedWorkerExits: number; resent: number; gaveUp: number };
+  /** The goals of a short outage: jobs done without a human, items exactly once, the web's answers by window. */
+  goals: { completedWithoutRetry: number; accepted: number; items: { expected: number; lost: number; doubled: number }; poll: PollSummary };
   accepted: Accepted[];
   refused: Record<string, number>;
   /** Statuses when the chaos had settled, before any retry. */
@@ -52,6 +69,8 @@ const OPERATOR_TOKEN = "chaos-operator-token-0123456789abcdef";
 const PASS_TOLERANCE_MS = 2_000;
 /** How long the system may take to bring every row to a terminal state once the chaos stops. */
 const SETTLE_MS = 180_000;
+/** After an outage window closes, clients reconnect (Redis's retry step is up to 2 s): answers this soon after still count as inside. */
+const WINDOW_TOLERANCE_MS = 5_000;
 
 /** The reaper's timings at a time scale (lib/jobs/stuck.ts): interval, and the grace after the last sign of life. */
 function reaperTimings(scale: number) {
@@ -63,14 +82,23 @@ function reaperTimings(scale: number) {
 export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
   const say = o.log ?? ((l: string) => console.log(l));
   const random = seeded(o.seed);
-  const databaseUrl = `postgresql://postgres@127.0.0.1:5432/${o.database}`;
+  const postgres = o.postgres ? new PrivatePostgres(o.postgres.port) : null;
+  if (postgres) {
+    say(`chaos: starting a PostgreSQL of its own on port ${postgres.port} (initdb)`);
+    postgres.init();
+  }
+  const databaseUrl = postgres ? postgres.url(o.database) : `postgresql://postgres@127.0.0.1:5432/${o.database}`;
   const sim = `http://127.0.0.1:${o.ports.sim}`;
+  // Waiting out a dependency counts against a job's budget like any wait: the imports' budget, at
+  // this time scale, holds a PostgreSQL outage three times over plus the work, so an outage pauses
+  // imports and never times them out.
+  const importBudgetS = Math.max(3_000, Math.ceil(((3 * (o.postgres?.outageMs ?? 0)) / 1000 + 60) / o.timeScale));
   const env: Record<string, string> = {
     PORT: String(o.ports.web),
     DATABASE_URL: databaseUrl,
     BOUNDED_REDIS_PREFIX: "bounded-chaos",
     BOUNDED_SIM_PORT: String(o.ports.sim),
-    MODEL_BASE_URL: sim,
+    MODEL_BASE_URL: `${sim}/v1`,
     MARKETPLACE_BASE_URL: `${sim}/marketplace`,
     IMAGE_PROVIDER_BASE_URL: `${sim}/images`,
     BOUNDED_TIME_SCALE: String(o.timeScale),
@@ -85,8 +113,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     // Budgets that fit the work on a small, busy machine, where a commit is not scaled and so weighs
     // more than in production: the chaos is about crashes, not deadlines (those have their own
     // tests). Each still bounds its rows, and the watch below holds them to it.
-    BOUNDED_BUDGET_IMPORTS_SOFT_S: "3000",
-    BOUNDED_BUDGET_IMPORTS_HARD_S: "4500",
+    BOUNDED_BUDGET_IMPORTS_SOFT_S: String(importBudgetS),
+    BOUNDED_BUDGET_IMPORTS_HARD_S: String(Math.round(importBudgetS * 1.5)),
     BOUNDED_BUDGET_AGENT_INTERACTIVE_SOFT_S: "600",
     BOUNDED_BUDGET_AGENT_INTERACTIVE_HARD_S: "900",
     BOUNDED_BUDGET_MARKETPLACE_SYNC_SOFT_S: "3000",
@@ -98,26 +126,36 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
   await dropDatabase(databaseUrl);
   await migrate(databaseUrl);
   const system = new ChaosSystem(o.ports, env, o.workers);
-  const did = { workerKills: 0, redisDownMs: 0, webDownMs: 0, unexpectedWorkerExits: 0, resent: 0, gaveUp: 0 };
+  const did = { workerKills: 0, redisDownMs: 0, webDownMs: 0, pgDownMs: 0, unexpectedWorkerExits: 0, resent: 0, gaveUp: 0 };
   const overrunsById = new Map<string, Overrun>();
   let maxOver = -Infinity;
   const chaosDb = new ChaosDb(databaseUrl);
   try {
-    // First start's operator token (BOUNDED_BOOTSTRAP_TOKEN), as `npm start` does it.
-    const boot = spawnSync(process.execPath, ["--import", "tsx", "scripts/bootstrap.ts"], { cwd: ROOT, env: { ...process.env, ...system.env }, encoding: "utf8" });
-    if (boot.status !== 0) throw new Error(`bootstrap failed: ${boot.stderr}`);
-    await system.start();
-    const workload = new Workload(system.baseUrl, OPERATOR_TOKEN, random);
+    // First start's operator token (BOUNDED_BOOTSTRAP_TOKEN), as `npm start` does it, once Redis runs.
+    await system.start(() => {
+      const boot = spawnSync(process.execPath, ["--import", "tsx", "scripts/bootstrap.ts"], { cwd: ROOT, env: { ...process.env, ...system.env }, encoding: "utf8" });
+      if (boot.status !== 0) throw new Error(`bootstrap failed: ${boot.stderr}`);
+    });
+    const workload = new Workload(system.baseUrl, OPERATOR_TOKEN, random, o.importsOnly);
     await workload.grantPacks();
+    const firstProgress = () => workload.stats.accepted.find((a) => a.progressToken)?.progressToken;
+    const poller = new WebPoller(system.baseUrl, OPERATOR_TOKEN, () => {
+      const token = firstProgress();
+      return ["/api/health", "/api/jobs?status=running", "/jobs", ...(token ? [`/api/progress/${token}`, `/progress/${token}`] : [])];
+    });
+    poller.start();
 
     // The watch: every half second, rows silent past their bound, with a tolerance for the reaper's
     // own pass (its queries and this watch's polling). While Redis is down the reaper cannot ask
     // the queue about a row (it skips it), so the outage is added to the tolerance.
     let watching = true;
     let redisDownSince: number | null = null;
+    let pgDownSince: number | null = null;
     const watch = (async () => {
       while (watching) {
-        const tolerance = PASS_TOLERANCE_MS + did.redisDownMs + (redisDownSince ? Date.now() - redisDownSince : 0);
+        // Nor can a run write its heartbeat while PostgreSQL is stopped.
+        const tolerance =
+          PASS_TOLERANCE_MS + did.redisDownMs + did.pgDownMs + (redisDownSince ? Date.now() - redisDownSince : 0) + (pgDownSince ? Date.now() - pgDownSince : 0);
         for (const r of await chaosDb.overruns(o.timeScale, graceMs, intervalMs, tolerance).catch(() => [])) {
           const prev = overrunsById.get(r.id);
           if (!prev || prev.silentMs < r.silentMs) overrunsById.set(r.id, r);
@@ -150,18 +188,35 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
       await Promise.all(restarts);
     })();
     const outages = (async () => {
-      await sleep(o.seconds * 350);
+      if (postgres && o.postgres) {
+        await sleep(o.seconds * 200);
+        say(`chaos: stopping PostgreSQL for ${o.postgres.outageMs / 1000} s`);
+        const w = poller.open("postgres");
+        pgDownSince = Date.now();
+        postgres.stop();
+        await sleep(o.postgres.outageMs);
+        postgres.start();
+        did.pgDownMs = Date.now() - pgDownSince;
+        pgDownSince = null;
+        poller.close(w);
+        say("chaos: PostgreSQL is back");
+        await sleep(o.seconds * 100);
+      } else await sleep(o.seconds * 350);
       say("chaos: killing Redis (SIGKILL); it comes back from its append-only file");
+      let w = poller.open("redis");
       let t = Date.now();
       redisDownSince = t;
       await system.restart("redis", 1_500);
       did.redisDownMs = Date.now() - t;
       redisDownSince = null;
-      await sleep(o.seconds * 300);
+      poller.close(w);
+      await sleep(o.seconds * (postgres ? 150 : 300));
       say("chaos: killing the web process (SIGKILL)");
+      w = poller.open("web");
       t = Date.now();
       await system.restart("web", 1_000);
       did.webDownMs = Date.now() - t;
+      poller.close(w);
     })();
 
     const perJob = (o.seconds * 1000) / o.jobs;
@@ -171,7 +226,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
         const i = ++n;
         const due = chaosEnds - o.seconds * 1000 + i * perJob;
         if (due > Date.now()) await sleep(due - Date.now());
-        workload.markDelivered(await chaosDb.deliveredAds());
+        if (!o.importsOnly) workload.markDelivered(await chaosDb.deliveredAds().catch(() => []));
         await workload.submitOne(i);
       }
     });
@@ -200,7 +255,10 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
       return true;
     };
     await settle("after the chaos");
+    await poller.stop();
     const afterChaos = await chaosDb.statusCounts();
+    const acceptedIds = workload.stats.accepted.map((a) => a.jobId);
+    const completedWithoutRetry = await chaosDb.completedOf(acceptedIds);
     const ended = (await chaosDb.statusByKind()).filter((r) => r.status !== "completed" && r.status !== "completed_with_errors");
     say(`chaos: settled — ${fmtCounts(afterChaos)}`);
 
@@ -223,7 +281,23 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     watching = false;
     await Promise.all([watch, watchMax]);
 
+    const items = await chaosDb.importItems(workload.stats.accepted);
+    const poll = poller.summary(WINDOW_TOLERANCE_MS);
+    const goals = { completedWithoutRetry, accepted: acceptedIds.length, items, poll };
+    const goalChecks: Check[] = o.noManualAction
+      ? [
+          { name: "every job completed without manual action (before any operator retry)", ok: completedWithoutRetry === acceptedIds.length, detail: `${completedWithoutRetry}/${acceptedIds.length}` },
+          { name: "no item lost", ok: items.lost === 0, detail: `${items.lost} of ${items.expected} rows` },
+          { name: "no item applied twice", ok: items.doubled === 0, detail: `${items.doubled}` },
+          {
+            name: "no 5xx answered outside the outage windows",
+            ok: poll.errorsOutside.length === 0,
+            detail: poll.errorsOutside.length ? poll.errorsOutside.slice(0, 5).map((e) => `${e.status} ${e.path} at ${e.at}`).join("; ") : `${poll.answers} answers polled`,
+          },
+        ]
+      : [];
     const checks: Check[] = [
+      ...goalChecks,
       { name: "the system settled: every row terminal within 180 s of the chaos ending (and of each retry)", ok: unsettled.length === 0, detail: unsettled.join("; ") || "yes" },
       {
         name: "no row non-terminal past its bound (hard limit + grace + one reaper interval after its last sign of life)",
@@ -235,8 +309,21 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
       ...(await chaosDb.finalChecks(workload.stats.accepted)),
     ];
     const report: ChaosReport = {
-      options: { jobs: o.jobs, seconds: o.seconds, seed: o.seed, timeScale: o.timeScale, workers: o.workers, killEvery: o.killEvery, ports: o.ports, database: o.database },
+      options: {
+        jobs: o.jobs,
+        seconds: o.seconds,
+        seed: o.seed,
+        timeScale: o.timeScale,
+        workers: o.workers,
+        killEvery: o.killEvery,
+        ports: o.ports,
+        database: o.database,
+        importsOnly: o.importsOnly,
+        postgres: o.postgres,
+        noManualAction: o.noManualAction,
+      },
       did,
+      goals,
       accepted: workload.stats.accepted,
       refused: workload.stats.refused,
       afterChaos,
@@ -253,6 +340,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
   } finally {
     await system.stop();
     await chaosDb.close();
+    postgres?.destroy();
   }
 }
 
@@ -269,13 +357,15 @@ export function formatReport(r: ChaosReport): string {
   const lines = [
     "",
     `CHAOS seed=${r.options.seed} jobs=${r.accepted.length} time_scale=${r.options.timeScale} workers=${r.options.workers}`,
-    `  did:      ${r.did.workerKills} worker processes SIGKILLed and restarted; Redis SIGKILLed once (down ${(r.did.redisDownMs / 1000).toFixed(1)} s); web SIGKILLed once (down ${(r.did.webDownMs / 1000).toFixed(1)} s)`,
+    `  did:      ${r.did.workerKills} worker processes SIGKILLed and restarted; ${r.options.postgres ? `PostgreSQL stopped once (down ${(r.did.pgDownMs / 1000).toFixed(1)} s); ` : ""}Redis SIGKILLed once (down ${(r.did.redisDownMs / 1000).toFixed(1)} s); web SIGKILLed once (down ${(r.did.webDownMs / 1000).toFixed(1)} s)`,
     `            ${r.did.resent} requests sent again while a part was down; ${r.did.gaveUp} never answered; ${r.did.unexpectedWorkerExits} worker exits not caused by the run`,
     `  accepted: ${[...byWork].map(([k, v]) => `${v} ${k}`).join(", ")}${Object.keys(r.refused).length ? `; refused by design: ${fmtCounts(r.refused)}` : ""}`,
     `  settled:  ${fmtCounts(r.afterChaos)}${r.endedByChaos.length ? ` (${r.endedByChaos.map((e) => `${e.n} ${e.kind} ${e.status}`).join(", ")})` : ""}`,
     `  retried:  ${r.retries.length ? r.retries.map((x) => `round ${x.round}: ${x.retried}`).join(", ") : "nothing to retry"}`,
     `  final:    ${fmtCounts(r.final)}`,
     `  quota:    ${r.quota.spent} units spent, ${r.quota.reclaimed} reserves reclaimed by the sweeper, ${r.quota.late} late releases, ${r.quota.debts} open debts`,
+    `  goals:    jobs completed without manual action ${r.goals.completedWithoutRetry}/${r.goals.accepted}; items lost ${r.goals.items.lost}; items applied twice ${r.goals.items.doubled} (of ${r.goals.items.expected} import rows)`,
+    `  web:      5xx outside the outage windows ${r.goals.poll.errorsOutside.length}; inside ${r.goals.poll.errorsInside} (slowest ${r.goals.poll.slowestErrorInsideMs} ms); no answer ${r.goals.poll.noAnswerInside} inside, ${r.goals.poll.noAnswerOutside} outside; ${r.goals.poll.answers} answers polled`,
     ...r.checks.map((c) => `  [${c.ok ? "ok" : "FAIL"}] ${c.name} — ${c.detail}`),
     `CHAOS ${r.ok ? "PASSED" : "FAILED"}`,
   ];

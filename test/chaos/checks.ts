@@ -33,6 +33,8 @@ export class ChaosDb {
   /** A pool: the watch and the submissions query side by side. */
   constructor(url: string) {
     this.pool = new pg.Pool({ connectionString: url, max: 4 });
+    // A stopped PostgreSQL ends the idle connections too: the next query opens a new one.
+    this.pool.on("error", () => undefined);
   }
 
   close(): Promise<void> {
@@ -92,6 +94,34 @@ export class ChaosDb {
               (SELECT count(*)::int FROM "LateRelease") AS late, (SELECT count(*)::int FROM "LateRelease" WHERE resolution = 'debt' AND "debtSettledAt" IS NULL) AS debts`,
     );
     return r!;
+  }
+
+  /** Of these jobs, how many are completed (with or without item failures) right now. */
+  async completedOf(ids: string[]): Promise<number> {
+    const [r] = await this.rows<{ n: number }>(`SELECT count(*)::int AS n FROM "Job" WHERE id = ANY($1::uuid[]) AND status IN ('completed', 'completed_with_errors')`, [ids]);
+    return r!.n;
+  }
+
+  /**
+   * Rows of the accepted imports that never landed (lost) and that landed more than once
+   * (applied twice), counted from the transactions written against the good rows uploaded.
+   */
+  async importItems(accepted: Accepted[]): Promise<{ expected: number; lost: number; doubled: number }> {
+    const imports = accepted.filter((a) => a.rows);
+    const rows = await this.rows<{ id: string; written: number; distinct_rows: number }>(
+      `SELECT j.id, count(x.id)::int AS written, count(DISTINCT x.row)::int AS distinct_rows
+       FROM "Job" j LEFT JOIN "Transaction" x ON x."jobId" = j.id WHERE j.id = ANY($1::uuid[]) GROUP BY j.id`,
+      [imports.map((a) => a.jobId)],
+    );
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    let lost = 0;
+    let doubled = 0;
+    for (const a of imports) {
+      const r = byId.get(a.jobId);
+      lost += Math.max(0, a.rows!.good - (r?.distinct_rows ?? 0));
+      doubled += r ? r.written - r.distinct_rows : 0;
+    }
+    return { expected: imports.reduce((s, a) => s + a.rows!.good, 0), lost, doubled };
   }
 
   /** The checks made once the system has settled. */

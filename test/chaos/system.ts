@@ -62,11 +62,13 @@ export class ChaosSystem {
     return this.workers().filter((p) => this.procs.get(p)?.isReady && !this.procs.get(p)?.exited);
   }
 
-  async start(): Promise<void> {
+  /** Starts Redis and the simulators, runs `beforeApps` (a first start's bootstrap), then the web and the workers. */
+  async start(beforeApps: () => void = () => undefined): Promise<void> {
     rmSync(this.logDir, { recursive: true, force: true });
     mkdirSync(this.redisDir, { recursive: true });
     await this.launch("redis");
     await this.launch("sim");
+    beforeApps();
     await Promise.all([this.launch("web"), ...this.workers().map((w) => this.launch(w))]);
   }
 

@@ -45,6 +45,8 @@ export interface Accepted {
   files?: { total: number; damaged: number };
   /** Syncs: the family. */
   family?: Family;
+  /** The customer's progress link, when the API gave one. */
+  progressToken?: string;
 }
 
 export interface WorkloadStats {
@@ -73,6 +75,8 @@ export class Workload {
     private readonly baseUrl: string,
     private readonly operatorToken: string,
     private readonly random: Random,
+    /** Only imports, of this many rows (drawn uniformly); otherwise the mixed workload with small imports. */
+    private readonly importsOnly?: { rows: [number, number] },
   ) {
     this.syncsLeft = CHAOS_TENANTS.flatMap((tenant) => FAMILIES.map((family) => ({ tenant, family })));
   }
@@ -117,6 +121,7 @@ export class Workload {
 
   /** Submits one piece of work, picked by weight. */
   async submitOne(n: number): Promise<void> {
+    if (this.importsOnly) return this.importFile(n);
     const r = this.random();
     if (r < 0.34) return this.importFile(n);
     if (r < 0.48) return this.documents(n);
@@ -127,10 +132,10 @@ export class Workload {
 
   private async accept(res: Response | null, work: WorkKind, tenant: string, extra: Partial<Accepted> = {}): Promise<void> {
     if (!res) return;
-    const body = (await res.json().catch(() => ({}))) as { jobId?: string; code?: string; error?: { code?: string } };
+    const body = (await res.json().catch(() => ({}))) as { jobId?: string; progressToken?: string; code?: string; error?: { code?: string } };
     // 201/202: created; 200: the open job answered (a sync sent again after its first answer was lost).
     if (res.ok && body.jobId) {
-      if (!this.stats.accepted.some((a) => a.jobId === body.jobId)) this.stats.accepted.push({ jobId: body.jobId, work, tenant, ...extra });
+      if (!this.stats.accepted.some((a) => a.jobId === body.jobId)) this.stats.accepted.push({ jobId: body.jobId, work, tenant, ...(body.progressToken ? { progressToken: body.progressToken } : {}), ...extra });
       return;
     }
     if (res.status >= 500) throw new Error(`${work} for ${tenant}: the API answered ${res.status}: ${JSON.stringify(body)}`);
@@ -140,7 +145,8 @@ export class Workload {
 
   private async importFile(n: number): Promise<void> {
     const tenant = pick(CHAOS_TENANTS, this.random);
-    const rows = between(5, 40, this.random);
+    const [lo, hi] = this.importsOnly?.rows ?? [5, 40];
+    const rows = between(lo, hi, this.random);
     const badEvery = this.random() < 0.3 ? between(4, 9, this.random) : null;
     const bad = badEvery ? Math.floor(rows / badEvery) : 0;
     const bytes = demoCsv(rows, badEvery, this.random);

@@ -34,7 +34,7 @@ beforeAll(async () => {
   server = http.createServer((req, res) => handle(req, res));
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
-  vi.stubEnv("MODEL_BASE_URL", `http://127.0.0.1:${port}`);
+  vi.stubEnv("MODEL_BASE_URL", `http://127.0.0.1:${port}/v1`);
   vi.stubEnv("BOUNDED_SIM_MODEL_ERROR_RATE", "0");
   // Batch runs: a budget no test comes near. Interactive runs: 200 s soft / 400 s hard, i.e.
   // 200 ms / 400 ms at the test time scale — tight, as for a person waiting.

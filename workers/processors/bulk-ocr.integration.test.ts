@@ -33,7 +33,7 @@ beforeAll(async () => {
   server = http.createServer((req, res) => handle(req, res));
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
-  vi.stubEnv("MODEL_BASE_URL", `http://127.0.0.1:${port}`);
+  vi.stubEnv("MODEL_BASE_URL", `http://127.0.0.1:${port}/v1`);
   // OCR goes to OCR_BASE_URL, else to the simulators' port: both point at this server.
   vi.stubEnv("OCR_BASE_URL", `http://127.0.0.1:${port}`);
   vi.stubEnv("BOUNDED_SIM_PORT", String(port));

@@ -3,6 +3,8 @@ import { env } from "@/lib/env";
 import type { Logger } from "@/lib/log";
 import { formatDuration } from "@/lib/format/duration";
 import { describeError, snippet } from "@/lib/http/describe";
+import { guardCall } from "@/lib/ratelimit/breaker";
+import { isOutsideServiceDown } from "@/lib/ratelimit/errors";
 import { PROVIDER_DOWNLOAD, PROVIDER_POLL, QA_CHECK, type PhasePolicy } from "@/lib/quota/policy";
 import { scaled, sleep } from "@/lib/time";
 
@@ -59,7 +61,8 @@ async function withAttempts<T>(name: string, phase: PhasePolicy, signal: AbortSi
       return await fn(AbortSignal.any([signal, timeout]));
     } catch (err) {
       if (signal.aborted) throw signal.reason;
-      if (err instanceof ProviderError && !err.retryable) throw err;
+      // The provider is down (its circuit breaker is open): no attempt is spent on it.
+      if (isOutsideServiceDown(err) || (err instanceof ProviderError && !err.retryable)) throw err;
       last = timeout.aborted ? new ProviderError(`${name} attempt ${attempt} timed out after ${formatDuration(phase.attemptTimeoutMs)}`, true) : err;
       log.warn({ phase: name, attempt, of: phase.attempts, error: describeError(last) }, `image provider ${name} attempt failed`);
     }
@@ -75,14 +78,21 @@ export function createProviderClient(options: ProviderOptions): ProviderClient {
   async function call(method: string, path: string, signal: AbortSignal, body?: unknown): Promise<Response> {
     let response: Response;
     try {
-      response = await fetch(`${base}${path}`, {
-        method,
-        signal,
-        headers: body === undefined ? { accept: "application/json" } : { "content-type": "application/json", accept: "application/json" },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
+      // Through the image provider's circuit breaker: a 5xx or no answer feeds it, an open one sends nothing.
+      response = await guardCall(
+        "images",
+        () =>
+          fetch(`${base}${path}`, {
+            method,
+            signal,
+            headers: body === undefined ? { accept: "application/json" } : { "content-type": "application/json", accept: "application/json" },
+            body: body === undefined ? undefined : JSON.stringify(body),
+          }),
+        { signal, failureOf: (r) => (r.status >= 500 || r.status === 408 ? { status: r.status } : undefined) },
+      );
     } catch (err) {
       if (signal.aborted) throw signal.reason;
+      if (isOutsideServiceDown(err)) throw err;
       throw new ProviderError(`the image provider could not be reached (${describeError(err)})`, true);
     }
     if (!response.ok) {

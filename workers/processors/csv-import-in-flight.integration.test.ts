@@ -21,7 +21,8 @@ describe("csv_import with rows in flight", () => {
     const catalog = await import("@/lib/queues/catalog");
     expect(catalog.KINDS.csv_import.itemConcurrency.n).toBeGreaterThan(1);
 
-    await h.run(jobId);
+    // A burst of slow answers on a loaded machine may open the model's breaker: the job then waits and goes on.
+    await h.runToEnd(jobId);
 
     const bad = Math.floor(rows / 50);
     const job = await db().job.findUniqueOrThrow({ where: { id: jobId } });

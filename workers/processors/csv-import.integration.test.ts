@@ -42,7 +42,7 @@ beforeAll(async () => {
   server = http.createServer((req, res) => handle(req, res));
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
-  vi.stubEnv("MODEL_BASE_URL", `http://127.0.0.1:${port}`);
+  vi.stubEnv("MODEL_BASE_URL", `http://127.0.0.1:${port}/v1`);
   vi.stubEnv("BOUNDED_SIM_MODEL_ERROR_RATE", "0");
   // These tests are about the import, not its deadline: a budget no test run comes near.
   vi.stubEnv("BOUNDED_BUDGET_IMPORTS_SOFT_S", "600000");
@@ -63,7 +63,7 @@ beforeAll(async () => {
     tenants: await import("@/test/helpers/tenants"),
   };
   // If env() had been parsed before the stub, the processor would call some other model server.
-  expect(m.env.env().MODEL_BASE_URL).toBe(`http://127.0.0.1:${port}`);
+  expect(m.env.env().MODEL_BASE_URL).toBe(`http://127.0.0.1:${port}/v1`);
 
   const { createRouter } = await import("@/workers/simulators/router");
   const { createModelSimulator } = await import("@/workers/simulators/model");
@@ -265,7 +265,8 @@ describe("csv_import through the runtime, against the model simulator", () => {
     const jobId = await importFile("terminal", bankCsv({}, 5));
     await m.db.db().job.update({ where: { id: jobId }, data: { status: "cancelled" } });
 
-    await runOnce(jobId);
+    // The queue job fails with the reason (a queue job never completes for a row that did not).
+    await expect(runOnce(jobId)).rejects.toThrow(/already cancelled in Bounded/);
 
     expect(await jobRow(jobId)).toMatchObject({ status: "cancelled", attempt: 0, processed: 0 });
     expect(modelRequests).toBe(0);

@@ -1,5 +1,5 @@
 import { db } from "@/lib/db/client";
-import { JobFailed } from "@/lib/jobs/errors";
+import { ItemError, JobFailed } from "@/lib/jobs/errors";
 import { forEachItem } from "@/lib/jobs/for-each-item";
 import { countLabel } from "@/lib/jobs/messages";
 import { fetchMarketplacePage, type MarketplacePageResult } from "@/lib/marketplace/client";
@@ -10,6 +10,8 @@ import type { Processor } from "../processor";
 interface FetchedPage {
   page: number;
   items: MarketplaceItem[];
+  /** Records of the page the database cannot store: the page fails with their reasons, the sync goes on. */
+  refused: string[];
   last: boolean;
 }
 
@@ -49,13 +51,16 @@ export const marketplaceSync: Processor = async ({ run, loop, signal }) => {
         }
         throw err;
       }
-      yield { page, items: result.items, last: result.nextPage === null };
+      yield { page, items: result.items, refused: result.refused, last: result.nextPage === null };
       page = result.nextPage;
     }
   }
 
   await forEachItem(loop, pages(), async (fetched, { index }) => {
     if (!fetched) return null;
+    if (fetched.refused.length > 0) {
+      throw new ItemError(`page ${fetched.page}: ${countLabel(fetched.refused.length, "record")} could not be stored (${fetched.refused.slice(0, 3).join("; ")})`);
+    }
     return async (tx) => {
       if (fetched.items.length > 0) {
         await tx.$executeRaw`

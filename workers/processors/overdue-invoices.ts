@@ -1,8 +1,9 @@
 import { z } from "zod";
 import { db, type Prisma } from "@/lib/db/client";
+import { textProblem } from "@/lib/db/storable";
 import { formatReminder } from "@/lib/invoices/reminder";
 import { overdueSweepParamsSchema } from "@/lib/invoices/schemas";
-import { JobFailed } from "@/lib/jobs/errors";
+import { ItemError, JobFailed } from "@/lib/jobs/errors";
 import { forEachItem } from "@/lib/jobs/for-each-item";
 import { countLabel } from "@/lib/jobs/messages";
 import type { Processor } from "../processor";
@@ -45,6 +46,9 @@ export const overdueInvoices: Processor = async ({ run, loop }) => {
     // Gone, paid or already overdue since the list was made: nothing to do, and nothing to redo.
     if (!invoice || invoice.status !== "open" || invoice.dueDate >= dueBefore) return (tx) => count(tx, run.jobId, "unchanged");
     const reminder = formatReminder(invoice, asOf);
+    // Checked before it is written: a text the database cannot hold fails this invoice alone.
+    const unstorable = textProblem(reminder);
+    if (unstorable) throw new ItemError(`invoice ${invoice.number.slice(0, 40)}: its reminder ${unstorable}`);
     return async (tx) => {
       const { count: marked } = await tx.invoice.updateMany({
         where: { id, status: "open" },

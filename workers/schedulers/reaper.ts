@@ -5,15 +5,18 @@ import { startLeasedInterval } from "./leased-interval";
 
 /**
  * Runs the reaper every interval in whichever worker process holds the lease, so any number of
- * worker processes reap each job once. A pass that throws is logged and the next one runs.
+ * worker processes reap each job once: stopped runs resume from their cursor, rows the queue lost
+ * are queued again, and only a job whose runs kept stopping is ended (`onReaped`). A pass that throws is logged and the next one runs.
  */
 export function startReaper(redis: RedisClient, log: Logger, onReaped?: (kind: string) => void): () => void {
   const schedule = { name: "reaper", intervalMs: reaperIntervalMs(), failure: "reaper pass failed; the next one will retry" };
   return startLeasedInterval(redis, log, schedule, async () => {
     const reaped = await reapStuckJobs();
     for (const r of reaped) {
-      log.warn({ jobId: r.id, kind: r.kind, why: r.message }, "reaped a stuck job");
-      onReaped?.(r.kind);
+      if (r.action === "stopped") {
+        log.error({ jobId: r.id, kind: r.kind, why: r.message }, "ended a job whose runs kept stopping without finishing");
+        onReaped?.(r.kind);
+      } else log.warn({ jobId: r.id, kind: r.kind, why: r.message, action: r.action }, r.action === "resumed" ? "resumed a stopped run from its cursor" : "queued again a job the queue had lost");
     }
     // Delayed jobs are never reaped (they wait for a rate-limit window), but one that missed
     // its wake-up by more than the grace is flagged: no worker consumes its queue, or none is free.

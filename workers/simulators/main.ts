@@ -7,11 +7,11 @@ import { logger } from "@/lib/log";
 import { startSimulators } from "./server";
 
 const log = logger("simulators");
-const { BOUNDED_SIM_PORT, BOUNDED_TIME_SCALE, BOUNDED_SIM_MODEL_ERROR_RATE } = env();
+const { BOUNDED_SIM_PORT, BOUNDED_SIM_HOST, BOUNDED_TIME_SCALE, BOUNDED_SIM_MODEL_ERROR_RATE } = env();
 
 let simulators: Awaited<ReturnType<typeof startSimulators>>;
 try {
-  simulators = await startSimulators({ port: BOUNDED_SIM_PORT, host: "127.0.0.1" });
+  simulators = await startSimulators({ port: BOUNDED_SIM_PORT, host: BOUNDED_SIM_HOST });
 } catch (err) {
   log.fatal({ err, port: BOUNDED_SIM_PORT }, "simulators could not start");
   process.exit(1);

@@ -1,10 +1,12 @@
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { closeDb, db } from "@/lib/db/client";
 import { chatCompletion } from "@/lib/modelcalls/chat-completion";
 import { chooseCategory } from "@/lib/modelcalls/choose-category";
 import { ModelCallError } from "@/lib/modelcalls/errors";
 import { flushModelCallRecords } from "@/lib/modelcalls/record";
+import { breakerKey } from "@/lib/ratelimit/breaker";
+import { redis } from "@/lib/redis/client";
 import type { ModelSimulatorOptions } from "./model";
 import { startSimulators, type RunningSimulators } from "./server";
 
@@ -58,7 +60,7 @@ describe("model simulator through chatCompletion", () => {
       ],
       signal: new AbortController().signal,
       context: { queue, jobKind: "ok" },
-      baseUrl: fast.url,
+      baseUrl: fast.modelBaseUrl,
     });
     expect(slug).toBe("groceries");
     const rows = await recorded("ok");
@@ -67,20 +69,26 @@ describe("model simulator through chatCompletion", () => {
     expect(rows[0]!.durationMs).toBeGreaterThanOrEqual(0);
   });
 
+  // The model's circuit breaker (in Redis) would carry one test's failures into the next.
+  beforeEach(async () => {
+    await redis().del(breakerKey("model"));
+  });
+
   it("fails with a ModelCallError after the retries when every call errors, each attempt recorded", async () => {
     const failing = await simulator({ errorRate: 1, timeScale: 0.001 });
     const error = await chatCompletion({
       messages,
       signal: new AbortController().signal,
       context: { queue, jobKind: "error" },
-      baseUrl: failing.url,
-      maxRetries: 2,
+      baseUrl: failing.modelBaseUrl,
+      // Two failures: a third in a row would open the circuit breaker (lib/ratelimit/breaker.ts).
+      maxRetries: 1,
     }).catch((e: unknown) => e);
 
     expect(error).toBeInstanceOf(ModelCallError);
-    expect(error).toMatchObject({ status: 500, attempts: 3, retryable: true });
+    expect(error).toMatchObject({ status: 500, attempts: 2, retryable: true });
     const rows = await recorded("error");
-    expect(rows.map((r) => r.outcome)).toEqual(["error", "error", "error"]);
+    expect(rows.map((r) => r.outcome)).toEqual(["error", "error"]);
     expect(rows[0]!.error).toMatch(/^HTTP 500: /);
   });
 
@@ -89,7 +97,7 @@ describe("model simulator through chatCompletion", () => {
     const slow = await simulator({ errorRate: 0, timeScale: 1, latencyMs: () => 60_000 });
     const controller = new AbortController();
     const reason = new DeadlineProbe("soft limit reached");
-    const pending = chatCompletion({ messages, signal: controller.signal, context: { queue, jobKind: "aborted" }, baseUrl: slow.url });
+    const pending = chatCompletion({ messages, signal: controller.signal, context: { queue, jobKind: "aborted" }, baseUrl: slow.modelBaseUrl });
 
     await vi.waitFor(() => expect(slow.model.inFlight()).toBe(1));
     controller.abort(reason);

@@ -1,7 +1,17 @@
-import { randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
+import type { ServerResponse } from "node:http";
+import type { ChatCompletion, ChatCompletionChunk, ChatCompletionMessage } from "openai/resources/chat/completions";
+import type { CompletionUsage } from "openai/resources/completions";
+import type { Model } from "openai/resources/models";
 import { env } from "@/lib/env";
 import { logger } from "@/lib/log";
-import { chatCompletionRequestSchema, type ChatCompletionResponse, type ChatMessage } from "@/lib/modelcalls/schemas";
+import {
+  chatCompletionRequestSchema,
+  messageText,
+  type ChatCompletionRequest,
+  type RequestMessage,
+  type ToolDefinition,
+} from "@/lib/modelcalls/schemas";
 import { simulatedProviderLimits, type SimulatedLimitsOverrides } from "./provider-limits";
 import { HttpError, readJson, sendJson, type Route } from "./router";
 import { createCallerWait, sampleLatencyMs, sendServerError, type LatencyShape, type SimulatedService, type SimulatorOptions } from "./simulated-call";
@@ -58,7 +68,7 @@ function anyWord(...words: string[]): RegExp {
  * keywords are matched on the transaction only, so category names in the list never match.
  * A batch prompt (see `batchRowsOf`) is answered with its JSON mapping instead.
  */
-export function simulateCategoryAnswer(messages: ChatMessage[]): string {
+export function simulateCategoryAnswer(messages: RequestMessage[]): string {
   const user = userText(messages);
   const allowed = [...user.matchAll(/^\s*[-*]\s*([a-z0-9][a-z0-9_-]*)\s*(?::|$)/gim)].map((m) => m[1]!.toLowerCase());
   const rows = batchRowsOf(messages);
@@ -79,7 +89,7 @@ function categoryOf(text: string, allowed: string[]): string {
   return "other";
 }
 
-const userText = (messages: ChatMessage[]) => messages.filter((m) => m.role === "user").map((m) => m.content).join("\n");
+const userText = (messages: RequestMessage[]) => messages.filter((m) => m.role === "user").map(messageText).join("\n");
 
 /** One row of a batch prompt: its id and its transaction's text (counterparty, description…). */
 export interface BatchRow {
@@ -92,7 +102,7 @@ export interface BatchRow {
  * then one JSON object with an `id` per line, up to the first line that is not one); undefined
  * for any other prompt, the single-row one included.
  */
-export function batchRowsOf(messages: ChatMessage[]): BatchRow[] | undefined {
+export function batchRowsOf(messages: RequestMessage[]): BatchRow[] | undefined {
   const user = userText(messages);
   const heading = /^\s*transactions\b[^\n]*:\s*$/im.exec(user);
   if (!heading) return undefined;
@@ -161,9 +171,16 @@ export interface ModelSimulatorOptions extends SimulatorOptions {
 
 export type ModelSimulator = SimulatedService;
 
+/** The models `GET /v1/models` lists: the default model name; any other name is answered too. */
+const LISTED_MODELS = () => [env().MODEL_NAME];
+/** `created` of the listed models: a fixed moment, so listings are the same from run to run. */
+const MODELS_CREATED_S = 1_764_547_200;
+
 /**
- * The model endpoint: OpenAI-compatible `POST /v1/chat/completions`; 429 with Retry-After beyond
- * its limits (`GET /v1/_stats` counts them).
+ * The model endpoint, in the shapes the official OpenAI client reads: `POST /v1/chat/completions`
+ * (streamed as server-sent events with `stream: true`; tool calls when the request offers tools;
+ * `usage` always), `GET /v1/models` and `/v1/models/:id`; 429 with Retry-After beyond its limits
+ * (`GET /v1/_stats` counts them).
  */
 export function createModelSimulator(options: ModelSimulatorOptions = {}): ModelSimulator {
   const errorRate = options.errorRate ?? env().BOUNDED_SIM_MODEL_ERROR_RATE;
@@ -180,31 +197,128 @@ export function createModelSimulator(options: ModelSimulatorOptions = {}): Model
       if (!limits.admit(res)) return; // 429 beyond the provider's limits (./provider-limits.ts)
       const parsed = chatCompletionRequestSchema.safeParse(await readJson(req));
       if (!parsed.success) throw new HttpError(400, `invalid request: ${parsed.error.issues[0]?.message ?? "bad body"}`);
-      const { model, messages } = parsed.data;
+      const request = parsed.data;
 
-      const rows = batchRowsOf(messages)?.length ?? 1;
+      const rows = batchRowsOf(request.messages)?.length ?? 1;
       if (!(await caller.wait({ req, res }, () => latencyMs() * batchLatencyFactor(rows)))) return;
       if (random() < errorRate) {
         sendServerError(res, "The server had an error while processing your request.");
         return;
       }
-      sendJson(res, 200, completion(model, messages, simulateCategoryAnswer(messages)));
+      const answer = simulateAnswer(request);
+      if (request.stream) sendStream(res, request, answer);
+      else sendJson(res, 200, completion(request, answer));
     },
   };
 
-  return { routes: [chatCompletions, ...limits.routes], inFlight: caller.inFlight };
+  const model = (id: string): Model => ({ id, object: "model", created: MODELS_CREATED_S, owned_by: "bounded-simulator" });
+  const models: Route[] = [
+    { method: "GET", path: "/v1/models", handler: ({ res }) => sendJson(res, 200, { object: "list", data: LISTED_MODELS().map(model) }) },
+    {
+      method: "GET",
+      path: "/v1/models/:id",
+      handler: ({ res, params }) => {
+        if (!LISTED_MODELS().includes(params.id!)) throw new HttpError(404, `The model '${params.id}' does not exist`, "invalid_request_error");
+        sendJson(res, 200, model(params.id!));
+      },
+    },
+  ];
+
+  return { routes: [chatCompletions, ...models, ...limits.routes], inFlight: caller.inFlight };
 }
 
-function completion(model: string, messages: ChatMessage[], content: string): ChatCompletionResponse {
-  // Roughly four characters a token: enough for usage figures to look plausible.
-  const promptTokens = Math.ceil(messages.reduce((n, m) => n + m.content.length, 0) / 4);
-  const completionTokens = Math.max(1, Math.ceil(content.length / 4));
+/** What the simulated model answers: text, or a call of one of the request's tools. */
+type SimulatedAnswer = { content: string } | { toolCall: { id: string; name: string; arguments: string } };
+
+/**
+ * A request that offers tools (and does not forbid them) is answered with a call of its first
+ * tool, unless the last message already is a tool's result: then the model answers in words, as a
+ * model does once it has what it asked for. The arguments are built from the last user message
+ * (`argumentsFor`), so the same request always gets the same call.
+ */
+export function simulateAnswer(request: ChatCompletionRequest): SimulatedAnswer {
+  const tool = request.tools?.[0];
+  if (tool && request.tool_choice !== "none" && request.messages.at(-1)?.role !== "tool") {
+    const args = JSON.stringify(argumentsFor(tool, request.messages));
+    return { toolCall: { id: `call_${createHash("sha256").update(tool.function.name + args).digest("hex").slice(0, 24)}`, name: tool.function.name, arguments: args } };
+  }
+  return { content: simulateCategoryAnswer(request.messages) };
+}
+
+/**
+ * A tool call's arguments: the last user message's text as the first string property of the
+ * tool's parameter schema (`{ "input": … }` when it names none).
+ */
+function argumentsFor(tool: ToolDefinition, messages: RequestMessage[]): Record<string, string> {
+  const lastUser = messages.findLast((m) => m.role === "user");
+  const text = lastUser ? messageText(lastUser) : "";
+  const properties = (tool.function.parameters?.properties ?? {}) as Record<string, { type?: unknown }>;
+  const name = Object.keys(properties).find((key) => properties[key]?.type === "string") ?? "input";
+  return { [name]: text };
+}
+
+/** Roughly four characters a token: a deterministic estimate, enough for usage figures to look plausible. */
+export function estimateTokens(text: string): number {
+  return Math.ceil(text.length / 4);
+}
+
+function usageOf(request: ChatCompletionRequest, answer: SimulatedAnswer): CompletionUsage {
+  const promptText = request.messages.map((m) => messageText(m) + (m.role === "assistant" ? (m.tool_calls ?? []).map((c) => c.function.arguments).join("") : "")).join("");
+  const prompt = estimateTokens(promptText);
+  const completion = Math.max(1, estimateTokens("content" in answer ? answer.content : answer.toolCall.arguments));
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+}
+
+function completion(request: ChatCompletionRequest, answer: SimulatedAnswer): ChatCompletion {
+  const message: ChatCompletionMessage =
+    "content" in answer
+      ? { role: "assistant", content: answer.content, refusal: null }
+      : { role: "assistant", content: null, refusal: null, tool_calls: [{ id: answer.toolCall.id, type: "function", function: { name: answer.toolCall.name, arguments: answer.toolCall.arguments } }] };
   return {
     id: `chatcmpl-sim-${randomUUID()}`,
     object: "chat.completion",
     created: Math.floor(Date.now() / 1000),
-    model,
-    choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
-    usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
+    model: request.model,
+    choices: [{ index: 0, message, logprobs: null, finish_reason: "content" in answer ? "stop" : "tool_calls" }],
+    usage: usageOf(request, answer),
   };
+}
+
+/** Characters per streamed delta: a few tokens, so even a one-word answer comes in several chunks. */
+const STREAM_PIECE_CHARS = 8;
+
+function pieces(text: string): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < text.length; i += STREAM_PIECE_CHARS) out.push(text.slice(i, i + STREAM_PIECE_CHARS));
+  return out.length > 0 ? out : [""];
+}
+
+/**
+ * The answer as OpenAI streams it: `data: {chunk}` events — the role first, then the text (or the
+ * tool call's arguments) in pieces, then the finish reason; with `stream_options.include_usage`
+ * a last chunk with no choices and the usage — and `data: [DONE]`.
+ */
+function sendStream(res: ServerResponse, request: ChatCompletionRequest, answer: SimulatedAnswer): void {
+  const base = { id: `chatcmpl-sim-${randomUUID()}`, object: "chat.completion.chunk" as const, created: Math.floor(Date.now() / 1000), model: request.model };
+  const withUsage = request.stream_options?.include_usage === true;
+  const chunk = (delta: ChatCompletionChunk.Choice.Delta, finish: ChatCompletionChunk.Choice["finish_reason"] = null): ChatCompletionChunk => ({
+    ...base,
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+    ...(withUsage ? { usage: null } : {}),
+  });
+  const chunks: ChatCompletionChunk[] = [chunk({ role: "assistant", content: "content" in answer ? "" : null })];
+  if ("content" in answer) {
+    for (const piece of pieces(answer.content)) chunks.push(chunk({ content: piece }));
+    chunks.push(chunk({}, "stop"));
+  } else {
+    const { id, name, arguments: args } = answer.toolCall;
+    chunks.push(chunk({ tool_calls: [{ index: 0, id, type: "function", function: { name, arguments: "" } }] }));
+    for (const piece of pieces(args)) chunks.push(chunk({ tool_calls: [{ index: 0, function: { arguments: piece } }] }));
+    chunks.push(chunk({}, "tool_calls"));
+  }
+  if (withUsage) chunks.push({ ...base, choices: [], usage: usageOf(request, answer) });
+
+  res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", connection: "keep-alive" });
+  for (const c of chunks) res.write(`data: ${JSON.stringify(c)}\n\n`);
+  res.end("data: [DONE]\n\n");
 }

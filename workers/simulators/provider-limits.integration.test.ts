@@ -21,7 +21,7 @@ describe("Bounded's provider limiter against the simulated model (real Redis)", 
     const sim = createModelSimulator({ errorRate: 0, latencyMs: () => 30_000 });
     const server = http.createServer(createRouter(sim.routes));
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
     try {
       // Each call its own signal, as items in flight have; a deferral threshold beyond the whole
       // burst (300 calls of 30 ms, 32 at a time: ~0.3 s), so every wait is slept and every call made.
@@ -40,7 +40,7 @@ describe("Bounded's provider limiter against the simulated model (real Redis)", 
         ),
       );
       expect(results.every((r) => r.attempts === 1)).toBe(true);
-      const stats = (await (await fetch(`${baseUrl}/v1/_stats`)).json()) as { admitted: number; rejected: { total: number } };
+      const stats = (await (await fetch(`${baseUrl}/_stats`)).json()) as { admitted: number; rejected: { total: number } };
       expect(stats.admitted).toBe(300);
       expect(stats.rejected.total).toBe(0);
     } finally {

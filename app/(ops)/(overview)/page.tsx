@@ -1,10 +1,11 @@
 import Link from "next/link";
 import { getBudgetReport } from "@/lib/budgets/report";
-import { env } from "@/lib/env";
 import { countLabel } from "@/lib/jobs/messages";
 import { countJobsByStatus, listJobs } from "@/lib/jobs/queries";
+import { countRecentFailures } from "@/lib/jobs/recent-failures";
 import { listStuckJobs } from "@/lib/jobs/stuck";
 import { JOB_STATUSES, STATUS_LABEL } from "@/lib/jobs/statuses";
+import { histogramInProductionTime } from "@/lib/modelcalls/production-time";
 import { getLatencyHistogram } from "@/lib/modelcalls/queries";
 import { JobsTable } from "../../components/jobs-table";
 import { fmtInt } from "../../components/format";
@@ -12,6 +13,7 @@ import { formatDurationRounded } from "@/lib/format/duration";
 import { requirePageViewer } from "@/lib/auth/principal";
 import { PageHead } from "../../components/page-head";
 import { Stat } from "../../components/stat";
+import { OutsideServicesBanner } from "./outside-services-banner";
 
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Overview" };
@@ -22,17 +24,17 @@ const ATTENTION = new Set(["timed_out", "killed", "failed", "abandoned"]);
 export default async function OverviewPage() {
   // Checked here, not only in the layout: a client navigation renders the page without it.
   await requirePageViewer("/");
-  const [counts, recent, stuck, calls, budgets] = await Promise.all([
+  const [counts, recent, stuck, calls, budgets, failures] = await Promise.all([
     countJobsByStatus(),
     listJobs({ limit: 10 }),
     listStuckJobs(500),
-    getLatencyHistogram({ range: "24h" }),
+    getLatencyHistogram({ range: "24h" }).then((recorded) => histogramInProductionTime(recorded)),
     getBudgetReport(),
+    countRecentFailures(),
   ]);
   const attention = JOB_STATUSES.filter((s) => ATTENTION.has(s)).reduce((n, s) => n + counts[s], 0);
   const drifting = budgets.rows.filter((r) => r.status === "drift").length;
   const atRisk = budgets.rows.filter((r) => r.risk.atRisk).length;
-  const scale = env().BOUNDED_TIME_SCALE;
   const s = calls.summary;
   const failedCalls = s.byOutcome.error + s.byOutcome.aborted;
   return (
@@ -43,13 +45,25 @@ export default async function OverviewPage() {
           <>
             {stuck.length > 0 ? `${fmtInt(stuck.length)} stuck. ` : "Nothing stuck. "}
             {attention > 0 ? `${countLabel(attention, "job")} ended badly in the last 24 h (timed out, stopped, failed or abandoned).` : "No job ended badly in the last 24 h."}
-            {scale !== 1 ? ` Time scale ${scale}: latencies are as measured, budgets in production units.` : ""}
           </>
         }
       />
 
+      <OutsideServicesBanner />
+
       <section className="grid cols-4" aria-label="Headlines">
         <Stat href="/stuck" label="Stuck jobs" value={fmtInt(stuck.length)} alert={stuck.length > 0} />
+        <Stat
+          href="/jobs?status=failed"
+          label="Failed, last hour"
+          value={countLabel(failures.items, "item")}
+          alert={failures.items + failures.jobs > 0}
+          testId="recent-failures"
+        >
+          <div className="label">
+            {failures.jobs > 0 ? `and ${countLabel(failures.jobs, "job")} ended failed, timed out, stopped or abandoned` : "no job ended failed, timed out, stopped or abandoned"}
+          </div>
+        </Stat>
         <Stat href="/model-calls" label="Model calls, 24 h: p50 / p99" value={s.p50 && s.p99 ? `${formatDurationRounded(s.p50.ms)} / ${formatDurationRounded(s.p99.ms)}` : "—"}>
           <div className="label">
             {fmtInt(s.total)} calls{failedCalls ? `, ${fmtInt(failedCalls)} failed or aborted` : ""}

@@ -9,6 +9,26 @@ export const AXIS_TICKS_MS: { ms: number; label: string }[] = [
   { ms: 60_000, label: "1 min" },
   { ms: 600_000, label: "10 min" },
   { ms: 3_600_000, label: "1 h" },
+  // Reached when the time scale is small: the recorded buckets then span production days.
+  { ms: 86_400_000, label: "1 d" },
 ];
 
 export const RANGE_LABEL = { "1h": "1 h", "24h": "24 h", "7d": "7 d", "30d": "30 d" } as const;
+
+/** A token count with its unit: "12,400 tokens". */
+export function formatTokens(n: number): string {
+  return `${n.toLocaleString("en-US")} ${n === 1 ? "token" : "tokens"}`;
+}
+
+/**
+ * An estimated cost in US dollars, to the precision that matters at its size: "$0.031",
+ * "$4.20", "$1,234"; under a tenth of a cent "<$0.001"; "—" when there is no estimate.
+ */
+export function formatUsd(usd: number | null): string {
+  if (usd === null) return "—";
+  if (usd === 0) return "$0";
+  if (usd < 0.001) return "<$0.001";
+  if (usd < 1) return `$${usd.toFixed(3)}`;
+  if (usd < 100) return `$${usd.toFixed(2)}`;
+  return `$${Math.round(usd).toLocaleString("en-US")}`;
+}

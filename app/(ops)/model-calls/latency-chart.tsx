@@ -27,10 +27,12 @@ interface Point extends ChartBucket {
 
 const COLORS = { ok: "#2f8f5b", error: "#c0392b", aborted: "#d08a00" } as const;
 const OUTCOME_ORDER = ["ok", "error", "aborted"] as const;
-const TICKS = AXIS_TICKS_MS.map((t) => ({ ...t, x: logPosition(t.ms) }));
-
-function tickLabel(x: number): string {
-  return TICKS.find((t) => Math.abs(t.x - x) < 1e-6)?.label ?? "";
+/**
+ * The axis is the recorded buckets' (recorded time); its labels are production time, like every
+ * duration the chart shows: a production duration sits where `ms × timeScale` was recorded.
+ */
+function axisTicks(timeScale: number) {
+  return AXIS_TICKS_MS.map((t) => ({ ...t, x: logPosition(t.ms * timeScale) })).filter((t) => t.x > 0 && t.x < BUCKET_COUNT);
 }
 
 function BucketTooltip({ active, payload }: TooltipContentProps) {
@@ -68,9 +70,11 @@ function BucketTooltip({ active, payload }: TooltipContentProps) {
  * vertical line. The numbers are also in the text summary beside it (for screen readers and
  * for people who want figures, not shapes). A bar opens the list of the calls it counts.
  */
-export function LatencyChart({ buckets, perItemMs, label }: { buckets: ChartBucket[]; perItemMs: number | null; label: string }) {
+export function LatencyChart({ buckets, perItemMs, timeScale, label }: { buckets: ChartBucket[]; perItemMs: number | null; timeScale: number; label: string }) {
   const data: Point[] = buckets.map((b) => ({ ...b, x: b.bucket + 0.5 }));
-  const budgetX = perItemMs !== null ? logPosition(perItemMs) : null;
+  const ticks = axisTicks(timeScale);
+  const tickLabel = (x: number) => ticks.find((t) => Math.abs(t.x - x) < 1e-6)?.label ?? "";
+  const budgetX = perItemMs !== null ? logPosition(perItemMs * timeScale) : null;
   const router = useRouter();
   // Every outcome's segment of a bar opens the same list: the bucket's calls, all outcomes.
   const open = (d: unknown) => {
@@ -82,7 +86,7 @@ export function LatencyChart({ buckets, perItemMs, label }: { buckets: ChartBuck
     <div className={styles.chart} role="img" aria-label={label} data-testid="latency-chart">
       <BarChart responsive style={{ width: "100%", height: "100%" }} data={data} margin={{ top: 24, right: 24, bottom: 8, left: 8 }} barCategoryGap={1}>
         <CartesianGrid {...GRID} />
-        <XAxis dataKey="x" type="number" domain={[0, BUCKET_COUNT]} ticks={TICKS.map((t) => t.x)} tickFormatter={tickLabel} interval={0} allowDataOverflow {...AXIS} />
+        <XAxis dataKey="x" type="number" domain={[0, BUCKET_COUNT]} ticks={ticks.map((t) => t.x)} tickFormatter={tickLabel} interval={0} allowDataOverflow {...AXIS} />
         <YAxis allowDecimals={false} {...AXIS} width={48} />
         <Tooltip content={BucketTooltip} cursor={{ fill: "rgba(36, 88, 211, 0.06)" }} isAnimationActive={false} />
         <Legend {...LEGEND} itemSorter={(item) => OUTCOME_ORDER.indexOf(item.dataKey as (typeof OUTCOME_ORDER)[number])} />

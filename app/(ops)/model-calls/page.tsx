@@ -18,8 +18,11 @@ import { SelectField } from "../../components/field";
 import { formatDuration, formatDurationRounded, formatEstimate } from "@/lib/format/duration";
 import { RANGE_LABEL } from "./format";
 import { LatencyChart, type ChartBucket } from "./latency-chart";
+import { TokenUsageSection } from "./token-usage";
 import styles from "./model-calls.module.css";
 import { requirePageViewer } from "@/lib/auth/principal";
+import { env } from "@/lib/env";
+import { histogramInProductionTime } from "@/lib/modelcalls/production-time";
 
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Model calls" };
@@ -34,7 +37,12 @@ export default async function ModelCallsPage({ searchParams }: { searchParams: P
   const raw = Object.fromEntries(Object.entries(await searchParams).filter(([, v]) => typeof v === "string" && v !== "")) as Record<string, string>;
   const parsed = latencyHistogramQuerySchema.safeParse(raw);
   const query = parsed.success ? parsed.data : latencyHistogramQuerySchema.parse({});
-  const [h, budget] = await Promise.all([getLatencyHistogram(query), query.kind ? getPerItemBudget(query.kind, query.queue) : Promise.resolve(null)]);
+  // Recorded latencies in production time, the unit of the per-item budget they are drawn against.
+  const timeScale = env().BOUNDED_TIME_SCALE;
+  const [h, budget] = await Promise.all([
+    getLatencyHistogram(query).then((recorded) => histogramInProductionTime(recorded, timeScale)),
+    query.kind ? getPerItemBudget(query.kind, query.queue) : Promise.resolve(null),
+  ]);
   const what = TYPE_LABEL[h.type];
   // Tool calls happen between model (or OCR) calls; beside whole items they would compare unlike things.
   const showsTools = h.type === "model" || h.type === "ocr";
@@ -46,7 +54,7 @@ export default async function ModelCallsPage({ searchParams }: { searchParams: P
         title="Model calls"
         description={
           <>
-            How long {what} took, counted per latency bucket (six per decade, 10 ms to 1 h) and per hour. As of {fmtTime(h.window.to)}.
+            How long {what} took, in production time, counted per latency bucket (six per decade) and per hour. As of {fmtTime(h.window.to)}.
           </>
         }
       />
@@ -101,11 +109,12 @@ export default async function ModelCallsPage({ searchParams }: { searchParams: P
             </>
           }
         >
-          <LatencyChart buckets={chartBuckets} perItemMs={budget?.perItemMs ?? null} label={chartLabel(h)} />
+          <LatencyChart buckets={chartBuckets} perItemMs={budget?.perItemMs ?? null} timeScale={timeScale} label={chartLabel(h)} />
           <BudgetNote kind={query.kind} budget={budget} />
           <BucketList buckets={chartBuckets} />
         </ChartWithSummary>
       )}
+      {h.type === "model" ? <TokenUsageSection query={query} range={h.range} /> : null}
     </main>
   );
 }

@@ -7,6 +7,7 @@ import { DataTable, num } from "../../components/data-table";
 import { fmtInt, fmtTime } from "../../components/format";
 import { PageHead } from "../../components/page-head";
 import { Stat } from "../../components/stat";
+import { OutsideServicesBanner } from "../(overview)/outside-services-banner";
 import { PauseForm } from "./pause-form";
 import { ThroughputChart } from "./throughput-chart";
 import styles from "./queues.module.css";
@@ -66,6 +67,8 @@ export default async function QueuesPage() {
           </>
         }
       />
+
+      <OutsideServicesBanner />
 
       <section className={`grid cols-4 ${styles.grid}`} aria-label="Summary">
         <Stat label="Waiting, all queues" value={fmtInt(waiting)} testId="waiting-total" />

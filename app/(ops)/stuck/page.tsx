@@ -19,9 +19,9 @@ export const metadata = { title: "Stuck jobs" };
 
 /** What each group means and what its action does, said once above its table. */
 const EXPLAIN: Record<StuckCause, string> = {
-  lost_from_queue: "The row says it is open but the queue no longer holds it: nothing will ever run it. The reaper abandons these on its next pass; mark them failed now to end them.",
+  lost_from_queue: "The row says it is open but the queue no longer holds it: nothing would run it. The reaper queues these again on its next pass, to resume from where they stopped; mark them failed to end them instead.",
   over_hard_limit: "Running longer than the hard limit: the runtime should have stopped them. Mark them failed to end them (they can be retried from their cursor).",
-  heartbeat_lost: "Running, but three heartbeats missed: the worker is probably gone. The reaper abandons them past their hard limit; mark them failed to end them sooner.",
+  heartbeat_lost: "Running, but three heartbeats missed: the worker is probably gone. Past their hard limit the reaper resumes them on another worker (at most 3 times, then ends them as failed); mark them failed to end them now.",
   late_start:
     "Waiting far longer than their queue's pace explains (over 3× the expected wait given the jobs ahead of them, and over their soft budget). Jobs in a paused queue are never late.",
   reaped: "Ended by the reaper (abandoned) in the last 24 h and not retried since. Retry resumes each from where it stopped.",
@@ -142,7 +142,7 @@ export default async function StuckPage({ searchParams }: { searchParams: Promis
         title="Stuck jobs"
         description={
           <>
-            Open jobs grouped by why they are stuck, worst first, and the jobs the reaper ended. The reaper abandons a job silent past its hard limit and reconciles
+            Open jobs grouped by why they are stuck, worst first, and the jobs the reaper ended. The reaper resumes a job silent past its hard limit and reconciles
             rows with the queue (it looks every {formatDuration(reaperIntervalMs())}, with a grace of {formatDuration(reapGraceMs())}, real time).
             {scale !== 1 ? ` Ages and budgets are in production units (time scale ${scale}).` : ""}
           </>

@@ -16,6 +16,11 @@ import { SplitForm } from "./split-form";
 import { CancelForm } from "./cancel-form";
 import { ForensicsSummary, Timeline } from "./timeline";
 import { getJobForensics } from "@/lib/jobs/forensics";
+import { forensicsInProductionTime } from "@/lib/modelcalls/production-time";
+import { deliveriesOfJob } from "@/lib/webhooks/deliveries";
+import { WebhookDeliveries } from "./webhook-deliveries";
+import { getJobTokenUsage } from "@/lib/modelcalls/usage";
+import { formatTokens, formatUsd } from "../../model-calls/format";
 
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Job" };
@@ -30,9 +35,11 @@ export default async function JobPage({ params, searchParams }: { params: Promis
   // The proposal for the k the operator asked to see (?parts=), or the one the latencies give.
   const asked = Number((await searchParams).parts);
   const askedParts = Number.isInteger(asked) && asked >= MIN_PARTS && asked <= MAX_PARTS ? asked : undefined;
-  const [split, forensics] = await Promise.all([
+  const [split, forensics, deliveries, tokens] = await Promise.all([
     job.partOf || job.children.length > 0 ? Promise.resolve(null) : planSplit(job.id, { parts: askedParts }),
-    getJobForensics(job.id),
+    getJobForensics(job.id).then((recorded) => recorded && forensicsInProductionTime(recorded)),
+    deliveriesOfJob(job.id),
+    getJobTokenUsage(job.id),
   ]);
   if (!forensics) notFound();
   const done = job.processed + job.failed;
@@ -211,12 +218,18 @@ export default async function JobPage({ params, searchParams }: { params: Promis
             <dd>{fmtTime(job.finishedAt)}</dd>
             <dt>Last heartbeat</dt>
             <dd>{fmtTime(job.heartbeatAt)}</dd>
+            <dt>Model tokens</dt>
+            <dd className="num" data-testid="job-tokens">
+              {tokens.calls === 0 ? "—" : `${formatTokens(tokens.promptTokens + tokens.completionTokens)}, estimated ${formatUsd(tokens.costUsd)}${tokens.unpriced ? " (some unpriced)" : ""}`}
+            </dd>
           </dl>
         </section>
         <ForensicsSummary f={forensics} />
       </div>
 
       <Timeline f={forensics} />
+
+      <WebhookDeliveries deliveries={deliveries} />
 
       <section className="panel">
         <h2>

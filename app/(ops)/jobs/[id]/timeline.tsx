@@ -153,7 +153,7 @@ export function Timeline({ f }: { f: JobForensics }) {
         {(e, i) => <Row key={i} e={e} jobId={f.jobId} />}
       </DataTable>
       <p className="small muted" style={{ marginBottom: 0 }}>
-        Batch: the items one call answered (rows of a batched prompt). Token counts are not recorded yet.
+        Batch: the items one call answered (rows of a batched prompt). The job’s model tokens are under Details.
       </p>
     </section>
   );

@@ -1,4 +1,5 @@
 import Link from "next/link";
+import { callListInProductionTime } from "@/lib/modelcalls/production-time";
 import { callListQuerySchema, listCalls, type CallList, type CallListQuery } from "@/lib/modelcalls/queries";
 import { formatDuration, formatDurationRounded } from "@/lib/format/duration";
 import { requirePageViewer } from "@/lib/auth/principal";
@@ -52,7 +53,7 @@ export default async function CallsPage({ searchParams }: { searchParams: Promis
     );
   }
   const q = parsed.data;
-  const list = await listCalls(q);
+  const list = callListInProductionTime(await listCalls(q));
   const next: CallListQuery = { ...raw, after: list.nextAfter ?? undefined };
   const back = new URLSearchParams(Object.entries({ type: q.type, queue: q.queue, kind: q.kind, model: q.model }).filter((e): e is [string, string] => !!e[1]));
   return (

@@ -1,4 +1,5 @@
 import { parseQuery, route } from "@/lib/http/api";
+import { histogramInProductionTime } from "@/lib/modelcalls/production-time";
 import { getLatencyHistogram, getPerItemBudget, latencyHistogramQuerySchema } from "@/lib/modelcalls/queries";
 
 export const dynamic = "force-dynamic";
@@ -13,7 +14,7 @@ export const GET = route(
   async (request) => {
     const query = parseQuery(request, latencyHistogramQuerySchema);
     const [histogram, perItemBudget] = await Promise.all([
-      getLatencyHistogram(query),
+      getLatencyHistogram(query).then((recorded) => histogramInProductionTime(recorded)),
       query.kind ? getPerItemBudget(query.kind, query.queue) : Promise.resolve(null),
     ]);
     return Response.json({ ...histogram, perItemBudget }, { headers: { "Cache-Control": "no-store" } });

@@ -1,0 +1,38 @@
+import { formatDurationRounded } from "@/lib/format/duration";
+import { outageCause, readBreakers } from "@/lib/ratelimit/breaker";
+import { SERVICE_NAMES } from "@/lib/ratelimit/breaker-services";
+
+/** "14:02 UTC": when an outage began, to the minute (the banner says how long ago beside it). */
+const clock = (d: Date) => `${d.toISOString().slice(11, 16)} UTC`;
+const capitalised = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
+
+/**
+ * A red banner per outside service that is down (its circuit breaker open or half-open): since
+ * when, why, and that jobs wait for it rather than fail. Nothing at all while every service is up;
+ * a note when the breakers cannot be read (Redis away), since "nothing shown" would then mislead.
+ */
+export async function OutsideServicesBanner({ now = new Date() }: { now?: Date }) {
+  const breakers = await readBreakers();
+  if (breakers === null) {
+    return (
+      <p className="message warn" role="status">
+        Whether the outside services are up cannot be read right now (Redis did not answer).
+      </p>
+    );
+  }
+  const down = breakers.filter((b) => b.state !== "closed");
+  if (down.length === 0) return null;
+  return (
+    <section aria-label="Outside services down" data-testid="outside-services-down">
+      {down.map((b) => (
+        <p key={b.service} className="message bad" role="alert" data-service={b.service}>
+          <strong>
+            {capitalised(SERVICE_NAMES[b.service].replace(/^the /, ""))} down since {b.since ? `${clock(b.since)} (${formatDurationRounded(Math.max(0, now.getTime() - b.since.getTime()))})` : "just now"}
+          </strong>{" "}
+          — {outageCause(b.error)}; jobs are waiting, nothing is failed for it.
+          {b.state === "half_open" ? " A probe call is out now." : b.probeAt ? ` Next probe at ${b.probeAt.toISOString().slice(11, 19)} UTC.` : ""}
+        </p>
+      ))}
+    </section>
+  );
+}

@@ -1,0 +1,69 @@
+-- The circuit breaker of one outside service, shared by every process (lib/ratelimit/breaker.ts).
+-- KEYS[1]  the service's hash: state (closed | open | half_open), failures, windowStart, since,
+--          until (open: the half-open time; half_open: the probe's lease end), error, prober
+-- ARGV[1]  mode: admit | success | failure
+-- ARGV[2]  failures in a row (within the window) that open the breaker
+-- ARGV[3]  window of that streak (ms)
+-- ARGV[4]  cool-down before the half-open probe (ms)
+-- ARGV[5]  the probe's lease (ms): a probe that never reports back is replaced after it
+-- ARGV[6]  the failure's description (failure mode)
+-- ARGV[7]  the caller's id (a probe's success or failure is recognised by it)
+-- Returns { decision, state, transition, waitMs, since, error }:
+--   decision (admit): go | probe | wait; transition: '' or the state just entered.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local k = KEYS[1]
+local mode = ARGV[1]
+local threshold = tonumber(ARGV[2])
+local windowMs = tonumber(ARGV[3])
+local cooldownMs = tonumber(ARGV[4])
+local probeMs = tonumber(ARGV[5])
+local h = redis.call('HMGET', k, 'state', 'failures', 'windowStart', 'since', 'until', 'error')
+local state = h[1] or 'closed'
+local failures = tonumber(h[2] or '0')
+local windowStart = tonumber(h[3] or '0')
+local since = tonumber(h[4] or '0')
+local untilAt = tonumber(h[5] or '0')
+local lastError = h[6] or ''
+
+if mode == 'admit' then
+  if state == 'closed' then return { 'go', state, '', 0, 0, '' } end
+  if now < untilAt then return { 'wait', state, '', untilAt - now, since, lastError } end
+  -- Cool-down over (open), or the probe's lease ran out (half_open): this caller is the probe.
+  local transition = ''
+  if state == 'open' then transition = 'half_open' end
+  redis.call('HSET', k, 'state', 'half_open', 'until', now + probeMs, 'prober', ARGV[7])
+  return { 'probe', 'half_open', transition, 0, since, lastError }
+end
+
+if mode == 'success' then
+  -- The service answered: a streak is broken, an outage is over.
+  if state == 'closed' then
+    if failures > 0 then redis.call('HSET', k, 'failures', 0, 'windowStart', 0) end
+    return { '', state, '', 0, 0, '' }
+  end
+  redis.call('DEL', k)
+  return { '', 'closed', 'closed', 0, since, lastError }
+end
+
+-- failure
+if state == 'closed' then
+  if windowStart == 0 or now - windowStart > windowMs then
+    failures = 0
+    windowStart = now
+  end
+  failures = failures + 1
+  if failures >= threshold then
+    redis.call('HSET', k, 'state', 'open', 'failures', failures, 'windowStart', windowStart, 'since', now, 'until', now + cooldownMs, 'error', ARGV[6], 'prober', '')
+    return { '', 'open', 'open', cooldownMs, now, ARGV[6] }
+  end
+  redis.call('HSET', k, 'failures', failures, 'windowStart', windowStart)
+  return { '', 'closed', '', 0, 0, '' }
+end
+if state == 'half_open' then
+  -- The probe (or a call that went out before the breaker opened) failed: open again.
+  redis.call('HSET', k, 'state', 'open', 'until', now + cooldownMs, 'error', ARGV[6], 'prober', '')
+  return { '', 'open', 'open', cooldownMs, since, ARGV[6] }
+end
+-- Already open: a call that went out before it opened failed too.
+return { '', 'open', '', math.max(0, untilAt - now), since, lastError }
