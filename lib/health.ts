@@ -1,8 +1,8 @@
 import { readdir } from "node:fs/promises";
 import path from "node:path";
-import { z } from "zod";
 import { db } from "@/lib/db/client";
 import { QUEUE_NAMES } from "@/lib/queues/catalog";
+import { livePresences } from "@/lib/queues/overview";
 import { redis, key, scanKeys } from "@/lib/redis/client";
 
 export interface Health {
@@ -107,29 +107,13 @@ export function checkMigrations(dir = path.join(process.cwd(), "prisma", "migrat
   });
 }
 
-/** What a worker process announces about itself (workers/main.ts writes it, with a TTL). */
-const presenceSchema = z.object({ queues: z.array(z.string()) });
-
 /** Queues of the catalog with no live worker process consuming them; every one needs at least one. */
 export function checkWorkers(queues: readonly string[] = QUEUE_NAMES): Promise<Check> {
   return limited("worker presence cannot be read (Redis)", async () => {
-    const client = redis();
-    const keys: string[] = [];
-    for await (const batch of scanKeys(client, key("workers", "*"), 500)) keys.push(...batch);
-    const served = new Set<string>();
-    if (keys.length > 0) {
-      for (const value of await client.mget(...keys)) {
-        if (value === null) continue;
-        try {
-          const parsed = presenceSchema.safeParse(JSON.parse(value));
-          if (parsed.success) for (const q of parsed.data.queues) served.add(q);
-        } catch {
-          // Written by something else: not a worker we can count.
-        }
-      }
-    }
+    const presences = await livePresences();
+    const served = new Set(presences.flatMap((p) => p.queues));
     const missing = queues.filter((q) => !served.has(q));
-    return missing.length === 0 ? { ok: true, detail: `${keys.length} worker process(es)` } : { ok: false, error: `no live worker for ${missing.join(", ")}` };
+    return missing.length === 0 ? { ok: true, detail: `${presences.length} worker process(es)` } : { ok: false, error: `no live worker for ${missing.join(", ")}` };
   });
 }
 

@@ -1,4 +1,5 @@
 import { db } from "@/lib/db/client";
+import { metrics } from "@/lib/metrics/metrics";
 import type { FinalRow } from "./finalize-statement";
 import { countLabel, nounOf, progressPhrase } from "./messages";
 import { finalizeJob } from "./run";
@@ -77,7 +78,9 @@ export async function resumeStoppedRun(row: StoppedRun, how: { requeue: boolean;
     )
     SELECT attempt FROM resumed`;
   const resumed = rows[0];
-  return resumed ? { type: "resumed", resumes, attempt: resumed.attempt } : { type: "moved_on" };
+  if (!resumed) return { type: "moved_on" };
+  metrics.jobsCrashResumed.inc({ kind: row.kind });
+  return { type: "resumed", resumes, attempt: resumed.attempt };
 }
 
 /**

@@ -3,6 +3,7 @@ import { Worker } from "bullmq";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { closeDb, db } from "@/lib/db/client";
 import { env } from "@/lib/env";
+import { processMetrics } from "@/lib/metrics/metrics";
 import { closeQueues, queue } from "@/lib/queues/queues";
 import { closeRedis, createRedis } from "@/lib/redis/client";
 import { makeJob } from "@/test/helpers/jobs";
@@ -56,6 +57,8 @@ async function takeWithoutFinishing(id: string) {
 
 const status = async (id: string) => (await db().job.findUniqueOrThrow({ where: { id } })).status;
 const row = (id: string) => db().job.findUniqueOrThrow({ where: { id } });
+const crashResumedCount = async (kind: string) =>
+  (await processMetrics().registry.getSingleMetric("bounded_jobs_crash_resumed_total")!.get()).values.find((v) => v.labels.kind === kind)?.value ?? NaN;
 const eventsOf = async (id: string, type: string) => db().jobEvent.findMany({ where: { jobId: id, type }, orderBy: { at: "asc" } });
 
 describe("reaper", () => {
@@ -64,9 +67,12 @@ describe("reaper", () => {
     await addQueueJob(id);
     await takeWithoutFinishing(id);
 
+    const before = await crashResumedCount("csv_import");
     const reaped = await reapStuckJobs();
 
     expect(reaped.find((r) => r.id === id)).toMatchObject({ action: "resumed", status: "queued" });
+    // Counted where on-call watches worker deaths: bounded_jobs_crash_resumed_total{kind}.
+    expect((await crashResumedCount("csv_import")) - before).toBe(1);
     const resumed = await row(id);
     expect(resumed).toMatchObject({ status: "queued", attempt: 2, crashResumes: 1, finishedAt: null });
     expect(Date.now() - resumed.heartbeatAt!.getTime()).toBeLessThan(60_000);

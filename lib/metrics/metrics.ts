@@ -183,6 +183,8 @@ export interface BoundedMetrics {
   jobItemsFailed: { inc(labels: Labels<"kind">, value?: number): void };
   /** `bounded_jobs_reaped_total{kind}`: jobs the reaper finalized after their hard limit and heartbeat. */
   jobsReaped: { inc(labels: Labels<"kind">, value?: number): void };
+  /** `bounded_jobs_crash_resumed_total{kind}`: a job whose run stopped without settling (its worker died) was resumed from its cursor. */
+  jobsCrashResumed: { inc(labels: Labels<"kind">, value?: number): void };
   /** `bounded_model_tokens_total{kind,type}`: tokens of recorded model calls, as the endpoint counted them (type: prompt, completion). */
   modelTokens: { inc(labels: { kind: string; type: (typeof MODEL_TOKEN_TYPES)[number] }, value?: number): void };
   /**
@@ -288,6 +290,12 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
   const jobsReaped = counter(
     "jobs_reaped_total",
     "Jobs the reaper ended because their runs kept stopping without finishing (worker deaths past the bound of resumes), by kind; stopped runs below the bound are resumed, not counted.",
+    ["kind"],
+    labelSets({ kind: JOB_KINDS }),
+  );
+  const jobsCrashResumed = counter(
+    "jobs_crash_resumed_total",
+    "Jobs resumed from their cursor after their run stopped without finishing (the worker died or lost the job), by kind; a steady rise means workers keep dying.",
     ["kind"],
     labelSets({ kind: JOB_KINDS }),
   );
@@ -448,6 +456,7 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     jobsFinished: { inc: (labels, value) => jobsFinished.inc(labels, value) },
     jobItemsFailed: { inc: (labels, value) => jobItemsFailed.inc(labels, value) },
     jobsReaped: { inc: (labels, value) => jobsReaped.inc(labels, value) },
+    jobsCrashResumed: { inc: (labels, value) => jobsCrashResumed.inc(labels, value) },
     modelTokens: { inc: (labels, value) => modelTokens.inc(labels, value) },
     rateLimitRescheduled(labels, waitSeconds) {
       rateLimitReschedules.inc(labels);
@@ -488,6 +497,7 @@ export const metrics = {
   jobsFinished: { inc: (labels: { kind: string; status: JobStatus }, value?: number) => processMetrics().jobsFinished.inc(labels, value) },
   jobItemsFailed: { inc: (labels: Labels<"kind">, value?: number) => processMetrics().jobItemsFailed.inc(labels, value) },
   jobsReaped: { inc: (labels: Labels<"kind">, value?: number) => processMetrics().jobsReaped.inc(labels, value) },
+  jobsCrashResumed: { inc: (labels: Labels<"kind">, value?: number) => processMetrics().jobsCrashResumed.inc(labels, value) },
   modelTokens: { inc: (labels: { kind: string; type: (typeof MODEL_TOKEN_TYPES)[number] }, value?: number) => processMetrics().modelTokens.inc(labels, value) },
   observeReserveAge: (labels: Labels<"kind" | "end">, ageSeconds: number) => processMetrics().observeReserveAge(labels, ageSeconds),
   reservesReclaimed: { inc: (labels: Labels<"kind">, value?: number) => processMetrics().reservesReclaimed.inc(labels, value) },

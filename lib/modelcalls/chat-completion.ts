@@ -118,13 +118,18 @@ export async function chatCompletion(options: ChatCompletionOptions): Promise<Ch
   for (let attempt = 1; ; attempt++) {
     signal.throwIfAborted();
     // One provider slot per attempt, released before the backoff; the row times the attempt only.
-    const { result, startedAt, durationMs } = await withProviderSlot(
+    const { result, startedAt, durationMs, recorded } = await withProviderSlot(
       "model",
       async () => {
         const startedAt = new Date();
         const attemptStarted = performance.now();
         const result = await attemptOnce(client, request, signal, attemptTimeoutMs);
-        return { result, startedAt, durationMs: performance.now() - attemptStarted };
+        const durationMs = performance.now() - attemptStarted;
+        // A failed attempt is recorded here, inside the slot: when it is the failure that opens the
+        // provider's circuit breaker, the slot ends with `OutsideServiceDown` and nothing after runs.
+        const recorded = !result.ok && !signal.aborted;
+        if (recorded) recordInBackground(record, { ...context, model, startedAt, durationMs, outcome: "error", error: result.message }, "a model call");
+        return { result, startedAt, durationMs, recorded };
       },
       // The provider's circuit breaker reads each attempt's failure (lib/ratelimit/breaker.ts).
       { signal, failureOf: ({ result }) => (result.ok ? undefined : result) },
@@ -138,10 +143,9 @@ export async function chatCompletion(options: ChatCompletionOptions): Promise<Ch
     // Whatever the attempt failed with, an aborted signal is the reason; callers tell a deadline
     // from a bad item by this exact object, so it is never wrapped.
     if (signal.aborted) {
-      recordInBackground(record, { ...row, outcome: "aborted", error: describeError(signal.reason) }, "a model call");
+      if (!recorded) recordInBackground(record, { ...row, outcome: "aborted", error: describeError(signal.reason) }, "a model call");
       throw signal.reason;
     }
-    recordInBackground(record, { ...row, outcome: "error", error: result.message }, "a model call");
 
     const waitTooLong = result.retryAfterMs !== undefined && result.retryAfterMs > maxRetryAfterMs;
     if (!result.retryable || attempt > maxRetries || waitTooLong) {

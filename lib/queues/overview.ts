@@ -77,7 +77,8 @@ export interface QueuesOverview {
 const presenceSchema = z.object({ host: z.string(), pid: z.number().int(), queues: z.array(z.string()), concurrency: z.number().int().nonnegative() });
 type Presence = z.infer<typeof presenceSchema>;
 
-async function livePresences(): Promise<Presence[]> {
+/** The worker processes alive now, from their presence keys (for /queues and readiness). */
+export async function livePresences(): Promise<Presence[]> {
   const client = redis();
   const found = new Set<string>();
   for await (const batch of scanKeys(client, key("workers", "*"), 200)) for (const k of batch) found.add(k);

@@ -6,6 +6,7 @@ import { chooseCategory } from "@/lib/modelcalls/choose-category";
 import { ModelCallError } from "@/lib/modelcalls/errors";
 import { flushModelCallRecords } from "@/lib/modelcalls/record";
 import { breakerKey } from "@/lib/ratelimit/breaker";
+import { isOutsideServiceDown } from "@/lib/ratelimit/errors";
 import { redis } from "@/lib/redis/client";
 import type { ModelSimulatorOptions } from "./model";
 import { startSimulators, type RunningSimulators } from "./server";
@@ -90,6 +91,21 @@ describe("model simulator through chatCompletion", () => {
     const rows = await recorded("error");
     expect(rows.map((r) => r.outcome)).toEqual(["error", "error"]);
     expect(rows[0]!.error).toMatch(/^HTTP 500: /);
+  });
+
+  it("a third failure in a row opens the model's circuit breaker: the call ends OutsideServiceDown, and that attempt is recorded too", async () => {
+    const failing = await simulator({ errorRate: 1, timeScale: 0.001 });
+    const error = await chatCompletion({
+      messages,
+      signal: new AbortController().signal,
+      context: { queue, jobKind: "breaker" },
+      baseUrl: failing.modelBaseUrl,
+      maxRetries: 2,
+    }).catch((e: unknown) => e);
+
+    expect(isOutsideServiceDown(error)).toBe(true);
+    const rows = await recorded("breaker");
+    expect(rows.map((r) => r.outcome)).toEqual(["error", "error", "error"]);
   });
 
   it("rejects with exactly the abort reason mid-call, records it as aborted, and the simulator stops waiting", async () => {
