@@ -102,8 +102,16 @@ export function createProviderClient(options: ProviderOptions): ProviderClient {
     return response;
   }
 
-  async function json<T>(schema: z.ZodType<T>, response: Response): Promise<T> {
-    const parsed = schema.safeParse(await response.json().catch(() => undefined));
+  /**
+   * The answer's body, checked. A body cut off because the attempt's own time ran out is that
+   * timeout (retried by `withAttempts`), not "something unexpected" (which is final).
+   */
+  async function json<T>(schema: z.ZodType<T>, response: Response, signal: AbortSignal): Promise<T> {
+    const body = await response.json().catch((err: unknown) => {
+      if (signal.aborted) throw signal.reason;
+      return undefined;
+    });
+    const parsed = schema.safeParse(body);
     if (!parsed.success) throw new ProviderError("the image provider answered something unexpected", false);
     return parsed.data;
   }
@@ -113,9 +121,9 @@ export function createProviderClient(options: ProviderOptions): ProviderClient {
       let id: string | undefined;
       return withAttempts("poll", PROVIDER_POLL, signal, timeScale, log, async (attemptSignal) => {
         // Submitted once: a second attempt keeps polling the same render (a new submit pays twice).
-        id ??= (await json(submitSchema, await call("POST", "/generations", attemptSignal, { prompt }))).id;
+        id ??= (await json(submitSchema, await call("POST", "/generations", attemptSignal, { prompt }), attemptSignal)).id;
         for (;;) {
-          const s = await json(statusSchema, await call("GET", `/generations/${encodeURIComponent(id)}`, attemptSignal));
+          const s = await json(statusSchema, await call("GET", `/generations/${encodeURIComponent(id)}`, attemptSignal), attemptSignal);
           if (s.status === "succeeded") return id;
           if (s.status === "failed") throw new ProviderError(`the image provider could not render the card (${s.error ?? "no reason given"})`, false);
           await sleep(Math.max(1, scaled(POLL_EVERY_MS, timeScale)), attemptSignal);
@@ -133,6 +141,6 @@ export function createProviderClient(options: ProviderOptions): ProviderClient {
         }
       }),
     qa: (id, signal) =>
-      withAttempts("QA check", QA_CHECK, signal, timeScale, log, async (attemptSignal) => (await json(qaSchema, await call("POST", `/generations/${encodeURIComponent(id)}/qa`, attemptSignal, {}))).verdict),
+      withAttempts("QA check", QA_CHECK, signal, timeScale, log, async (attemptSignal) => (await json(qaSchema, await call("POST", `/generations/${encodeURIComponent(id)}/qa`, attemptSignal, {}), attemptSignal)).verdict),
   };
 }
