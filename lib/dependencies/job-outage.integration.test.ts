@@ -1,25 +1,19 @@
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { startProxy, type CuttableProxy } from "@/test/helpers/cuttable-proxy";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { proxyDependencies, TEST_DATABASE_URL, type CuttableProxy } from "@/test/helpers/cuttable-proxy";
 import { startImportHarness } from "@/test/helpers/import-harness";
 import { waitFor } from "@/test/helpers/wait";
 
 // A real import, run by the runtime as a worker runs it, whose PostgreSQL (or Redis) goes away
 // mid-run: every connection of the run goes through a proxy the test cuts, as a stopped server
 // would (open connections closed, new ones refused). The checks read the real database directly.
-const database = `postgresql://postgres@127.0.0.1:5432/${process.env.BOUNDED_TEST_DATABASE ?? "bounded_test"}`;
 let pgProxy: CuttableProxy;
 let redisProxy: CuttableProxy;
 let h: Awaited<ReturnType<typeof startImportHarness>>;
-const direct = new pg.Pool({ connectionString: database, max: 2 });
+const direct = new pg.Pool({ connectionString: TEST_DATABASE_URL, max: 2 });
 
 beforeAll(async () => {
-  pgProxy = await startProxy(5432);
-  redisProxy = await startProxy(6379);
-  const url = new URL(database);
-  url.port = String(pgProxy.port);
-  vi.stubEnv("DATABASE_URL", url.toString());
-  vi.stubEnv("REDIS_URL", `redis://127.0.0.1:${redisProxy.port}`);
+  ({ pgProxy, redisProxy } = await proxyDependencies());
   h = await startImportHarness();
 });
 afterAll(async () => {

@@ -1,11 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { startProxy, type CuttableProxy } from "@/test/helpers/cuttable-proxy";
+import { proxyDependencies, type CuttableProxy } from "@/test/helpers/cuttable-proxy";
 
 // Route handlers of the web process (NEXT_RUNTIME set, so its short timeouts apply) against a
 // PostgreSQL and a Redis reached through proxies the test cuts: a stopped server (connections
 // closed, new ones refused) and, for Redis, one that accepts and never answers. The shared
 // servers are never touched.
-const database = `postgresql://postgres@127.0.0.1:5432/${process.env.BOUNDED_TEST_DATABASE ?? "bounded_test"}`;
 let pgProxy: CuttableProxy;
 let redisProxy: CuttableProxy;
 let api: typeof import("@/lib/http/api");
@@ -14,12 +13,7 @@ let redisClient: typeof import("@/lib/redis/client");
 let health: typeof import("@/lib/health");
 
 beforeAll(async () => {
-  pgProxy = await startProxy(5432);
-  redisProxy = await startProxy(6379);
-  const url = new URL(database);
-  url.port = String(pgProxy.port);
-  vi.stubEnv("DATABASE_URL", url.toString());
-  vi.stubEnv("REDIS_URL", `redis://127.0.0.1:${redisProxy.port}`);
+  ({ pgProxy, redisProxy } = await proxyDependencies());
   vi.stubEnv("NEXT_RUNTIME", "nodejs");
   api = await import("@/lib/http/api");
   dbClient = await import("@/lib/db/client");

@@ -6,6 +6,7 @@
  * connections that go through the proxy see the outage.
  */
 import net from "node:net";
+import { vi } from "vitest";
 
 export interface CuttableProxy {
   port: number;
@@ -64,4 +65,22 @@ export async function startProxy(targetPort: number, targetHost = "127.0.0.1"): 
       if (server.listening) await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/** The shared PostgreSQL's test database (vitest.config.ts names it), reached directly. */
+export const TEST_DATABASE_URL = `postgresql://postgres@127.0.0.1:5432/${process.env.BOUNDED_TEST_DATABASE ?? "bounded_test"}`;
+
+/**
+ * Proxies in front of the shared PostgreSQL and Redis, with `DATABASE_URL` and `REDIS_URL` pointed
+ * at them: the code under test (imported after this) reaches both only through proxies the test
+ * can cut, while the test itself can still read the database directly.
+ */
+export async function proxyDependencies(): Promise<{ pgProxy: CuttableProxy; redisProxy: CuttableProxy }> {
+  const pgProxy = await startProxy(5432);
+  const redisProxy = await startProxy(6379);
+  const url = new URL(TEST_DATABASE_URL);
+  url.port = String(pgProxy.port);
+  vi.stubEnv("DATABASE_URL", url.toString());
+  vi.stubEnv("REDIS_URL", `redis://127.0.0.1:${redisProxy.port}`);
+  return { pgProxy, redisProxy };
 }
