@@ -14,6 +14,7 @@ ENV NEXT_TELEMETRY_DISABLED=1 \
 # The postinstall script generates the Prisma client from the schema: it comes first.
 COPY package.json package-lock.json prisma.config.ts ./
 COPY prisma ./prisma
+COPY ops/npm ./ops/npm
 RUN npm ci --no-audit --no-fund
 
 FROM deps AS build

@@ -14,7 +14,8 @@ export function proxy(request: NextRequest) {
   try {
     assertWellFormedUrl(request.url);
   } catch (err) {
-    if (err instanceof MalformedInput) return Response.json({ error: { code: "malformed_input", message: err.message } }, { status: 400 });
+    if (err instanceof MalformedInput)
+      return Response.json({ error: { code: "malformed_input", message: err.message } }, { status: 400 });
     throw err;
   }
   const csp = contentSecurityPolicy(newNonce());

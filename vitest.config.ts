@@ -20,6 +20,7 @@ export default defineConfig({
     exclude: ["node_modules/**", "e2e/**", ".next/**"],
     fileParallelism: false,
     globalSetup: ["./test/global-setup.ts"],
+    setupFiles: ["./test/outside-state.ts"],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     env: {
@@ -31,6 +32,9 @@ export default defineConfig({
       // on this database measured: tests of deadlines would not be repeatable. The fan-out tests
       // turn it on for themselves.
       BOUNDED_AUTO_SPLIT: "0",
+      // Imports with the generous budgets tests give them would send their rows to the batch
+      // service and wait for it; the batch lane's tests turn it on for themselves.
+      BOUNDED_BATCH_LANE_KINDS: "none",
       LOG_LEVEL: "silent",
       NODE_ENV: "test",
     },

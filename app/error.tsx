@@ -14,7 +14,8 @@ const CUSTOMER_PATHS = ["/upload", "/progress", "/documents"];
  */
 export default function RootError({ error, retry }: { error: unknown; retry: () => void }) {
   const path = usePathname() ?? "/";
-  if (!CUSTOMER_PATHS.some((p) => path === p || path.startsWith(`${p}/`))) return <OpsError error={error} retry={retry} />;
+  if (!CUSTOMER_PATHS.some((p) => path === p || path.startsWith(`${p}/`)))
+    return <OpsError error={error} retry={retry} />;
   return (
     <main className="page">
       <div className="page-head">

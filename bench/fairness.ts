@@ -1,19 +1,19 @@
 /**
  * `npm run bench:fairness` (`npx tsx bench/fairness.ts`): one tenant's big file against ten other
- * tenants' small ones, on the real path — what DESIGN.md's "Fairness" and "Projection and fan-out"
- * promise when they meet.
+ * tenants' small ones, on the real path — what the fair queueing and the projection with its fan-out
+ * (docs/jobs.md) promise when they meet.
  *
  * One tenant uploads 10,000 rows; ten production seconds later ten other tenants upload 20 rows
  * each. The big file cannot fit the default `imports` budget (600 s soft), so at its start it
- * projects itself and splits into parts that run one after another (lib/jobs/split.ts); the small
+ * projects itself and splits into parts that run one after another (lib/actions/split.ts); the small
  * uploads go ahead of its parts in the queue (lib/queues/fairness.ts) and get their fair share of
  * the provider's call slots (lib/ratelimit/provider-slots.lua). Three goals:
  *
  * 1. the small uploads' p99 time-to-done (Job created → finishedAt; with ten uploads, the max)
  *    against the same ten uploads on an idle system, measured first in the same run: ≤ 2 ×;
  * 2. the big file's makespan (its Job row created → finishedAt) against the provider-bound ideal
- *    for the calls it and its parts really made, `max(calls ÷ R, calls × mean call ÷ C)` (as
- *    bench/import.ts computes it): ≤ 1.3 ×;
+ *    from the run's parameters, `max(calls ÷ R, calls × mean call ÷ C)` with full batches and the
+ *    simulator's mean call (bench/common.ts, `providerIdeal`, as bench/import.ts uses it): ≤ 1.3 ×;
  * 3. its ETA: `getProgress(token)` is read (in this process, as `GET /api/progress/:token` does)
  *    every 200 real ms; when processed + failed first reaches 25 % and 50 % of the rows, its
  *    `expectedFinishAt` is kept; error = |expected − actual finish| ÷ (actual finish − reading):
@@ -27,8 +27,8 @@
  * as workers/main.ts wires it, with the default concurrency of 4 — `npm start` runs one worker
  * process), the bundled model simulator in this process (production latencies, error rate 0),
  * Bounded's provider limiter and the simulator both at 32 calls in flight and 30 requests a
- * second, every budget and items-in-flight number the default. A database of its own
- * (`bounded_bench_fairness`, created with the project's migrations, dropped at the end) and a Redis
+ * second, every budget and items-in-flight number the default. A database of its own beside
+ * `DATABASE_URL`'s (`bounded_bench_fairness`, created with the project's migrations, dropped at the end) and a Redis
  * prefix of its own (removed at the end). Ends with one line:
  * `RESULT bench=fairness small_p99_s=… small_idle_p99_s=… small_vs_idle=… big_makespan_s=…
  * big_ideal_s=… big_vs_ideal=… eta_error_25=… eta_error_50=… parts=… provider_429=…`.
@@ -39,7 +39,15 @@ import { fork } from "node:child_process";
 import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
-import { benchDatabaseUrl, csvOf, flagNumber, startImportsWorker } from "./common";
+import {
+  benchDatabaseUrl,
+  benchRedisPrefix,
+  csvOf,
+  flagNumber,
+  providerIdeal,
+  startImportsWorker,
+  withinCap,
+} from "./common";
 import { dropDatabase, migrate } from "../scripts/db/migrate";
 
 /**
@@ -75,6 +83,8 @@ const ETA_POINTS = [0.1, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9] as const;
  */
 const BIG_CAP_S = 1_800;
 const IDLE_CAP_S = 900;
+/** Real ms the worker process may take to stop and report once both phases ended. */
+const STOP_CAP_MS = 60_000;
 
 const REPO = path.resolve(import.meta.dirname, "..");
 const benchUrl = benchDatabaseUrl("bounded_bench_fairness");
@@ -94,7 +104,9 @@ type ParentMessage = { type: "stop" };
 async function child(): Promise<void> {
   const send = (m: ChildMessage) => new Promise<void>((resolve) => process.send!(m, () => resolve()));
   const worker = await startImportsWorker();
-  const stop = new Promise<void>((resolve) => process.on("message", (m: ParentMessage) => m.type === "stop" && resolve()));
+  const stop = new Promise<void>((resolve) =>
+    process.on("message", (m: ParentMessage) => m.type === "stop" && resolve()),
+  );
   const cpu0 = process.cpuUsage();
   const elu0 = performance.eventLoopUtilization();
   const readyAt = performance.now();
@@ -169,7 +181,7 @@ interface ProviderCounters {
 
 async function main(): Promise<void> {
   const benchStarted = performance.now();
-  const prefix = `bounded-bench-fairness-${process.pid}`;
+  const prefix = benchRedisPrefix("fairness");
   await dropDatabase(benchUrl);
   await migrate(benchUrl);
   // The bench's environment, for this process and (inherited) the worker: set before the modules
@@ -185,9 +197,16 @@ async function main(): Promise<void> {
     BOUNDED_SIM_MODEL_RPS: String(RPS),
     BOUNDED_SIM_MODEL_ERROR_RATE: "0",
   });
-  for (const name of ["BOUNDED_BUDGET_IMPORTS_SOFT_S", "BOUNDED_BUDGET_IMPORTS_HARD_S", "BOUNDED_ITEMS_IN_FLIGHT_CSV_IMPORT", "BOUNDED_WORKER_CONCURRENCY", "BOUNDED_AUTO_SPLIT"]) delete process.env[name];
+  for (const name of [
+    "BOUNDED_BUDGET_IMPORTS_SOFT_S",
+    "BOUNDED_BUDGET_IMPORTS_HARD_S",
+    "BOUNDED_ITEMS_IN_FLIGHT_CSV_IMPORT",
+    "BOUNDED_WORKER_CONCURRENCY",
+    "BOUNDED_AUTO_SPLIT",
+  ])
+    delete process.env[name];
 
-  const { KINDS } = await import("../lib/queues/catalog");
+  const { KINDS } = await import("../lib/catalog/catalog");
   const { db, closeDb } = await import("../lib/db/client");
   const { createRedis, closeRedis, redis, scanKeys } = await import("../lib/redis/client");
   const { closeQueues } = await import("../lib/queues/queues");
@@ -196,10 +215,12 @@ async function main(): Promise<void> {
   const { resolveBudget } = await import("../lib/budgets/budgets");
   const { getProgress } = await import("../lib/jobs/queries");
   const { projectItems, describeProjection, itemsPerPart } = await import("../lib/jobs/projection");
-  const { OPEN_STATUSES } = await import("../lib/jobs/statuses");
+  const { OPEN_STATUSES } = await import("../lib/core/job-statuses");
   const { startSimulators } = await import("../workers/simulators/server");
 
-  const sim = await startSimulators({ model: { errorRate: 0, timeScale: SCALE, limits: { concurrency: CONCURRENCY, rps: RPS } } });
+  const sim = await startSimulators({
+    model: { errorRate: 0, timeScale: SCALE, limits: { concurrency: CONCURRENCY, rps: RPS } },
+  });
   const simStats = async (method: "GET" | "DELETE") => {
     const res = await fetch(`${sim.url}/v1/_stats`, { method });
     return (await res.json()) as { admitted: number; rejected: { total: number; concurrency: number; rate: number } };
@@ -242,7 +263,8 @@ async function main(): Promise<void> {
       const found = messages.find((m) => m.type === type);
       if (found) return found as Extract<ChildMessage, { type: T }>;
       const code = await Promise.race([exited, new Promise<"message">((r) => waiters.push(() => r("message")))]);
-      if (code !== "message" && !messages.some((m) => m.type === type)) throw new Error(`the worker process exited (${code}) before "${type}"`);
+      if (code !== "message" && !messages.some((m) => m.type === type))
+        throw new Error(`the worker process exited (${code}) before "${type}"`);
     }
   };
   const ready = await next("ready");
@@ -266,9 +288,31 @@ async function main(): Promise<void> {
   const readJobs = async (ids: string[]): Promise<JobTimes[]> => {
     const rows = await db().job.findMany({
       where: { id: { in: ids } },
-      select: { id: true, status: true, total: true, processed: true, failed: true, createdAt: true, startedAt: true, finishedAt: true, attempt: true, reschedules: true, tenant: { select: { slug: true } } },
+      select: {
+        id: true,
+        status: true,
+        total: true,
+        processed: true,
+        failed: true,
+        createdAt: true,
+        startedAt: true,
+        finishedAt: true,
+        attempt: true,
+        reschedules: true,
+        tenant: { select: { slug: true } },
+      },
     });
-    const calls = await db().$queryRaw<{ jobId: string; calls: bigint; mean: number | null; max: number | null; sum: bigint | null; firstStart: Date | null; lastEnd: Date | null }[]>`
+    const calls = await db().$queryRaw<
+      {
+        jobId: string;
+        calls: bigint;
+        mean: number | null;
+        max: number | null;
+        sum: bigint | null;
+        firstStart: Date | null;
+        lastEnd: Date | null;
+      }[]
+    >`
       SELECT "jobId"::text AS "jobId", count(*) AS calls, avg("durationMs")::float8 AS mean, max("durationMs") AS max, sum("durationMs") AS sum,
              min("startedAt") AS "firstStart", max("startedAt" + "durationMs" * interval '1 millisecond') AS "lastEnd"
       FROM "ModelCall" WHERE "jobId" = ANY(${ids}::uuid[]) AND type = 'model' GROUP BY "jobId"`;
@@ -319,7 +363,9 @@ async function main(): Promise<void> {
     `one worker process, ${ready.concurrency} jobs at once on \`imports\`; csv_import: ${KINDS.csv_import.itemConcurrency.n} rows in flight, batches of ${KINDS.csv_import.modelBatch.size}; ` +
       `budget ${budget.softMs / 1000} s soft / ${budget.hardMs / 1000} s hard (${budget.source}), automatic fan-out at 0.7 × soft`,
   );
-  console.log(`idle: ${SMALL_UPLOADS} tenants upload ${SMALL_ROWS} rows each at once, nothing else running; contended: one tenant uploads ${BIG_ROWS.toLocaleString("en-US")} rows, ${SMALL_AFTER_S} s later the same ${SMALL_UPLOADS} uploads`);
+  console.log(
+    `idle: ${SMALL_UPLOADS} tenants upload ${SMALL_ROWS} rows each at once, nothing else running; contended: one tenant uploads ${BIG_ROWS.toLocaleString("en-US")} rows, ${SMALL_AFTER_S} s later the same ${SMALL_UPLOADS} uploads`,
+  );
 
   // ── Idle baseline ─────────────────────────────────────────────────────────────────────────────
   await resetCounters();
@@ -370,14 +416,22 @@ async function main(): Promise<void> {
   const contendedCounters = await readCounters();
 
   worker.send({ type: "stop" } satisfies ParentMessage);
-  const report = await next("report");
+  // The worker waits for its jobs to settle before it reports: one that never does ends the bench.
+  const report = await withinCap(next("report"), STOP_CAP_MS, "the worker process's stop").catch((err: unknown) => {
+    worker.kill();
+    throw err;
+  });
   await exited;
 
   // ── What happened ─────────────────────────────────────────────────────────────────────────────
   const idle = await readJobs(idleIds);
   const small = await readJobs(smallCreated.map((c) => c.jobId));
   const [bigJob] = await readJobs([big.jobId]);
-  const partRows = await db().job.findMany({ where: { parentId: big.jobId }, select: { id: true, params: true }, orderBy: { createdAt: "asc" } });
+  const partRows = await db().job.findMany({
+    where: { parentId: big.jobId },
+    select: { id: true, params: true },
+    orderBy: { createdAt: "asc" },
+  });
   const partTimes = await readJobs(partRows.map((p) => p.id));
   const commits = await db().$queryRaw<{ jobId: string; first: Date | null; p90: number | null; last: Date | null }[]>`
     SELECT "jobId"::text AS "jobId", min("committedAt") AS first, max("committedAt") AS last,
@@ -397,11 +451,16 @@ async function main(): Promise<void> {
       lastCommitMs: c?.last?.getTime() ?? null,
     };
   });
-  const splitEvent = await db().jobEvent.findFirst({ where: { jobId: big.jobId, type: "split" }, select: { message: true, at: true } });
+  const splitEvent = await db().jobEvent.findFirst({
+    where: { jobId: big.jobId, type: "split" },
+    select: { message: true, at: true },
+  });
   const bigCallRows = await db().$queryRaw<{ jobId: string; startedAt: Date; durationMs: number; outcome: string }[]>`
     SELECT "jobId"::text AS "jobId", "startedAt", "durationMs", outcome::text AS outcome FROM "ModelCall"
     WHERE type = 'model' AND "jobId" IN (SELECT id FROM "Job" WHERE "parentId" = ${big.jobId}::uuid)`;
-  const [bigCalls] = await db().$queryRaw<{ calls: bigint; mean: number | null; max: number | null; sum: bigint | null; batch: number | null }[]>`
+  const [bigCalls] = await db().$queryRaw<
+    { calls: bigint; mean: number | null; max: number | null; sum: bigint | null; batch: number | null }[]
+  >`
     SELECT count(*) AS calls, avg("durationMs")::float8 AS mean, max("durationMs") AS max, sum("durationMs") AS sum, avg("batchSize")::float8 AS batch
     FROM "ModelCall" WHERE type = 'model' AND ("jobId" = ${big.jobId}::uuid OR "jobId" IN (SELECT id FROM "Job" WHERE "parentId" = ${big.jobId}::uuid))`;
 
@@ -416,7 +475,10 @@ async function main(): Promise<void> {
   await dropDatabase(benchUrl);
 
   // ── Figures ───────────────────────────────────────────────────────────────────────────────────
-  const completed = (j: JobTimes) => (j.status === "completed" || j.status === "completed_with_errors") && j.finishedMs !== null && j.processed + j.failed === j.total;
+  const completed = (j: JobTimes) =>
+    (j.status === "completed" || j.status === "completed_with_errors") &&
+    j.finishedMs !== null &&
+    j.processed + j.failed === j.total;
   const broken = [...idle, ...small, bigJob!].filter((j) => !completed(j));
   /** Nearest-rank percentile: with 10 values, p99 is the largest. */
   const percentile = (values: number[], p: number) => {
@@ -430,35 +492,42 @@ async function main(): Promise<void> {
 
   const bigFinishedMs = bigJob!.finishedMs ?? Date.now();
   const makespanS = prodS(bigFinishedMs - bigCreatedMs);
+  const batchSize = KINDS.csv_import.modelBatch.size;
+  const limits = { batchSize, concurrency: CONCURRENCY, rps: RPS };
+  const ideal = await providerIdeal({ rows: BIG_ROWS, ...limits });
   const calls = Number(bigCalls!.calls);
   const meanCallS = prodS(bigCalls!.mean ?? 0);
-  const byRate = calls / RPS;
-  const byConcurrency = (calls * meanCallS) / CONCURRENCY;
-  const idealS = Math.max(byRate, byConcurrency);
+  const idealS = ideal.seconds;
+  const partIdeals = await Promise.all(parts.map((p) => providerIdeal({ rows: p.to - p.from, ...limits })));
   const bigVsIdeal = makespanS / idealS;
 
   const at = (share: number) => readings.find((r) => r.done >= share * BIG_ROWS);
-  const etaError = (r: Reading | undefined) => (r && r.expectedFinishMs !== null ? Math.abs(r.expectedFinishMs - bigFinishedMs) / (bigFinishedMs - r.atMs) : null);
+  const etaError = (r: Reading | undefined) =>
+    r && r.expectedFinishMs !== null ? Math.abs(r.expectedFinishMs - bigFinishedMs) / (bigFinishedMs - r.atMs) : null;
   /** Rows per production second from a reading to the end: what the ETA had to guess. */
   const followingRate = (r: Reading) => (BIG_ROWS - r.done) / Math.max(1e-9, prodS(bigFinishedMs - r.atMs));
   const eta25 = etaError(at(0.25));
   const eta50 = etaError(at(0.5));
   const provider429 = idleCounters.rejected + contendedCounters.rejected;
 
-  const rel = (ms: number | null) => (ms === null ? "—" : `${prodS(ms - bigCreatedMs) >= 0 ? "+" : ""}${f1(prodS(ms - bigCreatedMs))}`);
+  const rel = (ms: number | null) =>
+    ms === null ? "—" : `${prodS(ms - bigCreatedMs) >= 0 ? "+" : ""}${f1(prodS(ms - bigCreatedMs))}`;
   /** Which part ran (or which gap it was) at a moment. */
   const phaseAt = (ms: number | null): string => {
     if (ms === null) return "—";
     if (ms < (parts[0]?.startedMs ?? Infinity)) return "before part 1 started";
     for (const [i, p] of parts.entries()) {
-      if (p.startedMs !== null && ms >= p.startedMs && ms <= (p.finishedMs ?? Infinity)) return `during part ${p.index}`;
+      if (p.startedMs !== null && ms >= p.startedMs && ms <= (p.finishedMs ?? Infinity))
+        return `during part ${p.index}`;
       const nextPart = parts[i + 1];
-      if (nextPart && p.finishedMs !== null && ms > p.finishedMs && ms < (nextPart.startedMs ?? Infinity)) return `between parts ${p.index} and ${nextPart.index}`;
+      if (nextPart && p.finishedMs !== null && ms > p.finishedMs && ms < (nextPart.startedMs ?? Infinity))
+        return `between parts ${p.index} and ${nextPart.index}`;
     }
     return "after the last part";
   };
   /** Jobs of this run holding a worker slot at a moment (big file's parts and small uploads). */
-  const runningAt = (ms: number, jobs: JobTimes[]) => jobs.filter((j) => j.startedMs !== null && j.startedMs <= ms && (j.finishedMs ?? Infinity) > ms).length;
+  const runningAt = (ms: number, jobs: JobTimes[]) =>
+    jobs.filter((j) => j.startedMs !== null && j.startedMs <= ms && (j.finishedMs ?? Infinity) > ms).length;
 
   // ── Report ────────────────────────────────────────────────────────────────────────────────────
   const describeSmall = (label: string, jobs: JobTimes[], counters: ProviderCounters, contended: boolean) => {
@@ -471,7 +540,15 @@ async function main(): Promise<void> {
         `run beyond its own longest call (slot waits, linger, commits) p50 ${f1(percentile(over, 0.5))} s, max ${f1(Math.max(...over))} s`,
     );
     console.log(
-      `    ${jobs.reduce((n, j) => n + j.calls, 0)} model calls, mean ${f1(prodS(jobs.reduce((n, j) => n + j.sumCallMs, 0) / Math.max(1, jobs.reduce((n, j) => n + j.calls, 0))))} s, longest ${f1(prodS(Math.max(...jobs.map((j) => j.maxCallMs))))} s; ` +
+      `    ${jobs.reduce((n, j) => n + j.calls, 0)} model calls, mean ${f1(
+        prodS(
+          jobs.reduce((n, j) => n + j.sumCallMs, 0) /
+            Math.max(
+              1,
+              jobs.reduce((n, j) => n + j.calls, 0),
+            ),
+        ),
+      )} s, longest ${f1(prodS(Math.max(...jobs.map((j) => j.maxCallMs))))} s; ` +
         `${jobs.reduce((n, j) => n + j.reschedules, 0)} reschedules; provider limiter (${contended ? "every tenant, big file included" : "these uploads"}): ${counters.waits} calls waited for a slot, ${f1(counters.waitSeconds)} s in all, ${counters.gaveUp} of them ended in a deferral (the row rests and asks again while the job keeps its worker slot; the reschedules above are the jobs that gave it back); ` +
         `simulator: ${counters.admitted} admitted, ${counters.rejected} answered 429 (${counters.rejectedConcurrency} concurrency, ${counters.rejectedRate} rate)`,
     );
@@ -481,13 +558,21 @@ async function main(): Promise<void> {
   describeSmall("idle", idle, idleCounters, false);
   describeSmall("beside the big file", small, contendedCounters, true);
   const partsAndSmall: JobTimes[] = [...parts, ...small];
-  const overtaken = parts.slice(1).filter((p) => small.some((j) => j.createdMs < (p.startedMs ?? Infinity) && (j.startedMs ?? Infinity) > (p.startedMs ?? Infinity)));
+  const overtaken = parts
+    .slice(1)
+    .filter((p) =>
+      small.some(
+        (j) => j.createdMs < (p.startedMs ?? Infinity) && (j.startedMs ?? Infinity) > (p.startedMs ?? Infinity),
+      ),
+    );
   const lastSmallStart = Math.max(...small.map((j) => j.startedMs ?? Infinity));
   console.log(
     `  order: the big file holds one worker slot (two while a part's last rows finish and the next part starts), so the ten uploads shared ${report.concurrency - 1} slots against ${report.concurrency} when idle; ` +
       `parts that started while a small upload was waiting: ${overtaken.length} (the last small upload started ${rel(lastSmallStart)}${parts[1] ? `, part 2 at ${rel(parts[1].startedMs)}` : ""})`,
   );
-  console.log(`  each small upload beside the big file (seconds from the big file's upload; slots: this run's jobs in a worker slot when it was queued, of ${report.concurrency}):`);
+  console.log(
+    `  each small upload beside the big file (seconds from the big file's upload; slots: this run's jobs in a worker slot when it was queued, of ${report.concurrency}):`,
+  );
   for (const j of [...small].sort((a, b) => (a.startedMs ?? 0) - (b.startedMs ?? 0))) {
     const bigSlots = runningAt(j.createdMs, parts);
     console.log(
@@ -497,28 +582,44 @@ async function main(): Promise<void> {
   }
 
   console.log("");
-  console.log(`big file: ${BIG_ROWS.toLocaleString("en-US")} rows, ${bigJob!.status}, ${bigJob!.processed} processed, ${bigJob!.failed} failed; makespan ${f1(makespanS)} s (${f1((bigFinishedMs - bigCreatedMs) / 1000)} s real)`);
+  console.log(
+    `big file: ${BIG_ROWS.toLocaleString("en-US")} rows, ${bigJob!.status}, ${bigJob!.processed} processed, ${bigJob!.failed} failed; makespan ${f1(makespanS)} s (${f1((bigFinishedMs - bigCreatedMs) / 1000)} s real)`,
+  );
   console.log(
     `  projection read just before the upload: ${describeProjection(projection)} (${projection.source}: ${projection.basis}); ` +
       `${f1(projection.itemsPerSecond)} rows/s, tail ${f1(projection.tailMs / 1000)} s, ${f1(projection.ms / 1000)} s against 0.7 × ${budget.softMs / 1000} s = ${f0((0.7 * budget.softMs) / 1000)} s → at most ${itemsPerPart(projection, budget.softMs).toLocaleString("en-US")} rows a part`,
   );
-  console.log(`  the worker's split event (${splitEvent ? rel(splitEvent.at.getTime()) : "—"} s): ${splitEvent?.message ?? "none — the big file was not split"}`);
+  console.log(
+    `  the worker's split event (${splitEvent ? rel(splitEvent.at.getTime()) : "—"} s): ${splitEvent?.message ?? "none — the big file was not split"}`,
+  );
   console.log(`  ${parts.length} part${parts.length === 1 ? "" : "s"}, run one after another:`);
   let previousEnd = bigJob!.startedMs ?? bigCreatedMs;
   /** What each part's last 10 % of rows cost beyond its own pace, production s. */
   const tailExcess: number[] = [];
   const partExcess: number[] = [];
-  for (const p of parts) {
+  for (const [i, p] of parts.entries()) {
     const startMs = p.startedMs ?? p.createdMs;
     const durMs = (p.finishedMs ?? Date.now()) - startMs;
-    const partIdealS = Math.max(p.calls / RPS, (p.calls * prodS(p.meanCallMs)) / CONCURRENCY);
+    const partIdealS = partIdeals[i]!.seconds;
     partExcess.push(prodS(durMs) - partIdealS);
     console.log(
       `    part ${p.index} (rows ${p.from + 1}–${p.to}): made ${rel(p.createdMs)} (${f1(prodS(p.createdMs - previousEnd))} s after the ${p.index === 1 ? "big file's run started: projection and split" : "part before ended"}), ` +
         `started ${rel(p.startedMs)} (queue ${f1(prodS(startMs - p.createdMs))} s), done ${rel(p.finishedMs)}: ran ${f1(prodS(durMs))} s against its ideal ${f1(partIdealS)} s (+${f1(prodS(durMs) - partIdealS)} s), ${p.status}, ${p.reschedules} reschedules`,
     );
-    const own = bigCallRows.filter((c) => c.jobId === p.id).map((c) => ({ start: c.startedAt.getTime(), end: c.startedAt.getTime() + c.durationMs, ms: c.durationMs, outcome: c.outcome }));
-    const outcomes = Object.entries(own.reduce<Record<string, number>>((o, c) => ({ ...o, [c.outcome]: (o[c.outcome] ?? 0) + 1 }), {}))
+    const own = bigCallRows
+      .filter((c) => c.jobId === p.id)
+      .map((c) => ({
+        start: c.startedAt.getTime(),
+        end: c.startedAt.getTime() + c.durationMs,
+        ms: c.durationMs,
+        outcome: c.outcome,
+      }));
+    const outcomes = Object.entries(
+      own.reduce<Record<string, number>>((o, c) => {
+        o[c.outcome] = (o[c.outcome] ?? 0) + 1;
+        return o;
+      }, {}),
+    )
       .map(([k, v]) => `${v} ${k}`)
       .join(", ");
     const farTail = own.filter((c) => prodS(c.ms) >= 100).length;
@@ -532,7 +633,10 @@ async function main(): Promise<void> {
       const tailMs = p.lastCommitMs - p.p90CommitMs;
       const expectedMs = (0.1 * rows) / paceRowsPerMs;
       tailExcess.push(prodS(tailMs - expectedMs));
-      const overlapMs = own.reduce((n, c) => n + Math.max(0, Math.min(c.end, p.lastCommitMs!) - Math.max(c.start, p.p90CommitMs!)), 0);
+      const overlapMs = own.reduce(
+        (n, c) => n + Math.max(0, Math.min(c.end, p.lastCommitMs!) - Math.max(c.start, p.p90CommitMs!)),
+        0,
+      );
       const lastCall = own.reduce<(typeof own)[number] | undefined>((a, c) => (!a || c.end > a.end ? c : a), undefined);
       console.log(
         `      its first 90 % of rows in ${f1(prodS(p.p90CommitMs - startMs))} s (${f1(paceRowsPerMs * 1000 * SCALE)} rows/s); the last 10 % took ${f1(prodS(tailMs))} s, ${f1(prodS(expectedMs))} s at that pace: +${f1(prodS(tailMs - expectedMs))} s, ` +
@@ -542,10 +646,12 @@ async function main(): Promise<void> {
     previousEnd = p.finishedMs ?? previousEnd;
   }
   const lastPart = parts.at(-1);
-  if (lastPart?.finishedMs) console.log(`    last part done → the big file done: ${f1(prodS(bigFinishedMs - lastPart.finishedMs))} s`);
+  if (lastPart?.finishedMs)
+    console.log(`    last part done → the big file done: ${f1(prodS(bigFinishedMs - lastPart.finishedMs))} s`);
+  console.log(`  ${ideal.arithmetic}`);
   console.log(
-    `  ideal = max(calls ÷ R, calls × mean latency ÷ C) = max(${calls} ÷ ${RPS} = ${f1(byRate)} s, ${calls} × ${f2(meanCallS)} s ÷ ${CONCURRENCY} = ${f1(byConcurrency)} s) = ${f1(idealS)} s; ` +
-      `${f2(bigCalls!.batch ?? 0)} rows a call, longest call ${f1(prodS(bigCalls!.max ?? 0))} s; makespan ÷ ideal = ${f2(bigVsIdeal)}`,
+    `  the parts made ${calls} calls (${f2(calls / ideal.calls)} × the ${ideal.calls} of full batches; ${f2(bigCalls!.batch ?? 0)} rows a call), mean ${f2(meanCallS)} s (full-batch mean ${f2(ideal.meanCallS)} s), ` +
+      `longest call ${f1(prodS(bigCalls!.max ?? 0))} s; makespan ÷ ideal = ${f2(bigVsIdeal)}`,
   );
   const smallCallS = prodS(small.reduce((n, j) => n + j.sumCallMs, 0));
   console.log(
@@ -553,7 +659,9 @@ async function main(): Promise<void> {
   );
   const notRunningS = parts.length
     ? prodS((parts[0]!.startedMs ?? bigCreatedMs) - bigCreatedMs) +
-      parts.slice(1).reduce((n, p, i) => n + prodS((p.startedMs ?? p.createdMs) - (parts[i]!.finishedMs ?? p.createdMs)), 0) +
+      parts
+        .slice(1)
+        .reduce((n, p, i) => n + prodS((p.startedMs ?? p.createdMs) - (parts[i]!.finishedMs ?? p.createdMs)), 0) +
       (lastPart?.finishedMs ? prodS(bigFinishedMs - lastPart.finishedMs) : 0)
     : 0;
   const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
@@ -562,7 +670,9 @@ async function main(): Promise<void> {
       `of that, the parts' last 10 % of rows beyond their own pace: ${tailExcess.map((x) => `${x >= 0 ? "+" : ""}${f1(x)}`).join(", ")} s (${f1(sum(tailExcess))} s in all)`,
   );
   console.log("");
-  console.log(`ETA (getProgress, read every ${POLL_MS} real ms; seconds from the upload; error = |expected − actual| ÷ time left):`);
+  console.log(
+    `ETA (getProgress, read every ${POLL_MS} real ms; seconds from the upload; error = |expected − actual| ÷ time left):`,
+  );
   for (const share of ETA_POINTS) {
     const r = at(share);
     const err = etaError(r);
@@ -577,12 +687,20 @@ async function main(): Promise<void> {
   );
   if (pollErrors) console.log(`${pollErrors} progress readings failed and were skipped`);
   console.log(`provider 429s (both phases): ${provider429}`);
-  if (!idleEnded || !contendedEnded) console.log(`the run broke: ${!idleEnded ? "the idle uploads" : "the contended run"} did not end within its cap (${!idleEnded ? IDLE_CAP_S : BIG_CAP_S} s)`);
-  if (broken.length) console.log(`the run broke: ${broken.map((j) => `${j.tenant} ${j.status} (${j.processed} + ${j.failed} of ${j.total})`).join("; ")}`);
+  if (!idleEnded || !contendedEnded)
+    console.log(
+      `FAIL the run broke: ${!idleEnded ? "the idle uploads" : "the contended run"} did not end within its cap (${!idleEnded ? IDLE_CAP_S : BIG_CAP_S} s)`,
+    );
+  if (broken.length)
+    console.log(
+      `FAIL the run broke: ${broken.map((j) => `${j.tenant} ${j.status} (${j.processed} + ${j.failed} of ${j.total})`).join("; ")}`,
+    );
 
   const verdict = (ok: boolean) => (ok ? "PASS" : "MISS");
   console.log("");
-  console.log(`${verdict(smallVsIdle <= SMALL_VS_IDLE_GOAL)} small uploads' p99 ${f1(smallP99)} s against ${f1(idleP99)} s idle = ${f2(smallVsIdle)} × (goal ≤ ${SMALL_VS_IDLE_GOAL} ×)`);
+  console.log(
+    `${verdict(smallVsIdle <= SMALL_VS_IDLE_GOAL)} small uploads' p99 ${f1(smallP99)} s against ${f1(idleP99)} s idle = ${f2(smallVsIdle)} × (goal ≤ ${SMALL_VS_IDLE_GOAL} ×)`,
+  );
   if (smallVsIdle > SMALL_VS_IDLE_GOAL) {
     const slowest = small.reduce((a, j) => (doneS(j) > doneS(a) ? j : a));
     console.log(
@@ -590,15 +708,22 @@ async function main(): Promise<void> {
         `of which ${f1(prodS((slowest.finishedMs ?? 0) - (slowest.startedMs ?? 0) - slowest.maxCallMs))} s beyond its longest call (provider slot waits, linger, commits)`,
     );
   }
-  console.log(`${verdict(bigVsIdeal <= BIG_VS_IDEAL_GOAL)} big file's makespan ${f1(makespanS)} s against the ideal ${f1(idealS)} s = ${f2(bigVsIdeal)} × (goal ≤ ${BIG_VS_IDEAL_GOAL} ×)`);
+  console.log(
+    `${verdict(bigVsIdeal <= BIG_VS_IDEAL_GOAL)} big file's makespan ${f1(makespanS)} s against the ideal ${f1(idealS)} s = ${f2(bigVsIdeal)} × (goal ≤ ${BIG_VS_IDEAL_GOAL} ×)`,
+  );
   if (bigVsIdeal > BIG_VS_IDEAL_GOAL) {
     console.log(
       `  why: of the ${f1(makespanS - idealS)} s beyond the ideal, ${f1(sum(tailExcess))} s are the parts' last 10 % of rows beyond their own pace and ${f1(notRunningS)} s no part running: ` +
         `a part ends only when its slowest call does (longest ${f1(prodS(bigCalls!.max ?? 0))} s); the next part starts once the one before has sent out its last row, so a gap here means it did not fill the provider through that tail`,
     );
   }
-  for (const [share, err] of [[0.25, eta25], [0.5, eta50]] as const) {
-    console.log(`${verdict(err !== null && err <= ETA_ERROR_GOAL)} ETA error at ${share * 100} %: ${err !== null ? pct(err) : "no ETA shown"} (goal ≤ ${pct(ETA_ERROR_GOAL)})`);
+  for (const [share, err] of [
+    [0.25, eta25],
+    [0.5, eta50],
+  ] as const) {
+    console.log(
+      `${verdict(err !== null && err <= ETA_ERROR_GOAL)} ETA error at ${share * 100} %: ${err !== null ? pct(err) : "no ETA shown"} (goal ≤ ${pct(ETA_ERROR_GOAL)})`,
+    );
     const r = at(share);
     if (r && (err === null || err > ETA_ERROR_GOAL)) {
       console.log(
@@ -608,11 +733,16 @@ async function main(): Promise<void> {
     }
   }
   console.log(`${verdict(provider429 === 0)} provider 429s: ${provider429} (goal 0)`);
-  console.log(`machine: ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(1)).join(" / ")} (1 / 5 / 15 min); bench took ${f0((performance.now() - benchStarted) / 1000)} s`);
+  console.log(
+    `machine: ${os.cpus().length} cores, load average ${os
+      .loadavg()
+      .map((l) => l.toFixed(1))
+      .join(" / ")} (1 / 5 / 15 min); bench took ${f0((performance.now() - benchStarted) / 1000)} s`,
+  );
   const e = (x: number | null) => (x === null ? "none" : f2(x));
   console.log(
     `RESULT bench=fairness small_p99_s=${f1(smallP99)} small_idle_p99_s=${f1(idleP99)} small_vs_idle=${f2(smallVsIdle)} big_makespan_s=${f1(makespanS)} big_ideal_s=${f1(idealS)} ` +
-      `big_vs_ideal=${f2(bigVsIdeal)} eta_error_25=${e(eta25)} eta_error_50=${e(eta50)} parts=${parts.length} provider_429=${provider429}`,
+      `big_vs_ideal=${f2(bigVsIdeal)} eta_error_25=${e(eta25)} eta_error_50=${e(eta50)} parts=${parts.length} big_calls=${calls} ideal_calls=${ideal.calls} provider_429=${provider429} load1=${os.loadavg()[0]!.toFixed(1)}`,
   );
   if (!idleEnded || !contendedEnded || broken.length) process.exit(1);
 }
@@ -626,7 +756,7 @@ if (process.argv[2] === "--child") {
   main().then(
     () => process.exit(0),
     async (err: unknown) => {
-      console.error(err);
+      console.error(`FAIL bench=fairness: ${err instanceof Error ? err.message : String(err)}`);
       await dropDatabase(benchUrl).catch(() => undefined);
       process.exit(1);
     },

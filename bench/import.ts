@@ -10,9 +10,11 @@
  * requests a second, so a call Bounded lets through beyond them shows as a 429.
  *
  * 1. 2,000 rows with the catalog's items in flight and model batches: the makespan (the Job row's
- *    creation → its `finishedAt`) in production seconds, against the provider-bound ideal
- *    `max(calls ÷ R, calls × mean call latency ÷ C)` for the calls the import really made (its
- *    ModelCall rows); every row processed exactly once.
+ *    creation → its `finishedAt`) in production seconds, against the provider-bound ideal from the
+ *    run's parameters, `max(calls ÷ R, calls × mean call ÷ C)` with full batches (⌈rows ÷ batch⌉
+ *    calls) and the simulator's mean call for a full batch (bench/common.ts, `providerIdeal`) —
+ *    never from the calls the run made, so half-full batches show as a miss, not as a larger
+ *    yardstick; every row processed exactly once.
  * 2. The serial loop (`BOUNDED_ITEMS_IN_FLIGHT_CSV_IMPORT=1`: one row at a time, alone in its
  *    call) on a sample, extrapolated linearly to 2,000 rows.
  * 3. The worker's peak RSS during a 1,000-row and a 10,000-row import, beside the heap right after
@@ -25,9 +27,10 @@
  * The environment is parsed once per process, so each measurement runs its worker in a child
  * (`node --import tsx bench/import.ts --child <label>`) with that measurement's environment. Every
  * import gets a budget no run comes near, so each is measured to its end; the makespan is then
- * compared with the default 600 s budget. Runs in a database of its own (`bounded_bench_import`,
- * created with the project's migrations, dropped at the end) and a Redis prefix of its own
- * (removed at the end). Ends with one line:
+ * compared with the default 600 s budget; an import that does not end within its cap (20 × its
+ * ideal + 2 real minutes) ends the bench with a FAIL line and exit code 1. Runs in a database of
+ * its own beside `DATABASE_URL`'s (`bounded_bench_import`, created with the project's migrations,
+ * dropped at the end) and a Redis prefix of its own (removed at the end). Ends with one line:
  * `RESULT bench=import makespan_s=… ideal_s=… vs_ideal=… vs_serial=… provider_429=… exactly_once=yes|no …`.
  */
 import { fork } from "node:child_process";
@@ -36,7 +39,17 @@ import path from "node:path";
 import { PerformanceObserver, constants as perfConstants, performance } from "node:perf_hooks";
 import v8 from "node:v8";
 // Relative imports: tsx maps "@/…" only from the repository root; these work from anywhere.
-import { benchDatabaseUrl, csvOf, flagNumber, startImportsWorker } from "./common";
+import {
+  BenchTimeout,
+  benchDatabaseUrl,
+  benchRedisPrefix,
+  csvOf,
+  flagNumber,
+  providerIdeal,
+  startImportsWorker,
+  withinCap,
+  type ProviderIdeal,
+} from "./common";
 import { dropDatabase, migrate } from "../scripts/db/migrate";
 
 /**
@@ -123,13 +136,16 @@ async function child(): Promise<void> {
   let fullGcs = 0;
   const gcs = new PerformanceObserver((list) => {
     for (const entry of list.getEntries()) {
-      if ((entry as unknown as { detail?: { kind?: number } }).detail?.kind !== perfConstants.NODE_PERFORMANCE_GC_MAJOR) continue;
+      if ((entry as unknown as { detail?: { kind?: number } }).detail?.kind !== perfConstants.NODE_PERFORMANCE_GC_MAJOR)
+        continue;
       fullGcs += 1;
       peakLiveHeap = Math.max(peakLiveHeap, v8.getHeapStatistics().used_heap_size);
     }
   });
   gcs.observe({ entryTypes: ["gc"] });
-  const stop = new Promise<void>((resolve) => process.on("message", (m: ParentMessage) => m.type === "stop" && resolve()));
+  const stop = new Promise<void>((resolve) =>
+    process.on("message", (m: ParentMessage) => m.type === "stop" && resolve()),
+  );
   const cpu0 = process.cpuUsage();
   const elu0 = performance.eventLoopUtilization();
   const readyAt = performance.now();
@@ -197,7 +213,7 @@ interface Measured {
 
 async function main(): Promise<void> {
   const benchStarted = performance.now();
-  const prefix = `bounded-bench-import-${process.pid}`;
+  const prefix = benchRedisPrefix("import");
   await dropDatabase(benchUrl);
   await migrate(benchUrl);
   // The bench's own environment, for this process and (inherited) for every worker child: set
@@ -213,21 +229,24 @@ async function main(): Promise<void> {
     BOUNDED_SIM_MODEL_RPS: String(RPS),
     BOUNDED_SIM_MODEL_ERROR_RATE: "0",
     BOUNDED_BUDGET_IMPORTS_SOFT_S: String(BENCH_SOFT_S),
+    // Measured on direct calls: with this budget an import would otherwise take the batch lane.
+    BOUNDED_BATCH_LANE_KINDS: "none",
     BOUNDED_BUDGET_IMPORTS_HARD_S: String(BENCH_HARD_S),
   });
   delete process.env.BOUNDED_ITEMS_IN_FLIGHT_CSV_IMPORT;
-  const { KINDS } = await import("../lib/queues/catalog");
+  const { KINDS } = await import("../lib/catalog/catalog");
   const { db, closeDb } = await import("../lib/db/client");
   const { createRedis, closeRedis, redis, scanKeys } = await import("../lib/redis/client");
   const { closeQueues } = await import("../lib/queues/queues");
   const { createImport } = await import("../lib/imports/create-import");
   const { providerWaitsKey } = await import("../lib/ratelimit/provider");
-  const { OPEN_STATUSES } = await import("../lib/jobs/statuses");
+  const { OPEN_STATUSES } = await import("../lib/core/job-statuses");
   const { startSimulators } = await import("../workers/simulators/server");
 
   // A simulator per time scale: its latencies are scaled when it starts.
   type Simulators = Awaited<ReturnType<typeof startSimulators>>;
-  const simulatorAt = (timeScale: number) => startSimulators({ model: { errorRate: 0, timeScale, limits: { concurrency: CONCURRENCY, rps: RPS } } });
+  const simulatorAt = (timeScale: number) =>
+    startSimulators({ model: { errorRate: 0, timeScale, limits: { concurrency: CONCURRENCY, rps: RPS } } });
   const sims = new Map<number, Simulators>([[SCALE, await simulatorAt(SCALE)]]);
   if (!sims.has(MEMORY_SCALE)) sims.set(MEMORY_SCALE, await simulatorAt(MEMORY_SCALE));
   const simStats = async (sim: Simulators, method: "GET" | "DELETE") => {
@@ -237,9 +256,18 @@ async function main(): Promise<void> {
   const itemsInFlight = KINDS.csv_import.itemConcurrency.n;
   const batchSize = KINDS.csv_import.modelBatch.size;
 
-
-  /** Starts a worker child with `env`, imports `rows` rows once it is ready, waits for the row to be terminal. */
-  const measure = async (label: string, rows: number, scale: number, env: Record<string, string>): Promise<Measured> => {
+  /**
+   * Starts a worker child with `env`, imports `rows` rows once it is ready, waits for the row to be
+   * terminal — at most 20 × `ideal` + 2 real minutes, then the child is stopped and a
+   * `BenchTimeout` says where the import was.
+   */
+  const measure = async (
+    label: string,
+    rows: number,
+    scale: number,
+    ideal: ProviderIdeal,
+    env: Record<string, string>,
+  ): Promise<Measured> => {
     const sim = sims.get(scale)!;
     await simStats(sim, "DELETE");
     await redis().del(providerWaitsKey("model"));
@@ -261,19 +289,40 @@ async function main(): Promise<void> {
         const found = messages.find((m) => m.type === type);
         if (found) return found as Extract<ChildMessage, { type: T }>;
         const code = await Promise.race([exited, new Promise<"message">((r) => waiters.push(() => r("message")))]);
-        if (code !== "message" && !messages.some((m) => m.type === type)) throw new Error(`${label}: the worker process exited (${code}) before "${type}"`);
+        if (code !== "message" && !messages.some((m) => m.type === type))
+          throw new Error(`${label}: the worker process exited (${code}) before "${type}"`);
       }
     };
     await next("ready");
 
-    const created = await createImport({ tenant: `bench-import-${label}`, filename: `${label}.csv`, bytes: csvOf(rows) });
+    const created = await createImport({
+      tenant: `bench-import-${label}`,
+      filename: `${label}.csv`,
+      bytes: csvOf(rows),
+    });
     if (created.type !== "created") throw new Error(`${label}: the import was refused: ${created.message}`);
     const { jobId } = created;
-    for (;;) {
-      const row = await db().job.findUniqueOrThrow({ where: { id: jobId }, select: { status: true } });
-      if (!(OPEN_STATUSES as readonly string[]).includes(row.status)) break;
-      // The makespan is read off the row (finishedAt); polling slowly keeps the database for the worker.
-      await new Promise((r) => setTimeout(r, 200));
+    const untilTerminal = async () => {
+      for (;;) {
+        const row = await db().job.findUniqueOrThrow({ where: { id: jobId }, select: { status: true } });
+        if (!(OPEN_STATUSES as readonly string[]).includes(row.status)) return;
+        // The makespan is read off the row (finishedAt); polling slowly keeps the database for the worker.
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    };
+    const capMs = 20 * ideal.seconds * 1000 * scale + 120_000;
+    try {
+      await withinCap(untilTerminal(), capMs, `${label}: the ${rows}-row import`);
+    } catch (err) {
+      worker.kill();
+      if (err instanceof BenchTimeout) {
+        const row = await db().job.findUniqueOrThrow({
+          where: { id: jobId },
+          select: { status: true, processed: true, failed: true, message: true },
+        });
+        err.message += ` (20 × its ideal ${ideal.seconds.toFixed(1)} s at time scale ${scale} + 120 s): ${row.status}, ${row.processed + row.failed} of ${rows} rows, ${row.message ?? "no message"}`;
+      }
+      throw err;
     }
     worker.send({ type: "stop" } satisfies ParentMessage);
     const memory = await next("report");
@@ -281,14 +330,42 @@ async function main(): Promise<void> {
 
     const job = await db().job.findUniqueOrThrow({
       where: { id: jobId },
-      select: { status: true, processed: true, failed: true, createdAt: true, attemptStartedAt: true, finishedAt: true, attempt: true, reschedules: true },
+      select: {
+        status: true,
+        processed: true,
+        failed: true,
+        createdAt: true,
+        attemptStartedAt: true,
+        finishedAt: true,
+        attempt: true,
+        reschedules: true,
+      },
     });
-    const [calls] = await db().$queryRaw<{ calls: bigint; ok: bigint; mean: number | null; max: number | null; sum: bigint | null; batch: number | null; lastEnd: Date | null }[]>`
+    const [calls] = await db().$queryRaw<
+      {
+        calls: bigint;
+        ok: bigint;
+        mean: number | null;
+        max: number | null;
+        sum: bigint | null;
+        batch: number | null;
+        lastEnd: Date | null;
+      }[]
+    >`
       SELECT count(*) AS calls, count(*) FILTER (WHERE outcome = 'ok') AS ok, avg("durationMs")::float8 AS mean, max("durationMs") AS max,
              sum("durationMs") AS sum, avg("batchSize")::float8 AS batch,
              max("startedAt" + "durationMs" * interval '1 millisecond') AS "lastEnd"
       FROM "ModelCall" WHERE "jobId" = ${jobId}::uuid AND type = 'model'`;
-    const [counts] = await db().$queryRaw<{ transactions: bigint; duplicates: bigint; items: bigint; failures: bigint; span: number | null; peak: bigint | null }[]>`
+    const [counts] = await db().$queryRaw<
+      {
+        transactions: bigint;
+        duplicates: bigint;
+        items: bigint;
+        failures: bigint;
+        span: number | null;
+        peak: bigint | null;
+      }[]
+    >`
       SELECT (SELECT count(*) FROM "Transaction" WHERE "jobId" = ${jobId}::uuid) AS transactions,
              (SELECT count(*) FROM (SELECT row FROM "Transaction" WHERE "jobId" = ${jobId}::uuid GROUP BY row HAVING count(*) > 1) d) AS duplicates,
              (SELECT count(*) FROM "JobItem" WHERE "jobId" = ${jobId}::uuid) AS items,
@@ -314,8 +391,17 @@ async function main(): Promise<void> {
       sumCallMs: Number(calls!.sum ?? 0),
       meanBatch: calls!.batch ?? 0,
       tailAfterLastCallMs: calls!.lastEnd ? finishedAt - calls!.lastEnd.getTime() : 0,
-      sim: { admitted: stats.admitted, rejected: stats.rejected.total, rejectedConcurrency: stats.rejected.concurrency, rejectedRate: stats.rejected.rate },
-      providerWaits: { waits: Number(waits[0] ?? 0), waitSeconds: Number(waits[1] ?? 0) / 1000, gaveUp: Number(waits[2] ?? 0) },
+      sim: {
+        admitted: stats.admitted,
+        rejected: stats.rejected.total,
+        rejectedConcurrency: stats.rejected.concurrency,
+        rejectedRate: stats.rejected.rate,
+      },
+      providerWaits: {
+        waits: Number(waits[0] ?? 0),
+        waitSeconds: Number(waits[1] ?? 0) / 1000,
+        gaveUp: Number(waits[2] ?? 0),
+      },
       transactions: Number(counts!.transactions),
       duplicateRows: Number(counts!.duplicates),
       jobItems: Number(counts!.items),
@@ -333,10 +419,12 @@ async function main(): Promise<void> {
     const problems: string[] = [];
     if (m.status !== "completed" && m.status !== "completed_with_errors") problems.push(`status ${m.status}`);
     if (m.processed + m.failed !== m.rows) problems.push(`processed ${m.processed} + failed ${m.failed} ≠ ${m.rows}`);
-    if (m.transactions !== m.processed) problems.push(`${m.transactions} Transaction rows for ${m.processed} processed`);
+    if (m.transactions !== m.processed)
+      problems.push(`${m.transactions} Transaction rows for ${m.processed} processed`);
     if (m.duplicateRows > 0) problems.push(`${m.duplicateRows} rows written twice`);
     if (m.jobItems !== m.rows) problems.push(`${m.jobItems} JobItem rows for ${m.rows} rows`);
-    if (m.itemsFailedRecorded !== m.failed) problems.push(`${m.itemsFailedRecorded} failures recorded for ${m.failed} failed`);
+    if (m.itemsFailedRecorded !== m.failed)
+      problems.push(`${m.itemsFailedRecorded} failures recorded for ${m.failed} failed`);
     return problems;
   };
 
@@ -352,12 +440,35 @@ async function main(): Promise<void> {
   console.log(
     `runs: ${ROWS} rows with ${itemsInFlight} in flight and batches of ${batchSize}; serial loop (1 in flight) on a ${SERIAL_SAMPLE}-row sample, extrapolated linearly to ${ROWS}; worker memory at ${MEMORY_ROWS.join(" and ")} rows`,
   );
-  console.log(`every run's import budget raised to ${BENCH_SOFT_S} s soft / ${BENCH_HARD_S} s hard (BOUNDED_BUDGET_IMPORTS_SOFT_S / _HARD_S) so each is measured to its end; the goal compares the makespan with the default ${DEFAULT_SOFT_S} s`);
+  console.log(
+    `every run's import budget raised to ${BENCH_SOFT_S} s soft / ${BENCH_HARD_S} s hard (BOUNDED_BUDGET_IMPORTS_SOFT_S / _HARD_S) so each is measured to its end; the goal compares the makespan with the default ${DEFAULT_SOFT_S} s`,
+  );
 
-  const concurrent = await measure("concurrent", ROWS, SCALE, {});
-  const serial = await measure("serial", SERIAL_SAMPLE, SCALE, { BOUNDED_ITEMS_IN_FLIGHT_CSV_IMPORT: "1" });
-  const small = await measure("memory-1k", MEMORY_ROWS[0], MEMORY_SCALE, {});
-  const large = await measure("memory-10k", MEMORY_ROWS[1], MEMORY_SCALE, {});
+  const limits = { concurrency: CONCURRENCY, rps: RPS };
+  const ideal = await providerIdeal({ rows: ROWS, batchSize, ...limits });
+  const concurrent = await measure("concurrent", ROWS, SCALE, ideal, {});
+  // One row at a time, alone in its call: one call in flight.
+  const serial = await measure(
+    "serial",
+    SERIAL_SAMPLE,
+    SCALE,
+    await providerIdeal({ rows: SERIAL_SAMPLE, batchSize: 1, concurrency: 1, rps: RPS }),
+    { BOUNDED_ITEMS_IN_FLIGHT_CSV_IMPORT: "1" },
+  );
+  const small = await measure(
+    "memory-1k",
+    MEMORY_ROWS[0],
+    MEMORY_SCALE,
+    await providerIdeal({ rows: MEMORY_ROWS[0], batchSize, ...limits }),
+    {},
+  );
+  const large = await measure(
+    "memory-10k",
+    MEMORY_ROWS[1],
+    MEMORY_SCALE,
+    await providerIdeal({ rows: MEMORY_ROWS[1], batchSize, ...limits }),
+    {},
+  );
   const runs = [concurrent, serial, small, large];
 
   // Clean up: the bench's keys, database and servers.
@@ -371,10 +482,7 @@ async function main(): Promise<void> {
   await dropDatabase(benchUrl);
 
   const makespanS = prod(concurrent.makespanMs);
-  const meanCallS = prod(concurrent.meanCallMs);
-  const byRate = concurrent.calls / RPS;
-  const byConcurrency = (concurrent.calls * meanCallS) / CONCURRENCY;
-  const idealS = Math.max(byRate, byConcurrency);
+  const idealS = ideal.seconds;
   const vsIdeal = makespanS / idealS;
   const serialS = (prod(serial.makespanMs) * ROWS) / SERIAL_SAMPLE;
   const vsSerial = serialS / makespanS;
@@ -408,8 +516,10 @@ async function main(): Promise<void> {
   for (const m of runs) describe(m);
   console.log("");
   console.log(`${ROWS} rows: makespan ${f1(makespanS)} s against the ideal ${f1(idealS)} s = ${f2(vsIdeal)} ×`);
+  console.log(`  ${ideal.arithmetic}`);
   console.log(
-    `  ideal = max(calls ÷ R, calls × mean latency ÷ C) = max(${concurrent.calls} ÷ ${RPS} = ${f1(byRate)} s, ${concurrent.calls} × ${f2(meanCallS)} s ÷ ${CONCURRENCY} = ${f1(byConcurrency)} s)`,
+    `  the run made ${concurrent.calls} calls (${f2(concurrent.calls / ideal.calls)} × the ${ideal.calls} of full batches), mean ${f2(prod(concurrent.meanCallMs))} s (full-batch mean ${f2(ideal.meanCallS)} s): ` +
+      `its own calls alone needed max(${concurrent.calls} ÷ ${RPS}, ${concurrent.calls} × ${f2(prod(concurrent.meanCallMs))} s ÷ ${CONCURRENCY}) = ${f1(Math.max(concurrent.calls / RPS, (concurrent.calls * prod(concurrent.meanCallMs)) / CONCURRENCY))} s`,
   );
   // The busiest second is what the database managed when rows were ready to commit.
   const commitRate = Math.max(1, concurrent.peakCommitsPerS);
@@ -420,12 +530,16 @@ async function main(): Promise<void> {
     `  ${f2(concurrent.meanBatch)} rows a call (batches of up to ${batchSize}), ${f1(concurrent.sumCallMs / concurrent.makespanMs)} of ${CONCURRENCY} calls in flight on average; ` +
       `rescheduled ${concurrent.reschedules} time${concurrent.reschedules === 1 ? "" : "s"} (each stops dispatching, waits for every row in flight, then waits in delayed and starts again)`,
   );
-  console.log(`  longest single call ${f1(longestS)} s: no schedule finishes before it (the ideal counts only its share of the mean)`);
+  console.log(
+    `  longest single call ${f1(longestS)} s: no schedule finishes before it (the ideal counts only its share of the mean)`,
+  );
   console.log(
     `  commits: at most ${f0(commitRate)} in a real second; at this time scale that alone takes ${f1(commitFloorS)} s for ${concurrent.rows} rows — ` +
       `the ideal needs ${f0(concurrent.rows / (idealS * SCALE))} a second here, ${f1(concurrent.rows / idealS)} a second at production speed`,
   );
-  console.log(`  makespan ÷ max(ideal, longest call, commits alone) = ${f1(makespanS)} ÷ ${f1(floorS)} = ${f2(makespanS / floorS)}`);
+  console.log(
+    `  makespan ÷ max(ideal, longest call, commits alone) = ${f1(makespanS)} ÷ ${f1(floorS)} = ${f2(makespanS / floorS)}`,
+  );
   console.log(
     `serial loop: ${SERIAL_SAMPLE} rows in ${f1(prod(serial.makespanMs))} s, × ${ROWS / SERIAL_SAMPLE} (extrapolated linearly) = ${f0(serialS)} s for ${ROWS} rows; serial ÷ concurrent = ${f2(vsSerial)}`,
   );
@@ -436,19 +550,35 @@ async function main(): Promise<void> {
   console.log(
     `exactly once: ${broken.length === 0 ? "every run's rows were each processed once (Transaction rows = processed, no row twice, one JobItem per row, processed + failed = rows)" : broken.map((b) => `${b.m.label}: ${b.problems.join("; ")}`).join(" | ")}`,
   );
-  console.log(`worker peak RSS: ${f0(small.memory.peakRssMb)} MB at ${MEMORY_ROWS[0]} rows, ${f0(large.memory.peakRssMb)} MB at ${MEMORY_ROWS[1]} rows: ${rssGrowth >= 0 ? "+" : ""}${f1(rssGrowth)} MB`);
+  console.log(
+    `worker peak RSS: ${f0(small.memory.peakRssMb)} MB at ${MEMORY_ROWS[0]} rows, ${f0(large.memory.peakRssMb)} MB at ${MEMORY_ROWS[1]} rows: ${rssGrowth >= 0 ? "+" : ""}${f1(rssGrowth)} MB`,
+  );
 
-  if (makespanS > DEFAULT_SOFT_S) console.log(`goal missed: ${ROWS} rows took ${f1(makespanS)} s, more than the default ${DEFAULT_SOFT_S} s budget`);
+  if (makespanS > DEFAULT_SOFT_S)
+    console.log(`goal missed: ${ROWS} rows took ${f1(makespanS)} s, more than the default ${DEFAULT_SOFT_S} s budget`);
   if (vsIdeal > 1.25) console.log(`goal missed: ${f2(vsIdeal)} × the provider-bound ideal (goal ≤ 1.25)`);
   if (provider429 > 0) console.log(`goal missed: the simulator answered ${provider429} 429s (goal 0)`);
   // What stood between the makespan and the ideal, from the figures above.
   if (makespanS > DEFAULT_SOFT_S || vsIdeal > 1.25) {
-    if (concurrent.reschedules > 0) console.log(`  why: rescheduled ${concurrent.reschedules} times for a provider slot wait; each one waits for every row in flight first (up to the longest call, ${f1(longestS)} s) and starts over`);
-    if (commitFloorS > 1.25 * idealS) console.log(`  why: commits do not shrink with the time scale: ${f1(commitFloorS)} s of commits at the busiest second's pace, against the ideal ${f1(idealS)} s`);
+    if (concurrent.reschedules > 0)
+      console.log(
+        `  why: rescheduled ${concurrent.reschedules} times for a provider slot wait; each one waits for every row in flight first (up to the longest call, ${f1(longestS)} s) and starts over`,
+      );
+    if (commitFloorS > 1.25 * idealS)
+      console.log(
+        `  why: commits do not shrink with the time scale: ${f1(commitFloorS)} s of commits at the busiest second's pace, against the ideal ${f1(idealS)} s`,
+      );
     const cpuShare = concurrent.memory.cpuSeconds / concurrent.memory.wallSeconds;
-    if (cpuShare > 0.8) console.log(`  why: the worker was busy ${f0(100 * cpuShare)} % of a core; its ${f2((1000 * concurrent.memory.cpuSeconds) / concurrent.rows)} ms of CPU a row do not shrink with the time scale (${f1(prod(concurrent.memory.cpuSeconds * 1000))} s here)`);
-    if (longestS > 1.25 * idealS) console.log(`  why: one call took ${f1(longestS)} s, and nothing can finish the import before it does`);
-    if (concurrent.meanBatch < 0.75 * batchSize) console.log(`  why: batches left with ${f2(concurrent.meanBatch)} rows of ${batchSize}, so the import made ${f2((concurrent.calls * batchSize) / concurrent.rows)} × the calls a full batch needs`);
+    if (cpuShare > 0.8)
+      console.log(
+        `  why: the worker was busy ${f0(100 * cpuShare)} % of a core; its ${f2((1000 * concurrent.memory.cpuSeconds) / concurrent.rows)} ms of CPU a row do not shrink with the time scale (${f1(prod(concurrent.memory.cpuSeconds * 1000))} s here)`,
+      );
+    if (longestS > 1.25 * idealS)
+      console.log(`  why: one call took ${f1(longestS)} s, and nothing can finish the import before it does`);
+    if (concurrent.meanBatch < 0.75 * batchSize)
+      console.log(
+        `  why: batches left with ${f2(concurrent.meanBatch)} rows of ${batchSize}, so the import made ${f2((concurrent.calls * batchSize) / concurrent.rows)} × the calls a full batch needs`,
+      );
   }
   if (rssGrowth > RSS_GROWTH_GOAL_MB) {
     const live = large.memory.peakLiveHeapMb - small.memory.peakLiveHeapMb;
@@ -457,9 +587,14 @@ async function main(): Promise<void> {
         `the heap right after a full collection grew ${f1(live)} MB (${f0(small.memory.peakLiveHeapMb)} → ${f0(large.memory.peakLiveHeapMb)} MB)${live <= RSS_GROWTH_GOAL_MB ? ": rows are not held, the rest is garbage V8 had not collected yet" : ""}`,
     );
   }
-  console.log(`machine: ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(1)).join(" / ")} (1 / 5 / 15 min); bench took ${f0((performance.now() - benchStarted) / 1000)} s`);
   console.log(
-    `RESULT bench=import makespan_s=${f1(makespanS)} ideal_s=${f1(idealS)} vs_ideal=${f2(vsIdeal)} vs_serial=${f2(vsSerial)} provider_429=${provider429} exactly_once=${broken.length === 0 ? "yes" : "no"} peak_rss_1k_mb=${f0(small.memory.peakRssMb)} peak_rss_10k_mb=${f0(large.memory.peakRssMb)} rss_growth_mb=${f1(rssGrowth)}`,
+    `machine: ${os.cpus().length} cores, load average ${os
+      .loadavg()
+      .map((l) => l.toFixed(1))
+      .join(" / ")} (1 / 5 / 15 min); bench took ${f0((performance.now() - benchStarted) / 1000)} s`,
+  );
+  console.log(
+    `RESULT bench=import rows=${ROWS} makespan_s=${f1(makespanS)} ideal_s=${f1(idealS)} vs_ideal=${f2(vsIdeal)} target_vs_ideal=1.25 ok=${vsIdeal <= 1.25} calls=${concurrent.calls} ideal_calls=${ideal.calls} serial_s=${f0(serialS)} vs_serial=${f2(vsSerial)} provider_429=${provider429} exactly_once=${broken.length === 0 ? "yes" : "no"} peak_rss_1k_mb=${f0(small.memory.peakRssMb)} peak_rss_10k_mb=${f0(large.memory.peakRssMb)} rss_growth_mb=${f1(rssGrowth)} load1=${os.loadavg()[0]!.toFixed(1)}`,
   );
   if (broken.length > 0) process.exit(1);
 }
@@ -473,7 +608,7 @@ if (process.argv[2] === "--child") {
   main().then(
     () => process.exit(0),
     async (err: unknown) => {
-      console.error(err);
+      console.error(`FAIL bench=import: ${err instanceof Error ? err.message : String(err)}`);
       await dropDatabase(benchUrl).catch(() => undefined);
       process.exit(1);
     },

@@ -1,29 +1,35 @@
 /**
  * `npm run bench:overhead` (`npx tsx bench/overhead.ts`): what the policy wrapper costs per job.
  *
- * No-op jobs per second through the full policy, as `workers/main.ts` wires it — a BullMQ
- * Worker whose processor is `queueProcessor` → `runJob` (the attempt started and fenced on the
- * Job row with the budget this worker resolves, soft and hard timers, heartbeat, the watchdog
- * thread fed, the row finalized `completed` with its timeline event) and a processor that does
- * nothing — against a bare BullMQ Worker whose processor does nothing. Same process, same Redis,
- * same worker options (concurrency `BOUNDED_WORKER_CONCURRENCY`, lock duration), same enqueue
- * options as `enqueueJob`; rounds alternate (bare, policy) and the median of each is kept.
+ * Jobs per second through the full policy, as `workers/main.ts` wires it — a BullMQ Worker whose
+ * processor is `queueProcessor` → `runJob` (the attempt started and fenced on the Job row with
+ * the budget this worker resolves, the projection every import pays at its start — its measured
+ * item costs read, the plan made, the projection kept on the row — soft and hard timers,
+ * heartbeat, the watchdog thread fed, the row finalized `completed` with its timeline event) and
+ * a processor that does nothing — against a bare BullMQ Worker whose processor does nothing. The
+ * policy's rows are what `createImport` leaves: a `csv_import` of 20 rows (as many as a small
+ * upload in bench:fairness) with its stored file. Same process, same Redis, same worker options
+ * (concurrency `BOUNDED_WORKER_CONCURRENCY`, lock duration), same enqueue options as
+ * `enqueueJob`; rounds alternate (bare, policy) and the median of each is kept. The ideal is the
+ * bare worker's rate: a policy that cost nothing (ratio 1); the target is 0.9.
  *
- * Then, to say where the time goes, the policy's database work alone (`startAttempt` +
- * `finalizeJob` called as `runJob` calls them for a no-op job, same concurrency, no queue) with
- * its PostgreSQL round trips counted — one statement to start, one to finish — and, for the cost
- * of the client, the same two statements sent over plain pg without Prisma.
+ * Then, to say where the time goes, the policy's database work alone (`startAttempt`,
+ * `fanOutIfTooBig` and `finalizeJob` called as `runJob` calls them, same concurrency, no queue)
+ * with its PostgreSQL round trips counted, and, for the cost of the client, the start and the
+ * finish alone (no projection) as one statement each over plain pg without Prisma.
  *
- * Runs in a database of its own (`bounded_bench_overhead`, created with the project's migrations,
- * dropped at the end) and a Redis prefix of its own (removed at the end). Ends with one line:
- * `RESULT bench=overhead concurrency=… bare_jobs_per_s=… policy_jobs_per_s=… ratio=… …`.
+ * A round that does not drain within its cap ends the bench with a FAIL line and exit code 1.
+ * Runs in a database of its own beside `DATABASE_URL`'s (`bounded_bench_overhead`, created with
+ * the project's migrations, dropped at the end) and a Redis prefix of its own (removed at the
+ * end). Ends with one line:
+ * `RESULT bench=overhead concurrency=… bare_jobs_per_s=… policy_jobs_per_s=… ratio=… ideal_ratio=1 …`.
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import os from "node:os";
 import { performance } from "node:perf_hooks";
 import pg from "pg";
 // Relative imports: tsx maps "@/…" only from the repository root; these work from anywhere.
-import { parseEnv } from "../lib/env";
+import { benchDatabaseUrl, benchRedisPrefix, csvOf, withinCap } from "./common";
 import { dropDatabase, migrate } from "../scripts/db/migrate";
 
 /** Jobs per timed round, per variant. */
@@ -33,15 +39,13 @@ const WARMUP_JOBS = 300;
 const ROUNDS = 3;
 /** Rows for the database-only pass. */
 const DB_ONLY_JOBS = 2_000;
+/** Rows of each policy job's file: a small upload, projected to fit its budget (never split). */
+const ROWS_PER_JOB = 20;
+/** Real ms a round may take to drain: at the slowest rate seen (~100 jobs/s) a round takes 30 s. */
+const DRAIN_CAP_MS = 300_000;
 
-// The bench database sits beside the configured one (same server and user).
-const baseUrl = parseEnv(process.env).DATABASE_URL;
-const benchUrl = (() => {
-  const url = new URL(baseUrl);
-  url.pathname = "/bounded_bench_overhead";
-  return url.toString();
-})();
-const prefix = `bounded-bench-overhead-${process.pid}`;
+const benchUrl = benchDatabaseUrl("bounded_bench_overhead");
+const prefix = benchRedisPrefix("overhead");
 
 const dropBenchDatabase = () => dropDatabase(benchUrl);
 
@@ -84,7 +88,12 @@ async function main(): Promise<void> {
   await dropBenchDatabase();
   await migrate(benchUrl);
   // A benchmark's own environment: set before the modules that read it load.
-  Object.assign(process.env, { DATABASE_URL: benchUrl, BOUNDED_REDIS_PREFIX: prefix, BOUNDED_TIME_SCALE: "1", LOG_LEVEL: "silent" });
+  Object.assign(process.env, {
+    DATABASE_URL: benchUrl,
+    BOUNDED_REDIS_PREFIX: prefix,
+    BOUNDED_TIME_SCALE: "1",
+    LOG_LEVEL: "silent",
+  });
   const { Queue, Worker } = await import("bullmq");
   const { env } = await import("../lib/env");
   const { db, closeDb } = await import("../lib/db/client");
@@ -93,12 +102,14 @@ async function main(): Promise<void> {
   const { logger } = await import("../lib/log");
   const { scaled } = await import("../lib/time");
   const { resolveBudget } = await import("../lib/budgets/budgets");
-  const { startAttempt, finalizeJob } = await import("../lib/jobs/run");
-  const { TERMINAL_STATUSES } = await import("../lib/jobs/statuses");
+  const { startAttempt } = await import("../lib/runs/attempt");
+  const { finalizeJob } = await import("../lib/runs/finalize");
+  const { fanOutIfTooBig } = await import("../lib/runs/fan-out");
+  const { TERMINAL_STATUSES } = await import("../lib/core/job-statuses");
   const { ensureTenant } = await import("../lib/tenants/ensure-tenant");
   const { queueProcessor } = await import("../workers/queue-processor");
-  const { startWatchdog } = await import("../workers/watchdog");
-  type Processor = import("../workers/processor").Processor;
+  const { startWatchdog } = await import("../lib/runs/watchdog");
+  type Processor = import("../lib/runs/processor").Processor;
 
   const e = env();
   const concurrency = e.BOUNDED_WORKER_CONCURRENCY;
@@ -107,7 +118,12 @@ async function main(): Promise<void> {
   const workerOptions = { prefix, concurrency, lockDuration, stalledInterval: lockDuration, autorun: false } as const;
   // As enqueueJob adds them: every job prioritized (one tenant's first place in line, so the
   // order stays first in, first out; BullMQ's prioritized set, not its plain list).
-  const jobOptions = { priority: 2, attempts: 1, removeOnComplete: { age: 24 * 3600, count: 10_000 }, removeOnFail: { age: 7 * 24 * 3600, count: 10_000 } };
+  const jobOptions = {
+    priority: 2,
+    attempts: 1,
+    removeOnComplete: { age: 24 * 3600, count: 10_000 },
+    removeOnFail: { age: 7 * 24 * 3600, count: 10_000 },
+  };
 
   const log = logger("bench");
   const shutdown = new AbortController();
@@ -115,21 +131,32 @@ async function main(): Promise<void> {
   const tenantId = await ensureTenant("bench-overhead");
   const noop: Processor = async () => undefined;
 
-  /** Job rows as a producer leaves them: queued, with no budget resolved yet. */
+  const file = Buffer.from(csvOf(ROWS_PER_JOB));
+  /** Job rows as `createImport` leaves them: queued, its rows counted, its file stored, no budget resolved yet. */
   const createRows = async (n: number): Promise<string[]> => {
     const ids = Array.from({ length: n }, () => randomUUID());
     for (let i = 0; i < n; i += 1_000) {
+      const chunk = ids.slice(i, i + 1_000);
       await db().job.createMany({
-        data: ids.slice(i, i + 1_000).map((id) => ({
+        data: chunk.map((id) => ({
           id,
           kind: "csv_import",
           queue: "imports",
           tenantId,
-          total: 0,
+          total: ROWS_PER_JOB,
           budgetSoftMs: 0,
           budgetHardMs: 0,
           budgetSource: "pending",
           progressToken: randomBytes(16).toString("hex"),
+        })),
+      });
+      await db().upload.createMany({
+        data: chunk.map((jobId) => ({
+          jobId,
+          filename: "bench.csv",
+          delimiter: ",",
+          sizeBytes: file.byteLength,
+          content: file,
         })),
       });
     }
@@ -141,12 +168,21 @@ async function main(): Promise<void> {
     const queueName = variant === "policy" ? "imports" : "bench-bare";
     const q = variant === "policy" ? queue("imports") : new Queue(queueName, { connection: redis(), prefix });
     for (let i = 0; i < ids.length; i += 1_000) {
-      await q.addBulk(ids.slice(i, i + 1_000).map((jobId) => ({ name: "csv_import", data: { jobId }, opts: { ...jobOptions, jobId } })));
+      await q.addBulk(
+        ids
+          .slice(i, i + 1_000)
+          .map((jobId) => ({ name: "csv_import", data: { jobId }, opts: { ...jobOptions, jobId } })),
+      );
     }
     const connection = createRedis("worker");
     const processor =
       variant === "policy"
-        ? queueProcessor("imports", { processors: { csv_import: noop }, shutdown: shutdown.signal, log, watch: watchdog })
+        ? queueProcessor("imports", {
+            processors: { csv_import: noop },
+            shutdown: shutdown.signal,
+            log,
+            watch: watchdog,
+          })
         : async () => undefined;
     const worker = new Worker(queueName, processor, { connection, ...workerOptions });
     let completed = 0;
@@ -169,13 +205,21 @@ async function main(): Promise<void> {
     const t0 = performance.now();
     const cpu0 = process.cpuUsage();
     void worker.run();
-    await done;
+    await withinCap(
+      done,
+      DRAIN_CAP_MS,
+      `${variant}: ${ids.length} jobs (${completed} completed, ${failures.length} failed so far)`,
+    ).catch(async (err: unknown) => {
+      await worker.close(true);
+      throw err;
+    });
     const seconds = (performance.now() - t0) / 1000;
     const cpu = process.cpuUsage(cpu0);
     await worker.close();
     await connection.quit();
     if (variant === "bare") await q.close();
-    if (failures.length) throw new Error(`${variant}: ${failures.length} of ${ids.length} jobs failed, e.g. ${failures[0]}`);
+    if (failures.length)
+      throw new Error(`${variant}: ${failures.length} of ${ids.length} jobs failed, e.g. ${failures[0]}`);
     return { rate: ids.length / seconds, cpuMsPerJob: (cpu.user + cpu.system) / 1000 / ids.length };
   };
 
@@ -194,9 +238,18 @@ async function main(): Promise<void> {
     rates.policy.push(await drain("policy", ids));
   }
   // Every policy job really ran the policy: its row is completed, with its attempt's events.
-  const completedRows = await db().job.count({ where: { id: { in: policyIds }, status: "completed", attempt: 1, budgetSource: { not: "pending" } } });
+  const completedRows = await db().job.count({
+    where: { id: { in: policyIds }, status: "completed", attempt: 1, budgetSource: { not: "pending" } },
+  });
   const events = await db().jobEvent.count({ where: { jobId: { in: policyIds } } });
-  if (completedRows !== policyIds.length) throw new Error(`only ${completedRows} of ${policyIds.length} policy rows are completed`);
+  if (completedRows !== policyIds.length)
+    throw new Error(`only ${completedRows} of ${policyIds.length} policy rows are completed`);
+  // … and paid the projection: it is kept on the row.
+  const [projected] = await db().$queryRaw<{ rows: number }[]>`
+    SELECT count(*)::int AS rows FROM "Job" WHERE id = ANY(${policyIds}::uuid[]) AND params ? 'projection'`;
+  const projectedRows = projected?.rows ?? 0;
+  if (projectedRows !== policyIds.length)
+    throw new Error(`only ${projectedRows} of ${policyIds.length} policy rows were projected`);
 
   /** Runs `job` on every id, `concurrency` at a time, without a queue. */
   const inSlots = async (ids: string[], job: (id: string) => Promise<void>): Promise<Measured> => {
@@ -209,7 +262,10 @@ async function main(): Promise<void> {
       }),
     );
     const cpu = process.cpuUsage(cpu0);
-    return { rate: ids.length / ((performance.now() - t0) / 1000), cpuMsPerJob: (cpu.user + cpu.system) / 1000 / ids.length };
+    return {
+      rate: ids.length / ((performance.now() - t0) / 1000),
+      cpuMsPerJob: (cpu.user + cpu.system) / 1000 / ids.length,
+    };
   };
 
   // Where the time goes: the policy's database work alone, same concurrency, round trips counted.
@@ -223,10 +279,18 @@ async function main(): Promise<void> {
   const dbOnlyIds = await createRows(DB_ONLY_JOBS);
   roundTrips = 0;
   const dbOnly = await inSlots(dbOnlyIds, async (id) => {
-    const run = await startAttempt(id, new Date(), resolveBudget);
+    const attemptStart = new Date();
+    const run = await startAttempt(id, attemptStart, resolveBudget);
     if (!run) throw new Error(`row ${id} did not start`);
+    const fanOut = await fanOutIfTooBig(run, attemptStart);
+    if (fanOut.type !== "fits") throw new Error(`row ${id} was not projected to fit (${fanOut.type})`);
     // As runJob finishes a run: a message built from the row, and the row as the run started.
-    await finalizeJob(id, run.attempt, { status: "completed", message: (row) => `Processed all ${row.processed + row.failed} rows.`, from: ["running"], known: run });
+    await finalizeJob(id, run.attempt, {
+      status: "completed",
+      message: (row) => `Processed all ${row.processed + row.failed} rows.`,
+      from: ["running"],
+      known: run,
+    });
   });
   const roundTripsPerJob = roundTrips / dbOnlyIds.length;
 
@@ -238,7 +302,14 @@ async function main(): Promise<void> {
   roundTrips = 0;
   const whatIf = await inSlots(whatIfIds, async (id) => {
     const now = new Date();
-    const started = await pool.query<{ attempt: number }>(START_IN_ONE_STATEMENT, [id, now, budget.softMs, budget.hardMs, budget.source, [...TERMINAL_STATUSES]]);
+    const started = await pool.query<{ attempt: number }>(START_IN_ONE_STATEMENT, [
+      id,
+      now,
+      budget.softMs,
+      budget.hardMs,
+      budget.source,
+      [...TERMINAL_STATUSES],
+    ]);
     if (!started.rows[0]) throw new Error(`row ${id} did not start`);
     await pool.query(FINISH_IN_ONE_STATEMENT, [id, started.rows[0].attempt, "Processed all 0 rows."]);
   });
@@ -256,29 +327,52 @@ async function main(): Promise<void> {
   await closeDb();
   await dropBenchDatabase();
 
-  const pick = (ms: Measured[]) => ({ rate: median(ms.map((m) => m.rate)), cpuMsPerJob: median(ms.map((m) => m.cpuMsPerJob)) });
+  const pick = (ms: Measured[]) => ({
+    rate: median(ms.map((m) => m.rate)),
+    cpuMsPerJob: median(ms.map((m) => m.cpuMsPerJob)),
+  });
   const bare = pick(rates.bare);
   const policy = pick(rates.policy);
   const ratio = policy.rate / bare.rate;
   const f0 = (n: number) => Math.round(n).toString();
   const f2 = (n: number) => n.toFixed(2);
-  console.log(`${ROUNDS} rounds × ${JOBS} no-op jobs per variant, concurrency ${concurrency}, one process, one Redis (median of the rounds)`);
-  console.log(`  bare BullMQ worker:    ${f0(bare.rate)} jobs/s (rounds: ${rates.bare.map((m) => f0(m.rate)).join(", ")}), ${f2(bare.cpuMsPerJob)} ms CPU per job`);
-  console.log(`  full policy (runJob):  ${f0(policy.rate)} jobs/s (rounds: ${rates.policy.map((m) => f0(m.rate)).join(", ")}), ${f2(policy.cpuMsPerJob)} ms CPU per job`);
-  console.log(`  ratio policy / bare:   ${f2(ratio)} (target ≥ 0.90); rows completed ${completedRows}, timeline events ${events}`);
-  console.log(`where the time goes (${DB_ONLY_JOBS} jobs each, same concurrency, no queue):`);
-  console.log(`  startAttempt + finalizeJob alone: ${f0(dbOnly.rate)} jobs/s, ${f2(dbOnly.cpuMsPerJob)} ms CPU per job, ${f2(roundTripsPerJob)} PostgreSQL round trips per job`);
-  console.log(`  the same 2 statements over plain pg, no Prisma: ${f0(whatIf.rate)} jobs/s, ${f2(whatIf.cpuMsPerJob)} ms CPU per job, ${f2(whatIfRoundTrips)} round trips per job`);
-  console.log(`machine: ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(1)).join(" / ")} (1 / 5 / 15 min)`);
   console.log(
-    `RESULT bench=overhead jobs=${JOBS} rounds=${ROUNDS} concurrency=${concurrency} bare_jobs_per_s=${f0(bare.rate)} policy_jobs_per_s=${f0(policy.rate)} ratio=${f2(ratio)} target_ratio=0.90 ok=${ratio >= 0.9} bare_cpu_ms_per_job=${f2(bare.cpuMsPerJob)} policy_cpu_ms_per_job=${f2(policy.cpuMsPerJob)} db_only_jobs_per_s=${f0(dbOnly.rate)} db_only_cpu_ms_per_job=${f2(dbOnly.cpuMsPerJob)} pg_round_trips_per_job=${f2(roundTripsPerJob)} whatif_2_statements_jobs_per_s=${f0(whatIf.rate)} whatif_cpu_ms_per_job=${f2(whatIf.cpuMsPerJob)} load1=${os.loadavg()[0]!.toFixed(1)}`,
+    `${ROUNDS} rounds × ${JOBS} jobs per variant whose processor does nothing (the policy's: ${ROWS_PER_JOB}-row csv_import rows with their file, projected at start), concurrency ${concurrency}, one process, one Redis (median of the rounds)`,
+  );
+  console.log(
+    `  bare BullMQ worker:    ${f0(bare.rate)} jobs/s (rounds: ${rates.bare.map((m) => f0(m.rate)).join(", ")}), ${f2(bare.cpuMsPerJob)} ms CPU per job`,
+  );
+  console.log(
+    `  full policy (runJob):  ${f0(policy.rate)} jobs/s (rounds: ${rates.policy.map((m) => f0(m.rate)).join(", ")}), ${f2(policy.cpuMsPerJob)} ms CPU per job`,
+  );
+  console.log(
+    `  ideal = the bare worker's rate, the policy costing nothing: ${f0(bare.rate)} jobs/s, ratio 1.00; target ≥ 0.90 × ${f0(bare.rate)} = ${f0(0.9 * bare.rate)} jobs/s`,
+  );
+  console.log(
+    `  ratio policy / bare:   ${f2(ratio)} (${ratio >= 0.9 ? "PASS" : "MISS"}, target ≥ 0.90); rows completed ${completedRows}, projected ${projectedRows}, timeline events ${events}`,
+  );
+  console.log(`where the time goes (${DB_ONLY_JOBS} jobs each, same concurrency, no queue):`);
+  console.log(
+    `  startAttempt + fanOutIfTooBig (the projection) + finalizeJob alone: ${f0(dbOnly.rate)} jobs/s, ${f2(dbOnly.cpuMsPerJob)} ms CPU per job, ${f2(roundTripsPerJob)} PostgreSQL round trips per job`,
+  );
+  console.log(
+    `  the start and the finish alone (no projection), one statement each over plain pg, no Prisma: ${f0(whatIf.rate)} jobs/s, ${f2(whatIf.cpuMsPerJob)} ms CPU per job, ${f2(whatIfRoundTrips)} round trips per job`,
+  );
+  console.log(
+    `machine: ${os.cpus().length} cores, load average ${os
+      .loadavg()
+      .map((l) => l.toFixed(1))
+      .join(" / ")} (1 / 5 / 15 min)`,
+  );
+  console.log(
+    `RESULT bench=overhead jobs=${JOBS} rounds=${ROUNDS} concurrency=${concurrency} bare_jobs_per_s=${f0(bare.rate)} policy_jobs_per_s=${f0(policy.rate)} ratio=${f2(ratio)} ideal_ratio=1.00 target_ratio=0.90 ok=${ratio >= 0.9} bare_cpu_ms_per_job=${f2(bare.cpuMsPerJob)} policy_cpu_ms_per_job=${f2(policy.cpuMsPerJob)} db_only_jobs_per_s=${f0(dbOnly.rate)} db_only_cpu_ms_per_job=${f2(dbOnly.cpuMsPerJob)} pg_round_trips_per_job=${f2(roundTripsPerJob)} rows_per_job=${ROWS_PER_JOB} whatif_2_statements_jobs_per_s=${f0(whatIf.rate)} whatif_cpu_ms_per_job=${f2(whatIf.cpuMsPerJob)} load1=${os.loadavg()[0]!.toFixed(1)}`,
   );
 }
 
 main().then(
   () => process.exit(0),
   async (err: unknown) => {
-    console.error(err);
+    console.error(`FAIL bench=overhead: ${err instanceof Error ? err.message : String(err)}`);
     await dropBenchDatabase().catch(() => undefined);
     process.exit(1);
   },

@@ -1,9 +1,13 @@
 import { E2E_ENV } from "./env";
 import { expect, submitSignIn, test, users, VIEWER } from "./fixtures";
 
-const addUser = (name: string, role: "viewer" | "operator", password: string) => users("add", name, "--role", role, "--password", password);
+const addUser = (name: string, role: "viewer" | "operator", password: string) =>
+  users("add", name, "--role", role, "--password", password);
 
-test("an anonymous visitor of /jobs is sent to /login and comes back after signing in", async ({ page, credentialsFor }) => {
+test("an anonymous visitor of /jobs is sent to /login and comes back after signing in", async ({
+  page,
+  credentialsFor,
+}) => {
   await page.goto("/jobs?status=completed");
   await expect(page).toHaveURL(/\/login\?next=%2Fjobs%3Fstatus%3Dcompleted$/);
   await submitSignIn(page, await credentialsFor("operator"));

@@ -13,7 +13,11 @@ test.beforeAll(() => {
   users("add", "authz-viewer", "--role", "viewer", "--password", "authz-viewer-password");
   users("add", "authz-revoked", "--role", "operator", "--password", "authz-revoked-password");
   const token = (name: string) => users("token", name).trim().split("\n").pop()!;
-  tokens = { viewer: token("authz-viewer"), operator: E2E_ENV.BOUNDED_BOOTSTRAP_TOKEN, revoked: token("authz-revoked") };
+  tokens = {
+    viewer: token("authz-viewer"),
+    operator: E2E_ENV.BOUNDED_BOOTSTRAP_TOKEN,
+    revoked: token("authz-revoked"),
+  };
   users("revoke", "authz-revoked");
 });
 
@@ -28,9 +32,14 @@ const SAFE_BODY: Record<string, unknown> = {
 
 function call(request: APIRequestContext, rule: string, caller: Caller) {
   const [method, pattern] = rule.split(" ") as [string, string];
-  const path = pattern.replace("[id]", randomUUID()).replace("[token]", "0".repeat(32)).replace("[tenant]", "authz-probe");
+  const path = pattern
+    .replace("[id]", randomUUID())
+    .replace("[token]", "0".repeat(32))
+    .replace("[tenant]", "authz-probe");
   const headers: Record<string, string> = caller === "anonymous" ? {} : { authorization: `Bearer ${tokens[caller]}` };
-  return method === "GET" ? request.get(path, { headers }) : request.fetch(path, { method, headers, data: SAFE_BODY[rule] ?? {} });
+  return method === "GET"
+    ? request.get(path, { headers })
+    : request.fetch(path, { method, headers, data: SAFE_BODY[rule] ?? {} });
 }
 
 /** What each caller must get for each access level: refused with 401/403, or let through (any other answer). */
@@ -48,9 +57,11 @@ for (const [rule, access] of Object.entries(ROUTE_ACCESS)) {
     for (const caller of ["anonymous", "viewer", "operator", "revoked"] as const) {
       const response = await call(request, rule, caller);
       const expected = EXPECTED[access][caller];
-      if (expected === "allowed") expect([401, 403], `${caller} → ${response.status()}`).not.toContain(response.status());
+      if (expected === "allowed")
+        expect([401, 403], `${caller} → ${response.status()}`).not.toContain(response.status());
       else expect(response.status(), `${caller}`).toBe(expected);
-      if (!(MAY_ANSWER_503.has(rule) && response.status() === 503)) expect(response.status(), `${caller}: never a 500`).toBeLessThan(500);
+      if (!(MAY_ANSWER_503.has(rule) && response.status() === 503))
+        expect(response.status(), `${caller}: never a 500`).toBeLessThan(500);
     }
   });
 }
@@ -59,22 +70,38 @@ test("operator server actions refuse anonymous callers on the server and record 
   const manifest = JSON.parse(readFileSync(".next/server/server-reference-manifest.json", "utf8")) as {
     node: Record<string, { filename: string; exportedName: string }>;
   };
-  const ids = Object.fromEntries(Object.entries(manifest.node).map(([id, a]) => [`${a.filename}#${a.exportedName}`, id]));
+  const ids = Object.fromEntries(
+    Object.entries(manifest.node).map(([id, a]) => [`${a.filename}#${a.exportedName}`, id]),
+  );
   for (const [action, access] of Object.entries(ACTION_ACCESS)) {
     expect(ids[action], `${action} is built`).toBeTruthy();
     if (access !== "operator") continue;
     const refusals = async () =>
-      Number((await sql<{ n: string }>(`select count(*) n from "AuditEntry" where actor = 'anonymous' and result = 'refused' and message = 'refused: not signed in'`))[0]!.n);
+      Number(
+        (
+          await sql<{ n: string }>(
+            `select count(*) n from "AuditEntry" where actor = 'anonymous' and result = 'refused' and message = 'refused: not signed in'`,
+          )
+        )[0]!.n,
+      );
     const before = await refusals();
     // What a form post sends, without the page and without a session: the action's id and arguments.
     // Posted to the page the action belongs to: app/(ops)/jobs/[id]/actions.ts → /jobs/<id>.
-    const page = action.split("#")[0]!.replace(/^app/, "").replace(/\/\([^)]+\)/g, "").replace(/\/actions\.ts$/, "").replace("[id]", randomUUID()) || "/";
+    const page =
+      action
+        .split("#")[0]!
+        .replace(/^app/, "")
+        .replace(/\/\([^)]+\)/g, "")
+        .replace(/\/actions\.ts$/, "")
+        .replace("[id]", randomUUID()) || "/";
     const response = await request.post(page, {
       headers: { "next-action": ids[action]!, origin: BASE_URL },
       multipart: { "0": '[{},"$K1"]', "1_jobId": randomUUID(), "1_budgetSoftS": "" },
     });
     expect(response.status()).toBeLessThan(500);
-    expect(await response.text(), `${action}: the action answered with the refusal`).toContain("Sign in, or send an API token");
+    expect(await response.text(), `${action}: the action answered with the refusal`).toContain(
+      "Sign in, or send an API token",
+    );
     expect(await refusals(), `${action}: the refusal is audited`).toBe(before + 1);
   }
 });

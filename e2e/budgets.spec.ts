@@ -1,7 +1,10 @@
 import { E2E_ENV } from "./env";
 import { expect, test } from "./fixtures";
 
-test("the budgets page shows each queue's budget with its source, and the live workers that really use it", async ({ page, signIn }) => {
+test("the budgets page shows each queue's budget with its source, and the live workers that really use it", async ({
+  page,
+  signIn,
+}) => {
   await signIn("operator", { next: "/budgets" });
   await expect(page.getByRole("heading", { name: "Budgets", level: 1 })).toBeVisible();
 
@@ -26,7 +29,9 @@ test("the budgets page shows each queue's budget with its source, and the live w
 
   // Overridden in the environment (e2e/env.ts): the variables are named as the source.
   const imports = budgets.locator('tr[data-queue="imports"]');
-  await expect(imports.locator("[data-source]")).toHaveText("env:BOUNDED_BUDGET_IMPORTS_SOFT_S,BOUNDED_BUDGET_IMPORTS_HARD_S");
+  await expect(imports.locator("[data-source]")).toHaveText(
+    "env:BOUNDED_BUDGET_IMPORTS_SOFT_S,BOUNDED_BUDGET_IMPORTS_HARD_S",
+  );
   await expect(imports.locator("[data-budget]")).toHaveText("≈55 h 33 min / 83 h 20 min");
   // The worker runs with the same environment as the web: what it uses matches the configuration.
   await expect(imports).toHaveAttribute("data-status", "ok");
@@ -42,11 +47,17 @@ test("GET /api/budgets returns the same report to a viewer and refuses anonymous
   expect(anonymous.status()).toBe(401);
   expect((await anonymous.json()).error.code).toBe("unauthenticated");
 
-  const ok = await request.get("/api/budgets", { headers: { authorization: `Bearer ${E2E_ENV.BOUNDED_BOOTSTRAP_TOKEN}` } });
+  const ok = await request.get("/api/budgets", {
+    headers: { authorization: `Bearer ${E2E_ENV.BOUNDED_BOOTSTRAP_TOKEN}` },
+  });
   expect(ok.status()).toBe(200);
   const report = await ok.json();
   const row = (queue: string) => report.rows.find((r: { queue: string }) => r.queue === queue);
-  expect(row("documents").configuration).toMatchObject({ softMs: 1_800_000, hardMs: 2_400_000, source: "queue:documents" });
+  expect(row("documents").configuration).toMatchObject({
+    softMs: 1_800_000,
+    hardMs: 2_400_000,
+    source: "queue:documents",
+  });
   expect(row("imports").configuration).toMatchObject({
     softMs: 200_000_000,
     hardMs: 300_000_000,

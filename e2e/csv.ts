@@ -1,6 +1,18 @@
 /** Bank-transaction CSVs for the tests, with known bad rows. */
+import { distinctWord } from "../lib/format/distinct-word";
 
-const COUNTERPARTIES = ["REWE Markt", "Uber BV", "DB Bahn", "ACME GmbH salary", "Amazon EU", "Stadtwerke Nord", "Pizzeria Roma", "Apotheke am Markt", "Netflix", "Lufthansa"];
+const COUNTERPARTIES = [
+  "REWE Markt",
+  "Uber BV",
+  "DB Bahn",
+  "ACME GmbH salary",
+  "Amazon EU",
+  "Stadtwerke Nord",
+  "Pizzeria Roma",
+  "Apotheke am Markt",
+  "Netflix",
+  "Lufthansa",
+];
 
 /** Ten kinds of broken row, each with the reason the import must give. */
 export const BAD_ROWS: { line: string; reason: RegExp }[] = [
@@ -16,7 +28,10 @@ export const BAD_ROWS: { line: string; reason: RegExp }[] = [
   { line: "2026-01-05,,EUR,REWE Markt,no amount", reason: /is not a number/ },
 ];
 
-export function transactionsCsv(rows: number, badEvery: number | null = null): { csv: string; badRows: { row: number; reason: RegExp }[] } {
+export function transactionsCsv(
+  rows: number,
+  badEvery: number | null = null,
+): { csv: string; badRows: { row: number; reason: RegExp }[] } {
   const lines = ["date,amount,currency,counterparty,description"];
   const badRows: { row: number; reason: RegExp }[] = [];
   let bad = 0;
@@ -31,8 +46,10 @@ export function transactionsCsv(rows: number, badEvery: number | null = null): {
     }
     const day = String((i % 28) + 1).padStart(2, "0");
     const month = String((i % 12) + 1).padStart(2, "0");
-    const amount = `${i % 3 === 0 ? "" : "-"}${(i * 7) % 900 + 1}.${String(i % 100).padStart(2, "0")}`;
-    lines.push(`2026-${month}-${day},${amount},EUR,${COUNTERPARTIES[i % COUNTERPARTIES.length]},Payment ${i}`);
+    const amount = `${i % 3 === 0 ? "" : "-"}${((i * 7) % 900) + 1}.${String(i % 100).padStart(2, "0")}`;
+    lines.push(
+      `2026-${month}-${day},${amount},EUR,${COUNTERPARTIES[i % COUNTERPARTIES.length]},Payment ${distinctWord(i)}`,
+    );
   }
-  return { csv: lines.join("\n") + "\n", badRows };
+  return { csv: `${lines.join("\n")}\n`, badRows };
 }

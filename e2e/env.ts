@@ -26,6 +26,8 @@ export const E2E_ENV = {
   // tests set tight ones of their own. Other queues keep the default, as the budgets page shows.
   BOUNDED_BUDGET_IMPORTS_SOFT_S: "200000",
   BOUNDED_BUDGET_IMPORTS_HARD_S: "300000",
+  // With that budget an import would take the batch lane and wait for the batch service: off.
+  BOUNDED_BATCH_LANE_KINDS: "none",
   BOUNDED_BUDGET_SWEEPS_SOFT_S: "200000",
   BOUNDED_BUDGET_SWEEPS_HARD_S: "300000",
   // A sync's budget counts time in a worker slot; at this scale a reschedule's fixed cost (database
@@ -67,7 +69,13 @@ export const TIGHT_ENV = {
 
 export const TIGHT_URL = `http://localhost:${TIGHT_ENV.PORT}`;
 
-const { BOUNDED_BUDGET_IMPORTS_SOFT_S, BOUNDED_BUDGET_IMPORTS_HARD_S, BOUNDED_BUDGET_SWEEPS_SOFT_S, BOUNDED_BUDGET_SWEEPS_HARD_S, ...withoutBudgets } = E2E_ENV;
+const {
+  BOUNDED_BUDGET_IMPORTS_SOFT_S,
+  BOUNDED_BUDGET_IMPORTS_HARD_S,
+  BOUNDED_BUDGET_SWEEPS_SOFT_S,
+  BOUNDED_BUDGET_SWEEPS_HARD_S,
+  ...withoutBudgets
+} = E2E_ENV;
 
 /**
  * A third system with nothing overridden that shapes an import: the default budget (600 s soft,

@@ -22,7 +22,10 @@ export function systemEnv(baseURL: string | undefined): typeof E2E_ENV | typeof 
 
 /** `scripts/users.ts` against the system with environment `env`; returns what it printed. */
 function usersOn(env: typeof E2E_ENV | typeof TIGHT_ENV, args: string[]): string {
-  return execFileSync(process.execPath, ["--import", "tsx", "scripts/users.ts", ...args], { env: { ...process.env, ...env }, stdio: "pipe" }).toString();
+  return execFileSync(process.execPath, ["--import", "tsx", "scripts/users.ts", ...args], {
+    env: { ...process.env, ...env },
+    stdio: "pipe",
+  }).toString();
 }
 
 /** `scripts/users.ts` against the main system: `users("add", name, "--role", role, "--password", pw)`, `users("token", name)`, … */
@@ -69,11 +72,14 @@ export const test = base.extend<Fixtures>({
     const violations: string[] = [];
     await page.addInitScript(() => {
       document.addEventListener("securitypolicyviolation", (e) =>
-        console.error(`CSP violation: ${e.violatedDirective} blocked ${e.blockedURI || "an inline resource"} on ${location.pathname}`),
+        console.error(
+          `CSP violation: ${e.violatedDirective} blocked ${e.blockedURI || "an inline resource"} on ${location.pathname}`,
+        ),
       );
     });
     page.on("console", (message) => {
-      if (message.type() === "error" && /Content Security Policy|CSP violation/i.test(message.text())) violations.push(message.text());
+      if (message.type() === "error" && /Content Security Policy|CSP violation/i.test(message.text()))
+        violations.push(message.text());
     });
     await use(page);
     expect(violations, "no Content-Security-Policy violation on any page").toEqual([]);

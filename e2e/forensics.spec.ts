@@ -36,13 +36,22 @@ test.afterAll(async () => {
   await sql(`DELETE FROM "ModelCallRollupDay" WHERE "queue" = $1`, [QUEUE]);
 });
 
-test("a short-id or file-name search finds an import, and its page shows its model calls on the timeline", async ({ operatorPage: page, request }) => {
+test("a short-id or file-name search finds an import, and its page shows its model calls on the timeline", async ({
+  operatorPage: page,
+  request,
+}) => {
   const { csv } = transactionsCsv(40);
-  const created = await request.post("/api/imports", { multipart: { tenant: TENANT, file: { name: FILE, mimeType: "text/csv", buffer: Buffer.from(csv) } } });
+  const created = await request.post("/api/imports", {
+    multipart: { tenant: TENANT, file: { name: FILE, mimeType: "text/csv", buffer: Buffer.from(csv) } },
+  });
   expect(created.status()).toBe(201);
   const { jobId, progressToken } = (await created.json()) as { jobId: string; progressToken: string };
   await expect
-    .poll(async () => ((await (await request.get(`/api/progress/${progressToken}`)).json()) as { terminal: boolean }).terminal, { timeout: 60_000 })
+    .poll(
+      async () =>
+        ((await (await request.get(`/api/progress/${progressToken}`)).json()) as { terminal: boolean }).terminal,
+      { timeout: 60_000 },
+    )
     .toBe(true);
 
   // The short id, as every page shows it.

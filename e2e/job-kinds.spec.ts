@@ -70,7 +70,9 @@ test.describe("bulk_ocr: POST /api/documents and /documents", () => {
     const progress = await finished(request, body.progressUrl);
     expect(progress).toMatchObject({ status: "completed_with_errors", processed: 3, failed: 1 });
     expect(progress.message).toBe("Read 3 of 4 documents; 1 document could not be read (see the list below).");
-    expect(progress.failures).toEqual([{ row: 3, reason: "scan-3.pdf: could not be read: the PDF is damaged (it ends before its end-of-file marker)" }]);
+    expect(progress.failures).toEqual([
+      { row: 3, reason: "scan-3.pdf: could not be read: the PDF is damaged (it ends before its end-of-file marker)" },
+    ]);
     const files = await sql<{ index: number; has_text: boolean; has_summary: boolean }>(
       `select index, text is not null has_text, summary is not null has_summary from "JobFile" where "jobId" = $1 order by index`,
       [body.jobId],
@@ -90,9 +92,30 @@ test.describe("bulk_ocr: POST /api/documents and /documents", () => {
   });
 
   const refusals: { name: string; files: [string, Uint8Array][]; status: number; code: string; message: RegExp }[] = [
-    { name: "a Word document", files: [["a.pdf", samplePdf()], ["b.docx", Uint8Array.from([0x50, 0x4b, 0x03, 0x04, 0, 0])]], status: 415, code: "unsupported_type", message: /File 2 \(“b\.docx”\) is a Word or Excel document/ },
-    { name: "an empty file", files: [["empty.png", new Uint8Array(0)]], status: 422, code: "empty_file", message: /File 1 \(“empty\.png”\) is empty/ },
-    { name: "96 files", files: Array.from({ length: 96 }, (_, i) => [`${i}.txt`, sampleText(`note ${i}`)]), status: 413, code: "too_many_files", message: /the limit is 95/ },
+    {
+      name: "a Word document",
+      files: [
+        ["a.pdf", samplePdf()],
+        ["b.docx", Uint8Array.from([0x50, 0x4b, 0x03, 0x04, 0, 0])],
+      ],
+      status: 415,
+      code: "unsupported_type",
+      message: /File 2 \(“b\.docx”\) is a Word or Excel document/,
+    },
+    {
+      name: "an empty file",
+      files: [["empty.png", new Uint8Array(0)]],
+      status: 422,
+      code: "empty_file",
+      message: /File 1 \(“empty\.png”\) is empty/,
+    },
+    {
+      name: "96 files",
+      files: Array.from({ length: 96 }, (_, i) => [`${i}.txt`, sampleText(`note ${i}`)]),
+      status: 413,
+      code: "too_many_files",
+      message: /the limit is 95/,
+    },
   ];
   for (const r of refusals) {
     test(`a batch with ${r.name} is refused with ${r.status} and leaves nothing behind`, async ({ request }) => {
@@ -127,9 +150,15 @@ test.describe("bulk_ocr: POST /api/documents and /documents", () => {
     const tenant = unique("docs-page-refused");
     await page.goto("/documents");
     await page.getByLabel("Your account (tenant)").fill(tenant);
-    await page.getByLabel("Documents").setInputFiles({ name: "slides.pptx", mimeType: "application/octet-stream", buffer: Buffer.from([0x50, 0x4b, 0x03, 0x04, 0, 0]) });
+    await page.getByLabel("Documents").setInputFiles({
+      name: "slides.pptx",
+      mimeType: "application/octet-stream",
+      buffer: Buffer.from([0x50, 0x4b, 0x03, 0x04, 0, 0]),
+    });
     await page.getByRole("button", { name: "Upload and read" }).click();
-    await expect(page.locator("p.form-error")).toContainText("File 1 (“slides.pptx”) is a Word or Excel document or a ZIP archive");
+    await expect(page.locator("p.form-error")).toContainText(
+      "File 1 (“slides.pptx”) is a Word or Excel document or a ZIP archive",
+    );
     await expect(page).toHaveURL(/\/documents$/);
     await expectNothingCreated(tenant);
   });
@@ -141,7 +170,10 @@ test.describe("agent_run: POST /api/agent-runs (operator)", () => {
     const anonymous = await request.post("/api/agent-runs", { data: { tenant, task: "Convert 5 USD", steps: 2 } });
     expect(anonymous.status()).toBe(401);
     expect((await anonymous.json()).error.code).toBe("unauthenticated");
-    const wrong = await request.post("/api/agent-runs", { data: { tenant, task: "Convert 5 USD", steps: 2 }, headers: { authorization: "Bearer bnd_not-a-real-token-at-all" } });
+    const wrong = await request.post("/api/agent-runs", {
+      data: { tenant, task: "Convert 5 USD", steps: 2 },
+      headers: { authorization: "Bearer bnd_not-a-real-token-at-all" },
+    });
     expect(wrong.status()).toBe(401);
     await expectNothingCreated(tenant);
   });
@@ -160,20 +192,30 @@ test.describe("agent_run: POST /api/agent-runs (operator)", () => {
       expect(body.error.code).toBe("invalid_request");
       expect(body.error.issues[0].path).toBe(path);
     }
-    const text = await request.post("/api/agent-runs", { data: "task=x", headers: { ...operator, "content-type": "text/plain" } });
+    const text = await request.post("/api/agent-runs", {
+      data: "task=x",
+      headers: { ...operator, "content-type": "text/plain" },
+    });
     expect(text.status()).toBe(415);
     await expectNothingCreated(tenant);
   });
 
-  test("a batch run finishes with its answer in the result; an interactive run goes to agent-interactive", async ({ request }) => {
+  test("a batch run finishes with its answer in the result; an interactive run goes to agent-interactive", async ({
+    request,
+  }) => {
     const tenant = unique("agent");
-    const created = await request.post("/api/agent-runs", { data: { tenant, task: "Convert 120 USD and 80 GBP to EUR", steps: 3 }, headers: operator });
+    const created = await request.post("/api/agent-runs", {
+      data: { tenant, task: "Convert 120 USD and 80 GBP to EUR", steps: 3 },
+      headers: operator,
+    });
     expect(created.status()).toBe(201);
     const run = await created.json();
     expect(run.queue).toBe("agent-batch");
     const progress = await finished(request, run.progressUrl);
     expect(progress).toMatchObject({ status: "completed", processed: 3, failed: 0, message: "Finished all 3 steps." });
-    const [job] = await sql<{ answer: string }>(`select result->>'answer' answer from "Job" where id = $1`, [run.jobId]);
+    const [job] = await sql<{ answer: string }>(`select result->>'answer' answer from "Job" where id = $1`, [
+      run.jobId,
+    ]);
     expect(job!.answer).toContain("3 of 3 steps done");
     expect(job!.answer).toContain("120.00 USD ≈ 111.11 EUR");
     const tools = await sql<{ model: string; n: string }>(
@@ -186,7 +228,10 @@ test.describe("agent_run: POST /api/agent-runs (operator)", () => {
       { model: "lookup_rate", n: "3" },
     ]);
 
-    const interactive = await request.post("/api/agent-runs", { data: { tenant, task: "Convert 5 CHF", steps: 1, interactive: true }, headers: operator });
+    const interactive = await request.post("/api/agent-runs", {
+      data: { tenant, task: "Convert 5 CHF", steps: 1, interactive: true },
+      headers: operator,
+    });
     expect(interactive.status()).toBe(201);
     const i = await interactive.json();
     expect(i.queue).toBe("agent-interactive");
@@ -201,7 +246,9 @@ test.describe("overdue_invoices: POST /api/sweeps/overdue-invoices (operator)", 
     expect(response.status()).toBe(401);
   });
 
-  test("a sweep marks the due invoices overdue and records the poisoned one as its row's failure", async ({ request }) => {
+  test("a sweep marks the due invoices overdue and records the poisoned one as its row's failure", async ({
+    request,
+  }) => {
     const tenant = unique("sweep");
     const prefix = `E2E-${randomUUID().slice(0, 6)}`;
     await sql(`insert into "Tenant" (id, slug) values (gen_random_uuid(), $1)`, [tenant]);
@@ -221,20 +268,39 @@ test.describe("overdue_invoices: POST /api/sweeps/overdue-invoices (operator)", 
     await expect
       .poll(
         async () => {
-          const [{ n }] = (await sql<{ n: string }>(`select count(*) n from "Invoice" where number like $1 and status = 'overdue'`, [`${prefix}-%`])) as [{ n: string }];
-          if (n !== "5") expect([201, 409]).toContain((await request.post("/api/sweeps/overdue-invoices", { headers: operator })).status());
+          const [{ n }] = (await sql<{ n: string }>(
+            `select count(*) n from "Invoice" where number like $1 and status = 'overdue'`,
+            [`${prefix}-%`],
+          )) as [{ n: string }];
+          if (n !== "5")
+            expect([201, 409]).toContain(
+              (await request.post("/api/sweeps/overdue-invoices", { headers: operator })).status(),
+            );
           return n;
         },
         { intervals: [500], timeout: 60_000 },
       )
       .toBe("5");
-    const [poisoned] = await sql<{ status: string; reminder: string | null }>(`select status, reminder from "Invoice" where number = $1`, [`${prefix}-4`]);
+    const [poisoned] = await sql<{ status: string; reminder: string | null }>(
+      `select status, reminder from "Invoice" where number = $1`,
+      [`${prefix}-4`],
+    );
     expect(poisoned).toEqual({ status: "open", reminder: null });
-    const [reminder] = await sql<{ reminder: string; overdue: boolean }>(`select reminder, "overdueAt" is not null overdue from "Invoice" where number = $1`, [`${prefix}-1`]);
+    const [reminder] = await sql<{ reminder: string; overdue: boolean }>(
+      `select reminder, "overdueAt" is not null overdue from "Invoice" where number = $1`,
+      [`${prefix}-1`],
+    );
     expect(reminder!.overdue).toBe(true);
-    expect(reminder!.reminder).toMatch(new RegExp(`^Invoice ${prefix}-1 for 10\\.01 EUR was due on .* and is \\d+ days overdue\\.`));
+    expect(reminder!.reminder).toMatch(
+      new RegExp(`^Invoice ${prefix}-1 for 10\\.01 EUR was due on .* and is \\d+ days overdue\\.`),
+    );
     await expect
-      .poll(async () => (await sql(`select 1 from "JobItemFailure" where reason like $1`, [`invoice ${prefix}-4: currency “XYZ”%`])).length, { timeout: 30_000 })
+      .poll(
+        async () =>
+          (await sql(`select 1 from "JobItemFailure" where reason like $1`, [`invoice ${prefix}-4: currency “XYZ”%`]))
+            .length,
+        { timeout: 30_000 },
+      )
       .toBeGreaterThan(0);
   });
 });

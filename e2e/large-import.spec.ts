@@ -7,7 +7,8 @@ import { expect, test } from "./fixtures";
 // hard, at a time scale of 1/20: 30 s of real time) with the catalog's rows in flight. The main
 // system overrides the imports budget to days, so finishing there would prove nothing.
 test.use({ baseURL: DEFAULT_URL });
-const sql = <T extends Record<string, unknown>>(text: string, params: unknown[] = []) => sqlOn<T>(text, params, DEFAULT_ENV.DATABASE_URL);
+const sql = <T extends Record<string, unknown>>(text: string, params: unknown[] = []) =>
+  sqlOn<T>(text, params, DEFAULT_ENV.DATABASE_URL);
 const operator = { authorization: `Bearer ${DEFAULT_ENV.BOUNDED_BOOTSTRAP_TOKEN}` };
 
 const ROWS = 2000;
@@ -21,14 +22,19 @@ const WIDTHS = [
   { name: "1440", viewport: { width: 1440, height: 900 } },
 ] as const;
 
-test("a 2,000-row upload completes within the default 600 s budget while the progress page counts up by itself", async ({ page, request }) => {
+test("a 2,000-row upload completes within the default 600 s budget while the progress page counts up by itself", async ({
+  page,
+  request,
+}) => {
   const { csv, badRows } = transactionsCsv(ROWS);
   expect(badRows).toHaveLength(0);
 
   await page.setViewportSize(WIDTHS[1].viewport);
   await page.goto("/upload");
   await page.getByLabel("Your account (tenant)").fill("e2e-large-import");
-  await page.getByLabel("Bank transactions (CSV)").setInputFiles({ name: "march.csv", mimeType: "text/csv", buffer: Buffer.from(csv) });
+  await page
+    .getByLabel("Bank transactions (CSV)")
+    .setInputFiles({ name: "march.csv", mimeType: "text/csv", buffer: Buffer.from(csv) });
   await page.getByRole("button", { name: "Upload and import" }).click();
 
   await page.waitForURL(/\/progress\/[0-9a-f]{32}$/);
@@ -52,7 +58,10 @@ test("a 2,000-row upload completes within the default 600 s budget while the pro
   for (const { name, viewport } of WIDTHS) {
     await page.setViewportSize(viewport);
     const before = await sample();
-    expect(OPEN.has(before.status), `the import was already ${before.status} before the mid-run picture at ${name} px`).toBe(true);
+    expect(
+      OPEN.has(before.status),
+      `the import was already ${before.status} before the mid-run picture at ${name} px`,
+    ).toBe(true);
     await page.screenshot({ path: `test-results/large-import-progress-running-${name}.png`, fullPage: true });
   }
 
@@ -65,12 +74,16 @@ test("a 2,000-row upload completes within the default 600 s budget while the pro
   }
 
   const history = samples.map((s) => `${s.status}:${s.processed}`).join(" ");
-  for (let i = 1; i < samples.length; i++) expect(samples[i]!.processed, `counts read in order: ${history}`).toBeGreaterThanOrEqual(samples[i - 1]!.processed);
+  for (let i = 1; i < samples.length; i++)
+    expect(samples[i]!.processed, `counts read in order: ${history}`).toBeGreaterThanOrEqual(samples[i - 1]!.processed);
   // Counted up by itself more than once before the end: at least three different counts were on
   // screen while the job was still open.
   const whileOpen = new Set(samples.filter((s) => OPEN.has(s.status)).map((s) => s.processed));
   expect(whileOpen.size, `distinct counts while open: ${[...whileOpen].join(", ")}`).toBeGreaterThanOrEqual(3);
-  expect(samples.some((s) => s.status === "timed_out"), history).toBe(false);
+  expect(
+    samples.some((s) => s.status === "timed_out"),
+    history,
+  ).toBe(false);
 
   // The end: completed, every row accounted for, nothing about running out of time.
   await expect(badge).toHaveAttribute("data-status", "completed");
@@ -86,7 +99,9 @@ test("a 2,000-row upload completes within the default 600 s budget while the pro
   // completed in one attempt, never stopped by its deadline — the runtime ends any run that
   // outlasts its soft limit, so "completed" with no timed-out event is the proof; the duration is
   // noted for the reader.
-  const [{ id: jobId }] = (await sql<{ id: string }>(`select id from "Job" where "progressToken" = $1`, [token])) as [{ id: string }];
+  const [{ id: jobId }] = (await sql<{ id: string }>(`select id from "Job" where "progressToken" = $1`, [token])) as [
+    { id: string },
+  ];
   const response = await request.get(`/api/jobs/${jobId}`, { headers: operator });
   expect(response.status()).toBe(200);
   const job = (await response.json()) as {
@@ -103,19 +118,41 @@ test("a 2,000-row upload completes within the default 600 s budget while the pro
     children: unknown[];
     events: { at: string; type: string; attempt: number; message: string }[];
   };
-  expect(job).toMatchObject({ status: "completed", total: ROWS, processed: ROWS, failed: 0, attempt: 1, budgetSoftMs: DEFAULT_SOFT_MS, budgetHardMs: DEFAULT_HARD_MS, budgetSource: "default", children: [] });
+  expect(job).toMatchObject({
+    status: "completed",
+    total: ROWS,
+    processed: ROWS,
+    failed: 0,
+    attempt: 1,
+    budgetSoftMs: DEFAULT_SOFT_MS,
+    budgetHardMs: DEFAULT_HARD_MS,
+    budgetSource: "default",
+    children: [],
+  });
   const events = job.events.map((e) => e.type);
-  expect(events.filter((t) => t === "started"), events.join(", ")).toHaveLength(1);
-  expect(events.some((t) => /timed_out|killed/.test(t)), events.join(", ")).toBe(false);
+  expect(
+    events.filter((t) => t === "started"),
+    events.join(", "),
+  ).toHaveLength(1);
+  expect(
+    events.some((t) => /timed_out|killed/.test(t)),
+    events.join(", "),
+  ).toBe(false);
   const started = job.events.find((e) => e.type === "started")!;
   expect(started.message).toContain("budget 600 s soft, 900 s hard");
 
   const durationMs = Date.parse(job.finishedAt) - Date.parse(job.startedAt);
   const softLimitMs = DEFAULT_SOFT_MS * SCALE;
-  test.info().annotations.push({ type: "duration", description: `${durationMs} ms of a ${softLimitMs} ms soft limit (600 s × ${SCALE})` });
+  test.info().annotations.push({
+    type: "duration",
+    description: `${durationMs} ms of a ${softLimitMs} ms soft limit (600 s × ${SCALE})`,
+  });
   expect(Date.parse(started.at)).toBe(Date.parse(job.startedAt));
 
   // What the page counted is what the database holds: one transaction per row, none twice.
-  const [written] = await sql<{ n: string; rows: string }>(`select count(*) n, count(distinct row) rows from "Transaction" where "jobId" = $1`, [jobId]);
+  const [written] = await sql<{ n: string; rows: string }>(
+    `select count(*) n, count(distinct row) rows from "Transaction" where "jobId" = $1`,
+    [jobId],
+  );
   expect(written).toEqual({ n: String(ROWS), rows: String(ROWS) });
 });

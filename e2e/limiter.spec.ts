@@ -8,7 +8,11 @@ test.use({ baseURL: TIGHT_URL });
 
 const operator = { authorization: `Bearer ${TIGHT_ENV.BOUNDED_BOOTSTRAP_TOKEN}` };
 
-test("a sync started through POST /api/syncs waits for its windows in delayed, says so to its customer, and /limiter shows its reschedules, its tenant and its bucket", async ({ page, request, signIn }) => {
+test("a sync started through POST /api/syncs waits for its windows in delayed, says so to its customer, and /limiter shows its reschedules, its tenant and its bucket", async ({
+  page,
+  request,
+  signIn,
+}) => {
   const tenant = `e2e-limiter-${Date.now().toString(36)}`;
   const started = await request.post("/api/syncs", { headers: operator, data: { tenant, family: "statistics" } });
   expect(started.status()).toBe(201);
@@ -18,22 +22,35 @@ test("a sync started through POST /api/syncs waits for its windows in delayed, s
   expect(["queued", "running", "delayed"]).toContain(body.status);
 
   // While it waits, a second start answers the same sync (one per tenant and family).
-  await expect(async () => expect((await (await request.get(`/api/progress/${body.progressToken}`)).json()).status).toBe("delayed")).toPass({ timeout: 30_000 });
+  await expect(async () =>
+    expect((await (await request.get(`/api/progress/${body.progressToken}`)).json()).status).toBe("delayed"),
+  ).toPass({ timeout: 30_000 });
   const again = await request.post("/api/syncs", { headers: operator, data: { tenant, family: "statistics" } });
   expect(again.status()).toBe(200);
   expect(await again.json()).toMatchObject({ jobId: body.jobId, existing: true });
 
   // The customer's page says what it waits for, in production seconds.
   await page.goto(body.progressUrl);
-  await expect(page.getByTestId("message")).toHaveText(/^Waiting \d+ s for the marketplace's rate limit; it goes on by itself\.$/);
+  await expect(page.getByTestId("message")).toHaveText(
+    /^Waiting \d+ s for the marketplace's rate limit; it goes on by itself\.$/,
+  );
   await page.screenshot({ path: "test-results/limiter-progress.png", fullPage: true });
 
-  await expect(async () => expect((await (await request.get(`/api/progress/${body.progressToken}`)).json()).status).toBe("completed")).toPass({ timeout: 60_000 });
+  await expect(async () =>
+    expect((await (await request.get(`/api/progress/${body.progressToken}`)).json()).status).toBe("completed"),
+  ).toPass({ timeout: 60_000 });
   const progress = await (await request.get(`/api/progress/${body.progressToken}`)).json();
-  expect(progress).toMatchObject({ title: "Syncing statistics from the marketplace", noun: "page", processed: 10, total: 10 });
+  expect(progress).toMatchObject({
+    title: "Syncing statistics from the marketplace",
+    noun: "page",
+    processed: 10,
+    total: 10,
+  });
 
   // Bad input and callers without the operator role are refused.
-  expect((await request.post("/api/syncs", { headers: operator, data: { tenant, family: "invoices" } })).status()).toBe(422);
+  expect((await request.post("/api/syncs", { headers: operator, data: { tenant, family: "invoices" } })).status()).toBe(
+    422,
+  );
   expect((await request.post("/api/syncs", { data: { tenant, family: "statistics" } })).status()).toBe(401);
 
   await signIn("operator", { next: "/limiter" });
@@ -54,16 +71,31 @@ test("a sync started through POST /api/syncs waits for its windows in delayed, s
   expect((await request.get("/api/limiter")).status()).toBe(401);
 });
 
-test("a live preview outside a job never waits a window out: the second statistics request of a tenant is a 429 with Retry-After", async ({ request }) => {
+test("a live preview outside a job never waits a window out: the second statistics request of a tenant is a 429 with Retry-After", async ({
+  request,
+}) => {
   const tenant = `e2e-preview-${Date.now().toString(36)}`;
   const first = await request.get(`/api/marketplace/preview?tenant=${tenant}&family=statistics`, { headers: operator });
   expect(first.status()).toBe(200);
   expect((await first.json()).items).toHaveLength(20);
-  const second = await request.get(`/api/marketplace/preview?tenant=${tenant}&family=statistics`, { headers: operator });
+  const second = await request.get(`/api/marketplace/preview?tenant=${tenant}&family=statistics`, {
+    headers: operator,
+  });
   expect(second.status()).toBe(429);
   expect(Number(second.headers()["retry-after"])).toBeGreaterThanOrEqual(1);
-  expect(await second.json()).toEqual({ error: { code: "rate_limited", message: expect.stringMatching(new RegExp(`^The rate limit for statistics:${tenant} is used up; try again in \\d+ s\\.$`)) } });
+  expect(await second.json()).toEqual({
+    error: {
+      code: "rate_limited",
+      message: expect.stringMatching(
+        new RegExp(`^The rate limit for statistics:${tenant} is used up; try again in \\d+ s\\.$`),
+      ),
+    },
+  });
   // Another family has a bucket of its own; a bad family is a 422, not a 500.
-  expect((await request.get(`/api/marketplace/preview?tenant=${tenant}&family=orders`, { headers: operator })).status()).toBe(200);
-  expect((await request.get(`/api/marketplace/preview?tenant=${tenant}&family=invoices`, { headers: operator })).status()).toBe(422);
+  expect(
+    (await request.get(`/api/marketplace/preview?tenant=${tenant}&family=orders`, { headers: operator })).status(),
+  ).toBe(200);
+  expect(
+    (await request.get(`/api/marketplace/preview?tenant=${tenant}&family=invoices`, { headers: operator })).status(),
+  ).toBe(422);
 });

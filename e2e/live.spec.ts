@@ -16,7 +16,10 @@ const updatedAt = async (page: Page) => Number(await status(page).getAttribute("
 /** A tenant with no jobs yet: its filtered job list starts empty. */
 async function newTenant(prefix: string): Promise<{ id: string; slug: string }> {
   const slug = `${prefix}-${randomBytes(4).toString("hex")}`;
-  const [row] = await sql<{ id: string }>(`INSERT INTO "Tenant" (id, slug) VALUES ($1, $2) RETURNING id`, [randomUUID(), slug]);
+  const [row] = await sql<{ id: string }>(`INSERT INTO "Tenant" (id, slug) VALUES ($1, $2) RETURNING id`, [
+    randomUUID(),
+    slug,
+  ]);
   return { id: row!.id, slug };
 }
 
@@ -37,10 +40,33 @@ function countRefreshes(page: Page, pathname: string) {
   const onRequest = (request: Request) => {
     const url = new URL(request.url());
     if (url.pathname === "/api/health") seen.health += 1;
-    else if (url.pathname === pathname && request.headers()["rsc"] === "1" && !request.headers()["next-router-prefetch"]) seen.rsc += 1;
+    else if (url.pathname === pathname && request.headers().rsc === "1" && !request.headers()["next-router-prefetch"])
+      seen.rsc += 1;
   };
   page.on("request", onRequest);
   return { seen, stop: () => page.off("request", onRequest) };
+}
+
+/** Refreshes of `pathname` sent and not yet answered (the router's RSC request and the health check). */
+function refreshesInFlight(page: Page, pathname: string) {
+  const open = new Set<Request>();
+  const isRefresh = (request: Request) => {
+    const url = new URL(request.url());
+    return url.pathname === "/api/health" || (url.pathname === pathname && request.headers().rsc === "1");
+  };
+  const onRequest = (request: Request) => void (isRefresh(request) && open.add(request));
+  const onDone = (request: Request) => void open.delete(request);
+  page.on("request", onRequest);
+  page.on("requestfinished", onDone);
+  page.on("requestfailed", onDone);
+  return {
+    count: () => open.size,
+    stop: () => {
+      page.off("request", onRequest);
+      page.off("requestfinished", onDone);
+      page.off("requestfailed", onDone);
+    },
+  };
 }
 
 /** What a hidden tab reports: TanStack Query reads `document.visibilityState` on `visibilitychange`. */
@@ -53,7 +79,9 @@ async function setVisibility(page: Page, state: "hidden" | "visible") {
   }, state);
 }
 
-test("the jobs list shows a new job without a reload, the updated time advances, and what the operator typed stays", async ({ operatorPage: page }) => {
+test("the jobs list shows a new job without a reload, the updated time advances, and what the operator typed stays", async ({
+  operatorPage: page,
+}) => {
   const tenant = await newTenant("e2e-live");
   await page.goto(`/jobs?tenant=${tenant.slug}`);
   await expect(page.getByText("No jobs match.")).toBeVisible();
@@ -86,6 +114,7 @@ test("the overview's counts follow a job that finished elsewhere, without a relo
 
 test("polling stops while the tab is hidden and resumes when it is shown again", async ({ operatorPage: page }) => {
   await page.goto("/stuck");
+  const inFlight = refreshesInFlight(page, "/stuck");
   await expect(status(page)).toHaveAttribute("data-state", "live");
   // It polls while visible.
   const visible = countRefreshes(page, "/stuck");
@@ -97,9 +126,11 @@ test("polling stops while the tab is hidden and resumes when it is shown again",
   await expect(status(page)).toContainText("paused while hidden");
   mkdirSync(SHOTS, { recursive: true });
   await page.screenshot({ path: `${SHOTS}/live-paused.png` });
-  // Let a refresh that was already under way finish before counting.
-  await page.waitForTimeout(1_000);
+  // A refresh already under way when the tab was hidden finishes before counting starts.
+  await expect.poll(inFlight.count, { message: "refreshes under way when the tab was hidden" }).toBe(0);
+  inFlight.stop();
   const hidden = countRefreshes(page, "/stuck");
+  // An absence, so a clock: two and a half intervals in which a polling page would have refreshed twice.
   await page.waitForTimeout(INTERVAL_MS * 2.5);
   hidden.stop();
   expect(hidden.seen).toEqual({ rsc: 0, health: 0 });
@@ -112,7 +143,9 @@ test("polling stops while the tab is hidden and resumes when it is shown again",
   shown.stop();
 });
 
-test("a slow refresh is never joined by another, and a server that cannot be reached is said so while the old data stays", async ({ operatorPage: page }) => {
+test("a slow refresh is never joined by another, and a server that cannot be reached is said so while the old data stays", async ({
+  operatorPage: page,
+}) => {
   await page.goto("/stuck");
   await expect(page.getByRole("heading", { name: "Stuck jobs" })).toBeVisible();
   await expect(status(page)).toHaveAttribute("data-state", "live");
@@ -124,7 +157,7 @@ test("a slow refresh is never joined by another, and a server that cannot be rea
   await page.route(
     (url) => url.pathname === "/stuck",
     async (route) => {
-      if (route.request().headers()["rsc"] === "1" && !route.request().headers()["next-router-prefetch"]) {
+      if (route.request().headers().rsc === "1" && !route.request().headers()["next-router-prefetch"]) {
         slow += 1;
         await held;
       }
@@ -132,15 +165,24 @@ test("a slow refresh is never joined by another, and a server that cannot be rea
     },
   );
   await expect.poll(() => slow, { timeout: INTERVAL_MS * 2 }).toBe(1);
+  // An absence, so a clock: three intervals in which a page that joined refreshes would have sent more.
   await page.waitForTimeout(INTERVAL_MS * 3);
   expect(slow).toBe(1);
   release();
   await page.unroute((url) => url.pathname === "/stuck");
 
   // PostgreSQL down: the health check says so, the page keeps what it showed.
-  await page.route("**/api/health", (route) => route.fulfill({ status: 503, contentType: "application/json", body: JSON.stringify({ db: "down", redis: "ok", workers: 1 }) }));
+  await page.route("**/api/health", (route) =>
+    route.fulfill({
+      status: 503,
+      contentType: "application/json",
+      body: JSON.stringify({ db: "down", redis: "ok", workers: 1 }),
+    }),
+  );
   await expect(status(page)).toHaveAttribute("data-state", "error", { timeout: INTERVAL_MS * 3 });
-  await expect(status(page)).toContainText(/Could not refresh: PostgreSQL is down\. Showing data from \d\d:\d\d:\d\d UTC; retrying every 5 s\./);
+  await expect(status(page)).toContainText(
+    /Could not refresh: PostgreSQL is down\. Showing data from \d\d:\d\d:\d\d UTC; retrying every 5 s\./,
+  );
   await expect(page.getByRole("heading", { name: "Stuck jobs" })).toBeVisible();
   mkdirSync(SHOTS, { recursive: true });
   await page.screenshot({ path: `${SHOTS}/live-error.png` });
@@ -148,7 +190,9 @@ test("a slow refresh is never joined by another, and a server that cannot be rea
 
   // The web server gone altogether.
   await page.route("**/api/health", (route) => route.abort("connectionrefused"));
-  await expect(status(page)).toContainText("Could not refresh: the server cannot be reached", { timeout: INTERVAL_MS * 3 });
+  await expect(status(page)).toContainText("Could not refresh: the server cannot be reached", {
+    timeout: INTERVAL_MS * 3,
+  });
   await expect(page.getByRole("heading", { name: "Stuck jobs" })).toBeVisible();
   await page.unroute("**/api/health");
 

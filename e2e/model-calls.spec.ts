@@ -39,7 +39,12 @@ test.beforeAll(async () => {
   );
   // The simulator's model, which the default BOUNDED_MODEL_PRICES prices (0.15 / 0.6 USD per million).
   await insertCalls("model", "bounded-sim-1", MODEL_MS, MODEL_OUTCOMES);
-  await insertCalls("tool", "lookup_invoice", TOOL_MS, TOOL_MS.map(() => "ok"));
+  await insertCalls(
+    "tool",
+    "lookup_invoice",
+    TOOL_MS,
+    TOOL_MS.map(() => "ok"),
+  );
 });
 
 test.afterAll(async () => {
@@ -51,7 +56,9 @@ test.afterAll(async () => {
 
 const WITH_UNIT = /^≈ \d+(\.\d)? (ms|s|min|h)( \d+ (s|min))?$/;
 
-test("the model-calls page draws the latency histogram with p50, p99 and max beside it", async ({ operatorPage: page }) => {
+test("the model-calls page draws the latency histogram with p50, p99 and max beside it", async ({
+  operatorPage: page,
+}) => {
   await page.goto(`/model-calls?range=24h&queue=${QUEUE}`);
   await expect(page.getByRole("heading", { level: 1, name: "Model calls" })).toBeVisible();
 
@@ -92,20 +99,31 @@ test("the model-calls page shows the tokens and estimated cost per kind and tena
   await page.goto(`/model-calls?range=24h&queue=${QUEUE}`);
   const usage = page.getByTestId("token-usage");
   // 8 answered calls × (1,250 + 300) tokens; 8 × (1,250 × 0.15 + 300 × 0.6) / 1e6 USD ≈ $0.003.
-  await expect(usage.getByTestId("token-summary")).toContainText("12,400 tokens (10,000 prompt, 2,400 completion) in 8 calls, estimated $0.003");
-  await expect(usage.getByTestId("tokens-by-kind").getByRole("row", { name: /csv_import/ })).toContainText(/12,400 tokens\s*\$0\.003/);
-  await expect(usage.getByTestId("tokens-by-tenant").getByRole("row", { name: TENANT.slug })).toContainText("12,400 tokens");
+  await expect(usage.getByTestId("token-summary")).toContainText(
+    "12,400 tokens (10,000 prompt, 2,400 completion) in 8 calls, estimated $0.003",
+  );
+  await expect(usage.getByTestId("tokens-by-kind").getByRole("row", { name: /csv_import/ })).toContainText(
+    /12,400 tokens\s*\$0\.003/,
+  );
+  await expect(usage.getByTestId("tokens-by-tenant").getByRole("row", { name: TENANT.slug })).toContainText(
+    "12,400 tokens",
+  );
   await page.screenshot({ path: "test-results/model-calls-tokens.png", fullPage: true });
   await page.setViewportSize({ width: 390, height: 844 });
   await page.screenshot({ path: "test-results/model-calls-tokens-390.png", fullPage: true });
 
   // The job's own totals, one click away.
-  await usage.getByTestId("tokens-by-job").getByRole("link", { name: JOB_ID.slice(0, 8) }).click();
+  await usage
+    .getByTestId("tokens-by-job")
+    .getByRole("link", { name: JOB_ID.slice(0, 8) })
+    .click();
   await expect(page.getByTestId("job-tokens")).toHaveText("12,400 tokens, estimated $0.003");
   await page.screenshot({ path: "test-results/job-tokens-390.png", fullPage: true });
 });
 
-test("the histogram API is for viewers: 401 anonymous, 422 for an unknown range, the page's numbers otherwise", async ({ request }) => {
+test("the histogram API is for viewers: 401 anonymous, 422 for an unknown range, the page's numbers otherwise", async ({
+  request,
+}) => {
   const anonymous = await request.get("/api/model-calls/histogram");
   expect(anonymous.status()).toBe(401);
   expect((await anonymous.json()).error.code).toBe("unauthenticated");
@@ -117,7 +135,9 @@ test("the histogram API is for viewers: 401 anonymous, 422 for an unknown range,
   expect(body.error.code).toBe("invalid_request");
   expect(body.error.issues[0].path).toBe("range");
 
-  const ok = await request.get(`/api/model-calls/histogram?range=24h&queue=${QUEUE}&kind=csv_import`, { headers: auth });
+  const ok = await request.get(`/api/model-calls/histogram?range=24h&queue=${QUEUE}&kind=csv_import`, {
+    headers: auth,
+  });
   expect(ok.status()).toBe(200);
   const h = await ok.json();
   expect(h.summary).toMatchObject({ total: 10, maxMs: 42_000 / SCALE, byOutcome: { ok: 8, error: 1, aborted: 1 } });

@@ -12,12 +12,21 @@ import { expect, test } from "./fixtures";
 
 const KEY = `${E2E_ENV.BOUNDED_REDIS_PREFIX}:breaker:model`;
 
-test("a model service outage is a red banner on the overview and the queues page, gone when it is back", async ({ operatorPage: page }) => {
+test("a model service outage is a red banner on the overview and the queues page, gone when it is back", async ({
+  operatorPage: page,
+}) => {
   const redis = new Redis(E2E_ENV.REDIS_URL);
   try {
     const since = Date.now() - 2 * 60_000 - 5_000;
     // A probe far away: no worker call changes the state while the pages are looked at.
-    await redis.hset(KEY, { state: "open", failures: 3, windowStart: since, since, until: Date.now() + 10 * 60_000, error: "Error: connect ECONNREFUSED 127.0.0.1:4110 (ECONNREFUSED)" });
+    await redis.hset(KEY, {
+      state: "open",
+      failures: 3,
+      windowStart: since,
+      since,
+      until: Date.now() + 10 * 60_000,
+      error: "Error: connect ECONNREFUSED 127.0.0.1:4110 (ECONNREFUSED)",
+    });
     const hhmm = new Date(since).toISOString().slice(11, 16);
 
     for (const path of ["/", "/queues"]) {
@@ -28,7 +37,10 @@ test("a model service outage is a red banner on the overview and the queues page
         await expect(banner).toContainText(new RegExp(`Model service down since ${hhmm} UTC \\(2 min( \\d+ s)?\\)`));
         await expect(banner).toContainText("connection refused; jobs are waiting, nothing is failed for it.");
         await expect(banner.getByRole("alert")).toHaveCSS("color", "rgb(180, 35, 24)");
-        await page.screenshot({ path: `test-results/outside-service-down${path === "/" ? "-overview" : "-queues"}-${width}.png`, fullPage: true });
+        await page.screenshot({
+          path: `test-results/outside-service-down${path === "/" ? "-overview" : "-queues"}-${width}.png`,
+          fullPage: true,
+        });
       }
     }
     await expect(page.getByTestId("outside-services-down")).toBeVisible();

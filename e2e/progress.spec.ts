@@ -22,7 +22,9 @@ async function pageText(page: Page): Promise<string> {
 async function upload(page: Page, tenant: string, name: string, csv: string): Promise<string> {
   await page.goto("/upload");
   await page.getByLabel("Your account (tenant)").fill(tenant);
-  await page.getByLabel("Bank transactions (CSV)").setInputFiles({ name, mimeType: "text/csv", buffer: Buffer.from(csv) });
+  await page
+    .getByLabel("Bank transactions (CSV)")
+    .setInputFiles({ name, mimeType: "text/csv", buffer: Buffer.from(csv) });
   await page.getByRole("button", { name: "Upload and import" }).click();
   await page.waitForURL(/\/progress\/[0-9a-f]{32}$/);
   return page.url().split("/").pop()!;
@@ -34,12 +36,18 @@ async function download(page: Page, testId: string): Promise<{ name: string; tex
   return { name: file.suggestedFilename(), text: await readFile((await file.path())!, "utf8") };
 }
 
-test("the failed rows round-trip: downloaded with their reasons, fixed, uploaded again, every row imported; the result downloads too", async ({ page }) => {
+test("the failed rows round-trip: downloaded with their reasons, fixed, uploaded again, every row imported; the result downloads too", async ({
+  page,
+}) => {
   const { csv, badRows } = transactionsCsv(60, 6);
   expect(badRows).toHaveLength(10);
   const token = await upload(page, "e2e-progress-roundtrip", "march.csv", csv);
-  await expect(page.locator("[data-status]")).toHaveAttribute("data-status", "completed_with_errors", { timeout: 60_000 });
-  await expect(page.getByTestId("message")).toHaveText("Imported 50 of 60 rows; 10 rows could not be imported (see the list below).");
+  await expect(page.locator("[data-status]")).toHaveAttribute("data-status", "completed_with_errors", {
+    timeout: 60_000,
+  });
+  await expect(page.getByTestId("message")).toHaveText(
+    "Imported 50 of 60 rows; 10 rows could not be imported (see the list below).",
+  );
   await expect(page.getByTestId("next")).toContainText("Download the rows that could not be imported");
   expect(await pageText(page)).not.toMatch(OPERATOR_WORDS);
   for (const { name, viewport } of WIDTHS) {
@@ -53,7 +61,9 @@ test("the failed rows round-trip: downloaded with their reasons, fixed, uploaded
   const resultRows = parse(result.text, { bom: true }) as string[][];
   expect(resultRows[0]).toEqual(["row", "date", "amount", "currency", "counterparty", "description", "category"]);
   const badRowNumbers = new Set(badRows.map((b) => b.row));
-  expect(resultRows.slice(1).map((r) => Number(r[0]))).toEqual(Array.from({ length: 60 }, (_, i) => i + 2).filter((r) => !badRowNumbers.has(r)));
+  expect(resultRows.slice(1).map((r) => Number(r[0]))).toEqual(
+    Array.from({ length: 60 }, (_, i) => i + 2).filter((r) => !badRowNumbers.has(r)),
+  );
   expect(resultRows.slice(1).every((r) => r[6]!.length > 0)).toBe(true);
 
   // The failed rows: as uploaded, with a reason each.
@@ -67,34 +77,76 @@ test("the failed rows round-trip: downloaded with their reasons, fixed, uploaded
   // What the customer does in a spreadsheet: each row made valid, the reason column left in place.
   const fixed = [
     failed.text.split("\r\n")[0]!,
-    ...failedRows.slice(1).map((r, i) => [`2026-04-${String(i + 1).padStart(2, "0")}`, "-19.99", "EUR", "REWE Markt", `fixed ${i + 1}`, `"${r.at(-1)!.replaceAll('"', '""')}"`].join(",")),
+    ...failedRows
+      .slice(1)
+      .map((r, i) =>
+        [
+          `2026-04-${String(i + 1).padStart(2, "0")}`,
+          "-19.99",
+          "EUR",
+          "REWE Markt",
+          `fixed ${i + 1}`,
+          `"${r.at(-1)!.replaceAll('"', '""')}"`,
+        ].join(","),
+      ),
   ].join("\r\n");
   const again = await upload(page, "e2e-progress-roundtrip", failed.name, fixed);
   expect(again).not.toBe(token);
   await expect(page.locator("[data-status]")).toHaveAttribute("data-status", "completed", { timeout: 60_000 });
   await expect(page.getByTestId("message")).toHaveText("Imported all 10 rows.");
   await expect(page.getByTestId("download-failed")).toHaveCount(0);
-  const [job] = await sql<{ processed: number; failed: number }>(`select processed, failed from "Job" where "progressToken" = $1`, [again]);
+  const [job] = await sql<{ processed: number; failed: number }>(
+    `select processed, failed from "Job" where "progressToken" = $1`,
+    [again],
+  );
   expect(job).toEqual({ processed: 10, failed: 0 });
 });
 
-test("whatever the operators' message says, the customer's page says what happens in plain words, for every way a job ends", async ({ page, request }) => {
-  const created = await request.post("/api/imports?tenant=e2e-progress-words", { data: transactionsCsv(40).csv, headers: { "content-type": "text/csv" } });
+test("whatever the operators' message says, the customer's page says what happens in plain words, for every way a job ends", async ({
+  page,
+  request,
+}) => {
+  const created = await request.post("/api/imports?tenant=e2e-progress-words", {
+    data: transactionsCsv(40).csv,
+    headers: { "content-type": "text/csv" },
+  });
   const { jobId, progressToken } = await created.json();
-  await expect.poll(async () => (await (await request.get(`/api/progress/${progressToken}`)).json()).status, { timeout: 60_000 }).toBe("completed");
+  await expect
+    .poll(async () => (await (await request.get(`/api/progress/${progressToken}`)).json()).status, { timeout: 60_000 })
+    .toBe("completed");
   await page.goto(`/progress/${progressToken}`);
   expect(await pageText(page)).not.toMatch(OPERATOR_WORDS);
 
-  const operatorMessage = "Timed out after 30 of 40 rows (budget 600 s). Split the file or retry the remaining rows. Split by admin: p99 35 s × 10 rows > soft limit; reaper at attempt 2, cursor 30, tenant e2e.";
+  const operatorMessage =
+    "Timed out after 30 of 40 rows (budget 600 s). Split the file or retry the remaining rows. Split by admin: p99 35 s × 10 rows > soft limit; reaper at attempt 2, cursor 30, tenant e2e.";
   const expected: Record<string, { message: RegExp; next: RegExp | null }> = {
-    timed_out: { message: /^Paused after 30 of 40 rows: this took longer than expected\.$/, next: /the 30 rows already imported are kept\. The remaining 10 rows will be resumed from where the import stopped/ },
-    killed: { message: /^Stopped unexpectedly after 30 of 40 rows\.$/, next: /The remaining 10 rows will be resumed/ },
-    abandoned: { message: /^Stopped unexpectedly after 30 of 40 rows\.$/, next: /The remaining 10 rows will be resumed/ },
-    failed: { message: /^Something went wrong on our side after 30 of 40 rows\.$/, next: /The remaining 10 rows will be resumed/ },
-    cancelled: { message: /^Cancelled after 30 of 40 rows\.$/, next: /already imported are kept; nothing more will be done/ },
+    timed_out: {
+      message: /^Paused after 30 of 40 rows: this took longer than expected\.$/,
+      next: /the 30 rows already imported are kept\. Our team has been told and will continue it; you don't need to upload again\. It goes on from where the import stopped with the remaining 10 rows/,
+    },
+    killed: {
+      message: /^Stopped unexpectedly after 30 of 40 rows\.$/,
+      next: /Our team has been told and will continue it/,
+    },
+    abandoned: {
+      message: /^Stopped unexpectedly after 30 of 40 rows\.$/,
+      next: /Our team has been told and will continue it/,
+    },
+    failed: {
+      message: /^Something went wrong on our side after 30 of 40 rows\.$/,
+      next: /Our team has been told and will continue it/,
+    },
+    cancelled: {
+      message: /^Cancelled after 30 of 40 rows\.$/,
+      next: /already imported are kept; nothing more will be done/,
+    },
   };
   for (const [status, words] of Object.entries(expected)) {
-    await sql(`update "Job" set status = $2::"JobStatus", processed = 30, failed = 0, message = $3 where id = $1`, [jobId, status, operatorMessage]);
+    await sql(`update "Job" set status = $2::"JobStatus", processed = 30, failed = 0, message = $3 where id = $1`, [
+      jobId,
+      status,
+      operatorMessage,
+    ]);
     await page.goto(`/progress/${progressToken}`);
     await expect(page.locator("[data-status]")).toHaveAttribute("data-status", status);
     await expect(page.getByTestId("message")).toHaveText(words.message);
@@ -115,22 +167,34 @@ test("whatever the operators' message says, the customer's page says what happen
 
   // "This page updates by itself when it goes on": a page left open on a job that stopped early
   // sees it finish without a reload.
-  await sql(`update "Job" set status = 'timed_out', processed = 30, message = $2 where id = $1`, [jobId, operatorMessage]);
+  await sql(`update "Job" set status = 'timed_out', processed = 30, message = $2 where id = $1`, [
+    jobId,
+    operatorMessage,
+  ]);
   await page.goto(`/progress/${progressToken}`);
   await expect(page.locator("[data-status]")).toHaveAttribute("data-status", "timed_out");
-  await sql(`update "Job" set status = 'completed', processed = 40, message = 'Imported all 40 rows.' where id = $1`, [jobId]);
+  await sql(`update "Job" set status = 'completed', processed = 40, message = 'Imported all 40 rows.' where id = $1`, [
+    jobId,
+  ]);
   await expect(page.locator("[data-status]")).toHaveAttribute("data-status", "completed");
   await expect(page.getByTestId("message")).toHaveText("Imported all 40 rows.");
 });
 
-test("the downloads answer only to the progress link: a wrong link is a 404, another kind of job offers none", async ({ request }) => {
+test("the downloads answer only to the progress link: a wrong link is a 404, another kind of job offers none", async ({
+  request,
+}) => {
   for (const file of ["result.csv", "failed-rows.csv"]) {
     expect((await request.get(`/api/progress/${"0".repeat(32)}/${file}`)).status()).toBe(404);
     expect((await request.get(`/api/progress/not-a-token/${file}`)).status()).toBe(404);
   }
-  const created = await request.post("/api/imports?tenant=e2e-progress-links", { data: transactionsCsv(3).csv, headers: { "content-type": "text/csv" } });
+  const created = await request.post("/api/imports?tenant=e2e-progress-links", {
+    data: transactionsCsv(3).csv,
+    headers: { "content-type": "text/csv" },
+  });
   const { progressToken } = await created.json();
-  await expect.poll(async () => (await (await request.get(`/api/progress/${progressToken}`)).json()).status, { timeout: 60_000 }).toBe("completed");
+  await expect
+    .poll(async () => (await (await request.get(`/api/progress/${progressToken}`)).json()).status, { timeout: 60_000 })
+    .toBe("completed");
   const response = await request.get(`/api/progress/${progressToken}/result.csv`);
   expect(response.status()).toBe(200);
   expect(response.headers()["content-disposition"]).toMatch(/^attachment; filename="[^"]+-result\.csv"$/);

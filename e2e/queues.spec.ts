@@ -38,11 +38,17 @@ async function startImports(request: APIRequestContext, n: number): Promise<stri
   return ids;
 }
 
-const statuses = async (ids: string[]) => (await sql<{ status: string }>(`SELECT status FROM "Job" WHERE id = ANY($1::uuid[]) ORDER BY status`, [ids])).map((r) => r.status);
+const statuses = async (ids: string[]) =>
+  (await sql<{ status: string }>(`SELECT status FROM "Job" WHERE id = ANY($1::uuid[]) ORDER BY status`, [ids])).map(
+    (r) => r.status,
+  );
 
 const waitingCell = (page: Page) => page.getByTestId(`queue-${Q}-waiting`);
 
-test("waiting jobs rise while the queue is paused and fall when it is resumed, on the page without a reload", async ({ operatorPage: page, request }) => {
+test("waiting jobs rise while the queue is paused and fall when it is resumed, on the page without a reload", async ({
+  operatorPage: page,
+  request,
+}) => {
   await page.setViewportSize({ width: 1440, height: 1000 });
   await page.goto("/queues");
   await expect(page.getByRole("heading", { name: "Queues", exact: true })).toBeVisible();
@@ -74,13 +80,20 @@ test("waiting jobs rise while the queue is paused and fall when it is resumed, o
   await expect.poll(() => statuses(ids), { timeout: 30_000 }).toEqual(["completed", "completed", "completed"]);
   await expect(waitingCell(page)).toHaveText(String(baseline));
   // What completed shows in the throughput chart's text too.
-  await expect(page.getByTestId(`queue-${Q}-chart`)).toHaveAttribute("aria-label", /[1-9]\d* completed in the last hour/);
+  await expect(page.getByTestId(`queue-${Q}-chart`)).toHaveAttribute(
+    "aria-label",
+    /[1-9]\d* completed in the last hour/,
+  );
   await page.screenshot({ path: test.info().outputPath("queues-desktop-resumed.png"), fullPage: true });
   expect(await page.evaluate(() => (window as unknown as { __sameDocument?: boolean }).__sameDocument)).toBe(true);
 });
 
-test("the API twins pause and resume idempotently, refuse an unknown queue with 404 and a viewer with 403, and are audited", async ({ request }) => {
-  const [{ last }] = (await sql<{ last: string }>(`SELECT coalesce(max(id), 0)::text AS last FROM "AuditEntry"`)) as [{ last: string }];
+test("the API twins pause and resume idempotently, refuse an unknown queue with 404 and a viewer with 403, and are audited", async ({
+  request,
+}) => {
+  const [{ last }] = (await sql<{ last: string }>(`SELECT coalesce(max(id), 0)::text AS last FROM "AuditEntry"`)) as [
+    { last: string },
+  ];
   const pause = async () => request.post(`/api/queues/${Q}/pause`, { headers: operator, data: {} });
   const first = await pause();
   expect(first.status()).toBe(200);
@@ -91,17 +104,25 @@ test("the API twins pause and resume idempotently, refuse an unknown queue with 
 
   const overview = await request.get("/api/queues", { headers: operator });
   expect(overview.status()).toBe(200);
-  const body = (await overview.json()) as { queues: { queue: string; paused: { by: string } | null; counts: Record<string, number> }[] };
+  const body = (await overview.json()) as {
+    queues: { queue: string; paused: { by: string } | null; counts: Record<string, number> }[];
+  };
   expect(body.queues.find((q) => q.queue === Q)?.paused?.by).toBe("admin");
   expect(Object.keys(body.queues[0]!.counts).sort()).toEqual(["active", "delayed", "failed", "waiting"]);
 
   const unknown = await request.post("/api/queues/no-such-queue/pause", { headers: operator, data: {} });
   expect(unknown.status()).toBe(404);
-  expect((await unknown.json()).error).toMatchObject({ code: "unknown_queue", message: expect.stringContaining('No queue is called "no-such-queue"') });
+  expect((await unknown.json()).error).toMatchObject({
+    code: "unknown_queue",
+    message: expect.stringContaining('No queue is called "no-such-queue"'),
+  });
 
   users("add", "queues-viewer", "--role", "viewer", "--password", "queues-viewer-password");
   const viewerToken = users("token", "queues-viewer").trim().split("\n").pop()!;
-  const refused = await request.post(`/api/queues/${Q}/resume`, { headers: { authorization: `Bearer ${viewerToken}` }, data: {} });
+  const refused = await request.post(`/api/queues/${Q}/resume`, {
+    headers: { authorization: `Bearer ${viewerToken}` },
+    data: {},
+  });
   expect(refused.status()).toBe(403);
 
   const resumed = await request.post(`/api/queues/${Q}/resume`, { headers: operator, data: {} });
@@ -114,12 +135,14 @@ test("the API twins pause and resume idempotently, refuse an unknown queue with 
     `SELECT action, result, actor FROM "AuditEntry" WHERE action IN ('queue.pause', 'queue.resume') AND id > $1::bigint ORDER BY id`,
     [last],
   );
-  expect(audit).toEqual(expect.arrayContaining([
-    { action: "queue.pause", result: "ok", actor: "admin" },
-    { action: "queue.pause", result: "refused", actor: "admin" },
-    { action: "queue.resume", result: "refused", actor: "queues-viewer" },
-    { action: "queue.resume", result: "ok", actor: "admin" },
-  ]));
+  expect(audit).toEqual(
+    expect.arrayContaining([
+      { action: "queue.pause", result: "ok", actor: "admin" },
+      { action: "queue.pause", result: "refused", actor: "admin" },
+      { action: "queue.resume", result: "refused", actor: "queues-viewer" },
+      { action: "queue.resume", result: "ok", actor: "admin" },
+    ]),
+  );
 });
 
 test("a viewer sees the queues but not the controls", async ({ viewerPage: page }) => {
@@ -127,4 +150,67 @@ test("a viewer sees the queues but not the controls", async ({ viewerPage: page 
   await expect(page.getByTestId(`queue-${Q}-waiting`)).toBeVisible();
   await expect(page.getByRole("button", { name: `Pause ${Q}` })).toBeDisabled();
   await expect(page.getByText("Pausing and resuming need the operator role.").first()).toBeVisible();
+});
+
+test("a job in a paused queue says why it waits: the API's blockedBy, one sentence on its page, the queue's cause on /queues, the customer's words", async ({
+  operatorPage: page,
+  request,
+}) => {
+  const paused = await request.post(`/api/queues/${Q}/pause`, { headers: operator, data: {} });
+  expect(paused.status()).toBe(200);
+  const [id] = await startImports(request, 1);
+  const job = await request.get(`/api/jobs/${id}`, { headers: operator });
+  expect(job.status()).toBe(200);
+  const { blockedBy, progressToken } = (await job.json()) as {
+    blockedBy: { type: string; message: string; since: string };
+    progressToken: string;
+  };
+  expect(blockedBy.type).toBe("queue_paused");
+  expect(blockedBy.message).toMatch(
+    /^Queue imports is paused \(by .+ since \d\d:\d\d:\d\d UTC\): nothing on it starts until it is resumed on \/queues\.$/,
+  );
+
+  for (const width of [1440, 390]) {
+    await page.setViewportSize({ width, height: 900 });
+    await page.goto(`/jobs/${id}`);
+    const sentence = page.getByTestId("blocked-by");
+    await expect(sentence).toHaveText(`Why it is waiting: ${blockedBy.message}`);
+    await expect(sentence).toHaveAttribute("data-type", "queue_paused");
+    await sentence.scrollIntoViewIfNeeded();
+    await page.screenshot({ path: test.info().outputPath(`job-blocked-by-${width}.png`) });
+  }
+
+  // The API twin of the page names the same cause for the queue.
+  const overview = await request.get("/api/queues", { headers: operator });
+  const queues = (
+    (await overview.json()) as { queues: { queue: string; waitingFor: { type: string; count: number } | null }[] }
+  ).queues;
+  expect(queues.find((q) => q.queue === Q)?.waitingFor).toMatchObject({
+    type: "queue_paused",
+    count: expect.any(Number),
+  });
+
+  await page.setViewportSize({ width: 1440, height: 1000 });
+  await page.goto("/queues");
+  const cause = page.getByTestId(`queue-${Q}-cause`);
+  await expect(cause).toHaveAttribute("data-type", "queue_paused");
+  await expect(cause).toContainText("Jobs wait for: the queue is paused");
+  await page.getByTestId(`queue-card-${Q}`).screenshot({ path: test.info().outputPath("queues-card-cause-1440.png") });
+  await page.setViewportSize({ width: 390, height: 900 });
+  await page.getByTestId(`queue-card-${Q}`).screenshot({ path: test.info().outputPath("queues-card-cause-390.png") });
+
+  // The customer reads the same fact without the operators' words.
+  await page.goto(`/progress/${progressToken}`);
+  await expect(
+    page.getByText(
+      "Our team has paused this kind of work for the moment; yours starts as soon as they turn it back on.",
+    ),
+  ).toBeVisible();
+  await page.screenshot({ path: test.info().outputPath("progress-paused-390.png") });
+
+  await resume(request);
+  await expect.poll(() => statuses([id!]), { timeout: 30_000 }).toEqual(["completed"]);
+  await page.setViewportSize({ width: 1440, height: 900 });
+  await page.goto(`/jobs/${id}`);
+  await expect(page.getByTestId("blocked-by")).toHaveCount(0);
 });

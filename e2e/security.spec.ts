@@ -9,7 +9,9 @@ import { expect, test, users } from "./fixtures";
 
 /** Server action ids by `file#export`, from the build the system under test serves. */
 function actionId(action: string): string {
-  const manifest = JSON.parse(readFileSync(".next/server/server-reference-manifest.json", "utf8")) as { node: Record<string, { filename: string; exportedName: string }> };
+  const manifest = JSON.parse(readFileSync(".next/server/server-reference-manifest.json", "utf8")) as {
+    node: Record<string, { filename: string; exportedName: string }>;
+  };
   const id = Object.entries(manifest.node).find(([, a]) => `${a.filename}#${a.exportedName}` === action)?.[0];
   expect(id, `${action} is built`).toBeTruthy();
   return id!;
@@ -19,27 +21,46 @@ function actionId(action: string): string {
  * Posts a server action the way a form with `useActionState` does (previous state, then the form
  * data), without the page: what anyone can send.
  */
-function postAction(request: APIRequestContext, page: string, action: string, fields: Record<string, string>, headers: Record<string, string> = {}) {
+function postAction(
+  request: APIRequestContext,
+  page: string,
+  action: string,
+  fields: Record<string, string>,
+  headers: Record<string, string> = {},
+) {
   // React's reply encoding: "$K1" refers to the form entries named "_1_<field>", sent before the
   // arguments ("0") that refer to them, as the browser sends them.
   const form = new FormData();
   for (const [k, v] of Object.entries(fields)) form.append(`_1_${k}`, v);
   form.append("0", '[{},"$K1"]');
-  return request.post(page, { headers: { "next-action": actionId(action), origin: BASE_URL, ...headers }, multipart: form, maxRedirects: 0 });
+  return request.post(page, {
+    headers: { "next-action": actionId(action), origin: BASE_URL, ...headers },
+    multipart: form,
+    maxRedirects: 0,
+  });
 }
 
 /**
  * The sign-in action as any client can post it, with the headers a proxy adds: these tests are of
  * the action's own answer (its cookie, its throttling), so they do not go through the login page.
  */
-const postSignIn = (request: APIRequestContext, username: string, password: string, headers: Record<string, string> = {}) =>
-  postAction(request, "/login", "app/login/actions.ts#signIn", { username, password, next: "/" }, headers);
+const postSignIn = (
+  request: APIRequestContext,
+  username: string,
+  password: string,
+  headers: Record<string, string> = {},
+) => postAction(request, "/login", "app/login/actions.ts#signIn", { username, password, next: "/" }, headers);
 
-const sessionCookie = (setCookie: string | undefined) => setCookie?.split("\n").find((c) => c.startsWith("bounded_session="));
+const sessionCookie = (setCookie: string | undefined) =>
+  setCookie?.split("\n").find((c) => c.startsWith("bounded_session="));
 
-test("the session cookie is HttpOnly, SameSite=Lax, Path=/, and Secure when the request came over HTTPS", async ({ playwright }) => {
+test("the session cookie is HttpOnly, SameSite=Lax, Path=/, and Secure when the request came over HTTPS", async ({
+  playwright,
+}) => {
   const plain = await playwright.request.newContext({ baseURL: BASE_URL });
-  const signedIn = await postSignIn(plain, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, { "x-forwarded-for": "198.51.100.1" });
+  const signedIn = await postSignIn(plain, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, {
+    "x-forwarded-for": "198.51.100.1",
+  });
   const cookie = sessionCookie(signedIn.headers()["set-cookie"]);
   expect(cookie, `a session cookie is set (status ${signedIn.status()})`).toBeTruthy();
   const attributes = cookie!.split(";").map((a) => a.trim().toLowerCase());
@@ -51,23 +72,40 @@ test("the session cookie is HttpOnly, SameSite=Lax, Path=/, and Secure when the 
   await plain.dispose();
 
   const behindTls = await playwright.request.newContext({ baseURL: BASE_URL });
-  const secure = await postSignIn(behindTls, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, { "x-forwarded-for": "198.51.100.1", "x-forwarded-proto": "https" });
+  const secure = await postSignIn(behindTls, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, {
+    "x-forwarded-for": "198.51.100.1",
+    "x-forwarded-proto": "https",
+  });
   const secureCookie = sessionCookie(secure.headers()["set-cookie"]);
   expect(secureCookie).toBeTruthy();
-  expect(secureCookie!.split(";").map((a) => a.trim().toLowerCase())).toEqual(expect.arrayContaining(["secure", "httponly", "samesite=lax", "path=/"]));
+  expect(secureCookie!.split(";").map((a) => a.trim().toLowerCase())).toEqual(
+    expect.arrayContaining(["secure", "httponly", "samesite=lax", "path=/"]),
+  );
   await behindTls.dispose();
 });
 
-test("server actions refuse a foreign Origin, even with an operator's session, and change nothing", async ({ playwright, request }) => {
+test("server actions refuse a foreign Origin, even with an operator's session, and change nothing", async ({
+  playwright,
+  request,
+}) => {
   // A job an operator may retry: an import, then marked failed.
-  const created = await request.post("/api/imports?tenant=e2e-sec-origin", { data: Buffer.from(transactionsCsv(1).csv), headers: { "content-type": "text/csv" } });
+  const created = await request.post("/api/imports?tenant=e2e-sec-origin", {
+    data: Buffer.from(transactionsCsv(1).csv),
+    headers: { "content-type": "text/csv" },
+  });
   expect(created.status()).toBe(201);
   const { jobId } = await created.json();
-  await expect.poll(async () => (await sql<{ status: string }>(`select status from "Job" where id = $1`, [jobId]))[0]!.status, { timeout: 30_000 }).toBe("completed");
+  await expect
+    .poll(async () => (await sql<{ status: string }>(`select status from "Job" where id = $1`, [jobId]))[0]!.status, {
+      timeout: 30_000,
+    })
+    .toBe("completed");
   await sql(`update "Job" set status = 'failed', message = 'failed on purpose' where id = $1`, [jobId]);
 
   const operator = await playwright.request.newContext({ baseURL: BASE_URL });
-  const signedIn = await postSignIn(operator, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, { "x-forwarded-for": "198.51.100.2" });
+  const signedIn = await postSignIn(operator, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, {
+    "x-forwarded-for": "198.51.100.2",
+  });
   const cookie = sessionCookie(signedIn.headers()["set-cookie"])!.split(";")[0]!;
   const state = async () => {
     const [row] = await sql<{ status: string; attempt: number; audited: string }>(
@@ -80,7 +118,13 @@ test("server actions refuse a foreign Origin, even with an operator's session, a
   expect(before).toMatchObject({ status: "failed", audited: 0 });
 
   const retry = (origin: string) =>
-    postAction(operator, `/jobs/${jobId}`, "app/(ops)/jobs/[id]/actions.ts#retryJobAction", { jobId, budgetSoftS: "" }, { origin, cookie });
+    postAction(
+      operator,
+      `/jobs/${jobId}`,
+      "app/(ops)/jobs/[id]/actions.ts#retryJobAction",
+      { jobId, budgetSoftS: "" },
+      { origin, cookie },
+    );
 
   // The call a page on another site would make with the operator's cookie (were it sent). Next.js
   // compares Origin with Host before decoding the action and aborts it (it answers 500).
@@ -90,7 +134,11 @@ test("server actions refuse a foreign Origin, even with an operator's session, a
   // The same as a plain HTML form post (no Next-Action header, the action id in the form).
   const formPost = await operator.post(`/jobs/${jobId}`, {
     headers: { origin: "https://evil.example", cookie },
-    multipart: { [`$ACTION_ID_${actionId("app/(ops)/jobs/[id]/actions.ts#retryJobAction")}`]: "", jobId, budgetSoftS: "" },
+    multipart: {
+      [`$ACTION_ID_${actionId("app/(ops)/jobs/[id]/actions.ts#retryJobAction")}`]: "",
+      jobId,
+      budgetSoftS: "",
+    },
     maxRedirects: 0,
   });
   expect(formPost.status()).not.toBe(303);
@@ -103,13 +151,22 @@ test("server actions refuse a foreign Origin, even with an operator's session, a
   await operator.dispose();
 });
 
-test("progress tokens are 128-bit random hex and public progress URLs and answers carry no job id", async ({ request }) => {
-  const upload = () => request.post("/api/imports?tenant=e2e-sec-tokens", { data: Buffer.from(transactionsCsv(2).csv), headers: { "content-type": "text/csv" } });
+test("progress tokens are 128-bit random hex and public progress URLs and answers carry no job id", async ({
+  request,
+}) => {
+  const upload = () =>
+    request.post("/api/imports?tenant=e2e-sec-tokens", {
+      data: Buffer.from(transactionsCsv(2).csv),
+      headers: { "content-type": "text/csv" },
+    });
   const first = await upload();
   const second = await upload();
   const a = await first.json();
   const b = await second.json();
-  for (const [response, created] of [[first, a], [second, b]] as const) {
+  for (const [response, created] of [
+    [first, a],
+    [second, b],
+  ] as const) {
     expect(created.progressToken).toMatch(/^[0-9a-f]{32}$/);
     expect(created.progressUrl).toBe(`/progress/${created.progressToken}`);
     expect(response.headers().location).toBe(created.progressUrl);
@@ -133,7 +190,9 @@ test("progress tokens are 128-bit random hex and public progress URLs and answer
   }
 });
 
-test("sign-in is rate-limited per user whatever the address, and per address whatever the user", async ({ request }) => {
+test("sign-in is rate-limited per user whatever the address, and per address whatever the user", async ({
+  request,
+}) => {
   users("add", "sec-throttle", "--role", "viewer", "--password", "sec-throttle-password");
   const refusal = async (r: Awaited<ReturnType<typeof postSignIn>>) => {
     expect(r.status()).toBeLessThan(500);
@@ -141,11 +200,20 @@ test("sign-in is rate-limited per user whatever the address, and per address wha
   };
   // Ten wrong passwords, each from another address: the per-user limit does not care.
   for (let i = 0; i < 10; i++) {
-    expect(await refusal(await postSignIn(request, "sec-throttle", `wrong-${i}`, { "x-forwarded-for": `203.0.113.${i + 1}` }))).toContain("Wrong username or password.");
+    expect(
+      await refusal(
+        await postSignIn(request, "sec-throttle", `wrong-${i}`, { "x-forwarded-for": `203.0.113.${i + 1}` }),
+      ),
+    ).toContain("Wrong username or password.");
   }
-  const blocked = await postSignIn(request, "sec-throttle", "sec-throttle-password", { "x-forwarded-for": "203.0.113.99" });
+  const blocked = await postSignIn(request, "sec-throttle", "sec-throttle-password", {
+    "x-forwarded-for": "203.0.113.99",
+  });
   expect(await refusal(blocked)).toContain("Too many failed sign-ins. Try again in 15 min.");
-  expect(sessionCookie(blocked.headers()["set-cookie"]), "no session for the right password while throttled").toBeUndefined();
+  expect(
+    sessionCookie(blocked.headers()["set-cookie"]),
+    "no session for the right password while throttled",
+  ).toBeUndefined();
 
   // The window is 15 minutes (not scaled); when it has passed, the right password works again.
   const redis = new Redis(E2E_ENV.REDIS_URL);
@@ -158,24 +226,36 @@ test("sign-in is rate-limited per user whatever the address, and per address wha
   } finally {
     redis.disconnect();
   }
-  const after = await postSignIn(request, "sec-throttle", "sec-throttle-password", { "x-forwarded-for": "203.0.113.100" });
+  const after = await postSignIn(request, "sec-throttle", "sec-throttle-password", {
+    "x-forwarded-for": "203.0.113.100",
+  });
   expect(sessionCookie(after.headers()["set-cookie"]), "signed in once the window has passed").toBeTruthy();
 
   // Thirty failures from one address, over many user names: that address is refused, even the
   // right password of another user; another address is not.
-  for (let i = 0; i < 30; i++) await refusal(await postSignIn(request, `sec-guess-${i}`, "guess", { "x-forwarded-for": "198.51.100.77" }));
-  const fromGuesser = await postSignIn(request, "sec-throttle", "sec-throttle-password", { "x-forwarded-for": "198.51.100.77" });
+  for (let i = 0; i < 30; i++)
+    await refusal(await postSignIn(request, `sec-guess-${i}`, "guess", { "x-forwarded-for": "198.51.100.77" }));
+  const fromGuesser = await postSignIn(request, "sec-throttle", "sec-throttle-password", {
+    "x-forwarded-for": "198.51.100.77",
+  });
   expect(await refusal(fromGuesser)).toContain("Too many failed sign-ins");
   expect(sessionCookie(fromGuesser.headers()["set-cookie"])).toBeUndefined();
-  const elsewhere = await postSignIn(request, "sec-throttle", "sec-throttle-password", { "x-forwarded-for": "198.51.100.78" });
+  const elsewhere = await postSignIn(request, "sec-throttle", "sec-throttle-password", {
+    "x-forwarded-for": "198.51.100.78",
+  });
   expect(sessionCookie(elsewhere.headers()["set-cookie"])).toBeTruthy();
 });
 
 const bearer = { authorization: `Bearer ${E2E_ENV.BOUNDED_BOOTSTRAP_TOKEN}` };
 
-test("a cookie-signed call from another origin of the same site is refused with 403; from the app's origin, or with a token, it is not", async ({ playwright, request }) => {
+test("a cookie-signed call from another origin of the same site is refused with 403; from the app's origin, or with a token, it is not", async ({
+  playwright,
+  request,
+}) => {
   const browser = await playwright.request.newContext({ baseURL: BASE_URL });
-  const signedIn = await postSignIn(browser, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, { "x-forwarded-for": "198.51.100.3" });
+  const signedIn = await postSignIn(browser, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, {
+    "x-forwarded-for": "198.51.100.3",
+  });
   const cookie = sessionCookie(signedIn.headers()["set-cookie"])!.split(";")[0]!;
   const evil = `http://evil.localhost:${new URL(BASE_URL).port}`;
   // An empty filter is refused by the route itself (bulk retry needs a filter): nothing changes either way.
@@ -193,14 +273,19 @@ test("a cookie-signed call from another origin of the same site is refused with 
   expect(token.status()).toBe(422);
 
   // The refusal is in the audit log, under the operator's name.
-  const refusals = await sql<{ actor: string; result: string }>(`select actor, result from "AuditEntry" where message like $1`, [`%came from ${evil},%`]);
+  const refusals = await sql<{ actor: string; result: string }>(
+    `select actor, result from "AuditEntry" where message like $1`,
+    [`%came from ${evil},%`],
+  );
   expect(refusals).toEqual([{ actor: "admin", result: "refused" }]);
   await browser.dispose();
 });
 
 test("a session cookie captured before sign-out is refused after it", async ({ playwright, request }) => {
   const browser = await playwright.request.newContext({ baseURL: BASE_URL });
-  const signedIn = await postSignIn(browser, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, { "x-forwarded-for": "198.51.100.4" });
+  const signedIn = await postSignIn(browser, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, {
+    "x-forwarded-for": "198.51.100.4",
+  });
   const captured = sessionCookie(signedIn.headers()["set-cookie"])!.split(";")[0]!;
   expect((await request.get("/api/jobs", { headers: { cookie: captured } })).status()).toBe(200);
   const signedOut = await postAction(browser, "/login", "app/login/actions.ts#signOut", {}, { cookie: captured });
@@ -213,7 +298,9 @@ test("a session cookie captured before sign-out is refused after it", async ({ p
 test("a changed password ends the user's sessions", async ({ playwright, request }) => {
   users("add", "sec-passwd", "--role", "viewer", "--password", "sec-passwd-password-1");
   const browser = await playwright.request.newContext({ baseURL: BASE_URL });
-  const signedIn = await postSignIn(browser, "sec-passwd", "sec-passwd-password-1", { "x-forwarded-for": "198.51.100.5" });
+  const signedIn = await postSignIn(browser, "sec-passwd", "sec-passwd-password-1", {
+    "x-forwarded-for": "198.51.100.5",
+  });
   const captured = sessionCookie(signedIn.headers()["set-cookie"])!.split(";")[0]!;
   expect((await request.get("/api/jobs", { headers: { cookie: captured } })).status()).toBe(200);
   users("passwd", "sec-passwd", "--password", "sec-passwd-password-2");
@@ -221,11 +308,16 @@ test("a changed password ends the user's sessions", async ({ playwright, request
   await browser.dispose();
 });
 
-test("X-Forwarded-For from a peer that is not a trusted proxy changes nothing: its sign-in failures count against its own address", async ({ playwright }) => {
+test("X-Forwarded-For from a peer that is not a trusted proxy changes nothing: its sign-in failures count against its own address", async ({
+  playwright,
+}) => {
   // The test runner is the trusted proxy over 127.0.0.1; over ::1 it is just a client.
   const v6 = BASE_URL.replace("localhost", "[::1]");
   const direct = await playwright.request.newContext({ baseURL: v6 });
-  const reachable = await direct.get("/api/livez").then((r) => r.ok(), () => false);
+  const reachable = await direct.get("/api/livez").then(
+    (r) => r.ok(),
+    () => false,
+  );
   // The suite's server listens on every address (next start); without ::1 this door would go untested.
   expect(reachable, "the web server answers on [::1], the address that is not a trusted proxy").toBe(true);
   const redis = new Redis(E2E_ENV.REDIS_URL);
@@ -235,7 +327,10 @@ test("X-Forwarded-For from a peer that is not a trusted proxy changes nothing: i
       const r = await postSignIn(direct, `sec-v6-${i}`, "guess", { "x-forwarded-for": `192.0.2.${i + 1}`, origin: v6 });
       expect(await r.text()).toContain("Wrong username or password.");
     }
-    const forged = await postSignIn(direct, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, { "x-forwarded-for": "192.0.2.200", origin: v6 });
+    const forged = await postSignIn(direct, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, {
+      "x-forwarded-for": "192.0.2.200",
+      origin: v6,
+    });
     expect(await forged.text()).toContain("Too many failed sign-ins");
     expect(sessionCookie(forged.headers()["set-cookie"])).toBeUndefined();
   } finally {
@@ -245,11 +340,20 @@ test("X-Forwarded-For from a peer that is not a trusted proxy changes nothing: i
   }
 });
 
-test("anonymous refusals are counted per address and minute, not written one by one (200 refusals: one count, at most two entries)", async ({ request }) => {
+test("anonymous refusals are counted per address and minute, not written one by one (200 refusals: one count, at most two entries)", async ({
+  request,
+}) => {
   const address = "198.51.100.201";
-  const statuses = await Promise.all(Array.from({ length: 200 }, () => request.get("/api/budgets", { headers: { "x-forwarded-for": address } }).then((r) => r.status())));
+  const statuses = await Promise.all(
+    Array.from({ length: 200 }, () =>
+      request.get("/api/budgets", { headers: { "x-forwarded-for": address } }).then((r) => r.status()),
+    ),
+  );
   expect(new Set(statuses)).toEqual(new Set([401]));
-  const rows = await sql<{ count: number }>(`select count from "AuditRefusalTally" where address = $1 and route = 'GET /api/budgets'`, [address]);
+  const rows = await sql<{ count: number }>(
+    `select count from "AuditRefusalTally" where address = $1 and route = 'GET /api/budgets'`,
+    [address],
+  );
   expect(rows.length).toBeLessThanOrEqual(2);
   expect(rows.reduce((n, r) => n + Number(r.count), 0)).toBe(200);
   // Only the first refusal of the minute is also an entry.
@@ -265,19 +369,31 @@ test.describe("malformed addresses and fields", () => {
   }
   test("a NUL byte in a JSON field is a 400", async ({ request }) => {
     for (const { path, body } of NUL_JSON_BODIES) {
-      const answer = await request.post(path, { data: body, headers: { ...bearer, "content-type": "application/json" } });
+      const answer = await request.post(path, {
+        data: body,
+        headers: { ...bearer, "content-type": "application/json" },
+      });
       expect(answer.status(), path).toBe(400);
       expect((await answer.json()).error.code).toBe("nul_byte");
     }
   });
 });
 
-test("every page has a nonce-based Content-Security-Policy, a fresh nonce each time, on the framework's scripts", async ({ request }) => {
+test("every page has a nonce-based Content-Security-Policy, a fresh nonce each time, on the framework's scripts", async ({
+  request,
+}) => {
   const nonces = new Set<string>();
   for (const path of ["/login", "/upload", "/login"]) {
     const answer = await request.get(path);
     const csp = answer.headers()["content-security-policy"] ?? "";
-    for (const directive of ["default-src 'self'", "object-src 'none'", "base-uri 'self'", "form-action 'self'", "frame-ancestors 'none'"]) expect(csp).toContain(directive);
+    for (const directive of [
+      "default-src 'self'",
+      "object-src 'none'",
+      "base-uri 'self'",
+      "form-action 'self'",
+      "frame-ancestors 'none'",
+    ])
+      expect(csp).toContain(directive);
     const nonce = /script-src 'self' 'nonce-([A-Za-z0-9+/=]+)' 'strict-dynamic'/.exec(csp)?.[1];
     expect(nonce, csp).toBeTruthy();
     expect(csp).not.toMatch(/script-src[^;]*'unsafe-inline'/);

@@ -20,7 +20,8 @@ process.argv.splice(2, Infinity, ...(env === E2E_ENV ? [] : ["--no-build"]));
 await dropDatabase(env.DATABASE_URL);
 
 const redis = new Redis(env.REDIS_URL);
-for await (const keys of scanKeys(redis, `${env.BOUNDED_REDIS_PREFIX}:*`, 1000)) if (keys.length) await redis.del(...keys);
+for await (const keys of scanKeys(redis, `${env.BOUNDED_REDIS_PREFIX}:*`, 1000))
+  if (keys.length) await redis.del(...keys);
 redis.disconnect();
 
 await import("../scripts/start");

@@ -31,7 +31,10 @@ async function overflow(page: Page) {
     const offenders = [...document.body.querySelectorAll<HTMLElement>("*")]
       .filter((el) => el.getBoundingClientRect().right > width + 0.5 && !el.closest(".table-wrap, .nav"))
       .slice(0, 5)
-      .map((el) => `${el.tagName.toLowerCase()}.${[...el.classList].join(".")} right=${Math.round(el.getBoundingClientRect().right)}`);
+      .map(
+        (el) =>
+          `${el.tagName.toLowerCase()}.${[...el.classList].join(".")} right=${Math.round(el.getBoundingClientRect().right)}`,
+      );
     return {
       body: document.body.scrollWidth - document.body.clientWidth,
       documentElement: document.documentElement.scrollWidth - document.documentElement.clientWidth,
@@ -43,22 +46,44 @@ async function overflow(page: Page) {
 async function expectFits(page: Page, name: string) {
   await expect(page.locator("h1").first()).toBeVisible();
   const o = await overflow(page);
-  expect(o, `${name} is wider than the ${page.viewportSize()?.width}px screen: ${o.offenders.join(", ")}`).toMatchObject({ body: 0, documentElement: 0 });
+  expect(
+    o,
+    `${name} is wider than the ${page.viewportSize()?.width}px screen: ${o.offenders.join(", ")}`,
+  ).toMatchObject({ body: 0, documentElement: 0 });
+}
+
+/** Whether every chart has drawn itself at the width of its box (charts measure their box after the first frame). */
+async function chartsDrawn(page: Page): Promise<boolean> {
+  return page.evaluate(() =>
+    [...document.querySelectorAll<HTMLElement>(".recharts-wrapper")].every((chart) => {
+      // The chart's own surface: a legend's icons are surfaces too.
+      const surface = [...chart.querySelectorAll("svg.recharts-surface")].find(
+        (s) => !s.closest(".recharts-legend-wrapper"),
+      );
+      const width = chart.getBoundingClientRect().width;
+      return !!surface && width > 0 && Math.abs(surface.getBoundingClientRect().width - width) < 1;
+    }),
+  );
 }
 
 async function shoot(page: Page, name: string) {
-  // Charts size themselves to their box after the first frame.
-  await page.waitForTimeout(400);
+  await expect.poll(() => chartsDrawn(page), { message: `the charts of ${name} drawn at their width` }).toBe(true);
   await page.screenshot({ path: `${SHOTS}/${name}-${page.viewportSize()?.width}.png`, fullPage: true });
 }
 
 test.describe.configure({ timeout: 240_000 });
 
-test("every page fits a 390 px phone screen, wide tables scroll in their own box, and every page is drawn at 1440 px", async ({ page, signIn }) => {
+test("every page fits a 390 px phone screen, wide tables scroll in their own box, and every page is drawn at 1440 px", async ({
+  page,
+  signIn,
+}) => {
   mkdirSync(SHOTS, { recursive: true });
   // Data that makes the tables wide: an import with failed rows, and a job its worker left behind (the reaper resumes it).
   const { csv } = transactionsCsv(30, 4);
-  const created = await page.request.post("/api/imports?tenant=e2e-small-screens-tenant-with-a-long-name", { data: csv, headers: { "content-type": "text/csv" } });
+  const created = await page.request.post("/api/imports?tenant=e2e-small-screens-tenant-with-a-long-name", {
+    data: csv,
+    headers: { "content-type": "text/csv" },
+  });
   expect(created.status()).toBe(201);
   const { jobId, progressToken } = (await created.json()) as { jobId: string; progressToken: string };
   const [tenant] = await sql<{ id: string }>(
@@ -70,7 +95,11 @@ test("every page fits a 390 px phone screen, wide tables scroll in their own box
      VALUES ($1, 'csv_import', 'imports', $2, 'running', 120, 40, 2, 42, 1, 600000, 900000, 'default', now() - interval '1 hour', now() - interval '1 hour', $3, now())`,
     [randomUUID(), tenant!.id, randomBytes(16).toString("hex")],
   );
-  await expect.poll(async () => (await sql<{ status: string }>(`SELECT status FROM "Job" WHERE id = $1`, [jobId]))[0]?.status, { timeout: 60_000 }).toMatch(/^completed/);
+  await expect
+    .poll(async () => (await sql<{ status: string }>(`SELECT status FROM "Job" WHERE id = $1`, [jobId]))[0]?.status, {
+      timeout: 60_000,
+    })
+    .toMatch(/^completed/);
 
   const publicPages: [string, string][] = [
     ["login", "/login"],
@@ -108,7 +137,10 @@ test("every page fits a 390 px phone screen, wide tables scroll in their own box
     await expectFits(page, name);
     // A wide table is scrolled inside its frame, never cut off: the frame is as wide as the page at most.
     for (const frame of await page.locator(".table-wrap").all()) {
-      const box = await frame.evaluate((el) => ({ right: el.getBoundingClientRect().right, scrolls: getComputedStyle(el).overflowX }));
+      const box = await frame.evaluate((el) => ({
+        right: el.getBoundingClientRect().right,
+        scrolls: getComputedStyle(el).overflowX,
+      }));
       expect(box.right).toBeLessThanOrEqual(PHONE.width);
       expect(["auto", "scroll"]).toContain(box.scrolls);
     }
@@ -128,43 +160,43 @@ test.describe("on a touch screen", () => {
   test.use({ hasTouch: true, viewport: PHONE });
 
   test("at 390 px the menu button reaches every page, by touch and by keyboard", async ({ page, signIn }) => {
-  await signIn("operator");
-  const menu = page.getByRole("button", { name: /^Menu, current page:/ });
-  const nav = page.getByRole("navigation", { name: "Main" });
-  await expect(menu).toHaveAttribute("aria-expanded", "false");
-  await expect(nav).toBeHidden();
-  // The sign-out button lives in the menu on a phone.
-  await expect(page.getByRole("button", { name: "Sign out" })).toBeHidden();
-
-  for (const [label, path] of NAV) {
-    await menu.click();
-    await expect(menu).toHaveAttribute("aria-expanded", "true");
-    await expect(page.getByRole("button", { name: "Sign out" })).toBeVisible();
-    await nav.getByRole("link", { name: label, exact: true }).tap();
-    await expect(page).toHaveURL(new RegExp(`${path === "/" ? "/" : path}$`));
+    await signIn("operator");
+    const menu = page.getByRole("button", { name: /^Menu, current page:/ });
+    const nav = page.getByRole("navigation", { name: "Main" });
     await expect(menu).toHaveAttribute("aria-expanded", "false");
-    await expect(menu).toHaveAccessibleName(`Menu, current page: ${label}`);
-    await expect(page.locator("h1").first()).toBeVisible();
-    const o = await overflow(page);
-    expect(o.body, `${path}: ${o.offenders.join(", ")}`).toBe(0);
-  }
+    await expect(nav).toBeHidden();
+    // The sign-out button lives in the menu on a phone.
+    await expect(page.getByRole("button", { name: "Sign out" })).toBeHidden();
 
-  // Keyboard: Enter opens, Tab walks the links, Escape closes and gives focus back, Enter follows a link.
-  await menu.focus();
-  await page.keyboard.press("Enter");
-  await expect(nav).toBeVisible();
-  await page.keyboard.press("Tab");
-  await expect(nav.getByRole("link", { name: "Overview" })).toBeFocused();
-  await page.keyboard.press("Escape");
-  await expect(nav).toBeHidden();
-  await expect(menu).toBeFocused();
-  await page.keyboard.press("Enter");
-  await page.keyboard.press("Tab");
-  await page.keyboard.press("Tab");
-  await expect(nav.getByRole("link", { name: "Jobs", exact: true })).toBeFocused();
-  await page.keyboard.press("Enter");
-  await expect(page).toHaveURL(/\/jobs$/);
-  await expect(menu).toHaveAccessibleName("Menu, current page: Jobs");
+    for (const [label, path] of NAV) {
+      await menu.click();
+      await expect(menu).toHaveAttribute("aria-expanded", "true");
+      await expect(page.getByRole("button", { name: "Sign out" })).toBeVisible();
+      await nav.getByRole("link", { name: label, exact: true }).tap();
+      await expect(page).toHaveURL(new RegExp(`${path === "/" ? "/" : path}$`));
+      await expect(menu).toHaveAttribute("aria-expanded", "false");
+      await expect(menu).toHaveAccessibleName(`Menu, current page: ${label}`);
+      await expect(page.locator("h1").first()).toBeVisible();
+      const o = await overflow(page);
+      expect(o.body, `${path}: ${o.offenders.join(", ")}`).toBe(0);
+    }
+
+    // Keyboard: Enter opens, Tab walks the links, Escape closes and gives focus back, Enter follows a link.
+    await menu.focus();
+    await page.keyboard.press("Enter");
+    await expect(nav).toBeVisible();
+    await page.keyboard.press("Tab");
+    await expect(nav.getByRole("link", { name: "Overview" })).toBeFocused();
+    await page.keyboard.press("Escape");
+    await expect(nav).toBeHidden();
+    await expect(menu).toBeFocused();
+    await page.keyboard.press("Enter");
+    await page.keyboard.press("Tab");
+    await page.keyboard.press("Tab");
+    await expect(nav.getByRole("link", { name: "Jobs", exact: true })).toBeFocused();
+    await page.keyboard.press("Enter");
+    await expect(page).toHaveURL(/\/jobs$/);
+    await expect(menu).toHaveAccessibleName("Menu, current page: Jobs");
   });
 });
 

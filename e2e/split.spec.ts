@@ -5,15 +5,26 @@ import { expect, test } from "./fixtures";
 
 // Against the tight-budget system: an import of 300 rows cannot finish in its 600 s budget.
 test.use({ baseURL: TIGHT_URL });
-const sql = <T extends Record<string, unknown>>(text: string, params: unknown[] = []) => sqlOn<T>(text, params, TIGHT_ENV.DATABASE_URL);
-const statusOf = async (jobId: string) => (await sql<{ status: string }>(`select status::text from "Job" where id = $1`, [jobId]))[0]?.status;
+const sql = <T extends Record<string, unknown>>(text: string, params: unknown[] = []) =>
+  sqlOn<T>(text, params, TIGHT_ENV.DATABASE_URL);
+const statusOf = async (jobId: string) =>
+  (await sql<{ status: string }>(`select status::text from "Job" where id = $1`, [jobId]))[0]?.status;
 
-test("an import that timed out is split from the job page, sized by what a row costs end to end; the parts complete, the job completes and the customer's page shows 100 %", async ({ page, request, signIn }) => {
-  const created = await request.post("/api/imports?tenant=e2e-split", { data: transactionsCsv(300).csv, headers: { "content-type": "text/csv" } });
+test("an import that timed out is split from the job page, sized by what a row costs end to end; the parts complete, the job completes and the customer's page shows 100 %", async ({
+  page,
+  request,
+  signIn,
+}) => {
+  const created = await request.post("/api/imports?tenant=e2e-split", {
+    data: transactionsCsv(300).csv,
+    headers: { "content-type": "text/csv" },
+  });
   expect(created.status()).toBe(201);
   const { jobId, progressToken } = (await created.json()) as { jobId: string; progressToken: string };
   await expect.poll(() => statusOf(jobId), { timeout: 60_000 }).toBe("timed_out");
-  const [timedOut] = await sql<{ cursor: number; message: string }>(`select cursor, message from "Job" where id = $1`, [jobId]);
+  const [timedOut] = await sql<{ cursor: number; message: string }>(`select cursor, message from "Job" where id = $1`, [
+    jobId,
+  ]);
   expect(timedOut!.cursor).toBeLessThan(300);
   expect(timedOut!.message).toMatch(/^Timed out after [\d,]+ of 300 rows \(budget 600 s\)/);
 
@@ -24,10 +35,16 @@ test("an import that timed out is split from the job page, sized by what a row c
   // here, end to end) plus the slowest row, against the budget × 0.7.
   const arithmetic = page.getByTestId("split-arithmetic");
   await expect(arithmetic).toHaveText(
-    new RegExp(`^${300 - timedOut!.cursor} rows at ≈ .+ \\(items in flight\\)( \\+ .+ for the slowest)? ≈ .+; budget 10 min × 0\\.7 → (\\d+) parts of ~\\d+ rows, one after another`),
+    new RegExp(
+      `^${300 - timedOut!.cursor} rows at ≈ .+ \\(items in flight\\)( \\+ .+ for the slowest)? ≈ .+; budget 10 min × 0\\.7 → (\\d+) parts of ~\\d+ rows, one after another`,
+    ),
   );
   // Measured on this system when there was enough, else the kind's stated defaults.
-  await expect(page.getByText(/^Figures: (measured from [\d,]+ rows and [\d,]+ calls in the last 7 days|defaults \(.+\): fewer than 100 rows measured)/)).toBeVisible();
+  await expect(
+    page.getByText(
+      /^Figures: (measured from [\d,]+ rows and [\d,]+ calls in the last 7 days|defaults \(.+\): fewer than 100 rows measured)/,
+    ),
+  ).toBeVisible();
   const proposed = Number(/→ (\d+) parts/.exec((await arithmetic.textContent())!)![1]);
   expect(proposed).toBeGreaterThanOrEqual(2);
   await page.screenshot({ path: "test-results/job-split-plan.png", fullPage: true });
@@ -42,7 +59,10 @@ test("an import that timed out is split from the job page, sized by what a row c
   await expect(page.getByRole("status")).toContainText(`Split into ${parts} parts`);
 
   await expect.poll(() => statusOf(jobId), { timeout: 90_000 }).toBe("completed");
-  const children = await sql<{ status: string; n: string }>(`select status::text, count(*) n from "Job" where "parentId" = $1 group by status`, [jobId]);
+  const children = await sql<{ status: string; n: string }>(
+    `select status::text, count(*) n from "Job" where "parentId" = $1 group by status`,
+    [jobId],
+  );
   expect(children).toEqual([{ status: "completed", n: String(parts) }]);
   const [written] = await sql<{ n: string; rows: string }>(
     `select count(*) n, count(distinct row) rows from "Transaction" where "jobId" = $1 or "jobId" in (select id from "Job" where "parentId" = $1)`,
@@ -58,13 +78,21 @@ test("an import that timed out is split from the job page, sized by what a row c
   await page.goto(`/progress/${progressToken}`);
   await expect(page.getByTestId("progress-percent")).toHaveText("100 %");
   await page.screenshot({ path: "test-results/progress-after-split.png", fullPage: true });
-  const audit = await sql<{ actor: string; result: string }>(`select actor, result::text from "AuditEntry" where action = 'job.split' and target = $1`, [jobId]);
+  const audit = await sql<{ actor: string; result: string }>(
+    `select actor, result::text from "AuditEntry" where action = 'job.split' and target = $1`,
+    [jobId],
+  );
   expect(audit).toEqual([{ actor: "admin", result: "ok" }]);
 });
 
-test("the split API: the plan and the split for an operator, clear 4xx for everything else, nothing changed by a refused call", async ({ request }) => {
+test("the split API: the plan and the split for an operator, clear 4xx for everything else, nothing changed by a refused call", async ({
+  request,
+}) => {
   const operator = { authorization: `Bearer ${TIGHT_ENV.BOUNDED_BOOTSTRAP_TOKEN}` };
-  const created = await request.post("/api/imports?tenant=e2e-split-api", { data: transactionsCsv(300).csv, headers: { "content-type": "text/csv" } });
+  const created = await request.post("/api/imports?tenant=e2e-split-api", {
+    data: transactionsCsv(300).csv,
+    headers: { "content-type": "text/csv" },
+  });
   const { jobId } = (await created.json()) as { jobId: string };
   await expect.poll(() => statusOf(jobId), { timeout: 60_000 }).toBe("timed_out");
 
@@ -85,9 +113,16 @@ test("the split API: the plan and the split for an operator, clear 4xx for every
     expect(r.status(), JSON.stringify(data)).toBe(status);
     expect((await r.json()).error.code).toBe(code);
   }
-  const badJson = await request.post(`/api/jobs/${jobId}/split`, { data: Buffer.from("{parts: 3"), headers: { ...operator, "content-type": "application/json" } });
+  const badJson = await request.post(`/api/jobs/${jobId}/split`, {
+    data: Buffer.from("{parts: 3"),
+    headers: { ...operator, "content-type": "application/json" },
+  });
   expect(badJson.status()).toBe(400);
-  expect((await request.post(`/api/jobs/00000000-0000-0000-0000-000000000000/split`, { data: {}, headers: operator })).status()).toBe(404);
+  expect(
+    (
+      await request.post(`/api/jobs/00000000-0000-0000-0000-000000000000/split`, { data: {}, headers: operator })
+    ).status(),
+  ).toBe(404);
   expect(await statusOf(jobId)).toBe("timed_out");
   expect((await sql<{ n: string }>(`select count(*) n from "Job" where "parentId" = $1`, [jobId]))[0]!.n).toBe("0");
 
@@ -99,7 +134,10 @@ test("the split API: the plan and the split for an operator, clear 4xx for every
   expect(made.parts).toBeGreaterThanOrEqual(2);
   const again = await request.post(`/api/jobs/${jobId}/split`, { data: { parts: 3 }, headers: operator });
   expect(again.status()).toBe(409);
-  expect((await again.json()).error).toEqual({ code: "job_not_splittable", message: "This job cannot be split. This job was already split." });
+  expect((await again.json()).error).toEqual({
+    code: "job_not_splittable",
+    message: "This job cannot be split. This job was already split.",
+  });
   await expect.poll(() => statusOf(jobId), { timeout: 90_000 }).toBe("completed");
   const ended = await sql<{ status: string }>(`select status::text from "Job" where "parentId" = $1`, [jobId]);
   expect(ended.map((c) => c.status)).toEqual(Array.from({ length: made.parts }, () => "completed"));

@@ -33,21 +33,57 @@ const cases: { name: string; status: number; code: string; body: () => Buffer; m
     body: () => Buffer.from(header + "2026-01-01,1.00,EUR,A,B\n".repeat(Math.ceil((MAX_BYTES + 10) / 24))),
     message: /the limit is 1\.0 MB/,
   },
-  { name: "too many rows", status: 413, code: "too_many_rows", body: () => Buffer.from(transactionsCsv(MAX_ROWS + 1).csv), message: /rows; the limit is 5,000/ },
-  { name: "not text (a PNG)", status: 415, code: "not_text", body: () => Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0x0d]), message: /binary data/ },
-  { name: "UTF-16", status: 415, code: "not_text", body: () => Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(header, "utf16le")]), message: /UTF-16/ },
-  { name: "not UTF-8 (Latin-1)", status: 415, code: "not_utf8", body: () => Buffer.from(header + "2026-01-01,1.00,EUR,M\xfcller,B\n", "latin1"), message: /not valid UTF-8/ },
+  {
+    name: "too many rows",
+    status: 413,
+    code: "too_many_rows",
+    body: () => Buffer.from(transactionsCsv(MAX_ROWS + 1).csv),
+    message: /rows; the limit is 5,000/,
+  },
+  {
+    name: "not text (a PNG)",
+    status: 415,
+    code: "not_text",
+    body: () => Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0x0d]),
+    message: /binary data/,
+  },
+  {
+    name: "UTF-16",
+    status: 415,
+    code: "not_text",
+    body: () => Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(header, "utf16le")]),
+    message: /UTF-16/,
+  },
+  {
+    name: "not UTF-8 (Latin-1)",
+    status: 415,
+    code: "not_utf8",
+    body: () => Buffer.from(`${header}2026-01-01,1.00,EUR,M\xfcller,B\n`, "latin1"),
+    message: /not valid UTF-8/,
+  },
   { name: "empty", status: 422, code: "empty_file", body: () => Buffer.alloc(0), message: /The file is empty/ },
   { name: "header only", status: 422, code: "no_rows", body: () => Buffer.from(header), message: /no transactions/ },
-  { name: "missing columns", status: 422, code: "missing_columns", body: () => Buffer.from("date,amount,payee\n2026-01-01,1.00,A\n"), message: /Missing required columns: currency, counterparty, description/ },
+  {
+    name: "missing columns",
+    status: 422,
+    code: "missing_columns",
+    body: () => Buffer.from("date,amount,payee\n2026-01-01,1.00,A\n"),
+    message: /Missing required columns: currency, counterparty, description/,
+  },
   {
     name: "wrong delimiter (tabs)",
     status: 422,
     code: "wrong_delimiter",
-    body: () => Buffer.from(header.replaceAll(",", "\t") + "2026-01-01\t1.00\tEUR\tA\tB\n"),
+    body: () => Buffer.from(`${header.replaceAll(",", "\t")}2026-01-01\t1.00\tEUR\tA\tB\n`),
     message: /separated by tabs/,
   },
-  { name: "unbalanced quote", status: 422, code: "malformed_csv", body: () => Buffer.from(header + '2026-01-01,1.00,EUR,"A,B\n2026-01-02,1.00,EUR,C,D\n'), message: /not well-formed CSV/ },
+  {
+    name: "unbalanced quote",
+    status: 422,
+    code: "malformed_csv",
+    body: () => Buffer.from(`${header}2026-01-01,1.00,EUR,"A,B\n2026-01-02,1.00,EUR,C,D\n`),
+    message: /not well-formed CSV/,
+  },
 ];
 
 for (const c of cases) {
@@ -65,7 +101,9 @@ for (const c of cases) {
 
 test("bad API calls get a 4xx with a message, never a 500", async ({ request }) => {
   const uploadsBefore = await uploadCount();
-  const noTenant = await request.post("/api/imports", { multipart: { file: { name: "a.csv", mimeType: "text/csv", buffer: Buffer.from(transactionsCsv(2).csv) } } });
+  const noTenant = await request.post("/api/imports", {
+    multipart: { file: { name: "a.csv", mimeType: "text/csv", buffer: Buffer.from(transactionsCsv(2).csv) } },
+  });
   expect(noTenant.status()).toBe(422);
   expect((await noTenant.json()).error.issues[0].message).toMatch(/tenant/);
   const noFile = await request.post("/api/imports", { multipart: { tenant: "e2e-nofile" } });
@@ -82,9 +120,15 @@ test("the upload page shows a rejection in words a person understands", async ({
   const uploadsBefore = await uploadCount();
   await page.goto("/upload");
   await page.getByLabel("Your account (tenant)").fill("e2e-reject-page");
-  await page.getByLabel("Bank transactions (CSV)").setInputFiles({ name: "payees.csv", mimeType: "text/csv", buffer: Buffer.from("date;amount;payee\n2026-01-01;1,00;A\n") });
+  await page.getByLabel("Bank transactions (CSV)").setInputFiles({
+    name: "payees.csv",
+    mimeType: "text/csv",
+    buffer: Buffer.from("date;amount;payee\n2026-01-01;1,00;A\n"),
+  });
   await page.getByRole("button", { name: "Upload and import" }).click();
-  await expect(page.locator("p.form-error")).toContainText("Missing required columns: currency, counterparty, description");
+  await expect(page.locator("p.form-error")).toContainText(
+    "Missing required columns: currency, counterparty, description",
+  );
   await expect(page).toHaveURL(/\/upload$/);
   await page.screenshot({ path: "test-results/upload-rejected.png", fullPage: true });
   await expectNothingCreated("e2e-reject-page", uploadsBefore);

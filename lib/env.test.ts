@@ -62,7 +62,13 @@ describe("parseEnv defaults", () => {
 
 describe("parseEnv: an empty value means the default", () => {
   it("treats empty strings as unset, as .env tooling does", () => {
-    const parsed = parseEnv({ DATABASE_URL: "", PORT: "", BOUNDED_TIME_SCALE: "", REDIS_URL: "", BOUNDED_ADMIN_PASSWORD: "" });
+    const parsed = parseEnv({
+      DATABASE_URL: "",
+      PORT: "",
+      BOUNDED_TIME_SCALE: "",
+      REDIS_URL: "",
+      BOUNDED_ADMIN_PASSWORD: "",
+    });
     expect(parsed.DATABASE_URL).toBe("postgresql://postgres@127.0.0.1:5432/bounded");
     expect(parsed.PORT).toBe(3000);
     expect(parsed.BOUNDED_TIME_SCALE).toBe(1);
@@ -76,6 +82,15 @@ describe("parseEnv: an empty value means the default", () => {
 
   it("an empty budget override stays unset instead of becoming a zero-second budget", () => {
     expect(parseEnv({ BOUNDED_BUDGET_IMPORTS_SOFT_S: "" }).BOUNDED_BUDGET_IMPORTS_SOFT_S).toBeUndefined();
+  });
+
+  it("the batch lane: unset or empty is every kind the catalog allows, `none` turns it off, an unknown kind is refused", () => {
+    expect(parseEnv({}).BOUNDED_BATCH_LANE_KINDS).toEqual(["csv_import"]);
+    expect(parseEnv({ BOUNDED_BATCH_LANE_KINDS: "" }).BOUNDED_BATCH_LANE_KINDS).toEqual(["csv_import"]);
+    expect(parseEnv({ BOUNDED_BATCH_LANE_KINDS: "none" }).BOUNDED_BATCH_LANE_KINDS).toEqual([]);
+    expect(() => parseEnv({ BOUNDED_BATCH_LANE_KINDS: "agent_run" })).toThrow(
+      /BOUNDED_BATCH_LANE_KINDS: not a kind the catalog lets use the batch lane: agent_run/,
+    );
   });
 });
 
@@ -156,12 +171,15 @@ describe("error messages never echo secrets", () => {
   });
 });
 
-
 describe("Redis Cluster (BOUNDED_REDIS_CLUSTER)", () => {
   it("is off by default, and a prefix may hold braces either way", () => {
     expect(parseEnv({}).BOUNDED_REDIS_CLUSTER).toBe(false);
     expect(parseEnv({ BOUNDED_REDIS_PREFIX: "{bounded}" }).BOUNDED_REDIS_PREFIX).toBe("{bounded}");
-    const on = parseEnv({ BOUNDED_REDIS_CLUSTER: "1", BOUNDED_REDIS_PREFIX: "app:{bounded}:v2", REDIS_URL: "redis://10.0.0.7:7000" });
+    const on = parseEnv({
+      BOUNDED_REDIS_CLUSTER: "1",
+      BOUNDED_REDIS_PREFIX: "app:{bounded}:v2",
+      REDIS_URL: "redis://10.0.0.7:7000",
+    });
     expect(on.BOUNDED_REDIS_CLUSTER).toBe(true);
     expect(on.BOUNDED_REDIS_PREFIX).toBe("app:{bounded}:v2");
   });
@@ -169,7 +187,9 @@ describe("Redis Cluster (BOUNDED_REDIS_CLUSTER)", () => {
   it("refuses cluster mode with a prefix that has no hash tag, in one line naming both variables and why", () => {
     for (const prefix of [undefined, "bounded", "bounded-{}", "bounded}{x", "{bounded"]) {
       const message = envErrorOf({ BOUNDED_REDIS_CLUSTER: "1", BOUNDED_REDIS_PREFIX: prefix });
-      expect(message).toMatch(/^BOUNDED_REDIS_PREFIX: with BOUNDED_REDIS_CLUSTER=1 the prefix must contain a hash tag, e\.g\. \{bounded\}/);
+      expect(message).toMatch(
+        /^BOUNDED_REDIS_PREFIX: with BOUNDED_REDIS_CLUSTER=1 the prefix must contain a hash tag, e\.g\. \{bounded\}/,
+      );
       expect(message).toContain("BullMQ needs all keys of a queue in one cluster slot");
       expect(message).toContain("Fix BOUNDED_REDIS_PREFIX");
       expect(message).not.toContain("\n");
@@ -177,8 +197,13 @@ describe("Redis Cluster (BOUNDED_REDIS_CLUSTER)", () => {
   });
 
   it("refuses a database other than 0 in cluster mode (a cluster has only database 0)", () => {
-    expect(envErrorOf({ BOUNDED_REDIS_CLUSTER: "1", BOUNDED_REDIS_PREFIX: "{b}", REDIS_URL: "redis://127.0.0.1:7000/2" })).toMatch(/^REDIS_URL: with BOUNDED_REDIS_CLUSTER=1 /);
-    expect(parseEnv({ BOUNDED_REDIS_CLUSTER: "1", BOUNDED_REDIS_PREFIX: "{b}", REDIS_URL: "redis://127.0.0.1:7000/0" }).REDIS_URL).toBe("redis://127.0.0.1:7000/0");
+    expect(
+      envErrorOf({ BOUNDED_REDIS_CLUSTER: "1", BOUNDED_REDIS_PREFIX: "{b}", REDIS_URL: "redis://127.0.0.1:7000/2" }),
+    ).toMatch(/^REDIS_URL: with BOUNDED_REDIS_CLUSTER=1 /);
+    expect(
+      parseEnv({ BOUNDED_REDIS_CLUSTER: "1", BOUNDED_REDIS_PREFIX: "{b}", REDIS_URL: "redis://127.0.0.1:7000/0" })
+        .REDIS_URL,
+    ).toBe("redis://127.0.0.1:7000/0");
     expect(parseEnv({ REDIS_URL: "redis://127.0.0.1:6379/2" }).REDIS_URL).toBe("redis://127.0.0.1:6379/2");
   });
 

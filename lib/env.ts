@@ -1,8 +1,17 @@
 import { z } from "zod";
-import { BUDGET_VARIABLES, ITEMS_IN_FLIGHT_VARIABLES, type BudgetVariable, type ItemsInFlightVariable } from "@/lib/queues/catalog";
+import {
+  BATCH_LANE_KINDS,
+  BUDGET_VARIABLES,
+  ITEMS_IN_FLIGHT_VARIABLES,
+  QUEUE_NAMES,
+  type BudgetVariable,
+  type ItemsInFlightVariable,
+  type QueueName,
+} from "@/lib/catalog/catalog";
 
 /**
- * The whole environment, parsed once. Nothing else in the project reads `process.env`.
+ * The whole environment, parsed once. Beside it only the runtime's own flags are read directly:
+ * `NEXT_RUNTIME` (lib/db/client.ts: is this the web process) and `NODE_ENV` (lib/security/csp.ts).
  * Every variable is listed with its default in `.env.example`.
  */
 
@@ -13,38 +22,57 @@ const seconds = z.coerce.number().positive().optional();
  * `BOUNDED_BUDGET_<QUEUE>_SOFT_S` / `_HARD_S` for every queue of the catalog, and no others: an
  * override of a queue the catalog knows is always parsed, so it is never silently ignored.
  */
-const budgetOverrides = Object.fromEntries(BUDGET_VARIABLES.map((v) => [v, seconds])) as Record<BudgetVariable, typeof seconds>;
+const budgetOverrides = Object.fromEntries(BUDGET_VARIABLES.map((v) => [v, seconds])) as Record<
+  BudgetVariable,
+  typeof seconds
+>;
 
 /** `BOUNDED_ITEMS_IN_FLIGHT_<KIND>` for every kind of the catalog: how many of a job's items run at once. */
 const inFlight = z.coerce.number().int().min(1).max(1024).optional();
-const itemsInFlightOverrides = Object.fromEntries(ITEMS_IN_FLIGHT_VARIABLES.map((v) => [v, inFlight])) as Record<ItemsInFlightVariable, typeof inFlight>;
+const itemsInFlightOverrides = Object.fromEntries(ITEMS_IN_FLIGHT_VARIABLES.map((v) => [v, inFlight])) as Record<
+  ItemsInFlightVariable,
+  typeof inFlight
+>;
+
+/** The simulated outside services that `BOUNDED_SIM_SILENT` can silence (workers/simulators/faults.ts). */
+export const SILENCEABLE_SIMULATORS = ["model", "ocr", "images", "marketplace"] as const;
 
 const fields = z.object({
   NODE_ENV: z.enum(["development", "production", "test"]).default("development"),
   DATABASE_URL: z
     .url({ protocol: /^postgres(ql)?$/, error: "must be a postgresql:// URL" })
     .default("postgresql://postgres@127.0.0.1:5432/bounded"),
-  REDIS_URL: z
-    .url({ protocol: /^rediss?$/, error: "must be a redis:// URL" })
-    .default("redis://127.0.0.1:6379"),
+  REDIS_URL: z.url({ protocol: /^rediss?$/, error: "must be a redis:// URL" }).default("redis://127.0.0.1:6379"),
   /**
    * Prefix of every Redis key Bounded writes (queues, limiter, heartbeats). Braces make a Redis
    * Cluster hash tag, required with BOUNDED_REDIS_CLUSTER=1 (see `hasHashTag`).
    */
-  BOUNDED_REDIS_PREFIX: z.string().regex(/^[a-zA-Z0-9:_{}-]+$/).default("bounded"),
+  BOUNDED_REDIS_PREFIX: z
+    .string()
+    .regex(/^[a-zA-Z0-9:_{}-]+$/)
+    .default("bounded"),
   /** 1: REDIS_URL names one node of a Redis Cluster, and the client discovers the others. */
-  BOUNDED_REDIS_CLUSTER: z.enum(["0", "1"]).default("0").transform((v) => v === "1"),
+  BOUNDED_REDIS_CLUSTER: z
+    .enum(["0", "1"])
+    .default("0")
+    .transform((v) => v === "1"),
   PORT: z.coerce.number().int().min(1).max(65535).default(3000),
   /** Multiplies every duration the system uses. 1 in production; small in tests and demos. */
   BOUNDED_TIME_SCALE: positiveNumber.max(1000).default(1),
   /** Demo traffic with the whole system (`npm start`); a part started alone never runs it. */
-  BOUNDED_DEMO: z.enum(["0", "1"]).default("1").transform((v) => v === "1"),
+  BOUNDED_DEMO: z
+    .enum(["0", "1"])
+    .default("1")
+    .transform((v) => v === "1"),
   BOUNDED_ADMIN_PASSWORD: z.string().min(8, "must be at least 8 characters").optional(),
   BOUNDED_BOOTSTRAP_TOKEN: z.string().min(24, "must be at least 24 characters").optional(),
   /** Signs session cookies. When unset, a random secret is generated once and kept in the database. */
   BOUNDED_SESSION_SECRET: z.string().min(32, "must be at least 32 characters").optional(),
   /** Sets the Secure flag on the session cookie (serve over HTTPS when set). */
-  BOUNDED_SECURE_COOKIES: z.enum(["0", "1"]).default("0").transform((v) => v === "1"),
+  BOUNDED_SECURE_COOKIES: z
+    .enum(["0", "1"])
+    .default("0")
+    .transform((v) => v === "1"),
   /**
    * Proxies whose X-Forwarded-For is believed: addresses and CIDRs, comma-separated (e.g.
    * `10.0.0.0/8,::1`). Default none: the client is the socket peer.
@@ -52,7 +80,10 @@ const fields = z.object({
   BOUNDED_TRUSTED_PROXIES: z
     .string()
     .default("")
-    .refine((v) => v.split(",").every((p) => p.trim() === "" || /^[0-9a-fA-F:.]+(\/\d{1,3})?$/.test(p.trim())), "must be IP addresses or CIDRs, comma-separated"),
+    .refine(
+      (v) => v.split(",").every((p) => p.trim() === "" || /^[0-9a-fA-F:.]+(\/\d{1,3})?$/.test(p.trim())),
+      "must be IP addresses or CIDRs, comma-separated",
+    ),
   /** Uploads (imports and document batches) one caller may start per minute. */
   BOUNDED_UPLOADS_PER_MINUTE: z.coerce.number().int().min(1).max(100_000).default(120),
   /** Uploads of one caller in flight at once, and the bytes they may declare together. */
@@ -64,7 +95,9 @@ const fields = z.object({
   MODEL_API_KEY: z.string().optional(),
   /**
    * USD per million tokens by model name, for the estimated cost of model calls (lib/modelcalls/usage.ts):
-   * JSON `{"<model>": {"prompt": usd, "completion": usd}}`. A model left out has no estimate. The
+   * JSON `{"<model>": {"prompt": usd, "completion": usd, "batchPrompt": usd, "batchCompletion": usd}}`.
+   * The batch prices are those of the provider's Batch API; left out, a batch token costs half a
+   * sync one (OpenAI's published Batch API discount of 50 %). A model left out has no estimate. The
    * default prices the simulator's model like a small hosted model.
    */
   BOUNDED_MODEL_PRICES: z
@@ -74,11 +107,39 @@ const fields = z.object({
       try {
         return JSON.parse(text) as unknown;
       } catch {
-        ctx.addIssue({ code: "custom", message: 'must be JSON like {"<model>": {"prompt": 0.15, "completion": 0.6}} (USD per million tokens)' });
+        ctx.addIssue({
+          code: "custom",
+          message:
+            'must be JSON like {"<model>": {"prompt": 0.15, "completion": 0.6, "batchPrompt": 0.075, "batchCompletion": 0.3}} (USD per million tokens; the batch prices optional)',
+        });
         return z.NEVER;
       }
     })
-    .pipe(z.record(z.string().min(1), z.strictObject({ prompt: z.number().min(0), completion: z.number().min(0) }))),
+    .pipe(
+      z.record(
+        z.string().min(1),
+        z.strictObject({
+          prompt: z.number().min(0),
+          completion: z.number().min(0),
+          batchPrompt: z.number().min(0).optional(),
+          batchCompletion: z.number().min(0).optional(),
+        }),
+      ),
+    ),
+  /**
+   * Days a tenant's stored category answer is reused (lib/answers/store.ts) before it is asked
+   * again; an expired answer is a miss. Applies to answers written from then on.
+   */
+  BOUNDED_CATEGORY_ANSWER_TTL_DAYS: z.coerce.number().positive().max(3650).default(90),
+  /**
+   * `0`: every row of an import asks the model, as if no earlier row or file had asked its question
+   * (nothing shared within a job, nothing stored or read): the baseline of `npm run bench:cost`, or
+   * to rule reuse out while looking into a category. `1` (default): asked once per question.
+   */
+  BOUNDED_CATEGORY_ANSWER_REUSE: z
+    .enum(["0", "1"])
+    .default("1")
+    .transform((v) => v === "1"),
   /** Where OCR requests go (POST {OCR_BASE_URL}/ocr). Unset: the bundled simulators on BOUNDED_SIM_PORT. */
   OCR_BASE_URL: z.url().optional(),
   /** Unset: the bundled simulators on BOUNDED_SIM_PORT. */
@@ -94,6 +155,51 @@ const fields = z.object({
   /** Share of simulated OCR calls that answer 500 (0–1). */
   BOUNDED_SIM_OCR_ERROR_RATE: z.coerce.number().min(0).max(1).default(0.01),
   /**
+   * The key the model simulator requires as `Authorization: Bearer <key>` (401 with OpenAI's body
+   * otherwise). Unset: it takes any key or none.
+   */
+  BOUNDED_SIM_API_KEY: z.string().min(1).optional(),
+  /**
+   * The model names the simulator serves, comma-separated; any other answers 404 `model_not_found`.
+   * Unset: `MODEL_NAME` alone, so the simulator serves whatever the workers are configured to ask for.
+   */
+  BOUNDED_SIM_MODELS: z
+    .string()
+    .optional()
+    .transform((v) =>
+      (v ?? "")
+        .split(",")
+        .map((s) => s.trim())
+        .filter((s) => s !== ""),
+    ),
+  /**
+   * The simulated model's context length in tokens (prompt plus the completion asked for); a
+   * request over it answers 400 `context_length_exceeded`. 128k, as today's hosted models: far above
+   * the product's largest request (a batch of 8 rows with the category list, a few thousand tokens).
+   */
+  BOUNDED_SIM_MODEL_CONTEXT_TOKENS: z.coerce.number().int().min(16).max(10_000_000).default(128_000),
+  /**
+   * Simulated services that accept calls and answer nothing from the start, comma-separated
+   * (model, ocr, images, marketplace): a provider that hangs. Switched at run time with
+   * `POST /_control/<service> {"silent": true|false}` on the simulators (workers/simulators/faults.ts).
+   */
+  BOUNDED_SIM_SILENT: z
+    .string()
+    .default("")
+    .transform((v) =>
+      v
+        .split(",")
+        .map((s) => s.trim())
+        .filter((s) => s !== ""),
+    )
+    .pipe(
+      z.array(
+        z.enum(SILENCEABLE_SIMULATORS, {
+          error: `must name services among ${SILENCEABLE_SIMULATORS.join(", ")}, comma-separated`,
+        }),
+      ),
+    ),
+  /**
    * The model provider's limits, shared by every worker process (lib/ratelimit/provider.ts): calls
    * in flight at once, and requests per production second. 32 in flight is what an
    * OpenAI-compatible deployment of this size serves before its queue latency grows; 30 requests
@@ -102,6 +208,14 @@ const fields = z.object({
    */
   BOUNDED_PROVIDER_MODEL_CONCURRENCY: z.coerce.number().int().min(1).max(10_000).default(32),
   BOUNDED_PROVIDER_MODEL_RPS: z.coerce.number().positive().max(100_000).default(30),
+  /**
+   * The model provider's tokens per production minute (prompt + completion), shared by every worker
+   * process. Unset: learnt from the provider's own `x-ratelimit-*` headers (lib/ratelimit/provider-tokens.ts).
+   * `_INPUT_TPM` / `_OUTPUT_TPM` for a provider that limits input and output tokens apart (Anthropic).
+   */
+  BOUNDED_MODEL_TPM: z.coerce.number().int().min(1).max(1_000_000_000).optional(),
+  BOUNDED_MODEL_INPUT_TPM: z.coerce.number().int().min(1).max(1_000_000_000).optional(),
+  BOUNDED_MODEL_OUTPUT_TPM: z.coerce.number().int().min(1).max(1_000_000_000).optional(),
   /**
    * The OCR service's limits: fewer calls in flight than the model (an OCR call holds a whole
    * document, up to 10 MiB, in the service's memory) and 20 requests per production second, its
@@ -116,13 +230,31 @@ const fields = z.object({
    */
   BOUNDED_SIM_MODEL_CONCURRENCY: z.coerce.number().int().min(1).max(10_000).default(32),
   BOUNDED_SIM_MODEL_RPS: z.coerce.number().positive().max(100_000).default(30),
+  /**
+   * The model simulator's tokens per production minute (prompt + completion, as its `usage`
+   * reports them), beyond which it answers 429. 10 million (a top-tier hosted model's quota): the
+   * demo's traffic, ~30 calls a second at most, stays far below it.
+   */
+  BOUNDED_SIM_MODEL_TPM: z.coerce.number().int().min(1).max(1_000_000_000).default(10_000_000),
   /** The OCR simulator's own limits, as for the model simulator: the provider defaults. */
   BOUNDED_SIM_OCR_CONCURRENCY: z.coerce.number().int().min(1).max(10_000).default(16),
   BOUNDED_SIM_OCR_RPS: z.coerce.number().positive().max(100_000).default(20),
-  BOUNDED_UPLOAD_MAX_BYTES: z.coerce.number().int().positive().default(10 * 1024 * 1024),
+  BOUNDED_UPLOAD_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(10 * 1024 * 1024),
   /** Largest document of a bulk_ocr batch, and the whole batch, in bytes. */
-  BOUNDED_DOCUMENT_MAX_BYTES: z.coerce.number().int().positive().default(10 * 1024 * 1024),
-  BOUNDED_DOCUMENT_BATCH_MAX_BYTES: z.coerce.number().int().positive().default(50 * 1024 * 1024),
+  BOUNDED_DOCUMENT_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(10 * 1024 * 1024),
+  BOUNDED_DOCUMENT_BATCH_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(50 * 1024 * 1024),
   BOUNDED_UPLOAD_MAX_ROWS: z.coerce.number().int().positive().default(50_000),
   /**
    * Whether a job projected not to fit its budget splits itself into parts at its start, and a run
@@ -130,7 +262,66 @@ const fields = z.object({
    * lib/jobs/projection.ts). Off, it runs whole and times out with the items it reached, to be
    * retried or split by an operator.
    */
-  BOUNDED_AUTO_SPLIT: z.enum(["0", "1"]).default("1").transform((v) => v === "1"),
+  BOUNDED_AUTO_SPLIT: z
+    .enum(["0", "1"])
+    .default("1")
+    .transform((v) => v === "1"),
+  /**
+   * The kinds that may use the provider's Batch API when a job's budget leaves room
+   * (lib/runs/batch-lane.ts), comma-separated; only kinds the catalog allows it (`batchLane`).
+   * Unset (or empty, like every variable here): every such kind; `none`: no kind (every job runs
+   * on direct calls).
+   */
+  BOUNDED_BATCH_LANE_KINDS: z
+    .string()
+    .default(BATCH_LANE_KINDS.join(","))
+    .transform((text, ctx) => {
+      if (text.trim().toLowerCase() === "none") return [];
+      const kinds = [
+        ...new Set(
+          text
+            .split(",")
+            .map((k) => k.trim())
+            .filter((k) => k !== ""),
+        ),
+      ];
+      const refused = kinds.filter((k) => !(BATCH_LANE_KINDS as readonly string[]).includes(k));
+      if (refused.length > 0) {
+        ctx.addIssue({
+          code: "custom",
+          message: `not a kind the catalog lets use the batch lane: ${refused.join(", ")} (allowed: ${BATCH_LANE_KINDS.join(", ") || "none"})`,
+        });
+        return z.NEVER;
+      }
+      return kinds;
+    }),
+  /**
+   * The queues this worker process consumes, comma-separated (e.g. `imports,documents`, to give
+   * big imports a pool of their own). Unset: every queue of the catalog.
+   */
+  BOUNDED_WORKER_QUEUES: z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      if (text === undefined) return [...QUEUE_NAMES];
+      const names = [
+        ...new Set(
+          text
+            .split(",")
+            .map((q) => q.trim())
+            .filter((q) => q !== ""),
+        ),
+      ];
+      const unknown = names.filter((q) => !(QUEUE_NAMES as string[]).includes(q));
+      if (unknown.length > 0 || names.length === 0) {
+        ctx.addIssue({
+          code: "custom",
+          message: `${unknown.length > 0 ? `unknown queue${unknown.length === 1 ? "" : "s"} ${unknown.map((q) => JSON.stringify(q)).join(", ")}` : "names no queue"}; the queues are ${QUEUE_NAMES.join(", ")}`,
+        });
+        return z.NEVER;
+      }
+      return names as QueueName[];
+    }),
   /** Jobs one worker process runs at once, per queue. */
   BOUNDED_WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
@@ -140,7 +331,7 @@ const fields = z.object({
   OTEL_SERVICE_NAME: z.string().min(1).default("bounded"),
   ...budgetOverrides,
   ...itemsInFlightOverrides,
-  /** How old a silent quota reserve must be before the sweeper takes it back. Unset: lib/quota/policy.ts (25 min). */
+  /** How old a silent quota reserve must be before the sweeper takes it back. Unset: lib/catalog/generation-policy.ts (25 min). */
   BOUNDED_RESERVE_SWEEP_WINDOW_S: seconds,
 });
 
@@ -185,7 +376,11 @@ const refined = fields.superRefine((e, ctx) => {
     });
   }
   if (!/^\/?0?$/.test(new URL(e.REDIS_URL).pathname)) {
-    ctx.addIssue({ code: "custom", path: ["REDIS_URL"], message: "with BOUNDED_REDIS_CLUSTER=1 it must name database 0 or none: Redis Cluster has only database 0" });
+    ctx.addIssue({
+      code: "custom",
+      path: ["REDIS_URL"],
+      message: "with BOUNDED_REDIS_CLUSTER=1 it must name database 0 or none: Redis Cluster has only database 0",
+    });
   }
 });
 
@@ -194,6 +389,7 @@ const schema = refined.transform((e) => ({
   MODEL_BASE_URL: e.MODEL_BASE_URL ?? simulatorUrl(e.BOUNDED_SIM_PORT, "MODEL_BASE_URL"),
   MARKETPLACE_BASE_URL: e.MARKETPLACE_BASE_URL ?? simulatorUrl(e.BOUNDED_SIM_PORT, "MARKETPLACE_BASE_URL"),
   IMAGE_PROVIDER_BASE_URL: e.IMAGE_PROVIDER_BASE_URL ?? simulatorUrl(e.BOUNDED_SIM_PORT, "IMAGE_PROVIDER_BASE_URL"),
+  BOUNDED_SIM_MODELS: e.BOUNDED_SIM_MODELS.length > 0 ? e.BOUNDED_SIM_MODELS : [e.MODEL_NAME],
 }));
 
 /** The budget overrides are typed by name pattern (zod's inference keeps only literal keys). */
@@ -214,7 +410,9 @@ export function parseEnv(source: Record<string, string | undefined>): Env {
   if (!result.success) {
     const issue = result.error.issues[0]!;
     const name = String(issue.path[0] ?? "environment");
-    throw new EnvError(`${name}: ${issue.message}${shown(name, source[name])}. Fix ${name} in the environment or .env, see .env.example.`);
+    throw new EnvError(
+      `${name}: ${issue.message}${shown(name, source[name])}. Fix ${name} in the environment or .env, see .env.example.`,
+    );
   }
   return result.data;
 }

@@ -60,7 +60,8 @@ function scopedFields(_merge: object, _level: number, log: Logger): object {
   if (!fields) return {};
   const bound = (log as unknown as Record<symbol, string | undefined>)[pino.symbols.chindingsSym] ?? "";
   const added: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(fields)) if (value !== undefined && !bound.includes(`"${name}":`)) added[name] = value;
+  for (const [name, value] of Object.entries(fields))
+    if (value !== undefined && !bound.includes(`"${name}":`)) added[name] = value;
   return added;
 }
 

@@ -1,18 +1,19 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { Registry } from "prom-client";
 import { afterAll, describe, expect, it } from "vitest";
-import { catalogPairs, QUEUE_NAMES } from "@/lib/queues/catalog";
+import { catalogPairs, QUEUE_NAMES } from "@/lib/catalog/catalog";
 import { closeDb, db } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { createMetrics } from "@/lib/metrics/metrics";
-import { readWorkerSnapshots, renderMetrics, startMetricsPublisher } from "@/lib/metrics/publish";
-import { DATABASE_SOURCES } from "@/lib/metrics/sources";
+import { readWorkerSnapshots, renderMetrics, startMetricsPublisher } from "@/lib/reports/metrics-publish";
+import { DATABASE_SOURCES } from "@/lib/reports/metric-sources";
 import { pausedHashKey, pauseQueue } from "@/lib/queues/pause";
 import { closeQueues, enqueueJob, queue } from "@/lib/queues/queues";
 import { closeRedis, redis } from "@/lib/redis/client";
 import { getPerItemBudget } from "@/lib/modelcalls/queries";
 import { sweepPolicy } from "@/lib/quota/settings";
 import { ensureTenant } from "@/lib/tenants/ensure-tenant";
+import { waitFor } from "@/test/helpers/wait";
 
 /**
  * The two gauges the alert rules and the board compare against: the per-item budget (the
@@ -44,12 +45,25 @@ describe("bounded_item_budget_seconds", () => {
     // Typical csv_import jobs on imports, so at least that pair has a budget to report.
     for (const total of [40, 50, 60]) {
       const job = await db().job.create({
-        data: { kind: "csv_import", queue: "imports", tenantId, total, budgetSoftMs: 600_000, budgetHardMs: 900_000, budgetSource: "test", progressToken: randomBytes(16).toString("hex") },
+        data: {
+          kind: "csv_import",
+          queue: "imports",
+          tenantId,
+          total,
+          budgetSoftMs: 600_000,
+          budgetHardMs: 900_000,
+          budgetSource: "test",
+          progressToken: randomBytes(16).toString("hex"),
+        },
         select: { id: true },
       });
       created.push(job.id);
     }
-    const m = createMetrics(new Registry(), { defaultMetrics: false, countStuck: async () => ({}), itemBudgets: DATABASE_SOURCES.itemBudgets });
+    const m = createMetrics(new Registry(), {
+      defaultMetrics: false,
+      countStuck: async () => ({}),
+      itemBudgets: DATABASE_SOURCES.itemBudgets,
+    });
     const reported = await values(m.registry, "bounded_item_budget_seconds");
 
     const expected = [];
@@ -72,7 +86,9 @@ describe("bounded_item_budget_seconds", () => {
         return [{ queue: "agent-interactive", kind: "agent_run", seconds: 6 }];
       },
     });
-    expect(await values(m.registry, "bounded_item_budget_seconds")).toEqual([{ labels: { queue: "agent-interactive", kind: "agent_run" }, value: 6 }]);
+    expect(await values(m.registry, "bounded_item_budget_seconds")).toEqual([
+      { labels: { queue: "agent-interactive", kind: "agent_run" }, value: 6 },
+    ]);
     fail = true;
     expect(await values(m.registry, "bounded_item_budget_seconds")).toEqual([]);
   });
@@ -93,10 +109,39 @@ describe("bounded_item_budget_seconds", () => {
   });
 });
 
+describe("the domain's label values", () => {
+  it("a scrape starts the counters only a domain knows the labels of at 0, though the registry was created without them", async () => {
+    const m = createMetrics(new Registry(), {
+      defaultMetrics: false,
+      countStuck: async () => ({}),
+      itemBudgets: async () => [],
+    });
+    const { text } = await renderMetrics({ metrics: m, connection: redis(), sources: "web" });
+    expect(text).toContain('bounded_provider_waits_total{provider="ocr",process="web"} 0');
+    expect(text).toContain(
+      'bounded_outside_service_state_changes_total{service="images",state="half_open",process="web"} 0',
+    );
+    expect(text).toContain('bounded_reserve_late_releases_total{kind="dislike",resolution="debt",process="web"} 0');
+    expect(text).toContain(
+      'bounded_rate_limit_reschedules_total{queue="marketplace-sync",family="statistics",process="web"} 0',
+    );
+    expect(text).toContain(
+      'bounded_rate_limit_reschedules_total{queue="imports",family="provider:model",process="web"} 0',
+    );
+  });
+});
+
 describe("bounded_reserve_sweep_window_seconds", () => {
   it("is the sweeper's window this process uses, in production seconds", async () => {
-    const m = createMetrics(new Registry(), { defaultMetrics: false, countStuck: async () => ({}), itemBudgets: async () => [] });
-    expect(await values(m.registry, "bounded_reserve_sweep_window_seconds")).toEqual([{ labels: {}, value: sweepPolicy().windowMs / 1000 }]);
+    const m = createMetrics(new Registry(), {
+      defaultMetrics: false,
+      countStuck: async () => ({}),
+      itemBudgets: async () => [],
+      sweepWindowSeconds: DATABASE_SOURCES.sweepWindowSeconds,
+    });
+    expect(await values(m.registry, "bounded_reserve_sweep_window_seconds")).toEqual([
+      { labels: {}, value: sweepPolicy().windowMs / 1000 },
+    ]);
   });
 });
 
@@ -108,7 +153,10 @@ describe("bounded_queue_jobs, bounded_queue_oldest_waiting_seconds, bounded_queu
     await queue(Q).obliterate({ force: true });
     // Open rows other test files left on this queue (the reaper queues such rows again rather than
     // ending them) would be the oldest: this test's row must be the only one waiting.
-    await db().job.updateMany({ where: { queue: Q, status: { in: ["queued", "delayed"] } }, data: { status: "cancelled", finishedAt: new Date() } });
+    await db().job.updateMany({
+      where: { queue: Q, status: { in: ["queued", "delayed"] } },
+      data: { status: "cancelled", finishedAt: new Date() },
+    });
     const tenantId = await ensureTenant(tenantSlug);
     const job = await db().job.create({
       data: {
@@ -129,10 +177,19 @@ describe("bounded_queue_jobs, bounded_queue_oldest_waiting_seconds, bounded_queu
     await enqueueJob(Q, "card_generation", { jobId: job.id }, { priority: 2 });
     await pauseQueue(Q, { username: "metrics-test" });
 
-    const m = createMetrics(new Registry(), { defaultMetrics: false, ...noDb, queueGauges: DATABASE_SOURCES.queueGauges });
+    const m = createMetrics(new Registry(), {
+      defaultMetrics: false,
+      ...noDb,
+      queueGauges: DATABASE_SOURCES.queueGauges,
+    });
     const jobs = await values(m.registry, "bounded_queue_jobs");
     expect(jobs).toHaveLength(QUEUE_NAMES.length * 4);
-    for (const queueName of QUEUE_NAMES) for (const state of ["waiting", "active", "delayed", "failed"]) expect(jobs.filter((v) => v.labels.queue === queueName && v.labels.state === state), `${queueName} ${state}`).toHaveLength(1);
+    for (const queueName of QUEUE_NAMES)
+      for (const state of ["waiting", "active", "delayed", "failed"])
+        expect(
+          jobs.filter((v) => v.labels.queue === queueName && v.labels.state === state),
+          `${queueName} ${state}`,
+        ).toHaveLength(1);
     expect(jobs.find((v) => v.labels.queue === Q && v.labels.state === "waiting")?.value).toBe(1);
 
     const oldest = await values(m.registry, "bounded_queue_oldest_waiting_seconds");
@@ -172,14 +229,25 @@ describe("bounded_queue_jobs, bounded_queue_oldest_waiting_seconds, bounded_queu
     const stop = startMetricsPublisher("workers", { metrics: worker, intervalMs: 60_000, connection: redis() });
     try {
       // The worker's snapshot is in Redis before the scrape.
-      for (let i = 0; i < 200 && (await readWorkerSnapshots(redis())).length === 0; i++) await new Promise((r) => setTimeout(r, 10));
-      expect((await readWorkerSnapshots(redis())).length).toBeGreaterThan(0);
+      await waitFor(async () => (await readWorkerSnapshots(redis())).length > 0, {
+        what: "the worker's metrics snapshot in Redis",
+        timeoutMs: 5_000,
+      });
       const { text } = await renderMetrics({ metrics: web, connection: redis() });
-      const lines = text.split("\n").filter((l) => l.startsWith(`bounded_queue_jobs{queue="${Q}",state="waiting",process="web"}`));
+      const lines = text
+        .split("\n")
+        .filter((l) => l.startsWith(`bounded_queue_jobs{queue="${Q}",state="waiting",process="web"}`));
       expect(lines).toHaveLength(1);
       expect(lines[0]).toMatch(/ 1$/);
-      for (const name of ["bounded_queue_oldest_waiting_seconds", "bounded_queue_paused", "bounded_queue_soft_budget_seconds"]) {
-        expect(text.split("\n").filter((l) => l.startsWith(`${name}{queue="${Q}",`)), name).toHaveLength(1);
+      for (const name of [
+        "bounded_queue_oldest_waiting_seconds",
+        "bounded_queue_paused",
+        "bounded_queue_soft_budget_seconds",
+      ]) {
+        expect(
+          text.split("\n").filter((l) => l.startsWith(`${name}{queue="${Q}",`)),
+          name,
+        ).toHaveLength(1);
       }
       // Four gauges, one read: the worker never reads, the web once per scrape.
       expect(reads).toBe(1);

@@ -24,13 +24,29 @@ interface Selector {
   labels: string[];
 }
 
-const AGGREGATIONS = new Set(["sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values", "bottomk", "topk", "quantile", "limitk", "limit_ratio"]);
+const AGGREGATIONS = new Set([
+  "sum",
+  "min",
+  "max",
+  "avg",
+  "group",
+  "stddev",
+  "stdvar",
+  "count",
+  "count_values",
+  "bottomk",
+  "topk",
+  "quantile",
+  "limitk",
+  "limit_ratio",
+]);
 /** Keywords followed by a parenthesised label list, not by an expression. */
 const LABEL_LIST_KEYWORDS = new Set(["by", "without", "on", "ignoring", "group_left", "group_right"]);
 const KEYWORDS = new Set([...LABEL_LIST_KEYWORDS, "bool", "and", "or", "unless", "offset", "atan2", "inf", "nan"]);
 
 const IDENT = /^[a-zA-Z_:][a-zA-Z0-9_:]*/;
-const NUMBER = /^(?:0[xX][0-9a-fA-F]+|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?(?:ms|[smhdwy])*(?:[0-9]+(?:ms|[smhdwy]))*)/;
+const NUMBER =
+  /^(?:0[xX][0-9a-fA-F]+|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?(?:ms|[smhdwy])*(?:[0-9]+(?:ms|[smhdwy]))*)/;
 const MATCHER = /([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)/g;
 
 /** Index just past the quoted string starting at `i`. */
@@ -75,8 +91,10 @@ function selectors(expr: string): Selector[] {
     if (/\s/.test(c)) i++;
     else if (c === "#") i = expr.includes("\n", i) ? expr.indexOf("\n", i) : expr.length;
     else if (c === '"' || c === "'" || c === "`") i = skipString(expr, i);
-    else if (c === "[") i = skipGroup(expr, i); // range or subquery: durations only
-    else if (c === "$") i += rest.startsWith("${") ? skipGroup(expr, i + 1) - i : (rest.match(/^\$[a-zA-Z0-9_]+/)?.[0].length ?? 1);
+    else if (c === "[")
+      i = skipGroup(expr, i); // range or subquery: durations only
+    else if (c === "$")
+      i += rest.startsWith("${") ? skipGroup(expr, i + 1) - i : (rest.match(/^\$[a-zA-Z0-9_]+/)?.[0].length ?? 1);
     else if (c === "{") {
       // A selector without a metric name in front: `{__name__="…"}`.
       const end = skipGroup(expr, i);
@@ -129,7 +147,11 @@ const TARGET_LABELS = ["job", "instance"];
 async function exportedSeries(): Promise<Map<string, Set<string>>> {
   const m = createMetrics(new Registry(), { countStuck: async () => ({}), itemBudgets: async () => [] });
   const labelNames = new Map(
-    m.registry.getMetricsAsArray().map((metric) => [metric.name, (metric as unknown as { labelNames?: readonly string[] }).labelNames ?? []] as const),
+    m.registry
+      .getMetricsAsArray()
+      .map(
+        (metric) => [metric.name, (metric as unknown as { labelNames?: readonly string[] }).labelNames ?? []] as const,
+      ),
   );
   const series = new Map<string, Set<string>>();
   for (const metric of await m.registry.getMetricsAsJSON()) {
@@ -147,6 +169,23 @@ async function exportedSeries(): Promise<Map<string, Set<string>>> {
     } else add(metric.name);
   }
   return series;
+}
+
+/**
+ * The exported series plus the series the recording rules of alerts.yml make, each with the
+ * labels it keeps (`by (…)` of its expression, or the labels of what it is computed from).
+ */
+function withRecorded(series: Map<string, Set<string>>): Map<string, Set<string>> {
+  const out = new Map(series);
+  for (const r of rules) {
+    if (!r.record) continue;
+    const by = /\bby \(([^)]*)\)/.exec(String(r.expr));
+    const labels = by
+      ? by[1]!.split(",").map((l) => l.trim())
+      : selectors(String(r.expr)).flatMap((x) => [...(out.get(x.name) ?? [])]);
+    out.set(r.record, new Set(labels));
+  }
+  return out;
 }
 
 /** Problems with the selectors of one expression: unknown metrics, labels the metric does not have. */
@@ -174,7 +213,9 @@ interface Rule {
   labels?: Record<string, unknown>;
   annotations?: Record<string, unknown>;
 }
-const rules: Rule[] = ((parse(alertsText) as { groups?: { name: string; rules?: Rule[] }[] }).groups ?? []).flatMap((g) => g.rules ?? []);
+const rules: Rule[] = ((parse(alertsText) as { groups?: { name: string; rules?: Rule[] }[] }).groups ?? []).flatMap(
+  (g) => g.rules ?? [],
+);
 
 interface Panel {
   id?: number;
@@ -190,14 +231,21 @@ interface Variable {
   query?: string | { query?: string };
   definition?: string;
 }
-const board = JSON.parse(boardText) as { schemaVersion: number; panels: Panel[]; templating: { list: Variable[] }; title: string; uid: string };
+const board = JSON.parse(boardText) as {
+  schemaVersion: number;
+  panels: Panel[];
+  templating: { list: Variable[] };
+  title: string;
+  uid: string;
+};
 const allPanels = (list: Panel[]): Panel[] => list.flatMap((p) => [p, ...allPanels(p.panels ?? [])]);
 const panels = allPanels(board.panels);
 
 /** Every PromQL expression of the board, with where it is. */
 function boardQueries(): { where: string; found: Selector[] }[] {
   const out: { where: string; found: Selector[] }[] = [];
-  for (const p of panels) for (const t of p.targets ?? []) if (t.expr) out.push({ where: `panel "${p.title}"`, found: selectors(t.expr) });
+  for (const p of panels)
+    for (const t of p.targets ?? []) if (t.expr) out.push({ where: `panel "${p.title}"`, found: selectors(t.expr) });
   for (const v of board.templating.list) {
     if (v.type !== "query") continue;
     const q = typeof v.query === "string" ? v.query : (v.query?.query ?? v.definition ?? "");
@@ -221,7 +269,7 @@ describe("the PromQL reader", () => {
       { name: "d_total", labels: ["job"] },
       { name: "e_up", labels: [] },
     ]);
-    expect(variableSelectors("label_values(x_total{kind!=\"\"}, kind)")).toEqual([{ name: "x_total", labels: ["kind"] }]);
+    expect(variableSelectors('label_values(x_total{kind!=""}, kind)')).toEqual([{ name: "x_total", labels: ["kind"] }]);
     expect(variableSelectors("label_values(kind)")).toEqual([]);
   });
 });
@@ -240,10 +288,28 @@ describe("ops/prometheus/alerts.yml", () => {
     );
   });
 
+  it("the SLO: recorded shares of jobs outside their soft budget per kind, and a fast burn that pages and a slow one that tickets", () => {
+    const recorded = rules
+      .filter((r) => r.record?.startsWith("kind:bounded_jobs_finished_over_budget:ratio_rate"))
+      .map((r) => r.record);
+    expect(recorded).toEqual(
+      ["5m", "30m", "1h", "6h"].map((w) => `kind:bounded_jobs_finished_over_budget:ratio_rate${w}`),
+    );
+    const fast = rules.find((r) => r.alert === "BoundedJobsBudgetBurnFast");
+    const slow = rules.find((r) => r.alert === "BoundedJobsBudgetBurnSlow");
+    expect(String(fast?.expr)).toMatch(/ratio_rate1h > \(14\.4 \* 0\.01\)[\s\S]*ratio_rate5m > \(14\.4 \* 0\.01\)/);
+    expect(String(slow?.expr)).toMatch(/ratio_rate6h > \(6 \* 0\.01\)[\s\S]*ratio_rate30m > \(6 \* 0\.01\)/);
+    expect([fast?.labels?.severity, slow?.labels?.severity]).toEqual(["page", "ticket"]);
+  });
+
   it("the backlog alert compares the oldest wait with the queue's budget and leaves paused queues out", () => {
     const rule = rules.find((r) => r.alert === "BoundedQueueBacklogOverBudget");
     const names = selectors(String(rule?.expr ?? "")).map((x) => x.name);
-    expect(names).toEqual(["bounded_queue_oldest_waiting_seconds", "bounded_queue_soft_budget_seconds", "bounded_queue_paused"]);
+    expect(names).toEqual([
+      "bounded_queue_oldest_waiting_seconds",
+      "bounded_queue_soft_budget_seconds",
+      "bounded_queue_paused",
+    ]);
     expect(String(rule?.expr)).toMatch(/unless on \(queue\)/);
   });
 
@@ -255,24 +321,51 @@ describe("ops/prometheus/alerts.yml", () => {
       expect(r.alert, name).toMatch(/^[A-Za-z][A-Za-z0-9]*$/);
       expect(typeof r.expr === "string" && r.expr.trim().length > 0, `${name}: expr`).toBe(true);
       expect(String(r.for ?? ""), `${name}: for`).toMatch(/^(?:[0-9]+(?:ms|[smhdwy]))+$/);
-      expect(["critical", "warning", "info"], `${name}: labels.severity`).toContain(r.labels?.severity);
+      // page: someone acts now; ticket: within working hours (ops/alertmanager/alertmanager.yml routes on it).
+      expect(["page", "ticket"], `${name}: labels.severity`).toContain(r.labels?.severity);
       const summary = r.annotations?.summary;
       const description = r.annotations?.description;
       expect(typeof summary === "string" && summary.trim().length > 0, `${name}: annotations.summary`).toBe(true);
-      expect(typeof description === "string" && description.trim().length > 0, `${name}: annotations.description`).toBe(true);
+      expect(typeof description === "string" && description.trim().length > 0, `${name}: annotations.description`).toBe(
+        true,
+      );
       expect(`${summary}`, `${name}: the summary says the value`).toContain("$value");
     }
   });
 
-  it("every metric a rule names is one the app exports, with the labels it matches on", async () => {
-    const series = await exportedSeries();
+  it("every metric a rule names is one the app exports (or a rule of the file records), with the labels it matches on", async () => {
+    const series = withRecorded(await exportedSeries());
     const found = rules.map((r) => ({ where: `rule ${r.alert ?? r.record}`, found: selectors(String(r.expr ?? "")) }));
     for (const { where, found: f } of found) expect(f.length, `${where} names no metric`).toBeGreaterThan(0);
     expect(found.flatMap(({ where, found: f }) => problems(where, f, series))).toEqual([]);
   });
 });
 
+describe("docs/operations.md → Alerts", () => {
+  it("lists every alert of alerts.yml with its severity, in the table of who is told and what to do", () => {
+    const operations = readFileSync(`${here}/../docs/operations.md`, "utf8");
+    for (const r of rules.filter((x) => x.alert))
+      expect(operations, `${r.alert} in the operations guide's alert table`).toMatch(
+        new RegExp(`^\\| \`${r.alert}\` \\| ${String(r.labels?.severity)} \\|`, "m"),
+      );
+  });
+});
+
 describe("ops/grafana/bounded.json", () => {
+  it("opens on the service level: the share of jobs inside their soft budget against the 99 % objective, and the burn rate", () => {
+    const [row, share, burn] = board.panels;
+    expect(row).toMatchObject({ type: "row", gridPos: { y: 0 } });
+    expect(share!.targets![0]!.expr).toContain("kind:bounded_jobs_finished_within_budget:ratio_rate1h");
+    expect(JSON.stringify(share)).toContain('"value":0.99');
+    expect(burn!.targets![0]!.expr).toContain("kind:bounded_jobs_finished_over_budget:ratio_rate1h");
+    expect(rules.map((r) => r.record)).toEqual(
+      expect.arrayContaining([
+        "kind:bounded_jobs_finished_within_budget:ratio_rate1h",
+        "kind:bounded_jobs_finished_over_budget:ratio_rate1h",
+      ]),
+    );
+  });
+
   it("is a Grafana dashboard on a Prometheus datasource variable", () => {
     expect(board.schemaVersion).toBeGreaterThanOrEqual(39);
     expect(board.uid).toBe("bounded-ops");
@@ -282,16 +375,18 @@ describe("ops/grafana/bounded.json", () => {
     expect(new Set(ids).size, "panel ids are unique").toBe(ids.length);
     for (const p of panels) {
       if (p.type === "row") continue;
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: Grafana's variable syntax, kept literally in the dashboard.
       expect(p.datasource, `panel "${p.title}"`).toEqual({ type: "prometheus", uid: "${datasource}" });
       expect(p.targets?.length ?? 0, `panel "${p.title}" has queries`).toBeGreaterThan(0);
     }
   });
 
-  it("every metric a panel or variable queries is one the app exports, with the labels it matches on", async () => {
-    const series = await exportedSeries();
+  it("every metric a panel or variable queries is one the app exports (or alerts.yml records), with the labels it matches on", async () => {
+    const series = withRecorded(await exportedSeries());
     const queries = boardQueries();
     expect(queries.length).toBeGreaterThan(10);
-    for (const q of queries.filter((x) => x.where.startsWith("panel"))) expect(q.found.length, `${q.where} names no metric`).toBeGreaterThan(0);
+    for (const q of queries.filter((x) => x.where.startsWith("panel")))
+      expect(q.found.length, `${q.where} names no metric`).toBeGreaterThan(0);
     expect(queries.flatMap(({ where, found }) => problems(where, found, series))).toEqual([]);
   });
 });
@@ -300,10 +395,21 @@ describe("the queue gauges", () => {
   it("are registered with their labels, and the board draws depth by state and the oldest wait against the budget", async () => {
     const series = await exportedSeries();
     expect([...(series.get("bounded_queue_jobs") ?? [])]).toEqual(expect.arrayContaining(["queue", "state"]));
-    for (const name of ["bounded_queue_oldest_waiting_seconds", "bounded_queue_soft_budget_seconds", "bounded_queue_paused"]) expect([...(series.get(name) ?? [])], name).toContain("queue");
+    for (const name of [
+      "bounded_queue_oldest_waiting_seconds",
+      "bounded_queue_soft_budget_seconds",
+      "bounded_queue_paused",
+    ])
+      expect([...(series.get(name) ?? [])], name).toContain("queue");
     const queried = (p: Panel) => (p.targets ?? []).flatMap((t) => selectors(t.expr ?? "").map((x) => x.name));
     expect(panels.some((p) => queried(p).includes("bounded_queue_jobs"))).toBe(true);
-    expect(panels.some((p) => queried(p).includes("bounded_queue_oldest_waiting_seconds") && queried(p).includes("bounded_queue_soft_budget_seconds"))).toBe(true);
+    expect(
+      panels.some(
+        (p) =>
+          queried(p).includes("bounded_queue_oldest_waiting_seconds") &&
+          queried(p).includes("bounded_queue_soft_budget_seconds"),
+      ),
+    ).toBe(true);
   });
 });
 
@@ -311,7 +417,10 @@ describe("both files", () => {
   it("name no bounded_ metric the app does not export, in comments, annotations and descriptions too", async () => {
     const series = await exportedSeries();
     const metricNames = new Set([...series.keys()].flatMap((s) => [s, s.replace(/_(bucket|sum|count)$/, "")]));
-    const named = new Set([...`${alertsText}\n${boardText}`.matchAll(/\bbounded_[a-z0-9_]+/g)].map((m) => m[0]));
+    // A recorded series (`kind:bounded_…:ratio_rate5m`) is the rules' own name, not an exported metric.
+    const named = new Set(
+      [...`${alertsText}\n${boardText}`.matchAll(/(?<!:)\bbounded_[a-z0-9_]+\b(?!:)/g)].map((m) => m[0]),
+    );
     expect([...named].filter((n) => !metricNames.has(n))).toEqual([]);
   });
 });

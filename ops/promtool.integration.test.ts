@@ -2,20 +2,22 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { accessSync, constants, readdirSync, readFileSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import { Registry } from "prom-client";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { closeDb } from "@/lib/db/client";
 import { createMetrics } from "@/lib/metrics/metrics";
-import { renderMetrics, snapshotKey, type MetricsSnapshot } from "@/lib/metrics/publish";
+import { renderMetrics, snapshotKey, type MetricsSnapshot } from "@/lib/reports/metrics-publish";
 import { closeRedis, redis } from "@/lib/redis/client";
 import { scaled } from "@/lib/time";
+import { requiredTool } from "@/test/helpers/required-tool";
 
 /**
  * Prometheus's own checks, with Prometheus's own tool: `promtool check rules` and `promtool test
  * rules` on every file of ops/prometheus, and `promtool check metrics` on what `GET /api/metrics`
  * serves (the web's registry merged with a worker's snapshot). `.ci/run` unpacks promtool from
- * Debian's `prometheus` package, so CI always runs these; elsewhere they run when promtool is on
- * PATH, at `BOUNDED_PROMTOOL`, or at `/tmp/prom/x/usr/bin/promtool`, and are skipped otherwise.
+ * Debian's `prometheus` package; under CI a missing promtool fails these tests. Elsewhere they run
+ * when promtool is on PATH, at `BOUNDED_PROMTOOL`, or at `/tmp/prom/x/usr/bin/promtool`, and are
+ * skipped otherwise, saying so.
  */
 
 const RULES_DIR = join(import.meta.dirname, "prometheus");
@@ -33,15 +35,22 @@ function executable(path: string): boolean {
 function findPromtool(): string | undefined {
   const candidates = [
     process.env.BOUNDED_PROMTOOL,
-    ...(process.env.PATH ?? "").split(delimiter).filter(Boolean).map((dir) => join(dir, "promtool")),
+    ...(process.env.PATH ?? "")
+      .split(delimiter)
+      .filter(Boolean)
+      .map((dir) => join(dir, "promtool")),
     "/tmp/prom/x/usr/bin/promtool",
   ];
   return candidates.find((c): c is string => !!c && executable(c));
 }
 
 const promtool = findPromtool();
-const SKIPPED = "promtool not found (on PATH, BOUNDED_PROMTOOL or /tmp/prom/x/usr/bin/promtool): skipped; .ci/run installs it";
-if (!promtool) console.warn(`ops/promtool.integration.test.ts: ${SKIPPED}`);
+const tool = requiredTool(
+  "promtool",
+  promtool,
+  "prometheus",
+  "PATH, at BOUNDED_PROMTOOL and /tmp/prom/x/usr/bin/promtool",
+);
 
 /** Runs promtool; returns its exit code and everything it printed. */
 function run(args: string[], input?: string): { status: number | null; output: string } {
@@ -57,7 +66,10 @@ interface Rule {
   record?: string;
 }
 interface RuleTestFile {
-  tests?: { alert_rule_test?: { alertname: string; exp_alerts?: unknown[] }[]; promql_expr_test?: { expr: string }[] }[];
+  tests?: {
+    alert_rule_test?: { alertname: string; exp_alerts?: unknown[] }[];
+    promql_expr_test?: { expr: string }[];
+  }[];
 }
 
 afterAll(async () => {
@@ -65,7 +77,9 @@ afterAll(async () => {
   await closeDb();
 });
 
-describe.skipIf(!promtool)(`promtool (${promtool ?? SKIPPED})`, () => {
+describe.skipIf(tool.skip)(`promtool (${tool.note})`, () => {
+  beforeAll(tool.ensure);
+
   it.each(ruleFiles)("promtool check rules ops/prometheus/%s", (file) => {
     const { status, output } = run(["check", "rules", file]);
     expect(output).toContain("SUCCESS");
@@ -78,12 +92,25 @@ describe.skipIf(!promtool)(`promtool (${promtool ?? SKIPPED})`, () => {
   });
 
   it("every rule of ops/prometheus/*.yml has a unit test; every alert one in which it fires", () => {
-    const rules = ruleFiles.flatMap((f) => ((parse(readFileSync(join(RULES_DIR, f), "utf8")) as { groups?: { rules?: Rule[] }[] }).groups ?? []).flatMap((g) => g.rules ?? []));
+    const rules = ruleFiles.flatMap((f) =>
+      ((parse(readFileSync(join(RULES_DIR, f), "utf8")) as { groups?: { rules?: Rule[] }[] }).groups ?? []).flatMap(
+        (g) => g.rules ?? [],
+      ),
+    );
     expect(rules.length).toBeGreaterThan(0);
-    const tests = testFiles.flatMap((f) => (parse(readFileSync(join(TESTS_DIR, f), "utf8")) as RuleTestFile).tests ?? []);
-    const firing = new Set(tests.flatMap((t) => t.alert_rule_test ?? []).filter((a) => (a.exp_alerts ?? []).length > 0).map((a) => a.alertname));
+    const tests = testFiles.flatMap(
+      (f) => (parse(readFileSync(join(TESTS_DIR, f), "utf8")) as RuleTestFile).tests ?? [],
+    );
+    const firing = new Set(
+      tests
+        .flatMap((t) => t.alert_rule_test ?? [])
+        .filter((a) => (a.exp_alerts ?? []).length > 0)
+        .map((a) => a.alertname),
+    );
     const exprs = tests.flatMap((t) => t.promql_expr_test ?? []).map((e) => e.expr);
-    const untested = rules.filter((r) => (r.alert ? !firing.has(r.alert) : !exprs.some((e) => new RegExp(`\\b${r.record}\\b`).test(e))));
+    const untested = rules.filter((r) =>
+      r.alert ? !firing.has(r.alert) : !exprs.some((e) => new RegExp(`\\b${r.record}\\b`).test(e)),
+    );
     expect(untested.map((r) => r.alert ?? r.record)).toEqual([]);
   });
 
@@ -96,7 +123,13 @@ describe.skipIf(!promtool)(`promtool (${promtool ?? SKIPPED})`, () => {
     worker.rateLimitRescheduled({ queue: "marketplace-sync", family: "statistics" }, 60);
     worker.providerWaited({ provider: "model" }, 1);
     worker.observeReserveAge({ kind: "generate", end: "spent" }, 90);
-    const snapshot: MetricsSnapshot = { role: "workers", host: "promtool-check", pid: 4242, at: new Date().toISOString(), metrics: await worker.registry.getMetricsAsJSON() };
+    const snapshot: MetricsSnapshot = {
+      role: "workers",
+      host: "promtool-check",
+      pid: 4242,
+      at: new Date().toISOString(),
+      metrics: await worker.registry.getMetricsAsJSON(),
+    };
     const key = snapshotKey("promtool-check", 4242);
     await redis().set(key, JSON.stringify(snapshot), "PX", 60_000);
     try {
@@ -116,7 +149,8 @@ describe.skipIf(!promtool)(`promtool (${promtool ?? SKIPPED})`, () => {
 });
 
 describe("promtool itself", () => {
-  it.skipIf(!promtool)("is a working binary", () => {
+  it.skipIf(tool.skip)("is a working binary", () => {
+    tool.ensure();
     expect(execFileSync(promtool!, ["--version"], { encoding: "utf8" })).toMatch(/promtool, version/);
   });
 

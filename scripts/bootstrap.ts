@@ -3,7 +3,10 @@ import { env } from "@/lib/env";
 import { ensureBootstrap } from "@/lib/auth/users";
 
 const e = env();
-const { createdAdmin } = await ensureBootstrap({ adminPassword: e.BOUNDED_ADMIN_PASSWORD, bootstrapToken: e.BOUNDED_BOOTSTRAP_TOKEN });
+const { createdAdmin } = await ensureBootstrap({
+  adminPassword: e.BOUNDED_ADMIN_PASSWORD,
+  bootstrapToken: e.BOUNDED_BOOTSTRAP_TOKEN,
+});
 if (createdAdmin?.generated) {
   // Printed once, on the terminal only (not through the JSON logger, whose lines may be shipped).
   process.stdout.write(

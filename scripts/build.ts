@@ -21,6 +21,8 @@ export function needsBuild(root: string): boolean {
   const buildId = join(root, ".next/BUILD_ID");
   if (!existsSync(buildId)) return true;
   const built = statSync(buildId).mtimeMs;
-  const sources = ["app", "lib", "generated", "next.config.js", "package-lock.json", "tsconfig.json"].map((p) => join(root, p));
+  const sources = ["app", "lib", "generated", "next.config.js", "package-lock.json", "tsconfig.json"].map((p) =>
+    join(root, p),
+  );
   return sources.some((p) => newestMtime(p) > built);
 }

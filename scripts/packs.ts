@@ -28,11 +28,15 @@ async function main(): Promise<number> {
     switch (command) {
       case "grant": {
         if (units === undefined || !/^\d+$/.test(units)) {
-          console.error(`units must be a whole number, got ${units === undefined ? "nothing" : `"${units}"`}\n${usage}`);
+          console.error(
+            `units must be a whole number, got ${units === undefined ? "nothing" : `"${units}"`}\n${usage}`,
+          );
           return 2;
         }
         const g = await grantUnits({ tenant, units: Number(units) });
-        console.log(`Granted ${g.granted} unit(s). ${describe(g)}.${g.debtsSettled > 0 ? ` ${g.debtsSettled} open debt(s) were paid from the new units.` : ""}`);
+        console.log(
+          `Granted ${g.granted} unit(s). ${describe(g)}.${g.debtsSettled > 0 ? ` ${g.debtsSettled} open debt(s) were paid from the new units.` : ""}`,
+        );
         return 0;
       }
       case "show": {

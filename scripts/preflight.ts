@@ -4,7 +4,7 @@ import pg from "pg";
 import { Redis } from "ioredis";
 import { BudgetConfigError, validateBudgets } from "@/lib/budgets/budgets";
 import { env, EnvError, type Env } from "@/lib/env";
-import { ReservationPolicyError } from "@/lib/quota/policy";
+import { ReservationPolicyError } from "@/lib/catalog/generation-policy";
 import { validateReservationPolicy } from "@/lib/quota/settings";
 
 /** Loads `.env` from the repository root into the environment, when there is one. */
@@ -48,13 +48,20 @@ export async function preflight(needs: { postgres: boolean; redis: boolean }): P
       await client.connect();
       await client.query("select 1");
     } catch (err) {
-      fail(`Cannot reach PostgreSQL at ${hostOf(e.DATABASE_URL)} (DATABASE_URL): ${(err as Error).message || "no answer"}. Start PostgreSQL or fix DATABASE_URL.`);
+      fail(
+        `Cannot reach PostgreSQL at ${hostOf(e.DATABASE_URL)} (DATABASE_URL): ${(err as Error).message || "no answer"}. Start PostgreSQL or fix DATABASE_URL.`,
+      );
     } finally {
       await client.end().catch(() => undefined);
     }
   }
   if (needs.redis) {
-    const client = new Redis(e.REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 3000, retryStrategy: () => null });
+    const client = new Redis(e.REDIS_URL, {
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      connectTimeout: 3000,
+      retryStrategy: () => null,
+    });
     // ioredis reports the cause (e.g. ECONNREFUSED) as an event and rejects with "Connection is closed".
     let cause: Error | undefined;
     client.on("error", (err: Error) => (cause ??= err));
@@ -75,13 +82,19 @@ export async function preflight(needs: { postgres: boolean; redis: boolean }): P
     // A mismatch fails later and obscurely: a plain client gets MOVED for most keys of a cluster
     // node, and a cluster client keeps retrying against a server that has no slots to give.
     if (clusterNode && !e.BOUNDED_REDIS_CLUSTER) {
-      fail(`Redis at ${hostOf(e.REDIS_URL)} (REDIS_URL) is a Redis Cluster node but BOUNDED_REDIS_CLUSTER=0. Set BOUNDED_REDIS_CLUSTER=1 and a hash-tagged BOUNDED_REDIS_PREFIX such as {bounded}.`);
+      fail(
+        `Redis at ${hostOf(e.REDIS_URL)} (REDIS_URL) is a Redis Cluster node but BOUNDED_REDIS_CLUSTER=0. Set BOUNDED_REDIS_CLUSTER=1 and a hash-tagged BOUNDED_REDIS_PREFIX such as {bounded}.`,
+      );
     }
     if (!clusterNode && e.BOUNDED_REDIS_CLUSTER) {
-      fail(`Redis at ${hostOf(e.REDIS_URL)} (REDIS_URL) is not a Redis Cluster node but BOUNDED_REDIS_CLUSTER=1. Point REDIS_URL at a cluster node or set BOUNDED_REDIS_CLUSTER=0.`);
+      fail(
+        `Redis at ${hostOf(e.REDIS_URL)} (REDIS_URL) is not a Redis Cluster node but BOUNDED_REDIS_CLUSTER=1. Point REDIS_URL at a cluster node or set BOUNDED_REDIS_CLUSTER=0.`,
+      );
     }
     if (clusterNode && clusterState !== "ok") {
-      fail(`The Redis Cluster of ${hostOf(e.REDIS_URL)} (REDIS_URL) is not serving (cluster_state:${clusterState ?? "unknown"}). Repair the cluster (redis-cli --cluster check) and start again.`);
+      fail(
+        `The Redis Cluster of ${hostOf(e.REDIS_URL)} (REDIS_URL) is not serving (cluster_state:${clusterState ?? "unknown"}). Repair the cluster (redis-cli --cluster check) and start again.`,
+      );
     }
   }
   return e;

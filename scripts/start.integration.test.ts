@@ -9,7 +9,8 @@ const root = `${import.meta.dirname}/..`;
 let supervisor: ChildProcess | undefined;
 
 afterEach(() => {
-  if (supervisor?.pid && supervisor.exitCode === null && supervisor.signalCode === null) process.kill(supervisor.pid, "SIGKILL");
+  if (supervisor?.pid && supervisor.exitCode === null && supervisor.signalCode === null)
+    process.kill(supervisor.pid, "SIGKILL");
 });
 
 const freePort = () =>
@@ -34,7 +35,11 @@ const alive = (pid: number) => {
 describe("npm start's supervisor", () => {
   it("starts a part killed with SIGKILL again, says so on stderr, and still stops everything on SIGTERM", async () => {
     const port = await freePort();
-    const stats = () => fetch(`http://127.0.0.1:${port}/marketplace/_stats`).then((r) => r.ok, () => false);
+    const stats = () =>
+      fetch(`http://127.0.0.1:${port}/marketplace/_stats`).then(
+        (r) => r.ok,
+        () => false,
+      );
     supervisor = spawn(process.execPath, ["--import", "tsx", "scripts/start.ts", "sim"], {
       cwd: root,
       env: { ...process.env, BOUNDED_SIM_PORT: String(port), LOG_LEVEL: "warn" },
@@ -46,11 +51,19 @@ describe("npm start's supervisor", () => {
     supervisor.stderr!.on("data", (d: Buffer) => (err += d.toString()));
     const pids = () => [...out.matchAll(/bounded: started sim \(pid (\d+)\)/g)].map((m) => Number(m[1]));
 
-    await waitFor(async () => pids().length === 1 && (await stats()), { timeoutMs: 30_000, intervalMs: 100, what: "the simulators to answer" });
+    await waitFor(async () => pids().length === 1 && (await stats()), {
+      timeoutMs: 30_000,
+      intervalMs: 100,
+      what: "the simulators to answer",
+    });
     const [first] = pids();
     process.kill(first!, "SIGKILL");
 
-    await waitFor(async () => pids().length === 2 && (await stats()), { timeoutMs: 30_000, intervalMs: 100, what: "the simulators to be started again" });
+    await waitFor(async () => pids().length === 2 && (await stats()), {
+      timeoutMs: 30_000,
+      intervalMs: 100,
+      what: "the simulators to be started again",
+    });
     expect(err).toContain("bounded: sim exited (signal SIGKILL, after ");
     expect(err).toContain("restarting it in 1 s.");
     const second = pids()[1]!;

@@ -21,14 +21,19 @@ const args = process.argv.slice(2);
 /** `--no-build`: serve the build that is there, even if a source is newer (a second system beside a running one). */
 const noBuild = args.includes("--no-build");
 const requested = args.filter((a) => a !== "--no-build");
-if (requested.some((p) => ![...ALL, "demo"].includes(p as Part))) fail(`unknown part "${requested.join(" ")}"; use web, workers, sim or demo`);
+if (requested.some((p) => ![...ALL, "demo"].includes(p as Part)))
+  fail(`unknown part "${requested.join(" ")}"; use web, workers, sim or demo`);
 const parts: Part[] = requested.length ? (requested as Part[]) : [...ALL];
 
 const tsx = ["--import", "tsx"];
 const nextBin = join(root, "node_modules/next/dist/bin/next");
 
 function run(cmd: string, args: string[], label: string): void {
-  const result = spawnSync(cmd, args, { cwd: root, stdio: "inherit", env: { ...process.env, NEXT_TELEMETRY_DISABLED: "1" } });
+  const result = spawnSync(cmd, args, {
+    cwd: root,
+    stdio: "inherit",
+    env: { ...process.env, NEXT_TELEMETRY_DISABLED: "1" },
+  });
   if (result.status !== 0) fail(`${label} failed (exit ${result.status ?? result.signal}).`);
 }
 
@@ -44,7 +49,8 @@ async function main() {
   }
   // The whole system shows demo traffic unless told otherwise (BOUNDED_DEMO=0); a part alone does not.
   if (!requested.length && e.BOUNDED_DEMO) parts.push("demo");
-  if (parts.includes("web") && noBuild && !existsSync(join(root, ".next/BUILD_ID"))) fail("--no-build, but there is no build: run `npx next build` first.");
+  if (parts.includes("web") && noBuild && !existsSync(join(root, ".next/BUILD_ID")))
+    fail("--no-build, but there is no build: run `npx next build` first.");
   if (parts.includes("web") && !noBuild && needsBuild(root)) {
     console.log("Building the web app (next build)…");
     run(process.execPath, [nextBin, "build"], "next build");
@@ -58,8 +64,10 @@ async function main() {
     web: [nextBin, "start", "--port", String(e.PORT)],
   };
   let stopping = false;
-  const running = (c: ChildProcess | undefined): c is ChildProcess => !!c?.pid && c.exitCode === null && c.signalCode === null;
-  const exited = (c: ChildProcess) => new Promise<void>((resolve) => (running(c) ? c.once("exit", () => resolve()) : resolve()));
+  const running = (c: ChildProcess | undefined): c is ChildProcess =>
+    !!c?.pid && c.exitCode === null && c.signalCode === null;
+  const exited = (c: ChildProcess) =>
+    new Promise<void>((resolve) => (running(c) ? c.once("exit", () => resolve()) : resolve()));
   // The demo stops first (no new work), then the workers: their running jobs may still call the
   // simulators and write through the web's database while they wind down. Then the rest. Anything still alive after 20 s is killed.
   const stop = async (code: number) => {
@@ -103,7 +111,9 @@ async function main() {
       // Whatever the part left in its group (a next-server child holding the port) goes with it.
       killGroup(child.pid!, "SIGKILL");
       if (part === "demo") {
-        console.error(`bounded: the demo traffic stopped (${signal ?? `code ${code}`}); the system goes on without it.`);
+        console.error(
+          `bounded: the demo traffic stopped (${signal ?? `code ${code}`}); the system goes on without it.`,
+        );
         return;
       }
       // A dead worker process's jobs resume from their cursors on the others or on its replacement.
@@ -124,9 +134,14 @@ async function main() {
   if (parts.includes("web")) {
     const url = `http://localhost:${e.PORT}`;
     for (let i = 0; i < 120 && !stopping; i++) {
-      const ok = await fetch(`${url}/api/health`).then((r) => r.status < 500, () => false);
+      const ok = await fetch(`${url}/api/health`).then(
+        (r) => r.status < 500,
+        () => false,
+      );
       if (ok) {
-        console.log(`\n  Bounded is running at ${url}\n  Upload a CSV: ${url}/upload\n  Operators sign in at ${url}/login (user "admin"; password from BOUNDED_ADMIN_PASSWORD, or the one printed at first start; more users: npm run users -- add <name> --role operator)\n  Stop with Ctrl-C.\n`);
+        console.log(
+          `\n  Bounded is running at ${url}\n  Upload a CSV: ${url}/upload\n  Operators sign in at ${url}/login (user "admin"; password from BOUNDED_ADMIN_PASSWORD, or the one printed at first start; more users: npm run users -- add <name> --role operator)\n  Stop with Ctrl-C.\n`,
+        );
         break;
       }
       await new Promise((r) => setTimeout(r, 500));

@@ -71,7 +71,10 @@ export class RestartTracker {
     if (upMs >= this.policy.healthyAfterMs) this.unhealthy = 0;
     this.unhealthy += 1;
     // The exponent is capped so a part that fails for days does not overflow the arithmetic.
-    const delayMs = Math.min(this.policy.maxDelayMs, this.policy.initialDelayMs * 2 ** Math.min(this.unhealthy - 1, 30));
+    const delayMs = Math.min(
+      this.policy.maxDelayMs,
+      this.policy.initialDelayMs * 2 ** Math.min(this.unhealthy - 1, 30),
+    );
     this.exits.push(now);
     this.exits = this.exits.filter((t) => t > now - this.policy.crashLoopWindowMs);
     const recentExits = this.exits.length;

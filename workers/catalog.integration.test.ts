@@ -1,18 +1,28 @@
 import { randomUUID } from "node:crypto";
 import { Registry } from "prom-client";
 import { afterAll, describe, expect, it } from "vitest";
-import { getBudgetReport } from "@/lib/budgets/report";
+import { getBudgetReport } from "@/lib/reports/budgets";
 import { resolveBudget } from "@/lib/budgets/budgets";
 import { ENV_VARIABLES, parseEnv } from "@/lib/env";
 import { createMetrics } from "@/lib/metrics/metrics";
-import { BUDGET_VARIABLES, budgetVariable, catalogPairs, JOB_KINDS, KINDS, kindsOfQueue, QUEUE_NAMES, QUEUES, RESCHEDULE_QUEUES } from "@/lib/queues/catalog";
+import {
+  BUDGET_VARIABLES,
+  budgetVariable,
+  catalogPairs,
+  JOB_KINDS,
+  KINDS,
+  kindsOfQueue,
+  QUEUE_NAMES,
+  QUEUES,
+  RESCHEDULE_QUEUES,
+} from "@/lib/catalog/catalog";
 import { createRedis } from "@/lib/redis/client";
 import { PROCESSORS, WORKER_QUEUES } from "./catalog";
 import { DEMO_ACTIONS } from "./demo/traffic";
-import { MAX_STARTED_ATTEMPTS, rescheduleWorkerOptions } from "./reschedule";
+import { MAX_STARTED_ATTEMPTS, rescheduleWorkerOptions } from "@/lib/runs/reschedule";
 
 /**
- * The catalog (lib/queues/catalog.ts) is the one declaration of every queue and kind; these tests
+ * The catalog (lib/catalog/catalog.ts) is the one declaration of every queue and kind; these tests
  * walk it and prove that each place derived from it knows every entry — so adding a kind or a
  * queue there is all it takes, and nothing can disagree with it.
  */
@@ -32,7 +42,11 @@ describe("the job catalog", () => {
       const e = parseEnv({ [soft]: "1234", [hard]: "2345" });
       expect(kindsOfQueue(queue).length, `queue ${queue} runs no kind`).toBeGreaterThan(0);
       for (const kind of kindsOfQueue(queue)) {
-        expect(resolveBudget(queue, kind, e)).toMatchObject({ softMs: 1_234_000, hardMs: 2_345_000, source: `env:${soft},${hard}` });
+        expect(resolveBudget(queue, kind, e)).toMatchObject({
+          softMs: 1_234_000,
+          hardMs: 2_345_000,
+          source: `env:${soft},${hard}`,
+        });
       }
     }
   });
@@ -54,18 +68,28 @@ describe("the job catalog", () => {
   });
 
   it("every (queue, kind) pair has a row on the budgets page, with the budget the catalog declares", async () => {
-    const report = await getBudgetReport({ redis, namespace: `catalog-${randomUUID()}:worker-budgets`, source: parseEnv({}) });
+    const report = await getBudgetReport({
+      redis,
+      namespace: `catalog-${randomUUID()}:worker-budgets`,
+      source: parseEnv({}),
+    });
     expect(report.rows.map((r) => `${r.queue}/${r.kind}`)).toEqual(catalogPairs().map((p) => `${p.queue}/${p.kind}`));
     for (const row of report.rows) {
       const declared = resolveBudget(row.queue, row.kind, parseEnv({}));
-      expect(row.configuration).toMatchObject({ softMs: declared.softMs, hardMs: declared.hardMs, source: declared.source });
+      expect(row.configuration).toMatchObject({
+        softMs: declared.softMs,
+        hardMs: declared.hardMs,
+        source: declared.source,
+      });
       expect(row.noun).toBe(KINDS[row.kind as keyof typeof KINDS].noun);
     }
   });
 
   it("only the queues declared `reschedule` give their slot back, with the high start cap; every queue whose kinds wait for a limited service is one", () => {
     for (const queue of QUEUE_NAMES) {
-      const waitsForLimits = kindsOfQueue(queue).some((kind) => ["model", "ocr", "marketplace"].includes(KINDS[kind].provider));
+      const waitsForLimits = kindsOfQueue(queue).some((kind) =>
+        ["model", "ocr", "marketplace"].includes(KINDS[kind].provider),
+      );
       if (waitsForLimits) expect(QUEUES[queue].policy, `queue ${queue}`).toBe("reschedule");
       const rescheduling = QUEUES[queue].policy === "reschedule";
       expect(RESCHEDULE_QUEUES.has(queue)).toBe(rescheduling);
@@ -89,7 +113,11 @@ describe("the job catalog", () => {
       expect(KINDS[kind].itemConcurrency.n).toBeGreaterThanOrEqual(1);
       expect(KINDS[kind].itemConcurrency.why.length).toBeGreaterThan(20);
     }
-    const m = createMetrics(new Registry(), { defaultMetrics: false, countStuck: async () => ({}), itemBudgets: async () => [] });
+    const m = createMetrics(new Registry(), {
+      defaultMetrics: false,
+      countStuck: async () => ({}),
+      itemBudgets: async () => [],
+    });
     const stuck = (await m.registry.getMetricsAsJSON()).find((x) => x.name === "bounded_jobs_stuck");
     expect(stuck?.values.map((v) => v.labels.kind).sort()).toEqual([...JOB_KINDS].sort());
   });

@@ -34,29 +34,42 @@ function startWorkerProcess(): ChildProcess {
   return child;
 }
 
-const exited = (c: ChildProcess) => new Promise<void>((resolve) => (c.exitCode !== null || c.signalCode !== null ? resolve() : c.once("exit", () => resolve())));
+const exited = (c: ChildProcess) =>
+  new Promise<void>((resolve) =>
+    c.exitCode !== null || c.signalCode !== null ? resolve() : c.once("exit", () => resolve()),
+  );
 
 describe("a sync and its worker process", () => {
   it("a worker SIGKILLed mid-sync: another one resumes at the cursor; every page is written once and none is fetched again from the start", async () => {
     const tenant = h.tenant("sigkill");
     const started = await h.m.syncs.startSync({ tenant, family: "statistics" });
     const first = startWorkerProcess();
-    const atKill = await h.waitFor("the first worker to be mid-sync", async () => {
-      const r = await h.row(started.jobId);
-      return r.processed >= 3 && r;
-    }, 60_000);
+    const atKill = await h.waitFor(
+      "the first worker to be mid-sync",
+      async () => {
+        const r = await h.row(started.jobId);
+        return r.processed >= 3 && r;
+      },
+      60_000,
+    );
     first.kill("SIGKILL");
     await exited(first);
     expect(atKill.processed).toBeLessThan(PAGES);
 
     startWorkerProcess();
-    const done = await h.waitFor("the sync to complete", async () => {
-      const r = await h.row(started.jobId);
-      return r.status === "completed" && r.message !== null && r;
-    }, 90_000);
+    const done = await h.waitFor(
+      "the sync to complete",
+      async () => {
+        const r = await h.row(started.jobId);
+        return r.status === "completed" && r.message !== null && r;
+      },
+      90_000,
+    );
     expect(done).toMatchObject({ processed: PAGES, total: PAGES, failed: 0 });
     expect(done.attempt).toBeGreaterThan(atKill.attempt);
-    const pages = await h.m.db.db().marketplaceRecord.groupBy({ by: ["page"], where: { tenant: { slug: tenant } }, _count: { _all: true } });
+    const pages = await h.m.db
+      .db()
+      .marketplaceRecord.groupBy({ by: ["page"], where: { tenant: { slug: tenant } }, _count: { _all: true } });
     expect(pages.length).toBe(PAGES);
     expect(pages.every((p) => p._count._all === 20)).toBe(true);
     // Resumed at the cursor: at most the page in flight at the kill is asked for twice.

@@ -1,11 +1,11 @@
 import type { Job as QueueJob } from "bullmq";
 import type { Logger } from "@/lib/log";
-import { jobPayloadSchema } from "@/lib/queues/catalog";
+import { jobPayloadSchema } from "@/lib/catalog/catalog";
 import { parseTraceparent } from "@/lib/tracing/traceparent";
 import { inSpan } from "@/lib/tracing/tracing";
-import type { HardLimitWatch, Processor } from "./processor";
-import { mirrorProgress } from "./queue-job";
-import { runJob } from "./runtime";
+import type { HardLimitWatch, Processor } from "@/lib/runs/processor";
+import { mirrorProgress } from "@/lib/runs/queue-job";
+import { runJob } from "@/lib/runs/run-job";
 
 export interface QueueProcessorDeps {
   processors: Record<string, Processor>;
@@ -18,10 +18,13 @@ export interface QueueProcessorDeps {
 /**
  * The BullMQ processor of one queue: runs the queue job's row with the lock token, so the run's
  * outcome can move the queue job to *delayed* without spending an attempt (a rate-limit wait on a
- * rescheduling queue, a stopping worker). The policies themselves live in runtime.ts,
- * outcome.ts and reschedule.ts.
+ * rescheduling queue, a stopping worker). The run itself, from its start to its
+ * outcome, is lib/runs (`runJob`, lib/runs/run-job.ts).
  */
-export function queueProcessor(queueName: string, deps: QueueProcessorDeps): (queueJob: QueueJob, token?: string) => Promise<void> {
+export function queueProcessor(
+  queueName: string,
+  deps: QueueProcessorDeps,
+): (queueJob: QueueJob, token?: string) => Promise<void> {
   const log = deps.log.child({ queue: queueName });
   return (queueJob, token) => {
     const data = jobPayloadSchema.safeParse(queueJob.data);
@@ -30,7 +33,15 @@ export function queueProcessor(queueName: string, deps: QueueProcessorDeps): (qu
     // `traceparent`): the run's outbound calls are its children.
     return inSpan(
       `run ${queueJob.name}`,
-      { kind: "consumer", parent: parseTraceparent(data.data?.traceparent), attributes: { "messaging.destination.name": queueName, "bounded.job.id": jobId ?? "", "bounded.job.kind": queueJob.name } },
+      {
+        kind: "consumer",
+        parent: parseTraceparent(data.data?.traceparent),
+        attributes: {
+          "messaging.destination.name": queueName,
+          "bounded.job.id": jobId ?? "",
+          "bounded.job.kind": queueJob.name,
+        },
+      },
       async () => {
         try {
           await runJob(deps.processors, queueJob, deps.shutdown, log, deps.watch, token);

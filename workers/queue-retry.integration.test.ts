@@ -3,13 +3,13 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { closeDb, db } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { createJob } from "@/lib/jobs/create";
-import { JobFailed } from "@/lib/jobs/errors";
+import { JobFailed } from "@/lib/core/signals";
 import { logger } from "@/lib/log";
 import { closeQueues } from "@/lib/queues/queues";
 import { closeRedis, createRedis, type RedisClient } from "@/lib/redis/client";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
 import { waitFor } from "@/test/helpers/wait";
-import type { Processor } from "./processor";
+import type { Processor } from "@/lib/runs/processor";
 import { queueProcessor } from "./queue-processor";
 
 /**
@@ -36,10 +36,15 @@ const processor: Processor = async (ctx) => {
   if (next === "progress") {
     // Committed counts reach the queue job while the run is still going (at a heartbeat).
     await db().job.update({ where: { id: ctx.run.jobId }, data: { processed: 1, failed: 1 } });
-    await waitFor(async () => JSON.stringify((await outside.getJob(ctx.run.jobId))?.progress) === JSON.stringify({ processed: 1, failed: 1, total: 2 }), {
-      what: "the running job's progress on the queue job",
-      timeoutMs: 10_000,
-    });
+    await waitFor(
+      async () =>
+        JSON.stringify((await outside.getJob(ctx.run.jobId))?.progress) ===
+        JSON.stringify({ processed: 1, failed: 1, total: 2 }),
+      {
+        what: "the running job's progress on the queue job",
+        timeoutMs: 10_000,
+      },
+    );
     return {};
   }
   if (next === "fail") {
@@ -51,7 +56,8 @@ const processor: Processor = async (ctx) => {
   return {};
 };
 
-const row = (id: string) => db().job.findUniqueOrThrow({ where: { id }, select: { status: true, attempt: true, cursor: true, message: true } });
+const row = (id: string) =>
+  db().job.findUniqueOrThrow({ where: { id }, select: { status: true, attempt: true, cursor: true, message: true } });
 
 async function finished(id: string): Promise<QueueJob> {
   return (await waitFor(
@@ -67,12 +73,20 @@ async function finished(id: string): Promise<QueueJob> {
 beforeAll(async () => {
   const connection = createRedis("worker");
   connections.push(connection);
-  worker = new Worker("imports", queueProcessor("imports", { processors: { csv_import: processor }, shutdown: new AbortController().signal, log: logger("test") }), {
-    connection,
-    prefix: env().BOUNDED_REDIS_PREFIX,
-    // An idle worker looks for new jobs every second (not every 5 s): the retried job is picked up soon.
-    drainDelay: 1,
-  });
+  worker = new Worker(
+    "imports",
+    queueProcessor("imports", {
+      processors: { csv_import: processor },
+      shutdown: new AbortController().signal,
+      log: logger("test"),
+    }),
+    {
+      connection,
+      prefix: env().BOUNDED_REDIS_PREFIX,
+      // An idle worker looks for new jobs every second (not every 5 s): the retried job is picked up soon.
+      drainDelay: 1,
+    },
+  );
   worker.on("error", () => undefined);
   const bare = createRedis("worker");
   connections.push(bare);
@@ -100,7 +114,10 @@ describe("a queue job retried from outside Bounded", () => {
     expect(await row(jobId)).toMatchObject({ status: "failed", attempt: 1 });
 
     await failed.retry();
-    const done = await waitFor(async () => (await outside.getJobState(jobId)) === "completed" && outside.getJob(jobId), { what: "the retried queue job to complete", timeoutMs: 20_000 });
+    const done = await waitFor(
+      async () => (await outside.getJobState(jobId)) === "completed" && outside.getJob(jobId),
+      { what: "the retried queue job to complete", timeoutMs: 20_000 },
+    );
     expect(done!.attemptsMade).toBe(2);
     expect(await row(jobId)).toMatchObject({ status: "completed", attempt: 2, cursor: 2 });
     expect(ran.filter((r) => r.jobId === jobId)).toEqual([
@@ -108,11 +125,18 @@ describe("a queue job retried from outside Bounded", () => {
       { jobId, attempt: 2, cursor: 1 },
     ]);
     const events = await db().jobEvent.findMany({ where: { jobId, type: "retry" }, select: { message: true } });
-    expect(events).toEqual([{ message: "Retried from the queue (outside Bounded): resumes after 1 row already done." }]);
-    await waitFor(async () => JSON.stringify((await outside.getJob(jobId))?.progress) === JSON.stringify({ processed: 2, failed: 0, total: 2 }), {
-      what: "the final counts on the queue job",
-      timeoutMs: 10_000,
-    });
+    expect(events).toEqual([
+      { message: "Retried from the queue (outside Bounded): resumes after 1 row already done." },
+    ]);
+    await waitFor(
+      async () =>
+        JSON.stringify((await outside.getJob(jobId))?.progress) ===
+        JSON.stringify({ processed: 2, failed: 0, total: 2 }),
+      {
+        what: "the final counts on the queue job",
+        timeoutMs: 10_000,
+      },
+    );
   });
 
   it("mirrors the row's counts to the queue job's progress while it runs", async () => {
@@ -142,12 +166,17 @@ describe("a queue job retried from outside Bounded", () => {
     await failed.remove();
     // Not a retry of the finished queue job: a fresh one with the same data, as a script might add it.
     await outside.add("csv_import", data, { jobId });
-    const again = await waitFor(async () => {
-      const job = await outside.getJob(jobId);
-      return job?.failedReason && job;
-    }, { what: "the re-added queue job to fail", timeoutMs: 20_000 });
+    const again = await waitFor(
+      async () => {
+        const job = await outside.getJob(jobId);
+        return job?.failedReason && job;
+      },
+      { what: "the re-added queue job to fail", timeoutMs: 20_000 },
+    );
     expect(await again.getState()).toBe("failed");
-    expect(again.failedReason).toMatch(/^The job is already failed in Bounded; this queue job was not run\. To resume it, retry it in Bounded/);
+    expect(again.failedReason).toMatch(
+      /^The job is already failed in Bounded; this queue job was not run\. To resume it, retry it in Bounded/,
+    );
     expect(await row(jobId)).toMatchObject({ status: "failed", attempt: 1 });
     expect(ran.filter((r) => r.jobId === jobId)).toHaveLength(1);
   });

@@ -4,6 +4,7 @@ import type { AddressInfo } from "node:net";
 import { randomUUID } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { waitFor } from "@/test/helpers/wait";
+import { distinctWord } from "@/lib/format/distinct-word";
 
 // Real worker processes (node + tsx) against the real PostgreSQL and Redis, killed for real.
 // Each test uses its own Redis prefix so no other worker takes its jobs.
@@ -87,8 +88,9 @@ const exited = (c: ChildProcess) =>
 
 function csv(rows: number): Uint8Array {
   const lines = ["date,amount,currency,counterparty,description"];
-  for (let i = 1; i <= rows; i++) lines.push(`2026-01-${String((i % 28) + 1).padStart(2, "0")},-${i}.50,EUR,REWE Markt,row ${i}`);
-  return new TextEncoder().encode(lines.join("\n") + "\n");
+  for (let i = 1; i <= rows; i++)
+    lines.push(`2026-01-${String((i % 28) + 1).padStart(2, "0")},-${i}.50,EUR,REWE Markt,row ${distinctWord(i)}`);
+  return new TextEncoder().encode(`${lines.join("\n")}\n`);
 }
 
 describe("worker processes", () => {
@@ -105,7 +107,11 @@ describe("worker processes", () => {
     await prepare?.(jobId);
     const job = () => m.db.db().job.findUniqueOrThrow({ where: { id: jobId } });
     const first = start(["workers/main.ts"], budgetEnv);
-    await waitFor(async () => (await job()).processed >= 40, { timeoutMs: 90_000, intervalMs: 50, what: "the first worker to be mid-job" });
+    await waitFor(async () => (await job()).processed >= 40, {
+      timeoutMs: 90_000,
+      intervalMs: 50,
+      what: "the first worker to be mid-job",
+    });
     first.kill("SIGKILL");
     await exited(first);
     const atKill = await job();
@@ -141,17 +147,26 @@ describe("worker processes", () => {
     expect(final.crashResumes).toBe(1);
     await expectEveryRowOnce(jobId, 400);
     const [resumed] = await m.db.db().jobEvent.findMany({ where: { jobId, type: "crash_resumed" } });
-    expect(resumed?.message).toMatch(/^Attempt 1 stopped without finishing \(its worker died or lost the job\): resumed from where it stopped, after [\d,]+ rows already done \(resume 1 of 3 after a stopped run\)\.$/);
+    expect(resumed?.message).toMatch(
+      /^Attempt 1 stopped without finishing \(its worker died or lost the job\): resumed from where it stopped, after [\d,]+ rows already done \(resume 1 of 3 after a stopped run\)\.$/,
+    );
   }, 200_000);
 
   it("a job whose worker dies once more than the bound allows ends failed, saying so, with its rows kept", async () => {
     // Three resumes already spent: the next death is one too many.
-    const { jobId, job } = await importKilledMidJob(400, (id) => m.db.db().job.update({ where: { id }, data: { crashResumes: 3 } }).then(() => undefined));
+    const { jobId, job } = await importKilledMidJob(400, (id) =>
+      m.db
+        .db()
+        .job.update({ where: { id }, data: { crashResumes: 3 } })
+        .then(() => undefined),
+    );
 
     start(["workers/main.ts"], budgetEnv);
     const final = (await terminal(job)) as Awaited<ReturnType<typeof job>>;
     expect(final.status).toBe("failed");
-    expect(final.message).toMatch(/^Stopped after its worker died 4 times while running it; [\d,]+ of 400 rows were done\. Retry to continue\.$/);
+    expect(final.message).toMatch(
+      /^Stopped after its worker died 4 times while running it; [\d,]+ of 400 rows were done\. Retry to continue\.$/,
+    );
     expect(final.processed).toBeLessThan(400);
     await expectEveryRowOnce(jobId, final.processed);
   }, 200_000);
@@ -167,7 +182,9 @@ describe("worker processes", () => {
     expect(final.crashResumes).toBe(1);
     await expectEveryRowOnce(jobId, 400);
     const [resumed] = await m.db.db().jobEvent.findMany({ where: { jobId, type: "crash_resumed" } });
-    expect(resumed?.message).toMatch(/^Its run stopped and the queue no longer runs it \(queue state: unknown\): resumed/);
+    expect(resumed?.message).toMatch(
+      /^Its run stopped and the queue no longer runs it \(queue state: unknown\): resumed/,
+    );
   }, 200_000);
 
   it("a processor that blocks the event loop past its hard limit is killed by the watchdog: the row is killed and the blocked process ends", async () => {
@@ -180,6 +197,8 @@ describe("worker processes", () => {
     expect(signal).toBe("SIGKILL");
     const row = await m.db.db().job.findUniqueOrThrow({ where: { id } });
     expect(row.status).toBe("killed");
-    expect(row.message).toMatch(/^Stopped at the hard limit after 0 of 10 rows \(hard limit 500 s\): the job blocked its worker/);
+    expect(row.message).toMatch(
+      /^Stopped at the hard limit after 0 of 10 rows \(hard limit 500 s\): the job blocked its worker/,
+    );
   }, 30_000);
 });

@@ -14,7 +14,10 @@ import { useEffect, useState } from "react";
  */
 export default function OpsError({ error, retry }: { error: unknown; retry: () => void }) {
   const down = useDownDependency();
-  const digest = typeof error === "object" && error !== null && "digest" in error && typeof error.digest === "string" ? error.digest : null;
+  const digest =
+    typeof error === "object" && error !== null && "digest" in error && typeof error.digest === "string"
+      ? error.digest
+      : null;
   return (
     <main className="page">
       <div className="page-head">
@@ -22,17 +25,23 @@ export default function OpsError({ error, retry }: { error: unknown; retry: () =
           <h1>This page could not be loaded</h1>
           {down ? (
             <p data-testid="dependency-down">
-              <strong>{down === "db" ? "The database is not reachable right now; try again in a minute." : "Redis (the queues) is not reachable right now; try again in a minute."}</strong>{" "}
+              <strong>
+                {down === "db"
+                  ? "The database is not reachable right now; try again in a minute."
+                  : "Redis (the queues) is not reachable right now; try again in a minute."}
+              </strong>{" "}
               Running jobs pause and continue by themselves when it is back.
             </p>
           ) : null}
-          <p className="muted">Reading its data failed on the server. Jobs and workers are not affected by this page failing.</p>
+          <p className="muted">
+            Reading its data failed on the server. Jobs and workers are not affected by this page failing.
+          </p>
         </div>
       </div>
       <section className="panel" role="alert">
         <p style={{ marginTop: 0 }}>
-          Usually PostgreSQL or Redis did not answer in time. <a href="/api/health">/api/health</a> says which dependency is down; if both are up, the web
-          process&rsquo;s log has the error
+          Usually PostgreSQL or Redis did not answer in time. <a href="/api/health">/api/health</a> says which
+          dependency is down; if both are up, the web process&rsquo;s log has the error
           {digest ? (
             <>
               {" "}

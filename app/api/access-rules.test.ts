@@ -16,9 +16,11 @@ function files(dir: string, name: string): string[] {
 /** `METHOD /api/...` for every exported handler of every route.ts. */
 function routesInTree(): string[] {
   return files(join(root, "app"), "route.ts").flatMap((file) => {
-    const path = "/" + relative(join(root, "app"), file).replace(/\/route\.ts$/, "");
+    const path = `/${relative(join(root, "app"), file).replace(/\/route\.ts$/, "")}`;
     const text = readFileSync(file, "utf8");
-    return [...text.matchAll(/export (?:const|async function|function) (GET|POST|PUT|PATCH|DELETE)\b/g)].map((m) => `${m[1]} ${path}`);
+    return [...text.matchAll(/export (?:const|async function|function) (GET|POST|PUT|PATCH|DELETE)\b/g)].map(
+      (m) => `${m[1]} ${path}`,
+    );
   });
 }
 

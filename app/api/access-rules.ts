@@ -16,6 +16,7 @@ export const ROUTE_ACCESS = {
   "POST /api/imports": "public",
   "POST /api/documents": "public",
   "GET /api/progress/[token]": "public",
+  "GET /api/progress/[token]/events": "public",
   "GET /api/progress/[token]/result.csv": "public",
   "GET /api/progress/[token]/failed-rows.csv": "public",
   "GET /api/jobs": "viewer",
@@ -25,10 +26,12 @@ export const ROUTE_ACCESS = {
   "GET /api/reserves": "viewer",
   "GET /api/stuck": "viewer",
   "POST /api/stuck/[cause]/fail": "operator",
+  "POST /api/stuck/[cause]/handled": "operator",
   "POST /api/stuck/[cause]/retry": "operator",
   "POST /api/jobs/[id]/retry": "operator",
   "POST /api/jobs/[id]/cancel": "operator",
   "GET /api/jobs/[id]/split-plan": "operator",
+  "GET /api/jobs/[id]/events": "operator",
   "POST /api/jobs/[id]/split": "operator",
   "POST /api/jobs/retry": "operator",
   "POST /api/agent-runs": "operator",
@@ -43,6 +46,7 @@ export const ROUTE_ACCESS = {
   "POST /api/queues/[queue]/resume": "operator",
   "PUT /api/tenants/[tenant]/webhook": "operator",
   "DELETE /api/tenants/[tenant]/webhook": "operator",
+  "DELETE /api/tenants/[tenant]/category-answers": "operator",
 } as const satisfies Record<string, Access>;
 
 export const ACTION_ACCESS = {
@@ -57,4 +61,5 @@ export const ACTION_ACCESS = {
   "app/(ops)/queues/actions.ts#resumeQueueAction": "operator",
   "app/(ops)/webhooks/actions.ts#setWebhookAction": "operator",
   "app/(ops)/webhooks/actions.ts#removeWebhookAction": "operator",
+  "app/(ops)/model-calls/actions.ts#clearCategoryAnswersAction": "operator",
 } as const satisfies Record<string, Access>;

@@ -2,7 +2,13 @@
  * Under an action's button: why it is disabled (if it is), and the action's result, announced to
  * screen readers (`aria-live`; a refusal as an alert).
  */
-export function ActionResult({ disabledReason, state }: { disabledReason: string | null; state: { ok?: boolean; message?: string } }) {
+export function ActionResult({
+  disabledReason,
+  state,
+}: {
+  disabledReason: string | null;
+  state: { ok?: boolean; message?: string };
+}) {
   return (
     <>
       {disabledReason ? <p className="muted small">{disabledReason}</p> : null}

@@ -30,7 +30,11 @@ export function ChartWithSummary({
         <h2 id={titleId}>{title}</h2>
         {children}
       </section>
-      <aside className={`panel ${styles.summary}${summaryClassName ? ` ${summaryClassName}` : ""}`} aria-label={summaryLabel} data-testid={summaryTestId}>
+      <aside
+        className={`panel ${styles.summary}${summaryClassName ? ` ${summaryClassName}` : ""}`}
+        aria-label={summaryLabel}
+        data-testid={summaryTestId}
+      >
         {summary}
       </aside>
     </div>

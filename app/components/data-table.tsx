@@ -46,25 +46,28 @@ export function DataTable<T>({
   if (rows.length === 0 && empty !== undefined) return <div className="empty">{empty}</div>;
   return (
     <div className="table-wrap">
-      <table className={["data", columnWidths ? "fixed-cols" : null, className].filter(Boolean).join(" ")} data-testid={testId} aria-label={label} style={style}>
+      <table
+        className={["data", columnWidths ? "fixed-cols" : null, className].filter(Boolean).join(" ")}
+        data-testid={testId}
+        aria-label={label}
+        style={style}
+      >
         {columnWidths ? (
           <colgroup>
             {columnWidths.map((width, i) => (
+              // biome-ignore lint/suspicious/noArrayIndexKey: a <col> is its position: the nth sizes the nth column.
               <col key={i} style={{ width }} />
             ))}
           </colgroup>
         ) : null}
         <thead>
           <tr>
-            {headings.map((h, i) =>
-              typeof h === "string" ? (
-                <th key={i}>{h}</th>
-              ) : (
-                <th key={i} className={h.className}>
-                  {h.label}
-                </th>
-              ),
-            )}
+            {headings.map((h, i) => (
+              // biome-ignore lint/suspicious/noArrayIndexKey: a heading is its column's position; columns never reorder.
+              <th key={i} className={typeof h === "string" ? undefined : h.className}>
+                {typeof h === "string" ? h : h.label}
+              </th>
+            ))}
           </tr>
         </thead>
         <tbody>

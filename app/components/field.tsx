@@ -4,7 +4,11 @@ import type { InputHTMLAttributes, ReactNode, SelectHTMLAttributes } from "react
 export type FieldOption = string | { value: string; label: string };
 
 /** A labelled text input; the label wraps it, so the label names it for screen readers and tests. */
-export function TextField({ label, type = "text", ...input }: { label: ReactNode } & InputHTMLAttributes<HTMLInputElement>) {
+export function TextField({
+  label,
+  type = "text",
+  ...input
+}: { label: ReactNode } & InputHTMLAttributes<HTMLInputElement>) {
   return (
     <label className="field">
       {label}

@@ -1,12 +1,17 @@
 import type { JobSummary } from "@/lib/jobs/queries";
 import { StatusBadge } from "./status-badge";
-import { fmtInt, fmtOutOf, fmtTime } from "./format";
+import { formatCount } from "@/lib/format/number";
+import { fmtOutOf, fmtTime } from "./format";
 import { DataTable, num } from "./data-table";
 import { JobCells } from "./job-link";
 
 export function JobsTable({ jobs }: { jobs: JobSummary[] }) {
   return (
-    <DataTable headings={["Job", "Kind", "Tenant", "Status", num("Done / total"), num("Failed items"), "Created"]} rows={jobs} empty="No jobs match.">
+    <DataTable
+      headings={["Job", "Kind", "Tenant", "Status", num("Done / total"), num("Failed items"), "Created"]}
+      rows={jobs}
+      empty="No jobs match."
+    >
       {(j) => (
         <tr key={j.id}>
           <JobCells job={j} />
@@ -14,7 +19,9 @@ export function JobsTable({ jobs }: { jobs: JobSummary[] }) {
             <StatusBadge status={j.status} />
           </td>
           <td className="num">{fmtOutOf(j.processed + j.failed, j.total)}</td>
-          <td className="num">{j.failed > 0 ? <strong style={{ color: "var(--bad)" }}>{fmtInt(j.failed)}</strong> : "0"}</td>
+          <td className="num">
+            {j.failed > 0 ? <strong style={{ color: "var(--bad)" }}>{formatCount(j.failed)}</strong> : "0"}
+          </td>
           <td className="small">{fmtTime(j.createdAt)}</td>
         </tr>
       )}

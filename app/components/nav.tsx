@@ -55,7 +55,12 @@ export function Nav() {
       <nav id="main-nav" className={open ? "nav open" : "nav"} aria-label="Main" onKeyDown={onKeyDown}>
         {ITEMS.map((item) =>
           item.ready ? (
-            <Link key={item.href} href={item.href} aria-current={current(item.href) ? "page" : undefined} onClick={() => setOpen(false)}>
+            <Link
+              key={item.href}
+              href={item.href}
+              aria-current={current(item.href) ? "page" : undefined}
+              onClick={() => setOpen(false)}
+            >
               {item.label}
             </Link>
           ) : (

@@ -5,5 +5,7 @@ import styles from "./skeleton.module.css";
  * page's own "Loading …" status instead.
  */
 export function Skeleton({ kind = "line", width }: { kind?: "line" | "value" | "row"; width?: string }) {
-  return <span aria-hidden="true" className={`${styles.block} ${styles[kind]}`} style={width ? { width } : undefined} />;
+  return (
+    <span aria-hidden="true" className={`${styles.block} ${styles[kind]}`} style={width ? { width } : undefined} />
+  );
 }

@@ -1,4 +1,4 @@
-import { STATUS_LABEL, type JobStatus } from "@/lib/jobs/statuses";
+import { STATUS_LABEL, type JobStatus } from "@/lib/core/job-statuses";
 
 const TONE: Record<JobStatus, "ok" | "warn" | "bad" | "info" | "idle"> = {
   queued: "idle",

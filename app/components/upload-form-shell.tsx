@@ -33,7 +33,13 @@ export function UploadFormShell({
           {hint}
         </p>
       </div>
-      <div aria-live="assertive">{error ? <p className="form-error" role="alert">{error}</p> : null}</div>
+      <div aria-live="assertive">
+        {error ? (
+          <p className="form-error" role="alert">
+            {error}
+          </p>
+        ) : null}
+      </div>
       <div>
         <button type="submit" disabled={pending}>
           {pending ? "Uploading…" : submitLabel}

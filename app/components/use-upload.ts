@@ -40,4 +40,5 @@ export function useUpload(endpoint: string, check: (form: FormData) => string | 
 }
 
 /** A chosen file (an empty file input still submits a nameless, empty File). */
-export const isChosenFile = (f: FormDataEntryValue | null): f is File => f instanceof File && !(f.size === 0 && f.name === "");
+export const isChosenFile = (f: FormDataEntryValue | null): f is File =>
+  f instanceof File && !(f.size === 0 && f.name === "");

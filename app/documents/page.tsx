@@ -13,8 +13,8 @@ export default function DocumentsPage() {
     <main className="narrow">
       <h1>Read documents</h1>
       <p className="muted">
-        Upload scans, photos or text files. Each document is read (OCR) and summarised in one sentence; you can watch the batch on the next page and
-        keep its link to come back later.
+        Upload scans, photos or text files. Each document is read (OCR) and summarised in one sentence; you can watch
+        the batch on the next page and keep its link to come back later.
       </p>
       <div className="panel">
         <DocumentsForm

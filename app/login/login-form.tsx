@@ -20,13 +20,20 @@ export function LoginForm({ next, initial }: { next: string; initial: LoginState
       <input type="hidden" name="next" value={next} />
       <label className="field">
         Username
+        {/* biome-ignore lint/a11y/noAutofocus: signing in is the page's only task; nothing before the form is skipped. */}
         <input type="text" name="username" autoComplete="username" defaultValue={state.username} required autoFocus />
       </label>
       <label className="field">
         Password
         <input type="password" name="password" autoComplete="current-password" required />
       </label>
-      <div aria-live="polite">{state.error ? <p className="form-error" role="alert">{state.error}</p> : null}</div>
+      <div aria-live="polite">
+        {state.error ? (
+          <p className="form-error" role="alert">
+            {state.error}
+          </p>
+        ) : null}
+      </div>
       <button type="submit" disabled={pending}>
         {pending ? "Signing in…" : "Sign in"}
       </button>

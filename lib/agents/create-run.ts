@@ -1,5 +1,5 @@
 import { createJob } from "@/lib/jobs/create";
-import type { QueueName } from "@/lib/queues/catalog";
+import type { QueueName } from "@/lib/catalog/catalog";
 import { agentRunRequestSchema, type AgentRunParams } from "./schemas";
 
 /**
@@ -7,7 +7,9 @@ import { agentRunRequestSchema, type AgentRunParams } from "./schemas";
  * `agent-interactive` queue and its tight budget, any other to `agent-batch`. The body is
  * validated whole (a `ZodError` for bad fields) before anything is created.
  */
-export async function createAgentRun(body: unknown): Promise<{ jobId: string; progressToken: string; queue: QueueName; steps: number }> {
+export async function createAgentRun(
+  body: unknown,
+): Promise<{ jobId: string; progressToken: string; queue: QueueName; steps: number }> {
   const { tenant, ...params } = agentRunRequestSchema.parse(body);
   const queue: QueueName = params.interactive ? "agent-interactive" : "agent-batch";
   const { jobId, progressToken } = await createJob({

@@ -21,7 +21,9 @@ const CHAIN: ToolName[] = ["lookup_rate", "convert_amount", "format_line"];
 
 export function planStep(task: string, step: number): PlannedStep {
   const currencies = [...task.matchAll(/\b[A-Z]{3}\b/g)].map((m) => m[0]).filter((c) => c !== "EUR");
-  const amounts = [...task.matchAll(/(?<![\w.])\d{1,9}(?:\.\d{1,2})?(?![\w.])/g)].map((m) => Number(m[0])).filter((n) => n > 0);
+  const amounts = [...task.matchAll(/(?<![\w.])\d{1,9}(?:\.\d{1,2})?(?![\w.])/g)]
+    .map((m) => Number(m[0]))
+    .filter((n) => n > 0);
   const cs = currencies.length ? currencies : DEFAULT_CURRENCIES;
   const as = amounts.length ? amounts : DEFAULT_AMOUNTS;
   return {
@@ -35,8 +37,15 @@ export function planStep(task: string, step: number): PlannedStep {
 /** How many earlier steps the model is shown: enough to keep its thread, short enough to stay cheap. */
 const OBSERVATIONS_SHOWN = 5;
 
-export function buildStepPrompt(task: string, plan: PlannedStep, steps: number, earlier: readonly AgentStep[]): ChatMessage[] {
-  const observations = earlier.slice(-OBSERVATIONS_SHOWN).map((s) => `- step ${s.step}: ${s.tools.map((t) => `${t.tool} → ${JSON.stringify(t.output)}`).join("; ")}`);
+export function buildStepPrompt(
+  task: string,
+  plan: PlannedStep,
+  steps: number,
+  earlier: readonly AgentStep[],
+): ChatMessage[] {
+  const observations = earlier
+    .slice(-OBSERVATIONS_SHOWN)
+    .map((s) => `- step ${s.step}: ${s.tools.map((t) => `${t.tool} → ${JSON.stringify(t.output)}`).join("; ")}`);
   return [
     {
       role: "system",
@@ -57,7 +66,10 @@ export function buildStepPrompt(task: string, plan: PlannedStep, steps: number, 
 
 /** The model's note for a step as stored: one line, at most 300 characters. */
 export function cleanNote(content: string): string {
-  const flat = content.replace(/<think>[\s\S]*?<\/think>/gi, "").replace(/\s+/g, " ").trim();
+  const flat = content
+    .replace(/<think>[\s\S]*?<\/think>/gi, "")
+    .replace(/\s+/g, " ")
+    .trim();
   return flat.length > 300 ? `${flat.slice(0, 299)}…` : flat;
 }
 
@@ -83,7 +95,10 @@ export function composeAnswer(task: string, steps: readonly AgentStep[], total: 
   if (done.length === 0) return `${head} No step finished, so there is no answer.`;
   const parts = [head];
   if (rates.size > 0) parts.push(`Rates per EUR: ${[...rates].map(([c, r]) => `${c} ${r}`).join(", ")}.`);
-  if (conversions > 0) parts.push(`${conversions} conversion${conversions === 1 ? "" : "s"} totalling ${(Math.round(eurTotal * 100) / 100).toFixed(2)} EUR.`);
-  if (lines.length > 0) parts.push(lines.join("; ") + ".");
+  if (conversions > 0)
+    parts.push(
+      `${conversions} conversion${conversions === 1 ? "" : "s"} totalling ${(Math.round(eurTotal * 100) / 100).toFixed(2)} EUR.`,
+    );
+  if (lines.length > 0) parts.push(`${lines.join("; ")}.`);
   return parts.join(" ");
 }

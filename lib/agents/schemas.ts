@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { tenantSlugSchema } from "@/lib/imports/create-import";
+import { tenantSlugSchema } from "@/lib/tenants/slug";
 
 /** The most steps one agent run may take: a runaway plan is refused, not budgeted for. */
 const MAX_AGENT_STEPS = 50;

@@ -54,7 +54,8 @@ const TOOLS = {
     run: ({ currency }) => {
       const code = String(currency).toUpperCase();
       const perEur = EUR_RATES[code];
-      if (perEur === undefined) throw new ToolError(`no exchange rate for “${code}” (known: ${Object.keys(EUR_RATES).join(", ")})`);
+      if (perEur === undefined)
+        throw new ToolError(`no exchange rate for “${code}” (known: ${Object.keys(EUR_RATES).join(", ")})`);
       return { currency: code, perEur };
     },
   },
@@ -64,14 +65,17 @@ const TOOLS = {
     run: ({ amount, perEur }) => {
       const a = Number(amount);
       const r = Number(perEur);
-      if (!Number.isFinite(a) || !(r > 0)) throw new ToolError(`cannot convert ${String(amount)} at rate ${String(perEur)}`);
+      if (!Number.isFinite(a) || !(r > 0))
+        throw new ToolError(`cannot convert ${String(amount)} at rate ${String(perEur)}`);
       return { eur: round2(a / r) };
     },
   },
   /** One line of the report a person reads. */
   format_line: {
     latencyMs: 18,
-    run: ({ amount, currency, eur }) => ({ line: `${money(Number(amount), String(currency))} ≈ ${money(Number(eur), "EUR")}` }),
+    run: ({ amount, currency, eur }) => ({
+      line: `${money(Number(amount), String(currency))} ≈ ${money(Number(eur), "EUR")}`,
+    }),
   },
 } satisfies Record<string, Tool>;
 
@@ -94,7 +98,13 @@ export async function callTool(name: ToolName, input: Values, options: ToolCallO
   signal.throwIfAborted();
   const startedAt = new Date();
   const started = performance.now();
-  const row = () => ({ ...context, type: "tool" as const, model: name, startedAt, durationMs: performance.now() - started });
+  const row = () => ({
+    ...context,
+    type: "tool" as const,
+    model: name,
+    startedAt,
+    durationMs: performance.now() - started,
+  });
   try {
     await sleep(scaled(tool.latencyMs), signal);
     const output = tool.run(input);
@@ -102,7 +112,11 @@ export async function callTool(name: ToolName, input: Values, options: ToolCallO
     return { tool: name, input, output };
   } catch (err) {
     const aborted = signal.aborted;
-    const message = aborted ? String((signal.reason as Error)?.message ?? signal.reason) : err instanceof Error ? err.message : String(err);
+    const message = aborted
+      ? String((signal.reason as Error)?.message ?? signal.reason)
+      : err instanceof Error
+        ? err.message
+        : String(err);
     void record({ ...row(), outcome: aborted ? "aborted" : "error", error: message }).catch(() => undefined);
     if (aborted) throw signal.reason;
     if (!(err instanceof ToolError)) log.error({ err, tool: name }, "tool failed unexpectedly");

@@ -4,7 +4,7 @@ import { CrossOriginRefused, Forbidden, Unauthenticated } from "@/lib/auth/error
 import { currentPrincipal } from "@/lib/auth/principal";
 import { hasRole, type Principal, type Role } from "@/lib/auth/roles";
 import { principalFromSession } from "@/lib/auth/session";
-import { clientAddress } from "@/lib/http/client-address";
+import { clientAddress } from "@/lib/security/client-address";
 import { recordAudit, type AuditResult } from "./audit";
 import { markRecorded, recordRefusal } from "./refusals";
 
@@ -32,7 +32,11 @@ export interface ActionOutcome<T> {
  * recorded. Operator routes and server actions reach it through `operatorRoute` / `operatorAction`
  * (lib/http/operator.ts), which add the parsing and the answer.
  */
-export async function audited<T>(needed: Role, what: AuditedAction, run: (principal: Principal) => Promise<ActionOutcome<T>>): Promise<T> {
+export async function audited<T>(
+  needed: Role,
+  what: AuditedAction,
+  run: (principal: Principal) => Promise<ActionOutcome<T>>,
+): Promise<T> {
   const address = await clientAddress();
   const base = { action: what.action, target: what.target ?? null, params: what.params, clientAddress: address };
   let principal: Principal | null;
@@ -45,7 +49,14 @@ export async function audited<T>(needed: Role, what: AuditedAction, run: (princi
   }
   if (!principal) {
     const entry = { action: what.action, target: what.target, params: what.params, message: "refused: not signed in" };
-    await recordRefusal({ principal: null, address, route: what.via ?? what.action, status: 401, reason: "not signed in", entry });
+    await recordRefusal({
+      principal: null,
+      address,
+      route: what.via ?? what.action,
+      status: 401,
+      reason: "not signed in",
+      entry,
+    });
     throw markRecorded(new Unauthenticated());
   }
   if (!hasRole(principal, needed)) {
@@ -58,7 +69,12 @@ export async function audited<T>(needed: Role, what: AuditedAction, run: (princi
     await recordAudit({ ...base, principal, result: outcome.result, message: outcome.message });
     return outcome.value;
   } catch (err) {
-    await recordAudit({ ...base, principal, result: "error", message: `failed: ${err instanceof Error ? err.message : String(err)}` });
+    await recordAudit({
+      ...base,
+      principal,
+      result: "error",
+      message: `failed: ${err instanceof Error ? err.message : String(err)}`,
+    });
     throw err;
   }
 }

@@ -47,7 +47,9 @@ export async function recordRefusal(r: Refusal): Promise<void> {
 
 /** For the refusals of plain routes: a failure to record is logged, never turned into a 500. */
 export async function recordRefusalQuietly(r: Refusal): Promise<void> {
-  await recordRefusal(r).catch((err) => log.error({ err, route: r.route, status: r.status }, "could not record a refused call"));
+  await recordRefusal(r).catch((err) =>
+    log.error({ err, route: r.route, status: r.status }, "could not record a refused call"),
+  );
 }
 
 const RECORDED = Symbol.for("bounded.refusalRecorded");

@@ -3,7 +3,7 @@ import { CrossOriginRefused, Unauthenticated } from "@/lib/auth/errors";
 import { currentPrincipal } from "@/lib/auth/principal";
 import type { Principal } from "@/lib/auth/roles";
 import { principalFromSession } from "@/lib/auth/session";
-import { clientAddress } from "@/lib/http/client-address";
+import { clientAddress } from "@/lib/security/client-address";
 import { isRecorded, recordRefusalQuietly } from "./refusals";
 
 const REFUSALS = new Set([401, 403, 429]);
@@ -25,7 +25,13 @@ export async function auditRefusedCall(route: string, response: Response, err: u
   if (!REFUSALS.has(response.status) || isRecorded(err)) return;
   const reason = err instanceof Error ? err.message : `answered ${response.status}`;
   try {
-    await recordRefusalQuietly({ principal: await refusedPrincipal(err), address: await clientAddress(), route, status: response.status, reason });
+    await recordRefusalQuietly({
+      principal: await refusedPrincipal(err),
+      address: await clientAddress(),
+      route,
+      status: response.status,
+      reason,
+    });
   } catch {
     // Outside a request (a test calling a handler directly) there are no headers to read.
   }

@@ -54,8 +54,13 @@ return 0
 export async function login(input: z.infer<typeof loginSchema>, clientAddress: string): Promise<LoginResult> {
   // Both counters live under the prefix: on a Redis Cluster they share its hash tag's slot, as the
   // script needs (a username's own braces come after the tag and change nothing).
-  const keys = [key("login-failures", "user", input.username.toLowerCase()), key("login-failures", "address", clientAddress)];
-  const retryAfterS = Number(await redis().eval(TAKE_ATTEMPT, 2, ...keys, LOGIN_LIMITS.perUser, LOGIN_LIMITS.perAddress, LOGIN_LIMITS.windowS));
+  const keys = [
+    key("login-failures", "user", input.username.toLowerCase()),
+    key("login-failures", "address", clientAddress),
+  ];
+  const retryAfterS = Number(
+    await redis().eval(TAKE_ATTEMPT, 2, ...keys, LOGIN_LIMITS.perUser, LOGIN_LIMITS.perAddress, LOGIN_LIMITS.windowS),
+  );
   if (retryAfterS > 0) return { type: "throttled", retryAfterS };
 
   const user = await db().user.findUnique({ where: { username: input.username.toLowerCase() } });

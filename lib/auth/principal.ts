@@ -1,8 +1,8 @@
 import "server-only";
 import { headers } from "next/headers";
 import { redirect } from "next/navigation";
-import { noteCaller } from "@/lib/http/request-log";
 import { crossOriginRefusal } from "@/lib/security/origin";
+import { noteCaller } from "./caller";
 import { CrossOriginRefused, Forbidden, Unauthenticated } from "./errors";
 import { hasRole, type Principal, type Role } from "./roles";
 import { principalFromSession } from "./session";
@@ -31,7 +31,8 @@ export async function requireRole(role: Role): Promise<Principal> {
   const principal = await currentPrincipal();
   if (!principal) throw new Unauthenticated();
   noteCaller(principal);
-  if (!hasRole(principal, role)) throw new Forbidden(`This needs the ${role} role; you are signed in as ${principal.role}.`);
+  if (!hasRole(principal, role))
+    throw new Forbidden(`This needs the ${role} role; you are signed in as ${principal.role}.`);
   return principal;
 }
 

@@ -5,6 +5,7 @@
  */
 export function safeNext(value: unknown): string {
   const next = typeof value === "string" ? value : "/";
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it refuses
   if (!next.startsWith("/") || /[\u0000-\u001f\u007f\\]/.test(next)) return "/";
   const base = "http://bounded.invalid";
   const url = new URL(next, base);

@@ -109,7 +109,11 @@ describe("no secret in the logs", () => {
     const response = await failing(
       new Request("http://localhost/test", {
         method: "POST",
-        headers: { authorization: `Bearer ${SECRETS.bootstrapToken}`, cookie: `${SESSION_COOKIE}=${jar.get(SESSION_COOKIE)}`, "content-type": "application/json" },
+        headers: {
+          authorization: `Bearer ${SECRETS.bootstrapToken}`,
+          cookie: `${SESSION_COOKIE}=${jar.get(SESSION_COOKIE)}`,
+          "content-type": "application/json",
+        },
         body: JSON.stringify({ username, password: SECRETS.password }),
       }),
       {},
@@ -118,7 +122,13 @@ describe("no secret in the logs", () => {
     expectNoSecret(await response.text());
 
     // What a careless caller might log directly.
-    logger("test").info({ user: { username, password: SECRETS.password }, req: { headers: { authorization: `Bearer ${SECRETS.bootstrapToken}`, cookie: "x" } } }, "sign-in");
+    logger("test").info(
+      {
+        user: { username, password: SECRETS.password },
+        req: { headers: { authorization: `Bearer ${SECRETS.bootstrapToken}`, cookie: "x" } },
+      },
+      "sign-in",
+    );
 
     const text = everything();
     expect(text, "the error line was written").toContain("unhandled error in route handler");
@@ -127,10 +137,14 @@ describe("no secret in the logs", () => {
   });
 
   it("the users command line never prints a password it was given, at any log level", () => {
-    const out = execFileSync(process.execPath, ["--import", "tsx", "scripts/users.ts", "add", username, "--role", "operator", "--password", SECRETS.password], {
-      env: { ...process.env, LOG_LEVEL: "trace" },
-      stdio: ["ignore", "pipe", "pipe"],
-    }).toString();
+    const out = execFileSync(
+      process.execPath,
+      ["--import", "tsx", "scripts/users.ts", "add", username, "--role", "operator", "--password", SECRETS.password],
+      {
+        env: { ...process.env, LOG_LEVEL: "trace" },
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    ).toString();
     expect(out).toContain(`User "${username}" (operator) is ready.`);
     expectNoSecret(out);
   });

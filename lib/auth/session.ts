@@ -27,7 +27,11 @@ function sessionSecret(): Promise<string> {
     const configured = env().BOUNDED_SESSION_SECRET;
     if (configured) return configured;
     const generated = randomBytes(32).toString("hex");
-    await db().setting.upsert({ where: { key: "session_secret" }, create: { key: "session_secret", value: generated }, update: {} });
+    await db().setting.upsert({
+      where: { key: "session_secret" },
+      create: { key: "session_secret", value: generated },
+      update: {},
+    });
     const row = await db().setting.findUniqueOrThrow({ where: { key: "session_secret" } });
     return row.value;
   })().catch((err) => {

@@ -41,7 +41,8 @@ export async function changePassword(username: string, newPassword?: string): Pr
 /** Issues a new API token for a user; the token is shown once and stored hashed. */
 export async function issueToken(username: string, name = "cli"): Promise<string> {
   const user = await db().user.findUnique({ where: { username: usernameSchema.parse(username) } });
-  if (!user) throw new Error(`No user named "${username}". Create it first: npm run users -- add ${username} --role viewer`);
+  if (!user)
+    throw new Error(`No user named "${username}". Create it first: npm run users -- add ${username} --role viewer`);
   const token = newToken();
   await db().apiToken.create({ data: { userId: user.id, name, tokenHash: hashToken(token) } });
   return token;
@@ -75,7 +76,10 @@ export async function ensureBootstrap(options: { adminPassword?: string; bootstr
         (await db().user.findFirst({ where: { role: "operator" }, orderBy: { createdAt: "asc" } })) ??
         (await upsertUser({ username: "admin", role: "operator", password: options.adminPassword })).user;
       // A new bootstrap value replaces the old one: the previous bootstrap token stops working.
-      await db().apiToken.updateMany({ where: { name: "bootstrap", revokedAt: null }, data: { revokedAt: new Date() } });
+      await db().apiToken.updateMany({
+        where: { name: "bootstrap", revokedAt: null },
+        data: { revokedAt: new Date() },
+      });
       await db().apiToken.create({ data: { userId: owner.id, name: "bootstrap", tokenHash } });
     }
   }

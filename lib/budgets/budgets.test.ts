@@ -1,14 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { parseEnv, type Env } from "@/lib/env";
-import {
-  BudgetConfigError,
-  DEFAULT_BUDGET,
-  resolveBudget,
-  validateBudgets,
-  type BudgetCatalog,
-} from "./budgets";
-import type { Budget } from "./budget";
-import { budgetVariable, catalogPairs } from "@/lib/queues/catalog";
+import { BudgetConfigError, DEFAULT_BUDGET, resolveBudget, validateBudgets, type BudgetCatalog } from "./budgets";
+import type { Budget } from "@/lib/catalog/budget";
+import { budgetVariable, catalogPairs } from "@/lib/catalog/catalog";
 import { formatBudget, formatDuration } from "./format";
 
 /** An environment with nothing set but the given variables (as a process would read them). */
@@ -43,7 +37,12 @@ describe("budget precedence: environment override of the queue > task > queue > 
   });
 
   it("an environment override beats the task declaration and names both variables as the source", () => {
-    const b = resolveBudget("imports", "both", envWith({ BOUNDED_BUDGET_IMPORTS_SOFT_S: "200000", BOUNDED_BUDGET_IMPORTS_HARD_S: "300000" }), CATALOG);
+    const b = resolveBudget(
+      "imports",
+      "both",
+      envWith({ BOUNDED_BUDGET_IMPORTS_SOFT_S: "200000", BOUNDED_BUDGET_IMPORTS_HARD_S: "300000" }),
+      CATALOG,
+    );
     expect(b.softMs).toBe(200_000_000);
     expect(b.hardMs).toBe(300_000_000);
     expect(b.source).toBe("env:BOUNDED_BUDGET_IMPORTS_SOFT_S,BOUNDED_BUDGET_IMPORTS_HARD_S");
@@ -58,15 +57,36 @@ describe("budget precedence: environment override of the queue > task > queue > 
 
   it("the real catalog: a task budget (sweeps), queue budgets (agent and document queues), the default (imports)", () => {
     const e = envWith();
-    expect(resolveBudget("sweeps", "overdue_invoices", e)).toMatchObject({ softMs: 300_000, hardMs: 480_000, source: "task:overdue_invoices" });
-    expect(resolveBudget("agent-interactive", "agent_run", e)).toMatchObject({ softMs: 60_000, hardMs: 90_000, source: "queue:agent-interactive" });
-    expect(resolveBudget("agent-batch", "agent_run", e)).toMatchObject({ softMs: 1_800_000, hardMs: 2_400_000, source: "queue:agent-batch" });
-    expect(resolveBudget("documents", "bulk_ocr", e)).toMatchObject({ softMs: 1_800_000, hardMs: 2_400_000, source: "queue:documents" });
-    expect(resolveBudget("imports", "csv_import", e)).toMatchObject({ softMs: 600_000, hardMs: 900_000, source: "default" });
+    expect(resolveBudget("sweeps", "overdue_invoices", e)).toMatchObject({
+      softMs: 300_000,
+      hardMs: 480_000,
+      source: "task:overdue_invoices",
+    });
+    expect(resolveBudget("agent-interactive", "agent_run", e)).toMatchObject({
+      softMs: 60_000,
+      hardMs: 90_000,
+      source: "queue:agent-interactive",
+    });
+    expect(resolveBudget("agent-batch", "agent_run", e)).toMatchObject({
+      softMs: 1_800_000,
+      hardMs: 2_400_000,
+      source: "queue:agent-batch",
+    });
+    expect(resolveBudget("documents", "bulk_ocr", e)).toMatchObject({
+      softMs: 1_800_000,
+      hardMs: 2_400_000,
+      source: "queue:documents",
+    });
+    expect(resolveBudget("imports", "csv_import", e)).toMatchObject({
+      softMs: 600_000,
+      hardMs: 900_000,
+      source: "default",
+    });
   });
 
   it("every budget declared in code says why", () => {
-    for (const { queue, kind } of catalogPairs()) expect(resolveBudget(queue, kind, envWith()).why.length).toBeGreaterThan(20);
+    for (const { queue, kind } of catalogPairs())
+      expect(resolveBudget(queue, kind, envWith()).why.length).toBeGreaterThan(20);
   });
 });
 
@@ -81,7 +101,9 @@ describe("partial overrides combine with the next level down", () => {
   it("only the hard variable: soft comes from the level below", () => {
     const b = resolveBudget("sweeps", "overdue_invoices", envWith({ BOUNDED_BUDGET_SWEEPS_HARD_S: "600" }));
     expect(b).toMatchObject({ softMs: 300_000, hardMs: 600_000, source: "env:BOUNDED_BUDGET_SWEEPS_HARD_S" });
-    expect(b.why).toContain("soft limit 5 min from task:overdue_invoices because BOUNDED_BUDGET_SWEEPS_SOFT_S is not set");
+    expect(b.why).toContain(
+      "soft limit 5 min from task:overdue_invoices because BOUNDED_BUDGET_SWEEPS_SOFT_S is not set",
+    );
   });
 
   it("over the default when nothing is declared", () => {
@@ -107,31 +129,45 @@ describe("validation: hard > soft > 0 for every (queue, kind), one line naming t
   });
 
   it("hard below soft, both from the environment", () => {
-    const m = messageOf(() => validateBudgets(envWith({ BOUNDED_BUDGET_IMPORTS_SOFT_S: "1000", BOUNDED_BUDGET_IMPORTS_HARD_S: "500" })));
+    const m = messageOf(() =>
+      validateBudgets(envWith({ BOUNDED_BUDGET_IMPORTS_SOFT_S: "1000", BOUNDED_BUDGET_IMPORTS_HARD_S: "500" })),
+    );
     expect(m).toContain("BOUNDED_BUDGET_IMPORTS_HARD_S=500 must be greater than BOUNDED_BUDGET_IMPORTS_SOFT_S=1000");
     expect(m).toContain("imports/csv_import");
     expect(m).not.toContain("\n");
   });
 
   it("hard equal to soft is refused too", () => {
-    const m = messageOf(() => validateBudgets(envWith({ BOUNDED_BUDGET_DOCUMENTS_SOFT_S: "300", BOUNDED_BUDGET_DOCUMENTS_HARD_S: "300" })));
+    const m = messageOf(() =>
+      validateBudgets(envWith({ BOUNDED_BUDGET_DOCUMENTS_SOFT_S: "300", BOUNDED_BUDGET_DOCUMENTS_HARD_S: "300" })),
+    );
     expect(m).toContain("BOUNDED_BUDGET_DOCUMENTS_HARD_S=300 must be greater than BOUNDED_BUDGET_DOCUMENTS_SOFT_S=300");
   });
 
   it("a partial soft override above the inherited hard limit names the variable, the inherited number and its source", () => {
     const m = messageOf(() => validateBudgets(envWith({ BOUNDED_BUDGET_IMPORTS_SOFT_S: "1000" })));
-    expect(m).toContain("BOUNDED_BUDGET_IMPORTS_SOFT_S=1000 for imports/csv_import is not below the hard limit 900 s it keeps from default");
+    expect(m).toContain(
+      "BOUNDED_BUDGET_IMPORTS_SOFT_S=1000 for imports/csv_import is not below the hard limit 900 s it keeps from default",
+    );
     expect(m).toContain("set BOUNDED_BUDGET_IMPORTS_HARD_S above 1000");
   });
 
   it("a partial hard override below the inherited soft limit", () => {
     const m = messageOf(() => validateBudgets(envWith({ BOUNDED_BUDGET_AGENT_INTERACTIVE_HARD_S: "30" })));
-    expect(m).toContain("BOUNDED_BUDGET_AGENT_INTERACTIVE_HARD_S=30 for agent-interactive/agent_run is not above the soft limit 60 s it keeps from queue:agent-interactive");
+    expect(m).toContain(
+      "BOUNDED_BUDGET_AGENT_INTERACTIVE_HARD_S=30 for agent-interactive/agent_run is not above the soft limit 60 s it keeps from queue:agent-interactive",
+    );
   });
 
   it("several problems are reported together, still on one line", () => {
     const m = messageOf(() =>
-      validateBudgets(envWith({ BOUNDED_BUDGET_IMPORTS_SOFT_S: "10", BOUNDED_BUDGET_IMPORTS_HARD_S: "5", BOUNDED_BUDGET_SWEEPS_HARD_S: "60" })),
+      validateBudgets(
+        envWith({
+          BOUNDED_BUDGET_IMPORTS_SOFT_S: "10",
+          BOUNDED_BUDGET_IMPORTS_HARD_S: "5",
+          BOUNDED_BUDGET_SWEEPS_HARD_S: "60",
+        }),
+      ),
     );
     expect(m).toMatch(/^Invalid budgets, refusing to start: /);
     expect(m).toContain("BOUNDED_BUDGET_IMPORTS_HARD_S=5");
@@ -145,7 +181,10 @@ describe("validation: hard > soft > 0 for every (queue, kind), one line naming t
   });
 
   it("a budget declared in code with hard ≤ soft is reported with its source", () => {
-    const broken: BudgetCatalog = { queues: { imports: {} }, kinds: { bad: { budget: { softMs: 60_000, hardMs: 60_000, why: "oops" } } } };
+    const broken: BudgetCatalog = {
+      queues: { imports: {} },
+      kinds: { bad: { budget: { softMs: 60_000, hardMs: 60_000, why: "oops" } } },
+    };
     const m = messageOf(() => resolveBudget("imports", "bad", envWith(), broken));
     expect(m).toContain("imports/bad from task:bad needs hard > soft > 0 but has soft 60 s and hard 60 s");
   });

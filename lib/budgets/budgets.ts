@@ -1,6 +1,6 @@
 import { env, type Env } from "@/lib/env";
-import { budgetVariable, catalogPairs, KINDS, QUEUES, type JobKind, type QueueName } from "@/lib/queues/catalog";
-import type { Budget } from "./budget";
+import { budgetVariable, catalogPairs, KINDS, QUEUES, type JobKind, type QueueName } from "@/lib/catalog/catalog";
+import type { Budget } from "@/lib/catalog/budget";
 import { formatDuration } from "./format";
 
 export interface ResolvedBudget extends Budget {
@@ -30,7 +30,7 @@ export function pairsOfQueues(queues: readonly string[]): { queue: QueueName; ki
 }
 
 /**
- * The budgets declared in code: per queue and per job kind. The real one is lib/queues/catalog.ts;
+ * The budgets declared in code: per queue and per job kind. The real one is lib/catalog/catalog.ts;
  * tests pass their own to exercise every level of the precedence.
  */
 export interface BudgetCatalog {
@@ -60,7 +60,12 @@ function overrideSeconds(source: Env, variable: string): number | undefined {
  * partial override (only the soft or only the hard variable) takes the other limit from the
  * next level down, and `why` says so.
  */
-export function resolveBudgetUnchecked(queue: string, kind?: string, source: Env = env(), catalog: BudgetCatalog = CATALOG): ResolvedBudget {
+export function resolveBudgetUnchecked(
+  queue: string,
+  kind?: string,
+  source: Env = env(),
+  catalog: BudgetCatalog = CATALOG,
+): ResolvedBudget {
   const softVar = budgetVariable(queue, "SOFT");
   const hardVar = budgetVariable(queue, "HARD");
   const soft = overrideSeconds(source, softVar);
@@ -80,7 +85,9 @@ export function resolveBudgetUnchecked(queue: string, kind?: string, source: Env
     };
   }
   const [setVar, setValue, setLimit, otherLimit, otherVar, otherMs] =
-    soft !== undefined ? [softVar, soft, "soft", "hard", hardVar, below.hardMs] : [hardVar, hard!, "hard", "soft", softVar, below.softMs];
+    soft !== undefined
+      ? [softVar, soft, "soft", "hard", hardVar, below.hardMs]
+      : [hardVar, hard!, "hard", "soft", softVar, below.softMs];
   return {
     softMs,
     hardMs,
@@ -95,15 +102,20 @@ export function resolveBudgetUnchecked(queue: string, kind?: string, source: Env
  * What is wrong with a resolved budget, in one line naming the variable(s) and the numbers, or
  * null when `hard > soft > 0`.
  */
-export function budgetProblem(queue: string, kind: string | undefined, budget: ResolvedBudget, catalog: BudgetCatalog = CATALOG): string | null {
+export function budgetProblem(
+  queue: string,
+  kind: string | undefined,
+  budget: ResolvedBudget,
+  catalog: BudgetCatalog = CATALOG,
+): string | null {
   if (budget.softMs > 0 && budget.hardMs > budget.softMs) return null;
   const where = `${queue}${kind ? `/${kind}` : ""}`;
   const softVar = budgetVariable(queue, "SOFT");
   const hardVar = budgetVariable(queue, "HARD");
   const s = (ms: number) => `${ms / 1000} s`;
   if (!budget.source.startsWith("env:")) {
-    // Declared in code (lib/queues/catalog.ts) or the default: the catalog itself is wrong.
-    return `budget of ${where} from ${budget.source} needs hard > soft > 0 but has soft ${s(budget.softMs)} and hard ${s(budget.hardMs)} (fix lib/queues/catalog.ts or set ${softVar} and ${hardVar})`;
+    // Declared in code (lib/catalog/catalog.ts) or the default: the catalog itself is wrong.
+    return `budget of ${where} from ${budget.source} needs hard > soft > 0 but has soft ${s(budget.softMs)} and hard ${s(budget.hardMs)} (fix lib/catalog/catalog.ts or set ${softVar} and ${hardVar})`;
   }
   const vars = budget.source.slice("env:".length).split(",");
   if (budget.softMs <= 0) return `${softVar}=${budget.softMs / 1000} for ${where}: the soft limit must be above 0`;
@@ -121,7 +133,12 @@ export function budgetProblem(queue: string, kind: string | undefined, budget: R
  * The budget a job of `kind` on `queue` runs under, with its source and reason. Throws a
  * `BudgetConfigError` when the resolution cannot work, so no job is ever created with it.
  */
-export function resolveBudget(queue: string, kind?: string, source: Env = env(), catalog: BudgetCatalog = CATALOG): ResolvedBudget {
+export function resolveBudget(
+  queue: string,
+  kind?: string,
+  source: Env = env(),
+  catalog: BudgetCatalog = CATALOG,
+): ResolvedBudget {
   const budget = resolveBudgetUnchecked(queue, kind, source, catalog);
   const problem = budgetProblem(queue, kind, budget, catalog);
   if (problem) throw new BudgetConfigError(`Invalid budget: ${problem}.`);

@@ -6,7 +6,7 @@ import { createRedis, type RedisClient } from "@/lib/redis/client";
 import { newProgressToken } from "@/lib/jobs/create";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
 import { waitFor } from "@/test/helpers/wait";
-import { getBudgetReport } from "./report";
+import { getBudgetReport } from "@/lib/reports/budgets";
 import { listWorkerBudgets, startBudgetPublisher, type BudgetPublisher } from "./runtime";
 
 /**
@@ -32,7 +32,13 @@ afterAll(async () => {
   await redis.quit();
 });
 
-async function publisher(ns: string, host: string, pid: number, queues: string[], source: Env): Promise<BudgetPublisher> {
+async function publisher(
+  ns: string,
+  host: string,
+  pid: number,
+  queues: string[],
+  source: Env,
+): Promise<BudgetPublisher> {
   const p = await startBudgetPublisher({ queues, concurrency: 4, redis, namespace: ns, host, pid, source });
   publishers.push(p);
   return p;
@@ -44,17 +50,41 @@ describe("what workers really use", () => {
     await publisher(ns, "host-a", 101, ["imports", "agent-batch"], workerEnv({ BOUNDED_BUDGET_IMPORTS_SOFT_S: "120" }));
     const [w, ...others] = await listWorkerBudgets({ redis, namespace: ns });
     expect(others).toEqual([]);
-    expect(w).toMatchObject({ host: "host-a", pid: 101, timeScale: 0.001, concurrency: 4, queues: ["imports", "agent-batch"] });
+    expect(w).toMatchObject({
+      host: "host-a",
+      pid: 101,
+      timeScale: 0.001,
+      concurrency: 4,
+      queues: ["imports", "agent-batch"],
+    });
     expect(w!.budgets).toEqual([
-      expect.objectContaining({ queue: "imports", kind: "csv_import", softMs: 120_000, hardMs: 900_000, source: "env:BOUNDED_BUDGET_IMPORTS_SOFT_S" }),
-      expect.objectContaining({ queue: "agent-batch", kind: "agent_run", softMs: 1_800_000, hardMs: 2_400_000, source: "queue:agent-batch" }),
+      expect.objectContaining({
+        queue: "imports",
+        kind: "csv_import",
+        softMs: 120_000,
+        hardMs: 900_000,
+        source: "env:BOUNDED_BUDGET_IMPORTS_SOFT_S",
+      }),
+      expect.objectContaining({
+        queue: "agent-batch",
+        kind: "agent_run",
+        softMs: 1_800_000,
+        hardMs: 2_400_000,
+        source: "queue:agent-batch",
+      }),
     ]);
   });
 
   it("two live workers with different budgets for the same queue are flagged as disagreeing, naming both", async () => {
     const ns = namespace();
     await publisher(ns, "host-a", 101, ["imports"], workerEnv());
-    await publisher(ns, "host-b", 202, ["imports"], workerEnv({ BOUNDED_BUDGET_IMPORTS_SOFT_S: "60", BOUNDED_BUDGET_IMPORTS_HARD_S: "90" }));
+    await publisher(
+      ns,
+      "host-b",
+      202,
+      ["imports"],
+      workerEnv({ BOUNDED_BUDGET_IMPORTS_SOFT_S: "60", BOUNDED_BUDGET_IMPORTS_HARD_S: "90" }),
+    );
     const report = await getBudgetReport({ redis, namespace: ns, source: parseEnv({}) });
     expect(report.workers.map((w) => w.id)).toEqual(["host-a:101", "host-b:202"]);
     const imports = report.rows.find((r) => r.queue === "imports" && r.kind === "csv_import")!;
@@ -92,7 +122,9 @@ describe("what workers really use", () => {
     const imports = report.rows.find((r) => r.queue === "imports")!;
     expect(imports.status).toBe("ok");
     expect(imports.drift).toEqual([]);
-    expect(imports.runtime).toEqual([expect.objectContaining({ worker: "host-c:303", softMs: 600_000, source: "default" })]);
+    expect(imports.runtime).toEqual([
+      expect.objectContaining({ worker: "host-c:303", softMs: 600_000, source: "default" }),
+    ]);
   });
 
   it("a stopped publisher disappears at once; a dead one expires after three publish intervals", async () => {
@@ -116,7 +148,10 @@ describe("what workers really use", () => {
     const p = await publisher(ns, "host-e", 505, ["imports"], workerEnv());
     await redis.del(p.key);
     const deleted = performance.now();
-    await waitFor(async () => (await redis.exists(p.key)) === 1, { timeoutMs: 10_000, what: "the publisher to write its key again" });
+    await waitFor(async () => (await redis.exists(p.key)) === 1, {
+      timeoutMs: 10_000,
+      what: "the publisher to write its key again",
+    });
     // Back within one publish interval (1 s at this time scale), with the same room as ever for a late tick.
     expect(performance.now() - deleted).toBeLessThan(1_300);
   });
@@ -154,7 +189,16 @@ describe("risk: budget against items × per-item p99, or the projection, from re
   async function calls(jobId: string, kind: string, queue: string, durations: number[]): Promise<void> {
     // One statement; the rollup trigger counts every row.
     await db().modelCall.createMany({
-      data: durations.map((durationMs) => ({ jobId, jobKind: kind, queue, model: "test-model", type: "model" as const, startedAt: inWindow, durationMs, outcome: "ok" as const })),
+      data: durations.map((durationMs) => ({
+        jobId,
+        jobKind: kind,
+        queue,
+        model: "test-model",
+        type: "model" as const,
+        startedAt: inWindow,
+        durationMs,
+        outcome: "ok" as const,
+      })),
     });
   }
 
@@ -162,7 +206,10 @@ describe("risk: budget against items × per-item p99, or the projection, from re
     // Two kinds, one sample: agent_run (steps one after another) and csv_import (rows in flight,
     // projected). Each: 3 jobs of 10, 20 and 100 items (130 items), 2 calls per item = 260 calls:
     // 255 at 100 ms and 5 at 30 s, so the 99th percentile call (the 258th) is a 30 s one.
-    for (const [kind, queue] of [["agent_run", "agent-batch"], ["csv_import", "imports"]] as const) {
+    for (const [kind, queue] of [
+      ["agent_run", "agent-batch"],
+      ["csv_import", "imports"],
+    ] as const) {
       const a = await job(kind, queue, 10, inWindow);
       await job(kind, queue, 20, inWindow);
       await job(kind, queue, 100, inWindow);
@@ -170,7 +217,16 @@ describe("risk: budget against items × per-item p99, or the projection, from re
       // Outside the window: neither this huge job nor its calls count.
       const old = await job(kind, queue, 50_000, new Date(since.getTime() - 86_400_000));
       await db().modelCall.create({
-        data: { jobId: old, jobKind: kind, queue, model: "test-model", type: "model", startedAt: new Date(since.getTime() - 2 * 3_600_000), durationMs: 600_000, outcome: "ok" },
+        data: {
+          jobId: old,
+          jobKind: kind,
+          queue,
+          model: "test-model",
+          type: "model",
+          startedAt: new Date(since.getTime() - 2 * 3_600_000),
+          durationMs: 600_000,
+          outcome: "ok",
+        },
       });
     }
     // marketplace_sync: 5 jobs of 10 pages, one call of 1 s per page.
@@ -181,13 +237,23 @@ describe("risk: budget against items × per-item p99, or the projection, from re
     // Tool calls are not model calls: a slow one must not move the p99.
     const any = await job("marketplace_sync", "marketplace-sync", 10, inWindow);
     await db().modelCall.create({
-      data: { jobId: any, jobKind: "marketplace_sync", queue: "marketplace-sync", model: "tool", type: "tool", startedAt: inWindow, durationMs: 900_000, outcome: "ok" },
+      data: {
+        jobId: any,
+        jobKind: "marketplace_sync",
+        queue: "marketplace-sync",
+        model: "tool",
+        type: "tool",
+        startedAt: inWindow,
+        durationMs: 900_000,
+        outcome: "ok",
+      },
     });
   });
 
   afterAll(async () => {
     await deleteTenant(slug);
-    await db().$executeRaw`DELETE FROM "ModelCallRollup" WHERE "hour" >= ${new Date(since.getTime() - 3 * 86_400_000)} AND "hour" < ${now}`;
+    await db()
+      .$executeRaw`DELETE FROM "ModelCallRollup" WHERE "hour" >= ${new Date(since.getTime() - 3 * 86_400_000)} AND "hour" < ${now}`;
   });
 
   it("a kind whose largest job needs more than its soft budget at p99, item after item, is at risk, with the numbers", async () => {
@@ -208,28 +274,60 @@ describe("risk: budget against items × per-item p99, or the projection, from re
       median: { items: 20, expectedMs: 1_200_000 },
     });
     expect(risk.largest!.ratio).toBeCloseTo(6_000_000 / 1_800_000);
-    expect(risk.summary).toBe("At risk: the largest job (100 steps) needs 1 h 40 min at 1 min per step at p99, 3.33× the 30 min soft budget; the median job (20 steps) fits.");
+    expect(risk.summary).toBe(
+      "At risk: the largest job (100 steps) needs 1 h 40 min at 1 min per step at p99, 3.33× the 30 min soft budget; the median job (20 steps) fits.",
+    );
   });
 
   it("a kind whose jobs fit is not flagged, and tool calls do not count", async () => {
     const report = await getBudgetReport({ redis, namespace: namespace(), source: parseEnv({}), now });
     const risk = report.rows.find((r) => r.queue === "marketplace-sync")!.risk;
-    expect(risk).toMatchObject({ status: "ok", atRisk: false, jobs: 6, calls: 50, callsPerItem: 50 / 60, p99CallMs: 1_000, largest: { items: 10 } });
+    expect(risk).toMatchObject({
+      status: "ok",
+      atRisk: false,
+      jobs: 6,
+      calls: 50,
+      callsPerItem: 50 / 60,
+      p99CallMs: 1_000,
+      largest: { items: 10 },
+    });
   });
 
   it("a kind projected at its start is judged by its projection: one that splits itself is not at risk, unless splitting is off", async () => {
     const ns = namespace();
     // A live worker of the imports queue with a 60 s budget: the 100-row job cannot fit it.
-    await publisher(ns, "host-g", 707, ["imports"], workerEnv({ BOUNDED_BUDGET_IMPORTS_SOFT_S: "60", BOUNDED_BUDGET_IMPORTS_HARD_S: "90" }));
-    const on = (await getBudgetReport({ redis, namespace: ns, source: parseEnv({}), now })).rows.find((r) => r.queue === "imports")!.risk;
-    expect(on).toMatchObject({ status: "splits", atRisk: false, softMs: 60_000, largest: { items: 100 }, median: { items: 20 } });
+    await publisher(
+      ns,
+      "host-g",
+      707,
+      ["imports"],
+      workerEnv({ BOUNDED_BUDGET_IMPORTS_SOFT_S: "60", BOUNDED_BUDGET_IMPORTS_HARD_S: "90" }),
+    );
+    const on = (await getBudgetReport({ redis, namespace: ns, source: parseEnv({}), now })).rows.find(
+      (r) => r.queue === "imports",
+    )!.risk;
+    expect(on).toMatchObject({
+      status: "splits",
+      atRisk: false,
+      softMs: 60_000,
+      largest: { items: 100 },
+      median: { items: 20 },
+    });
     expect(on.largest!.ratio).toBeGreaterThan(0.7);
-    expect(on.summary).toMatch(/^Splits itself: the largest job \(100 rows\) is projected at .+ \(≈ .+, (items in flight|provider calls in flight|provider request rate)\), [\d.]+× the 1 min soft budget, so it runs as parts that each fit\.$/);
-    const off = (await getBudgetReport({ redis, namespace: ns, source: parseEnv({ BOUNDED_AUTO_SPLIT: "0" }), now })).rows.find((r) => r.queue === "imports")!.risk;
+    expect(on.summary).toMatch(
+      /^Splits itself: the largest job \(100 rows\) is projected at .+ \(≈ .+, (items in flight|provider calls in flight|provider request rate)\), [\d.]+× the 1 min soft budget, so it runs as parts that each fit\.$/,
+    );
+    const off = (
+      await getBudgetReport({ redis, namespace: ns, source: parseEnv({ BOUNDED_AUTO_SPLIT: "0" }), now })
+    ).rows.find((r) => r.queue === "imports")!.risk;
     expect(off).toMatchObject({ status: "at_risk", atRisk: true });
-    expect(off.summary).toMatch(/^At risk: the largest job \(100 rows\) is projected at .+, and automatic splitting is off \(BOUNDED_AUTO_SPLIT=0\)\.$/);
+    expect(off.summary).toMatch(
+      /^At risk: the largest job \(100 rows\) is projected at .+, and automatic splitting is off \(BOUNDED_AUTO_SPLIT=0\)\.$/,
+    );
     // The configured 10 min: the same jobs fit.
-    const roomy = (await getBudgetReport({ redis, namespace: namespace(), source: parseEnv({}), now })).rows.find((r) => r.queue === "imports")!.risk;
+    const roomy = (await getBudgetReport({ redis, namespace: namespace(), source: parseEnv({}), now })).rows.find(
+      (r) => r.queue === "imports",
+    )!.risk;
     expect(roomy).toMatchObject({ status: "ok", atRisk: false });
     expect(roomy.summary).toMatch(/^Fits: the largest job \(100 rows\) is projected at /);
   });
@@ -244,12 +342,29 @@ describe("risk: budget against items × per-item p99, or the projection, from re
   it("the risk is measured against the budget workers really use, and recorded durations are unscaled", async () => {
     const ns = namespace();
     // The live worker was given 1 h; this process's configuration says 30 min.
-    await publisher(ns, "host-f", 606, ["agent-batch"], workerEnv({ BOUNDED_BUDGET_AGENT_BATCH_SOFT_S: "3600", BOUNDED_BUDGET_AGENT_BATCH_HARD_S: "4800" }));
+    await publisher(
+      ns,
+      "host-f",
+      606,
+      ["agent-batch"],
+      workerEnv({ BOUNDED_BUDGET_AGENT_BATCH_SOFT_S: "3600", BOUNDED_BUDGET_AGENT_BATCH_HARD_S: "4800" }),
+    );
     const report = await getBudgetReport({ redis, namespace: ns, source: parseEnv({}), now });
-    expect(report.rows.find((r) => r.queue === "agent-batch")!.risk).toMatchObject({ softMs: 3_600_000, basis: "runtime" });
+    expect(report.rows.find((r) => r.queue === "agent-batch")!.risk).toMatchObject({
+      softMs: 3_600_000,
+      basis: "runtime",
+    });
     expect(report.rows.find((r) => r.queue === "agent-batch")!.risk.largest!.ratio).toBeCloseTo(6_000_000 / 3_600_000);
     // At time scale 0.5 a recorded 30 s call stands for a 60 s production call.
-    const scaledReport = await getBudgetReport({ redis, namespace: namespace(), source: parseEnv({ BOUNDED_TIME_SCALE: "0.5" }), now });
-    expect(scaledReport.rows.find((r) => r.queue === "agent-batch")!.risk).toMatchObject({ p99CallMs: 60_000, largest: { expectedMs: 12_000_000 } });
+    const scaledReport = await getBudgetReport({
+      redis,
+      namespace: namespace(),
+      source: parseEnv({ BOUNDED_TIME_SCALE: "0.5" }),
+      now,
+    });
+    expect(scaledReport.rows.find((r) => r.queue === "agent-batch")!.risk).toMatchObject({
+      p99CallMs: 60_000,
+      largest: { expectedMs: 12_000_000 },
+    });
   });
 });

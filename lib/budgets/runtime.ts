@@ -91,13 +91,25 @@ export async function startBudgetPublisher(options: BudgetPublisherOptions): Pro
     inFlight = options.redis
       .set(redisKey, JSON.stringify(body), "PX", interval * TTL_INTERVALS)
       .then(() => undefined)
-      .catch((err: unknown) => log.warn({ err: err instanceof Error ? err.message : String(err), key: redisKey }, "could not publish worker budgets"));
+      .catch((err: unknown) =>
+        log.warn(
+          { err: err instanceof Error ? err.message : String(err), key: redisKey },
+          "could not publish worker budgets",
+        ),
+      );
     return inFlight;
   };
 
   await publish();
   const timer = setInterval(() => void publish(), interval);
-  log.info({ key: redisKey, intervalMs: interval, budgets: budgets.map((b) => `${b.queue}/${b.kind}=${b.softMs}/${b.hardMs} (${b.source})`) }, "publishing worker budgets");
+  log.info(
+    {
+      key: redisKey,
+      intervalMs: interval,
+      budgets: budgets.map((b) => `${b.queue}/${b.kind}=${b.softMs}/${b.hardMs} (${b.source})`),
+    },
+    "publishing worker budgets",
+  );
 
   return {
     key: redisKey,
@@ -108,7 +120,11 @@ export async function startBudgetPublisher(options: BudgetPublisherOptions): Pro
       clearInterval(timer);
       // A publish still on its way would otherwise recreate the key after the delete.
       await inFlight;
-      await options.redis.del(redisKey).catch((err: unknown) => log.warn({ err: err instanceof Error ? err.message : String(err) }, "could not delete worker budgets"));
+      await options.redis
+        .del(redisKey)
+        .catch((err: unknown) =>
+          log.warn({ err: err instanceof Error ? err.message : String(err) }, "could not delete worker budgets"),
+        );
     },
   };
 }
@@ -122,7 +138,9 @@ function globEscape(s: string): string {
  * Every live publication (SCAN, never KEYS: a big keyspace must not block Redis), sorted by
  * host and pid. Unreadable publications are skipped and logged.
  */
-export async function listWorkerBudgets(options: { redis?: RedisClient; namespace?: string } = {}): Promise<WorkerBudgets[]> {
+export async function listWorkerBudgets(
+  options: { redis?: RedisClient; namespace?: string } = {},
+): Promise<WorkerBudgets[]> {
   const client = options.redis ?? sharedRedis();
   const namespace = options.namespace ?? defaultNamespace();
   const found = new Set<string>(); // SCAN may return a key twice
@@ -137,7 +155,10 @@ export async function listWorkerBudgets(options: { redis?: RedisClient; namespac
     try {
       workers.push(workerBudgetsSchema.parse(JSON.parse(value)));
     } catch (err) {
-      log.warn({ key: keys[i], err: err instanceof Error ? err.message : String(err) }, "unreadable worker budgets publication");
+      log.warn(
+        { key: keys[i], err: err instanceof Error ? err.message : String(err) },
+        "unreadable worker budgets publication",
+      );
     }
   });
   return workers.sort((a, b) => a.host.localeCompare(b.host) || a.pid - b.pid);

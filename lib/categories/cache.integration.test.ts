@@ -14,7 +14,9 @@ async function categoryReads(): Promise<{ seq: number; idx: number }> {
   const client = new pg.Client({ connectionString: DATABASE_URL });
   await client.connect();
   try {
-    const { rows } = await client.query(`SELECT coalesce(seq_scan, 0) AS seq, coalesce(idx_scan, 0) AS idx FROM pg_stat_user_tables WHERE relname = 'Category'`);
+    const { rows } = await client.query(
+      `SELECT coalesce(seq_scan, 0) AS seq, coalesce(idx_scan, 0) AS idx FROM pg_stat_user_tables WHERE relname = 'Category'`,
+    );
     return { seq: Number(rows[0].seq), idx: Number(rows[0].idx) };
   } finally {
     await client.end();
@@ -95,7 +97,10 @@ describe("Category reference cache", () => {
       try {
         await client.query(`UPDATE "Category" SET name = 'Bank charges' WHERE slug = 'fees'`);
         await expect
-          .poll(async () => (await cache.getCategories()).find((c) => c.slug === "fees")?.name, { timeout: 5000, interval: 50 })
+          .poll(async () => (await cache.getCategories()).find((c) => c.slug === "fees")?.name, {
+            timeout: 5000,
+            interval: 50,
+          })
           .toBe("Bank charges");
       } finally {
         await client.query(`UPDATE "Category" SET name = $1 WHERE slug = 'fees'`, [original]);

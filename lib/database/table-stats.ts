@@ -39,7 +39,8 @@ export async function sampleTableActivity(intervalMs = 2000): Promise<{ interval
     const second = (await client.query<Snapshot>(SQL)).rows;
     const seconds = (Date.now() - t0) / 1000;
     const before = new Map(first.map((r) => [r.relname, r]));
-    const rate = (a: string | null | undefined, b: string | null | undefined) => Math.max(0, (Number(b ?? 0) - Number(a ?? 0)) / seconds);
+    const rate = (a: string | null | undefined, b: string | null | undefined) =>
+      Math.max(0, (Number(b ?? 0) - Number(a ?? 0)) / seconds);
     const tables = second
       .filter((r) => r.relname !== "_prisma_migrations")
       .map((r) => {
@@ -54,7 +55,9 @@ export async function sampleTableActivity(intervalMs = 2000): Promise<{ interval
           liveRows: Number(r.n_live_tup),
         };
       })
-      .sort((a, b) => b.seqScansPerS - a.seqScansPerS || b.idxScansPerS - a.idxScansPerS || a.table.localeCompare(b.table));
+      .sort(
+        (a, b) => b.seqScansPerS - a.seqScansPerS || b.idxScansPerS - a.idxScansPerS || a.table.localeCompare(b.table),
+      );
     return { intervalMs: Math.round(seconds * 1000), tables };
   } finally {
     await client.end();

@@ -41,7 +41,10 @@ export class DependencyPause {
   wait(err: unknown): Promise<void> {
     if (this.since === null) {
       this.since = Date.now();
-      this.log?.warn({ dependency: unavailableDependency(err), err: err instanceof Error ? err.message : String(err) }, "a dependency is not reachable: pausing until it answers");
+      this.log?.warn(
+        { dependency: unavailableDependency(err), err: err instanceof Error ? err.message : String(err) },
+        "a dependency is not reachable: pausing until it answers",
+      );
     }
     this.current ??= sleep(outageBackoffMs(this.failures++), this.signal).finally(() => (this.current = null));
     return this.current;

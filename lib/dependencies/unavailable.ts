@@ -65,7 +65,16 @@ const REDIS_MESSAGES = [
   "None of startup nodes is available",
   "LOADING Redis is loading the dataset in memory",
 ];
-const NET_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "EHOSTUNREACH", "ENETUNREACH", "ENOTFOUND", "EAI_AGAIN"]);
+const NET_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EPIPE",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+]);
 
 interface ErrorLike {
   name?: unknown;
@@ -96,11 +105,16 @@ export function unavailableDependency(err: unknown): Dependency | null {
   const message = typeof e.message === "string" ? e.message : "";
   const code = typeof e.code === "string" ? e.code : "";
   // The class from another copy of this module (a worker thread, a bundled chunk).
-  if (name === "DependencyUnavailable") return (err as { dependency?: unknown }).dependency === "redis" ? "redis" : "database";
+  if (name === "DependencyUnavailable")
+    return (err as { dependency?: unknown }).dependency === "redis" ? "redis" : "database";
   if (name === "PrismaClientInitializationError") return "database";
   if (name.startsWith("PrismaClient") && PRISMA_CODES.has(code)) return "database";
   const adapter = e.meta?.driverAdapterError?.cause;
-  if (adapter && (ADAPTER_KINDS.has(String(adapter.kind)) || UNAVAILABLE_SQLSTATE.test(String(adapter.originalCode ?? "")))) return "database";
+  if (
+    adapter &&
+    (ADAPTER_KINDS.has(String(adapter.kind)) || UNAVAILABLE_SQLSTATE.test(String(adapter.originalCode ?? "")))
+  )
+    return "database";
   if (UNAVAILABLE_SQLSTATE.test(code) && "severity" in e) return "database";
   if (PG_MESSAGES.some((m) => message.startsWith(m))) return "database";
   if (REDIS_NAMES.has(name) || REDIS_MESSAGES.some((m) => message.startsWith(m))) return "redis";

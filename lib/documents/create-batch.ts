@@ -1,4 +1,4 @@
-import { tenantSlugSchema } from "@/lib/imports/create-import";
+import { tenantSlugSchema } from "@/lib/tenants/slug";
 import { createJob } from "@/lib/jobs/create";
 import { inspectDocuments, type DocumentRejection, type UploadedDocument } from "./inspect-documents";
 import { documentLimits, type DocumentLimits } from "./settings";
@@ -10,6 +10,7 @@ export type CreateDocumentBatchResult =
 /** A file name as people see it on the progress page: no control characters, at most 255 characters. */
 function cleanFilename(name: string, number: number): string {
   const cleaned = name
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it drops
     .replace(/[\u0000-\u001f\u007f]/g, "")
     .replace(/^.*[\\/]/, "")
     .trim()
@@ -32,7 +33,8 @@ export async function createDocumentBatch(input: {
   const tenantSlug = tenantSlugSchema.parse(input.tenant);
   const files = input.files.map((f, i) => ({ ...f, filename: cleanFilename(f.filename, i + 1) }));
   const inspection = inspectDocuments(files, input.limits ?? documentLimits());
-  if (!inspection.ok) return { type: "rejected", status: inspection.status, code: inspection.code, message: inspection.message };
+  if (!inspection.ok)
+    return { type: "rejected", status: inspection.status, code: inspection.code, message: inspection.message };
 
   const { jobId, progressToken } = await createJob({
     kind: "bulk_ocr",

@@ -32,7 +32,11 @@ describe("sniffDocumentType: the type comes from the bytes, never the name", () 
 describe("documentProblem", () => {
   it("names what is wrong, with the status the upload answers", () => {
     expect(documentProblem(new Uint8Array(0), 1024)).toEqual({ status: 422, code: "empty_file", reason: "is empty" });
-    expect(documentProblem(sampleText("  \n\t "), 1024)).toEqual({ status: 422, code: "empty_file", reason: "contains no text" });
+    expect(documentProblem(sampleText("  \n\t "), 1024)).toEqual({
+      status: 422,
+      code: "empty_file",
+      reason: "contains no text",
+    });
     expect(documentProblem(new Uint8Array(2048).fill(65), 1024)).toEqual({
       status: 413,
       code: "file_too_large",
@@ -49,14 +53,26 @@ describe("documentProblem", () => {
 
 describe("inspectDocuments: the whole batch is checked before anything is created", () => {
   it("accepts a mixed batch and stores the sniffed type of each file", () => {
-    const result = inspectDocuments([doc("a.pdf", samplePdf()), doc("b.txt", sampleText()), doc("c.tif", sampleTiff())], limits);
+    const result = inspectDocuments(
+      [doc("a.pdf", samplePdf()), doc("b.txt", sampleText()), doc("c.tif", sampleTiff())],
+      limits,
+    );
     expect(result.ok).toBe(true);
-    if (result.ok) expect(result.files.map((f) => f.contentType)).toEqual(["application/pdf", "text/plain", "image/tiff"]);
+    if (result.ok)
+      expect(result.files.map((f) => f.contentType)).toEqual(["application/pdf", "text/plain", "image/tiff"]);
   });
 
   it("refuses the batch at its first bad file, naming the file's number and name", () => {
-    const result = inspectDocuments([doc("a.pdf", samplePdf()), doc("b.txt", sampleText()), doc("empty.pdf", new Uint8Array(0))], limits);
-    expect(result).toEqual({ ok: false, status: 422, code: "empty_file", message: "File 3 (“empty.pdf”) is empty. Nothing was uploaded." });
+    const result = inspectDocuments(
+      [doc("a.pdf", samplePdf()), doc("b.txt", sampleText()), doc("empty.pdf", new Uint8Array(0))],
+      limits,
+    );
+    expect(result).toEqual({
+      ok: false,
+      status: 422,
+      code: "empty_file",
+      message: "File 3 (“empty.pdf”) is empty. Nothing was uploaded.",
+    });
     const zip = inspectDocuments([doc("report.docx", Uint8Array.from([0x50, 0x4b, 0x03, 0x04]))], limits);
     expect(zip).toMatchObject({ ok: false, status: 415, code: "unsupported_type" });
   });
@@ -64,7 +80,12 @@ describe("inspectDocuments: the whole batch is checked before anything is create
   it("refuses no files, too many files and too many bytes together", () => {
     expect(inspectDocuments([], limits)).toMatchObject({ ok: false, status: 422, code: "no_files" });
     const many = Array.from({ length: 96 }, (_, i) => doc(`${i}.txt`, sampleText("x")));
-    expect(inspectDocuments(many, limits)).toMatchObject({ ok: false, status: 413, code: "too_many_files", message: expect.stringContaining("the limit is 95") });
+    expect(inspectDocuments(many, limits)).toMatchObject({
+      ok: false,
+      status: 413,
+      code: "too_many_files",
+      message: expect.stringContaining("the limit is 95"),
+    });
     const heavy = Array.from({ length: 5 }, (_, i) => doc(`${i}.txt`, new Uint8Array(1000).fill(65)));
     expect(inspectDocuments(heavy, limits)).toMatchObject({ ok: false, status: 413, code: "batch_too_large" });
   });

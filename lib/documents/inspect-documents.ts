@@ -14,9 +14,9 @@ export type DocumentType = keyof typeof DOCUMENT_TYPES;
 
 export const SUPPORTED_TYPES_LABEL = "PDF, PNG, JPEG, TIFF or plain text";
 
-
 const startsWith = (bytes: Uint8Array, ...signature: number[]) => signature.every((b, i) => bytes[i] === b);
-const ascii = (bytes: Uint8Array, at: number, text: string) => [...text].every((c, i) => bytes[at + i] === c.charCodeAt(0));
+const ascii = (bytes: Uint8Array, at: number, text: string) =>
+  [...text].every((c, i) => bytes[at + i] === c.charCodeAt(0));
 
 /** Formats people upload by mistake, named so the refusal says what the file is. */
 function knownUnsupported(bytes: Uint8Array): string | null {
@@ -38,6 +38,7 @@ function isPlainText(bytes: Uint8Array): boolean {
   } catch {
     return false;
   }
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters (but tab and line ends) are what marks a binary file
   return !/[\u0000-\u0008\u000b\u000e-\u001f\u007f]/.test(text);
 }
 
@@ -54,7 +55,13 @@ export function sniffDocumentType(bytes: Uint8Array): DocumentType | null {
   return isPlainText(bytes) ? "text/plain" : null;
 }
 
-export type DocumentRejection = "too_many_files" | "no_files" | "batch_too_large" | "file_too_large" | "empty_file" | "unsupported_type";
+export type DocumentRejection =
+  | "too_many_files"
+  | "no_files"
+  | "batch_too_large"
+  | "file_too_large"
+  | "empty_file"
+  | "unsupported_type";
 
 export interface DocumentProblem {
   status: 413 | 415 | 422;
@@ -71,14 +78,23 @@ export interface DocumentProblem {
 export function documentProblem(bytes: Uint8Array, maxFileBytes: number): DocumentProblem | null {
   if (bytes.byteLength === 0) return { status: 422, code: "empty_file", reason: "is empty" };
   if (bytes.byteLength > maxFileBytes) {
-    return { status: 413, code: "file_too_large", reason: `is ${formatBytes(bytes.byteLength)}; the limit is ${formatBytes(maxFileBytes)} per document` };
+    return {
+      status: 413,
+      code: "file_too_large",
+      reason: `is ${formatBytes(bytes.byteLength)}; the limit is ${formatBytes(maxFileBytes)} per document`,
+    };
   }
   const type = sniffDocumentType(bytes);
   if (!type) {
     const known = knownUnsupported(bytes);
-    return { status: 415, code: "unsupported_type", reason: `is ${known ?? "not a supported document type"}; upload ${SUPPORTED_TYPES_LABEL}` };
+    return {
+      status: 415,
+      code: "unsupported_type",
+      reason: `is ${known ?? "not a supported document type"}; upload ${SUPPORTED_TYPES_LABEL}`,
+    };
   }
-  if (type === "text/plain" && new TextDecoder().decode(bytes).trim() === "") return { status: 422, code: "empty_file", reason: "contains no text" };
+  if (type === "text/plain" && new TextDecoder().decode(bytes).trim() === "")
+    return { status: 422, code: "empty_file", reason: "contains no text" };
   return null;
 }
 
@@ -105,7 +121,13 @@ function fileLabel(number: number, filename: string): string {
  * file (size, emptiness, type). The first problem refuses the whole batch, naming the file.
  */
 export function inspectDocuments(files: UploadedDocument[], limits: DocumentLimits): DocumentsInspection {
-  if (files.length === 0) return { ok: false, status: 422, code: "no_files", message: "Choose at least one document to upload (form field `files`)." };
+  if (files.length === 0)
+    return {
+      ok: false,
+      status: 422,
+      code: "no_files",
+      message: "Choose at least one document to upload (form field `files`).",
+    };
   if (files.length > limits.maxFiles) {
     return {
       ok: false,
@@ -126,7 +148,13 @@ export function inspectDocuments(files: UploadedDocument[], limits: DocumentLimi
   const accepted: AcceptedDocument[] = [];
   for (const [i, file] of files.entries()) {
     const problem = documentProblem(file.bytes, limits.maxFileBytes);
-    if (problem) return { ok: false, status: problem.status, code: problem.code, message: `${fileLabel(i + 1, file.filename)} ${problem.reason}. Nothing was uploaded.` };
+    if (problem)
+      return {
+        ok: false,
+        status: problem.status,
+        code: problem.code,
+        message: `${fileLabel(i + 1, file.filename)} ${problem.reason}. Nothing was uploaded.`,
+      };
     accepted.push({ ...file, contentType: sniffDocumentType(file.bytes)! });
   }
   return { ok: true, files: accepted, totalBytes };

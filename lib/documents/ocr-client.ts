@@ -1,8 +1,14 @@
 import { env } from "@/lib/env";
-import { describeError, snippet } from "@/lib/http/describe";
+import { describeError, snippet } from "@/lib/format/describe";
 import { attemptRequest, backoffMs, describeFailure } from "@/lib/http/outbound";
 import { logger } from "@/lib/log";
-import { recordInBackground, recordModelCall, type ModelCallContext, type ModelCallRecord, type RecordModelCall } from "@/lib/modelcalls/record";
+import {
+  recordInBackground,
+  recordModelCall,
+  type ModelCallContext,
+  type ModelCallRecord,
+  type RecordModelCall,
+} from "@/lib/modelcalls/record";
 import { withProviderSlot } from "@/lib/ratelimit/provider";
 import { sleep } from "@/lib/time";
 import { storableText } from "@/lib/db/storable";
@@ -62,7 +68,9 @@ export interface OcrOptions {
 /** Backoff before retry n (1-based): 500–1000 ms, then 1–2 s (scaled), jittered. */
 const BACKOFF_BASE_MS = 500;
 
-type Attempt = { ok: true; text: string; pages: number } | { ok: false; message: string; status?: number; retryable: boolean; cause?: unknown };
+type Attempt =
+  | { ok: true; text: string; pages: number }
+  | { ok: false; message: string; status?: number; retryable: boolean; cause?: unknown };
 
 /**
  * Sends one document to the OCR service (`POST {baseUrl}/ocr`, the bytes as the body) and
@@ -91,9 +99,21 @@ export async function ocrDocument(options: OcrOptions): Promise<OcrResult> {
         const startedAt = new Date();
         const attemptStarted = performance.now();
         const result = await attemptOnce(url, bytes, contentType, signal);
-        const row: ModelCallRecord = { ...context, type: "ocr", model: engine, startedAt, durationMs: performance.now() - attemptStarted, outcome: "ok" };
+        const row: ModelCallRecord = {
+          ...context,
+          type: "ocr",
+          model: engine,
+          startedAt,
+          durationMs: performance.now() - attemptStarted,
+          outcome: "ok",
+        };
         if (result.ok) recordInBackground(record, row, "an OCR call");
-        else if (signal.aborted) recordInBackground(record, { ...row, outcome: "aborted", error: describeError(signal.reason) }, "an OCR call");
+        else if (signal.aborted)
+          recordInBackground(
+            record,
+            { ...row, outcome: "aborted", error: describeError(signal.reason) },
+            "an OCR call",
+          );
         else recordInBackground(record, { ...row, outcome: "error", error: result.message }, "an OCR call");
         return result;
       },
@@ -101,14 +121,28 @@ export async function ocrDocument(options: OcrOptions): Promise<OcrResult> {
       { signal, failureOf: (result) => (result.ok ? undefined : result) },
     );
 
-    if (result.ok) return { text: result.text, pages: result.pages, durationMs: Math.round(performance.now() - callStarted), attempts: attempt };
+    if (result.ok)
+      return {
+        text: result.text,
+        pages: result.pages,
+        durationMs: Math.round(performance.now() - callStarted),
+        attempts: attempt,
+      };
     // An aborted signal is the reason whatever the attempt failed with; never wrapped.
     if (signal.aborted) throw signal.reason;
     if (!result.retryable || attempt > maxRetries) {
-      throw new OcrError(result.message, { status: result.status, attempts: attempt, retryable: result.retryable, cause: result.cause });
+      throw new OcrError(result.message, {
+        status: result.status,
+        attempts: attempt,
+        retryable: result.retryable,
+        cause: result.cause,
+      });
     }
     const waitMs = backoffMs(BACKOFF_BASE_MS, attempt, timeScale);
-    log.warn({ ...context, attempt, status: result.status, waitMs, error: result.message }, "OCR call failed, retrying");
+    log.warn(
+      { ...context, attempt, status: result.status, waitMs, error: result.message },
+      "OCR call failed, retrying",
+    );
     await sleep(waitMs, signal);
   }
 }
@@ -116,7 +150,13 @@ export async function ocrDocument(options: OcrOptions): Promise<OcrResult> {
 const SERVICE = "the OCR service";
 
 async function attemptOnce(url: URL, bytes: Uint8Array, contentType: string, signal: AbortSignal): Promise<Attempt> {
-  const attempt = await attemptRequest({ method: "POST", url, body: bytes, headers: { "content-type": contentType, accept: "application/json" }, signal });
+  const attempt = await attemptRequest({
+    method: "POST",
+    url,
+    body: bytes,
+    headers: { "content-type": contentType, accept: "application/json" },
+    signal,
+  });
   if (!attempt.ok) {
     // An aborted attempt: the caller rethrows the signal's reason; the message is never read.
     if (attempt.kind === "aborted") return { ok: false, message: describeError(attempt.reason), retryable: false };
@@ -128,9 +168,15 @@ async function attemptOnce(url: URL, bytes: Uint8Array, contentType: string, sig
   try {
     const json = JSON.parse(body) as { text?: unknown; pages?: unknown };
     // The text is stored as read: whatever the database cannot hold (NUL, a lone surrogate) is dropped or replaced first.
-    if (typeof json.text === "string" && Number.isInteger(json.pages)) return { ok: true, text: storableText(json.text), pages: json.pages as number };
+    if (typeof json.text === "string" && Number.isInteger(json.pages))
+      return { ok: true, text: storableText(json.text), pages: json.pages as number };
   } catch {
     // handled below
   }
-  return { ok: false, status, message: `${SERVICE} answered something other than { text, pages }: ${snippet(body)}`, retryable: false };
+  return {
+    ok: false,
+    status,
+    message: `${SERVICE} answered something other than { text, pages }: ${snippet(body)}`,
+    retryable: false,
+  };
 }

@@ -52,7 +52,12 @@ export function samplePng(width = 640, height = 480): Uint8Array {
   view.setUint32(0, width);
   view.setUint32(4, height);
   ihdr.set([8, 2, 0, 0, 0], 8);
-  const parts = [Uint8Array.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk("IHDR", ihdr), chunk("IDAT", new Uint8Array(16)), chunk("IEND", new Uint8Array(0))];
+  const parts = [
+    Uint8Array.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk("IHDR", ihdr),
+    chunk("IDAT", new Uint8Array(16)),
+    chunk("IEND", new Uint8Array(0)),
+  ];
   const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
   let at = 0;
   for (const p of parts) {
@@ -64,7 +69,26 @@ export function samplePng(width = 640, height = 480): Uint8Array {
 
 /** A JPEG's start and end markers around a little filler. */
 export function sampleJpeg(): Uint8Array {
-  return Uint8Array.from([0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10, ...latin1("JFIF\0"), 1, 1, 0, 0, 1, 0, 1, 0, 0, 0xff, 0xd9]);
+  return Uint8Array.from([
+    0xff,
+    0xd8,
+    0xff,
+    0xe0,
+    0x00,
+    0x10,
+    ...latin1("JFIF\0"),
+    1,
+    1,
+    0,
+    0,
+    1,
+    0,
+    1,
+    0,
+    0,
+    0xff,
+    0xd9,
+  ]);
 }
 
 /** A little-endian TIFF with `pages` empty image directories. */
@@ -81,6 +105,8 @@ export function sampleTiff(pages = 1): Uint8Array {
   return out;
 }
 
-export function sampleText(text = "Rental agreement\nbetween Vermieter GmbH and Jane Doe\nMonthly rent: 950.00 EUR\n"): Uint8Array {
+export function sampleText(
+  text = "Rental agreement\nbetween Vermieter GmbH and Jane Doe\nMonthly rent: 950.00 EUR\n",
+): Uint8Array {
   return enc(text);
 }

@@ -14,7 +14,11 @@ export interface DocumentLimits {
 
 export function documentLimits(): DocumentLimits {
   const e = env();
-  return { maxFiles: MAX_DOCUMENTS, maxFileBytes: e.BOUNDED_DOCUMENT_MAX_BYTES, maxTotalBytes: e.BOUNDED_DOCUMENT_BATCH_MAX_BYTES };
+  return {
+    maxFiles: MAX_DOCUMENTS,
+    maxFileBytes: e.BOUNDED_DOCUMENT_MAX_BYTES,
+    maxTotalBytes: e.BOUNDED_DOCUMENT_BATCH_MAX_BYTES,
+  };
 }
 
 /**

@@ -22,7 +22,10 @@ export async function summariseDocument(options: SummariseOptions): Promise<stri
 }
 
 function buildSummaryPrompt(filename: string, text: string): ChatMessage[] {
-  const shown = text.length > SUMMARY_INPUT_CHARS ? `${text.slice(0, SUMMARY_INPUT_CHARS)}\n[… ${text.length - SUMMARY_INPUT_CHARS} more characters]` : text;
+  const shown =
+    text.length > SUMMARY_INPUT_CHARS
+      ? `${text.slice(0, SUMMARY_INPUT_CHARS)}\n[… ${text.length - SUMMARY_INPUT_CHARS} more characters]`
+      : text;
   return [
     {
       role: "system",
@@ -39,7 +42,12 @@ function buildSummaryPrompt(filename: string, text: string): ChatMessage[] {
  * short paragraph. An empty answer is returned as "" for the caller to refuse.
  */
 function parseSummaryAnswer(answer: string): string {
-  const flat = storableText(answer.replace(/<think>[\s\S]*?<\/think>/gi, "").replace(/\s+/g, " ").trim());
+  const flat = storableText(
+    answer
+      .replace(/<think>[\s\S]*?<\/think>/gi, "")
+      .replace(/\s+/g, " ")
+      .trim(),
+  );
   // Cut on a code point, never between the halves of a surrogate pair.
   return flat.length > SUMMARY_MAX_CHARS ? `${storableText(flat.slice(0, SUMMARY_MAX_CHARS - 1))}…` : flat;
 }

@@ -1,7 +1,14 @@
 import { describe, expect, it } from "vitest";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { formatAgo, formatDuration, formatDurationRounded, formatEstimate, formatSeconds, formatWaitSeconds } from "./duration";
+import {
+  formatAgo,
+  formatDuration,
+  formatDurationRounded,
+  formatEstimate,
+  formatSeconds,
+  formatWaitSeconds,
+} from "./duration";
 
 describe("formatDuration", () => {
   it("zero is '0 s', and anything that rounds to zero milliseconds with it", () => {
@@ -135,7 +142,8 @@ describe("formatEstimate", () => {
     expect(formatEstimate(200_000_000)).toBe("≈ 55 h 33 min");
     expect(formatEstimate(3_605_000)).toBe("≈ 1 h");
     expect(formatEstimate(Number.NaN)).toBe("—");
-    for (const ms of [0, 450, 2_500, 90_000, 3_605_000, 200_000_000]) expect(formatEstimate(ms).match(/≈/g)).toHaveLength(1);
+    for (const ms of [0, 450, 2_500, 90_000, 3_605_000, 200_000_000])
+      expect(formatEstimate(ms).match(/≈/g)).toHaveLength(1);
   });
 });
 

@@ -1,7 +1,9 @@
+import { formatCount } from "./number";
+
 /**
  * Durations as people read them — the one formatter for pages, messages, logs and workers.
  *
- * Pure on purpose (no imports, no environment): client components, server code and worker
+ * Pure on purpose (nothing outside lib/format, no environment): client components, server code and worker
  * threads render the same number the same way, so a limit never reads "90 s" on one page and
  * "2 min" on another. Every function takes milliseconds.
  *
@@ -109,7 +111,7 @@ export function formatAgo(ageMs: number): string {
 export function formatSeconds(ms: number): string {
   if (!Number.isFinite(ms)) return MISSING;
   // `|| 0` turns -0 (a rounded -0.4 s) into 0: "-0 s" would read as a sign error.
-  return `${(Math.round(ms / 1_000) || 0).toLocaleString("en-US")} s`;
+  return `${formatCount(Math.round(ms / 1_000) || 0)} s`;
 }
 
 /**
@@ -118,5 +120,5 @@ export function formatSeconds(ms: number): string {
  */
 export function formatWaitSeconds(ms: number): string {
   if (!Number.isFinite(ms)) return MISSING;
-  return `${Math.max(1, Math.ceil(ms / 1_000)).toLocaleString("en-US")} s`;
+  return `${formatCount(Math.max(1, Math.ceil(ms / 1_000)))} s`;
 }

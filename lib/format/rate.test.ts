@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { formatRate } from "./rate";
+import { formatCompactRate, formatPace, formatPerMinute, formatRate } from "./rate";
 
 describe("formatRate", () => {
   it("whole numbers from 10 a second, thousands separated", () => {
@@ -29,5 +29,29 @@ describe("formatRate", () => {
     expect(formatRate(0, "row")).toBe("—");
     expect(formatRate(Number.NaN, "row")).toBe("—");
     expect(formatRate(Number.POSITIVE_INFINITY, "row")).toBe("—");
+  });
+});
+
+describe("formatPace and formatPerMinute", () => {
+  it("the number of a pace as formatRate writes it, in the unit it is given in", () => {
+    expect(formatPace(0)).toBe("0");
+    expect(formatPace(2)).toBe("2");
+    expect(formatPace(4.24)).toBe("4.2");
+    expect(formatPace(9.96)).toBe("10");
+    expect(formatPace(1_234.6)).toBe("1,235");
+  });
+
+  it("a count per minute reads '<n> / min'", () => {
+    expect(formatPerMinute(12.4)).toBe("12 / min");
+    expect(formatPerMinute(0.44)).toBe("0.4 / min");
+  });
+});
+
+describe("formatCompactRate", () => {
+  it("an operator's short pace: the same number per second, or one item every so long when slower than one a second", () => {
+    expect(formatCompactRate(21.4, "row")).toBe("21 rows/s");
+    expect(formatCompactRate(2.46, "row")).toBe("2.5 rows/s");
+    expect(formatCompactRate(1_234.6, "row")).toBe("1,235 rows/s");
+    expect(formatCompactRate(1 / 12, "document")).toBe("one document every 12 s");
   });
 });

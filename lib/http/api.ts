@@ -41,17 +41,26 @@ export function toErrorResponse(err: unknown, route: string): Response {
   if (err instanceof Forbidden) return errorResponse(403, "forbidden", err.message);
   // Outside a job there is no "later": the caller is told when to come back.
   if (isRateLimitCapExceeded(err)) {
-    return errorResponse(429, "rate_limited", err.message, { headers: { "Retry-After": String(err.retryAfterSeconds) } });
+    return errorResponse(429, "rate_limited", err.message, {
+      headers: { "Retry-After": String(err.retryAfterSeconds) },
+    });
   }
   // An outside service's circuit breaker is open: nothing was sent; the caller comes back after the next probe.
   if (isOutsideServiceDown(err)) {
-    return errorResponse(503, "outside_service_down", `${err.message} Try again in ${err.retryAfterSeconds} s.`, { headers: { "Retry-After": String(err.retryAfterSeconds) } });
+    return errorResponse(503, "outside_service_down", `${err.message} Try again in ${err.retryAfterSeconds} s.`, {
+      headers: { "Retry-After": String(err.retryAfterSeconds) },
+    });
   }
   // PostgreSQL or Redis down: answered at once (the clients' timeouts are short), never a hang.
   const down = unavailableDependency(err);
   if (down) {
-    log.warn({ route, dependency: down, err: err instanceof Error ? err.message : String(err) }, "dependency not reachable");
-    return errorResponse(503, "unavailable", unavailableMessage(down), { headers: { "Retry-After": String(RETRY_AFTER_SECONDS) } });
+    log.warn(
+      { route, dependency: down, err: err instanceof Error ? err.message : String(err) },
+      "dependency not reachable",
+    );
+    return errorResponse(503, "unavailable", unavailableMessage(down), {
+      headers: { "Retry-After": String(RETRY_AFTER_SECONDS) },
+    });
   }
   if (err instanceof z.ZodError) {
     const issues = err.issues.map((i) => ({ path: i.path.join("."), message: i.message }));

@@ -27,7 +27,11 @@ describe("readBodyLimited", () => {
   });
 
   it("refuses a declared Content-Length over the limit before reading", async () => {
-    const request = new Request("http://x", { method: "POST", body: "x".repeat(10), headers: { "content-length": "999999999" } });
+    const request = new Request("http://x", {
+      method: "POST",
+      body: "x".repeat(10),
+      headers: { "content-length": "999999999" },
+    });
     await expect(readBodyLimited(request, 1000, "file")).rejects.toMatchObject({ status: 413 });
   });
 });

@@ -6,9 +6,18 @@ import { ApiError } from "./errors";
  * Reads a request body, refusing with 413 as soon as it passes `maxBytes` — whether or not the
  * client sent a Content-Length (a chunked body is counted as it arrives, never buffered whole).
  */
-export async function readBodyLimited(request: Request, maxBytes: number, what: string, code = "upload_too_large"): Promise<Uint8Array> {
+export async function readBodyLimited(
+  request: Request,
+  maxBytes: number,
+  what: string,
+  code = "upload_too_large",
+): Promise<Uint8Array> {
   const tooLarge = (size: number) =>
-    new ApiError(413, code, `The ${what} is ${size > maxBytes ? `over ${formatBytes(maxBytes)}` : formatBytes(size)}; the limit is ${formatBytes(maxBytes)}. Split it into smaller parts.`);
+    new ApiError(
+      413,
+      code,
+      `The ${what} is ${size > maxBytes ? `over ${formatBytes(maxBytes)}` : formatBytes(size)}; the limit is ${formatBytes(maxBytes)}. Split it into smaller parts.`,
+    );
   const declared = Number(request.headers.get("content-length") ?? "NaN");
   if (Number.isFinite(declared) && declared > maxBytes) throw tooLarge(declared);
   if (!request.body) return new Uint8Array(0);
@@ -36,13 +45,19 @@ export async function readBodyLimited(request: Request, maxBytes: number, what: 
 
 /** Parses multipart form data from a body already read (and limited) by `readBodyLimited`. */
 export async function parseMultipart(body: Uint8Array, contentType: string, help: string): Promise<FormData> {
-  const form = await new Response(body as BodyInit, { headers: { "content-type": contentType } }).formData().catch(() => {
-    throw new ApiError(400, "bad_multipart", `The form data could not be read. ${help}`);
-  });
+  const form = await new Response(body as BodyInit, { headers: { "content-type": contentType } })
+    .formData()
+    .catch(() => {
+      throw new ApiError(400, "bad_multipart", `The form data could not be read. ${help}`);
+    });
   // Text fields are stored (a tenant, a name); a file's bytes are the file checks' business.
   for (const [name, value] of form) {
     if (typeof value === "string" && (value.includes("\0") || name.includes("\0"))) {
-      throw new ApiError(400, "nul_byte", `The form field "${name.replaceAll("\0", "")}" contains a NUL byte, which no field accepts.`);
+      throw new ApiError(
+        400,
+        "nul_byte",
+        `The form field "${name.replaceAll("\0", "")}" contains a NUL byte, which no field accepts.`,
+      );
     }
   }
   return form;
@@ -72,7 +87,14 @@ export async function readJsonBody(request: Request, example: string): Promise<J
   if (text.trim() === "") return { ok: true, value: {} };
   const type = (request.headers.get("content-type") ?? "").toLowerCase();
   if (type !== "" && !type.startsWith("application/json") && !/^application\/[\w.+-]*\+json/.test(type)) {
-    return { ok: false, error: new ApiError(415, "unsupported_media_type", `The body is ${type.split(";")[0]}; send JSON (Content-Type: application/json), e.g. ${example}.`) };
+    return {
+      ok: false,
+      error: new ApiError(
+        415,
+        "unsupported_media_type",
+        `The body is ${type.split(";")[0]}; send JSON (Content-Type: application/json), e.g. ${example}.`,
+      ),
+    };
   }
   let value: unknown;
   try {

@@ -1,6 +1,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { waitFor } from "@/test/helpers/wait";
 import { nodeFetch } from "./node-fetch";
 
 let server: http.Server;
@@ -35,8 +36,16 @@ afterAll(async () => {
 
 describe("nodeFetch", () => {
   it("sends the method, headers and body, and answers status, every header and the body", async () => {
-    const response = await nodeFetch(`${base}/json`, { method: "POST", headers: new Headers({ "content-type": "application/json", authorization: "Bearer k" }), body: '{"a":1}' });
-    expect(seen.at(-1)).toMatchObject({ method: "POST", body: '{"a":1}', headers: { authorization: "Bearer k", "content-length": "7" } });
+    const response = await nodeFetch(`${base}/json`, {
+      method: "POST",
+      headers: new Headers({ "content-type": "application/json", authorization: "Bearer k" }),
+      body: '{"a":1}',
+    });
+    expect(seen.at(-1)).toMatchObject({
+      method: "POST",
+      body: '{"a":1}',
+      headers: { authorization: "Bearer k", "content-length": "7" },
+    });
     expect(response.status).toBe(429);
     expect(response.headers.get("retry-after")).toBe("3");
     expect(response.headers.get("x-request-id")).toBe("req_1");
@@ -61,11 +70,16 @@ describe("nodeFetch", () => {
 
   it("rejects when its signal aborts, and before sending when it already has", async () => {
     const controller = new AbortController();
+    const before = seen.length;
     const pending = nodeFetch(`${base}/silent`, { signal: controller.signal });
-    setTimeout(() => controller.abort(new Error("deadline")), 20);
+    // Aborted once the request is out (the server has it), not before it was sent.
+    await waitFor(() => seen.length > before, { what: "the server to receive the request", timeoutMs: 5_000 });
+    controller.abort(new Error("deadline"));
     await expect(pending).rejects.toThrow();
     const sent = seen.length;
-    await expect(nodeFetch(`${base}/json`, { signal: AbortSignal.abort(new Error("already")) })).rejects.toThrow("already");
+    await expect(nodeFetch(`${base}/json`, { signal: AbortSignal.abort(new Error("already")) })).rejects.toThrow(
+      "already",
+    );
     expect(seen.length).toBe(sent);
   });
 });

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { afterAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { z } from "zod";
 import type { Principal } from "@/lib/auth/roles";
+import { awayFromMinuteEdge } from "@/test/helpers/wait";
 
 // The caller of "this request", as the auth code would find it; and the pages an action redraws.
 const caller = vi.hoisted(() => ({ principal: null as Principal | null }));
@@ -13,7 +14,8 @@ vi.mock("@/lib/auth/principal", async () => {
     currentPrincipal: async () => caller.principal,
     requireRole: async (role: "viewer" | "operator") => {
       if (!caller.principal) throw new Unauthenticated();
-      if (!hasRole(caller.principal, role)) throw new Forbidden(`This needs the ${role} role; you are signed in as ${caller.principal.role}.`);
+      if (!hasRole(caller.principal, role))
+        throw new Forbidden(`This needs the ${role} role; you are signed in as ${caller.principal.role}.`);
       return caller.principal;
     },
   };
@@ -44,21 +46,45 @@ afterAll(async () => {
 
 /** Anonymous refusals are counted per address, route (here: the action) and minute; the first of a minute is also an entry. */
 const anonymousRefusals = async () =>
-  (await db().auditRefusalTally.findMany({ where: { route: { in: [`POST /test/${action}`, `action ${action}`] } }, select: { address: true, status: true, count: true } })).map(({ address, status, count }) => ({ address, status, count }));
+  (
+    await db().auditRefusalTally.findMany({
+      where: { route: { in: [`POST /test/${action}`, `action ${action}`] } },
+      select: { address: true, status: true, count: true },
+    })
+  ).map(({ address, status, count }) => ({ address, status, count }));
 
 const entries = () =>
-  db().auditEntry.findMany({ where: { action }, orderBy: { id: "asc" }, select: { actor: true, result: true, message: true, target: true, params: true, clientAddress: true } });
+  db().auditEntry.findMany({
+    where: { action },
+    orderBy: { id: "asc" },
+    select: { actor: true, result: true, message: true, target: true, params: true, clientAddress: true },
+  });
 
 /** A use case with one expected failure, as the lib functions return them. */
-type Outcome = { type: "done"; id: string; parts: number } | { type: "job_not_terminal"; status: string } | { type: "queue_unavailable"; message: string };
+type Outcome =
+  | { type: "done"; id: string; parts: number }
+  | { type: "job_not_terminal"; status: string }
+  | { type: "queue_unavailable"; message: string };
 function describeOutcome(r: Outcome): Described {
   switch (r.type) {
     case "done":
       return { ok: true, status: 202, code: "done", message: `Done in ${r.parts} parts.` };
     case "job_not_terminal":
-      return { ok: false, status: 409, code: "job_not_terminal", message: `The job is ${r.status}: wait for it to end.` };
+      return {
+        ok: false,
+        status: 409,
+        code: "job_not_terminal",
+        message: `The job is ${r.status}: wait for it to end.`,
+      };
     case "queue_unavailable":
-      return { ok: false, error: true, status: 503, code: "queue_unavailable", message: "Try again in a minute.", audit: `failed: ${r.message}` };
+      return {
+        ok: false,
+        error: true,
+        status: 503,
+        code: "queue_unavailable",
+        message: "Try again in a minute.",
+        audit: `failed: ${r.message}`,
+      };
   }
 }
 
@@ -75,7 +101,9 @@ function declare(run: (parts: number, id: string) => Promise<Outcome>) {
     describe: describeOutcome,
   });
   const call = (body: string, headers: Record<string, string> = { "content-type": "application/json" }) =>
-    POST(new Request("http://localhost/test/job-1", { method: "POST", body, headers }), { params: Promise.resolve({ id: "job-1" }) });
+    POST(new Request("http://localhost/test/job-1", { method: "POST", body, headers }), {
+      params: Promise.resolve({ id: "job-1" }),
+    });
   return { lib, call };
 }
 
@@ -83,11 +111,21 @@ describe("operatorRoute", () => {
   it("a caller who is not signed in is refused with 401 and an audit entry, and the lib function is never called", async () => {
     caller.principal = null;
     const { lib, call } = declare(async (parts, id) => ({ type: "done", id, parts }));
+    await awayFromMinuteEdge();
     const response = await call('{ "parts": 3 }');
     expect(response.status).toBe(401);
     expect((await response.json()).error.code).toBe("unauthenticated");
     expect(lib).not.toHaveBeenCalled();
-    expect(await entries()).toEqual([{ actor: "anonymous", result: "refused", message: "refused: not signed in", target: "job-1", params: { parts: 3 }, clientAddress: "203.0.113.9" }]);
+    expect(await entries()).toEqual([
+      {
+        actor: "anonymous",
+        result: "refused",
+        message: "refused: not signed in",
+        target: "job-1",
+        params: { parts: 3 },
+        clientAddress: "203.0.113.9",
+      },
+    ]);
     // More of the same in this minute are counted, not written.
     expect((await call('{ "parts": 3 }')).status).toBe(401);
     expect(await entries()).toHaveLength(1);
@@ -100,14 +138,22 @@ describe("operatorRoute", () => {
     const response = await call('{ "parts": 3 }');
     expect(response.status).toBe(403);
     expect(lib).not.toHaveBeenCalled();
-    expect(await entries()).toMatchObject([{ actor: "viewer-helper", result: "refused", message: "refused: This needs the operator role; you are signed in as viewer." }]);
+    expect(await entries()).toMatchObject([
+      {
+        actor: "viewer-helper",
+        result: "refused",
+        message: "refused: This needs the operator role; you are signed in as viewer.",
+      },
+    ]);
   });
 
   it("a refused caller hears 401 before any word about a bad body", async () => {
     caller.principal = null;
     const { call } = declare(async (parts, id) => ({ type: "done", id, parts }));
     expect((await call("{not json")).status).toBe(401);
-    expect(await entries()).toMatchObject([{ result: "refused", message: "refused: not signed in", params: { invalid: true } }]);
+    expect(await entries()).toMatchObject([
+      { result: "refused", message: "refused: not signed in", params: { invalid: true } },
+    ]);
   });
 
   it("an invalid body is audited as refused and answered 422 with its issues, without calling the lib function", async () => {
@@ -118,14 +164,25 @@ describe("operatorRoute", () => {
     expect(body.error.code).toBe("invalid_request");
     expect(body.error.issues.map((i: { path: string }) => i.path).sort()).toEqual(["", "parts"]);
     expect(lib).not.toHaveBeenCalled();
-    expect(await entries()).toEqual([{ actor: "op-helper", result: "refused", message: "refused: invalid request", target: "job-1", params: { invalid: true }, clientAddress: "203.0.113.9" }]);
+    expect(await entries()).toEqual([
+      {
+        actor: "op-helper",
+        result: "refused",
+        message: "refused: invalid request",
+        target: "job-1",
+        params: { invalid: true },
+        clientAddress: "203.0.113.9",
+      },
+    ]);
   });
 
   it("a body that is not JSON is audited as refused and answered 400 with an example of what to send", async () => {
     const { lib, call } = declare(async (parts, id) => ({ type: "done", id, parts }));
     const response = await call("{parts: 3");
     expect(response.status).toBe(400);
-    expect(await response.json()).toEqual({ error: { code: "bad_json", message: 'The body is not valid JSON. Send { "parts": 2 }.' } });
+    expect(await response.json()).toEqual({
+      error: { code: "bad_json", message: 'The body is not valid JSON. Send { "parts": 2 }.' },
+    });
     expect(lib).not.toHaveBeenCalled();
     expect(await entries()).toMatchObject([{ result: "refused", message: "refused: invalid request" }]);
   });
@@ -135,8 +192,12 @@ describe("operatorRoute", () => {
     const response = await call('{ "parts": 3 }');
     expect(lib).toHaveBeenCalledWith(3, "job-1");
     expect(response.status).toBe(409);
-    expect(await response.json()).toEqual({ error: { code: "job_not_terminal", message: "The job is running: wait for it to end." } });
-    expect(await entries()).toMatchObject([{ result: "refused", message: "The job is running: wait for it to end.", params: { parts: 3 } }]);
+    expect(await response.json()).toEqual({
+      error: { code: "job_not_terminal", message: "The job is running: wait for it to end." },
+    });
+    expect(await entries()).toMatchObject([
+      { result: "refused", message: "The job is running: wait for it to end.", params: { parts: 3 } },
+    ]);
   });
 
   it("a failure that is not the caller's doing is audited as an error with its own words, and the caller gets the description's", async () => {
@@ -152,7 +213,16 @@ describe("operatorRoute", () => {
     const response = await call('{ "parts": 4 }');
     expect(response.status).toBe(202);
     expect(await response.json()).toEqual({ type: "done", id: "job-1", parts: 4, message: "Done in 4 parts." });
-    expect(await entries()).toEqual([{ actor: "op-helper", result: "ok", message: "Done in 4 parts.", target: "job-1", params: { parts: 4 }, clientAddress: "203.0.113.9" }]);
+    expect(await entries()).toEqual([
+      {
+        actor: "op-helper",
+        result: "ok",
+        message: "Done in 4 parts.",
+        target: "job-1",
+        params: { parts: 4 },
+        clientAddress: "203.0.113.9",
+      },
+    ]);
   });
 
   it("a bug in the lib call is audited as an error and answered 500 without its text", async () => {
@@ -167,7 +237,12 @@ describe("operatorRoute", () => {
 
   it("a read without an audit action still refuses a viewer on the server, and records only that refusal", async () => {
     const lib = vi.fn(async () => ({ type: "done" as const, id: "job-1", parts: 2 }));
-    const GET = operatorRoute({ name: "GET /test", input: { query: z.object({ parts: z.coerce.number() }).strip() }, run: lib, describe: describeOutcome });
+    const GET = operatorRoute({
+      name: "GET /test",
+      input: { query: z.object({ parts: z.coerce.number() }).strip() },
+      run: lib,
+      describe: describeOutcome,
+    });
     const get = (query: string) => GET(new Request(`http://localhost/test?${query}`), { params: Promise.resolve({}) });
     const before = await db().auditEntry.count();
     caller.principal = viewer;
@@ -177,7 +252,9 @@ describe("operatorRoute", () => {
     expect((await get("parts=many")).status).toBe(422);
     expect((await get("parts=2&other=1")).status).toBe(202);
     expect(await db().auditEntry.count()).toBe(before + 1);
-    expect(await db().auditEntry.findFirst({ orderBy: { id: "desc" }, select: { actor: true, action: true, target: true } })).toEqual({ actor: "viewer-helper", action: "request.refused", target: "GET /test" });
+    expect(
+      await db().auditEntry.findFirst({ orderBy: { id: "desc" }, select: { actor: true, action: true, target: true } }),
+    ).toEqual({ actor: "viewer-helper", action: "request.refused", target: "GET /test" });
   });
 });
 
@@ -187,7 +264,13 @@ describe("operatorAction", () => {
     const act = operatorAction({
       action,
       fields: (form) => ({ jobId: form.get("jobId"), parts: form.get("parts") ?? "" }),
-      schema: z.object({ jobId: z.string(), parts: z.string().transform(Number).pipe(z.number({ error: "The number of parts must be a number" }).int().min(2, "At least 2 parts")) }),
+      schema: z.object({
+        jobId: z.string(),
+        parts: z
+          .string()
+          .transform(Number)
+          .pipe(z.number({ error: "The number of parts must be a number" }).int().min(2, "At least 2 parts")),
+      }),
       target: (raw) => (typeof raw.jobId === "string" ? raw.jobId : null),
       params: (input) => ({ parts: input.parts }),
       run: (input) => lib(input.parts),
@@ -205,10 +288,21 @@ describe("operatorAction", () => {
   it("a caller who is not signed in gets the refusal on the form, audited, with nothing called and nothing redrawn", async () => {
     caller.principal = null;
     const { lib, submit } = declareAction(async (parts) => ({ type: "done", id: "job-1", parts }));
-    expect(await submit({ jobId: "job-1", parts: "3" })).toEqual({ ok: false, message: "Sign in, or send an API token as `Authorization: Bearer <token>`." });
+    expect(await submit({ jobId: "job-1", parts: "3" })).toEqual({
+      ok: false,
+      message: "Sign in, or send an API token as `Authorization: Bearer <token>`.",
+    });
     expect(lib).not.toHaveBeenCalled();
     expect(redrawn).toEqual([]);
-    expect(await entries()).toMatchObject([{ actor: "anonymous", result: "refused", message: "refused: not signed in", target: "job-1", params: { parts: 3 } }]);
+    expect(await entries()).toMatchObject([
+      {
+        actor: "anonymous",
+        result: "refused",
+        message: "refused: not signed in",
+        target: "job-1",
+        params: { parts: 3 },
+      },
+    ]);
   });
 
   it("an invalid form is audited as refused with its first problem, shown on the form, without calling the lib function", async () => {
@@ -216,12 +310,17 @@ describe("operatorAction", () => {
     expect(await submit({ jobId: "job-1", parts: "1" })).toEqual({ ok: false, message: "At least 2 parts" });
     expect(lib).not.toHaveBeenCalled();
     expect(redrawn).toEqual(["/jobs/job-1"]);
-    expect(await entries()).toMatchObject([{ result: "refused", message: "refused: At least 2 parts", params: { invalid: true } }]);
+    expect(await entries()).toMatchObject([
+      { result: "refused", message: "refused: At least 2 parts", params: { invalid: true } },
+    ]);
   });
 
   it("a tagged failure shows its text on the form and is audited as refused; a success says ok and redraws the page", async () => {
     const refused = declareAction(async () => ({ type: "job_not_terminal", status: "queued" }));
-    expect(await refused.submit({ jobId: "job-1", parts: "3" })).toEqual({ ok: false, message: "The job is queued: wait for it to end." });
+    expect(await refused.submit({ jobId: "job-1", parts: "3" })).toEqual({
+      ok: false,
+      message: "The job is queued: wait for it to end.",
+    });
     const done = declareAction(async (parts) => ({ type: "done", id: "job-1", parts }));
     expect(await done.submit({ jobId: "job-1", parts: "3" })).toEqual({ ok: true, message: "Done in 3 parts." });
     expect(redrawn).toEqual(["/jobs/job-1", "/jobs/job-1"]);

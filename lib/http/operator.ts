@@ -71,7 +71,10 @@ export interface OperatorRouteDeclaration<S extends z.ZodType, R, P> {
 
 type ReadInput<T> = { ok: true; value: T } | { ok: false; error: ApiError | z.ZodError };
 
-async function readInput<S extends z.ZodType>(request: Request, source: RouteInput<S> | undefined): Promise<ReadInput<Input<S>>> {
+async function readInput<S extends z.ZodType>(
+  request: Request,
+  source: RouteInput<S> | undefined,
+): Promise<ReadInput<Input<S>>> {
   if (!source) return { ok: true, value: undefined as Input<S> };
   if ("query" in source) {
     // Unknown params are the schema's business (`.strip()` to ignore them).
@@ -97,7 +100,9 @@ function respond(result: unknown, d: Described): Response {
  * its 4xx (422 with the issues for bad fields), and only then the one lib call runs; its outcome
  * is audited and answered as its `describe` says. Exactly one audit entry per call.
  */
-export function operatorRoute<S extends z.ZodType = z.ZodUndefined, R = unknown, P = Record<string, never>>(decl: OperatorRouteDeclaration<S, R, P>) {
+export function operatorRoute<S extends z.ZodType = z.ZodUndefined, R = unknown, P = Record<string, never>>(
+  decl: OperatorRouteDeclaration<S, R, P>,
+) {
   return route<{ params: Promise<P> }>(
     "public", // the role is checked below, so that a refusal is recorded too
     async (request, ctx) => {
@@ -118,12 +123,20 @@ export function operatorRoute<S extends z.ZodType = z.ZodUndefined, R = unknown,
 
       const action = typeof decl.action === "function" ? decl.action(input) : decl.action;
       const target = typeof decl.target === "function" ? decl.target(input, params) : (decl.target ?? null);
-      const auditParams = read.ok ? (decl.params ? decl.params(read.value) : (read.value as Prisma.InputJsonValue | undefined)) : { invalid: true };
-      const outcome = await audited("operator", { action, target, params: auditParams, via: decl.name }, async (principal) => {
-        if (!read.ok) return { result: "refused", message: "refused: invalid request", value: null };
-        const o = await call(principal, read.value);
-        return { result: auditResult(o.described), message: o.described.audit ?? o.described.message, value: o };
-      });
+      const auditParams = read.ok
+        ? decl.params
+          ? decl.params(read.value)
+          : (read.value as Prisma.InputJsonValue | undefined)
+        : { invalid: true };
+      const outcome = await audited(
+        "operator",
+        { action, target, params: auditParams, via: decl.name },
+        async (principal) => {
+          if (!read.ok) return { result: "refused", message: "refused: invalid request", value: null };
+          const o = await call(principal, read.value);
+          return { result: auditResult(o.described), message: o.described.audit ?? o.described.message, value: o };
+        },
+      );
       if (!read.ok) throw read.error;
       return respond(outcome!.result, outcome!.described);
     },
@@ -177,23 +190,32 @@ export function operatorAction<Raw, S extends z.ZodType, R, State extends Action
     const raw = decl.fields(form instanceof FormData ? form : new FormData());
     const parsed = decl.schema.safeParse(raw);
     const action = typeof decl.action === "function" ? decl.action(raw) : decl.action;
-    const auditParams = parsed.success ? (decl.params ? decl.params(parsed.data) : (parsed.data as Prisma.InputJsonValue)) : { invalid: true };
+    const auditParams = parsed.success
+      ? decl.params
+        ? decl.params(parsed.data)
+        : (parsed.data as Prisma.InputJsonValue)
+      : { invalid: true };
     try {
-      const state = await audited<State>("operator", { action, target: decl.target?.(raw) ?? null, params: auditParams, via: `action ${action}` }, async (principal) => {
-        if (!parsed.success) {
-          const { problem, message } = (decl.invalid ?? firstIssue)(parsed.error);
-          return { result: "refused", message: `refused: ${problem}`, value: { ok: false, message } as State };
-        }
-        const result = await decl.run(parsed.data, principal);
-        const d = decl.describe(result, parsed.data);
-        const value = decl.state ? decl.state(result, d, parsed.data) : ({ ok: d.ok, message: d.message } as State);
-        return { result: auditResult(d), message: d.audit ?? d.message, value };
-      });
+      const state = await audited<State>(
+        "operator",
+        { action, target: decl.target?.(raw) ?? null, params: auditParams, via: `action ${action}` },
+        async (principal) => {
+          if (!parsed.success) {
+            const { problem, message } = (decl.invalid ?? firstIssue)(parsed.error);
+            return { result: "refused", message: `refused: ${problem}`, value: { ok: false, message } as State };
+          }
+          const result = await decl.run(parsed.data, principal);
+          const d = decl.describe(result, parsed.data);
+          const value = decl.state ? decl.state(result, d, parsed.data) : ({ ok: d.ok, message: d.message } as State);
+          return { result: auditResult(d), message: d.audit ?? d.message, value };
+        },
+      );
       const path = decl.revalidate?.(raw);
       if (path) revalidatePath(path);
       return state;
     } catch (err) {
-      if (err instanceof Unauthenticated || err instanceof Forbidden) return { ok: false, message: err.message } as State;
+      if (err instanceof Unauthenticated || err instanceof Forbidden)
+        return { ok: false, message: err.message } as State;
       throw err;
     }
   };

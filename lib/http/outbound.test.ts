@@ -2,7 +2,15 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { waitFor } from "@/test/helpers/wait";
-import { attemptRequest, backoffMs, classifyStatus, describeFailure, parseHttpDate, retryAfterMs, sendRequest, type OutboundFailure } from "./outbound";
+import { parseHttpDate, retryAfterMs } from "@/lib/ratelimit/retry-after";
+import {
+  attemptRequest,
+  backoffMs,
+  classifyStatus,
+  describeFailure,
+  sendRequest,
+  type OutboundFailure,
+} from "./outbound";
 
 /** A control signal of the kind jobs abort with; callers recognise it by identity and class. */
 class DeadlineProbe extends Error {
@@ -45,7 +53,15 @@ describe("retryAfterMs", () => {
   });
 
   it("anything that is neither delay-seconds nor an HTTP-date asks for nothing", () => {
-    for (const value of ["-1", "1e3", "0x10", "", "Sun, 06 Nov 1994", "2024-03-01T00:00:00Z", "Sun, 06 Foo 1994 08:49:37 GMT"]) {
+    for (const value of [
+      "-1",
+      "1e3",
+      "0x10",
+      "",
+      "Sun, 06 Nov 1994",
+      "2024-03-01T00:00:00Z",
+      "Sun, 06 Foo 1994 08:49:37 GMT",
+    ]) {
       expect(retryAfterMs(headers({ "retry-after": value }), now), value).toBeUndefined();
     }
   });
@@ -61,8 +77,20 @@ describe("classifyStatus", () => {
   it("429 is throttled; 5xx and 408 are server errors worth another try; other non-2xx are refusals", () => {
     expect([200, 204].map(classifyStatus)).toEqual(["ok", "ok"]);
     expect(classifyStatus(429)).toBe("throttled");
-    expect([500, 502, 503, 408].map(classifyStatus)).toEqual(["server_error", "server_error", "server_error", "server_error"]);
-    expect([400, 401, 404, 422, 304, 101].map(classifyStatus)).toEqual(["rejected", "rejected", "rejected", "rejected", "rejected", "rejected"]);
+    expect([500, 502, 503, 408].map(classifyStatus)).toEqual([
+      "server_error",
+      "server_error",
+      "server_error",
+      "server_error",
+    ]);
+    expect([400, 401, 404, 422, 304, 101].map(classifyStatus)).toEqual([
+      "rejected",
+      "rejected",
+      "rejected",
+      "rejected",
+      "rejected",
+      "rejected",
+    ]);
   });
 });
 
@@ -92,7 +120,12 @@ beforeAll(async () => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
-      requests.push({ method: req.method, path: req.url, headers: req.headers, body: Buffer.concat(chunks).toString("utf8") });
+      requests.push({
+        method: req.method,
+        path: req.url,
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString("utf8"),
+      });
       const status = Number(/^\/status\/(\d+)/.exec(req.url ?? "")?.[1]);
       if (req.url === "/silent") return; // never answers
       if (req.url === "/cut") {
@@ -102,8 +135,15 @@ beforeAll(async () => {
         return;
       }
       if (status) {
-        res.writeHead(status, status === 429 ? { "retry-after-ms": "1500", "retry-after": "2" } : { "content-type": "application/json" });
-        res.end(status === 503 ? "<html>bad gateway</html>" : JSON.stringify({ error: { message: `refused with ${status}` } }));
+        res.writeHead(
+          status,
+          status === 429 ? { "retry-after-ms": "1500", "retry-after": "2" } : { "content-type": "application/json" },
+        );
+        res.end(
+          status === 503
+            ? "<html>bad gateway</html>"
+            : JSON.stringify({ error: { message: `refused with ${status}` } }),
+        );
         return;
       }
       res.writeHead(200, { "content-type": "application/json", "x-twice": ["a", "b"] });
@@ -130,11 +170,20 @@ async function closedPort(): Promise<string> {
 
 describe("sendRequest", () => {
   it("sends the method, headers and body with its length, and reads status, headers and the whole body", async () => {
-    const response = await sendRequest({ url: new URL(`${base}/echo`), headers: { "content-type": "text/plain", accept: "application/json" }, body: "héllo" });
+    const response = await sendRequest({
+      url: new URL(`${base}/echo`),
+      headers: { "content-type": "text/plain", accept: "application/json" },
+      body: "héllo",
+    });
     expect(response.status).toBe(200);
     expect(JSON.parse(response.body)).toEqual({ ok: true });
     expect(response.header("Content-Type")).toBe("application/json");
-    expect(requests.at(-1)).toMatchObject({ method: "POST", path: "/echo", body: "héllo", headers: { "content-length": "6", "content-type": "text/plain" } });
+    expect(requests.at(-1)).toMatchObject({
+      method: "POST",
+      path: "/echo",
+      body: "héllo",
+      headers: { "content-length": "6", "content-type": "text/plain" },
+    });
   });
 
   it("resolves every status: classifying is the caller's choice, not a rejection", async () => {
@@ -155,7 +204,9 @@ describe("sendRequest", () => {
   it("an already aborted signal sends nothing and rejects with its reason", async () => {
     const reason = new DeadlineProbe("already");
     const before = requests.length;
-    await expect(sendRequest({ url: new URL(`${base}/echo`), body: "x", signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
+    await expect(
+      sendRequest({ url: new URL(`${base}/echo`), body: "x", signal: AbortSignal.abort(reason) }),
+    ).rejects.toBe(reason);
     // A clock on purpose: an absence has no state to wait for; a request sent would be here by now.
     await new Promise((resolve) => setTimeout(resolve, 20));
     expect(requests.length).toBe(before);
@@ -170,16 +221,25 @@ describe("attemptRequest classifies what happened", () => {
   it("connection refused is unreachable and retryable, described with its code", async () => {
     const attempt = await attemptRequest({ url: new URL(`${await closedPort()}/x`) });
     expect(attempt).toMatchObject({ ok: false, kind: "unreachable", retryable: true });
-    expect(describeFailure("the OCR service", attempt as OutboundFailure)).toMatch(/^the OCR service could not be reached \(.*ECONNREFUSED.*\)$/);
+    expect(describeFailure("the OCR service", attempt as OutboundFailure)).toMatch(
+      /^the OCR service could not be reached \(.*ECONNREFUSED.*\)$/,
+    );
   });
 
   it("5xx and 408 are server errors, retryable, in the service's own words with the status", async () => {
     const attempt = await attemptRequest({ url: new URL(`${base}/status/500`) });
     expect(attempt).toMatchObject({ ok: false, kind: "server_error", retryable: true, status: 500 });
-    expect(describeFailure("the marketplace", attempt as OutboundFailure)).toBe("the marketplace failed (HTTP 500: refused with 500)");
+    expect(describeFailure("the marketplace", attempt as OutboundFailure)).toBe(
+      "the marketplace failed (HTTP 500: refused with 500)",
+    );
     const notJson = await attemptRequest({ url: new URL(`${base}/status/503`) });
-    expect(describeFailure("the marketplace", notJson as OutboundFailure)).toBe("the marketplace answered HTTP 503: <html>bad gateway</html>");
-    expect(await attemptRequest({ url: new URL(`${base}/status/408`) })).toMatchObject({ kind: "server_error", retryable: true });
+    expect(describeFailure("the marketplace", notJson as OutboundFailure)).toBe(
+      "the marketplace answered HTTP 503: <html>bad gateway</html>",
+    );
+    expect(await attemptRequest({ url: new URL(`${base}/status/408`) })).toMatchObject({
+      kind: "server_error",
+      retryable: true,
+    });
   });
 
   it("a 4xx is a refusal, not retryable, in the service's own words", async () => {
@@ -194,9 +254,15 @@ describe("attemptRequest classifies what happened", () => {
   });
 
   it("the request's own time limit is a retryable timeout, not an abort", async () => {
-    const attempt = await attemptRequest({ url: new URL(`${base}/silent`), timeoutMs: 30, signal: new AbortController().signal });
+    const attempt = await attemptRequest({
+      url: new URL(`${base}/silent`),
+      timeoutMs: 30,
+      signal: new AbortController().signal,
+    });
     expect(attempt).toMatchObject({ ok: false, kind: "timeout", retryable: true, timeoutMs: 30 });
-    expect(describeFailure("the marketplace", attempt as OutboundFailure)).toBe("the marketplace did not answer within 30 ms");
+    expect(describeFailure("the marketplace", attempt as OutboundFailure)).toBe(
+      "the marketplace did not answer within 30 ms",
+    );
   });
 
   it("the caller's abort reason passes through as the attempt's reason, even with a time limit set", async () => {
@@ -212,8 +278,12 @@ describe("attemptRequest classifies what happened", () => {
   });
 
   it("hands the combined signal to an injected transport, so it needs to know nothing of the time limit", async () => {
-    const attempt = await attemptRequest({ url: new URL("http://transport.invalid/"), timeoutMs: 20 }, ({ signal }) =>
-      new Promise((_resolve, reject) => signal!.addEventListener("abort", () => reject(new Error("socket destroyed")))),
+    const attempt = await attemptRequest(
+      { url: new URL("http://transport.invalid/"), timeoutMs: 20 },
+      ({ signal }) =>
+        new Promise((_resolve, reject) =>
+          signal!.addEventListener("abort", () => reject(new Error("socket destroyed"))),
+        ),
     );
     expect(attempt).toMatchObject({ kind: "timeout", timeoutMs: 20 });
   });

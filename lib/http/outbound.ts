@@ -1,14 +1,16 @@
 import http from "node:http";
 import https from "node:https";
 import { formatDuration } from "@/lib/format/duration";
+import { retryAfterMs } from "@/lib/ratelimit/retry-after";
+import { sendTracked } from "@/lib/ratelimit/silence";
 import { scaled } from "@/lib/time";
 import { currentTraceHeaders, inSpan } from "@/lib/tracing/tracing";
-import { describeError, snippet } from "./describe";
+import { describeError, snippet } from "@/lib/format/describe";
 
 /**
  * Outbound HTTP to the outside services (model endpoint, OCR, marketplace): sending one request
  * with the job's signal and an optional per-request time limit, classifying what came back, the
- * wait a server asks for (`Retry-After`), the retry backoff, and the words for a failure. The
+ * wait a server asks for (`Retry-After`, read in lib/ratelimit/retry-after.ts), the retry backoff, and the words for a failure. The
  * clients keep what is theirs: the body they send, how they read an answer, their retry policy
  * and what they record.
  */
@@ -130,13 +132,25 @@ export function classifyStatus(status: number): "ok" | "throttled" | "server_err
  *
  * @param send - the transport. @defaultValue `sendRequest`
  */
-export async function attemptRequest(request: OutboundRequest, send: SendRequest = sendRequest): Promise<OutboundAttempt> {
+export async function attemptRequest(
+  request: OutboundRequest,
+  send: SendRequest = sendRequest,
+): Promise<OutboundAttempt> {
   const { signal, timeoutMs } = request;
   const timeout = timeoutMs === undefined ? undefined : AbortSignal.timeout(timeoutMs);
   const combined = timeout && signal ? AbortSignal.any([signal, timeout]) : (timeout ?? signal);
   let response: OutboundResponse;
   try {
-    response = await tracedSend(request, combined, send);
+    // Inside a circuit breaker's guard the request is a call in flight of its service (silence
+    // detection, lib/ratelimit/silence.ts): any status is an answer; the outage signal cuts it
+    // when the breaker opens, and the guard then throws the outage instead of this failure.
+    const method = request.method ?? (request.body === undefined ? "GET" : "POST");
+    response = await sendTracked(
+      `${method} ${request.url.origin}${request.url.pathname}`,
+      (outage) =>
+        tracedSend(request, outage ? (combined ? AbortSignal.any([combined, outage]) : outage) : combined, send),
+      (outcome) => "value" in outcome,
+    );
   } catch (err) {
     if (signal?.aborted) return { ok: false, kind: "aborted", retryable: false, reason: signal.reason };
     if (timeout?.aborted) return { ok: false, kind: "timeout", retryable: true, timeoutMs: timeoutMs!, cause: err };
@@ -144,7 +158,14 @@ export async function attemptRequest(request: OutboundRequest, send: SendRequest
   }
   const kind = classifyStatus(response.status);
   if (kind === "ok") return { ok: true, response };
-  return { ok: false, kind, retryable: kind !== "rejected", status: response.status, response, retryAfterMs: retryAfterMs(response) };
+  return {
+    ok: false,
+    kind,
+    retryable: kind !== "rejected",
+    status: response.status,
+    response,
+    retryAfterMs: retryAfterMs(response),
+  };
 }
 
 /**
@@ -152,59 +173,28 @@ export async function attemptRequest(request: OutboundRequest, send: SendRequest
  * `traceparent` header, so the service's own traces join ours. An explicit `traceparent` header
  * of the caller's is kept.
  */
-function tracedSend(request: OutboundRequest, signal: AbortSignal | undefined, send: SendRequest): Promise<OutboundResponse> {
+function tracedSend(
+  request: OutboundRequest,
+  signal: AbortSignal | undefined,
+  send: SendRequest,
+): Promise<OutboundResponse> {
   const method = request.method ?? (request.body === undefined ? "GET" : "POST");
-  return inSpan(`${method} ${request.url.host}`, { kind: "client", attributes: { "http.request.method": method, "server.address": request.url.hostname, "url.path": request.url.pathname } }, async (span) => {
-    const response = await send({ ...request, headers: { ...currentTraceHeaders(), ...request.headers }, signal });
-    span.setAttribute("http.response.status_code", response.status);
-    return response;
-  });
-}
-
-const MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
-const MONTH = "(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)";
-const TIME = "(\\d{2}):(\\d{2}):(\\d{2})";
-/** RFC 9110 §5.6.7: `Sun, 06 Nov 1994 08:49:37 GMT` (the preferred form). */
-const IMF_FIXDATE = new RegExp(`^[a-z]{3}, (\\d{2}) ${MONTH} (\\d{4}) ${TIME} GMT$`, "i");
-/** The obsolete RFC 850 form: `Sunday, 06-Nov-94 08:49:37 GMT`. */
-const RFC850_DATE = new RegExp(`^[a-z]{6,9}, (\\d{2})-${MONTH}-(\\d{2}) ${TIME} GMT$`, "i");
-/** The obsolete asctime form, UTC by definition: `Sun Nov  6 08:49:37 1994`. */
-const ASCTIME_DATE = new RegExp(`^[a-z]{3} ${MONTH} ( \\d|\\d{2}) ${TIME} (\\d{4})$`, "i");
-
-/** An HTTP-date (RFC 9110 §5.6.7, all three forms) as epoch ms; undefined for anything else. */
-export function parseHttpDate(value: string, now: number = Date.now()): number | undefined {
-  let parts: { day: string; month: string; year: number; h: string; m: string; s: string } | undefined;
-  let match = IMF_FIXDATE.exec(value);
-  if (match) parts = { day: match[1]!, month: match[2]!, year: Number(match[3]), h: match[4]!, m: match[5]!, s: match[6]! };
-  else if ((match = RFC850_DATE.exec(value))) {
-    // A two-digit year more than 50 years ahead is the most recent past year with those digits.
-    const thisYear = new Date(now).getUTCFullYear();
-    let year = Math.floor(thisYear / 100) * 100 + Number(match[3]);
-    if (year > thisYear + 50) year -= 100;
-    parts = { day: match[1]!, month: match[2]!, year, h: match[4]!, m: match[5]!, s: match[6]! };
-  } else if ((match = ASCTIME_DATE.exec(value))) {
-    parts = { day: match[2]!, month: match[1]!, year: Number(match[6]), h: match[3]!, m: match[4]!, s: match[5]! };
-  }
-  if (!parts) return undefined;
-  const at = Date.UTC(parts.year, MONTHS.indexOf(parts.month.toLowerCase()), Number(parts.day), Number(parts.h), Number(parts.m), Number(parts.s));
-  return Number.isNaN(at) ? undefined : at;
-}
-
-/**
- * The wait a response asks for, in ms: `retry-after-ms` (sent by OpenAI and by the simulators,
- * whose windows are time-scaled below a second), else `Retry-After` as delay-seconds or as an
- * HTTP-date (RFC 9110 §10.2.3; a date in the past is no wait). Fractional seconds, which some
- * servers send, are read too. Taken as given, never scaled: it is the server's clock, not ours.
- * Undefined when the response asks for nothing readable.
- */
-export function retryAfterMs(response: Pick<OutboundResponse, "header">, now: number = Date.now()): number | undefined {
-  const precise = response.header("retry-after-ms")?.trim();
-  if (precise && /^\d+(\.\d+)?$/.test(precise)) return Number(precise);
-  const value = response.header("retry-after")?.trim();
-  if (!value) return undefined;
-  if (/^\d+(\.\d+)?$/.test(value)) return Number(value) * 1000;
-  const at = parseHttpDate(value, now);
-  return at === undefined ? undefined : Math.max(0, at - now);
+  return inSpan(
+    `${method} ${request.url.host}`,
+    {
+      kind: "client",
+      attributes: {
+        "http.request.method": method,
+        "server.address": request.url.hostname,
+        "url.path": request.url.pathname,
+      },
+    },
+    async (span) => {
+      const response = await send({ ...request, headers: { ...currentTraceHeaders(), ...request.headers }, signal });
+      span.setAttribute("http.response.status_code", response.status);
+      return response;
+    },
+  );
 }
 
 /**

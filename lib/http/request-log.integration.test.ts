@@ -25,7 +25,13 @@ vi.mock("pino", async (importOriginal) => {
 /** The request's headers as `next/headers` gives them to the auth code. */
 const requestHeaders = vi.hoisted(() => ({ current: new Headers() }));
 vi.mock("next/headers", () => ({
-  cookies: async () => ({ get: () => undefined, getAll: () => [], has: () => false, set: () => undefined, delete: () => undefined }),
+  cookies: async () => ({
+    get: () => undefined,
+    getAll: () => [],
+    has: () => false,
+    set: () => undefined,
+    delete: () => undefined,
+  }),
   headers: async () => requestHeaders.current,
 }));
 
@@ -60,7 +66,11 @@ function accessLines(): AccessLine[] {
     .filter((l) => l.name === "http" && l.msg === "request");
 }
 
-function call(handler: (request: Request, ctx: unknown) => Promise<Response>, url: string, headers: Record<string, string> = {}) {
+function call(
+  handler: (request: Request, ctx: unknown) => Promise<Response>,
+  url: string,
+  headers: Record<string, string> = {},
+) {
   requestHeaders.current = new Headers(headers);
   return handler(new Request(url, { headers }), { params: Promise.resolve({ id: "42" }) });
 }
@@ -85,7 +95,13 @@ describe("access log and request id", () => {
     expect(response.headers.get("x-request-id")).toBe("edge-7f3a9c21-req");
     const lines = accessLines();
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatchObject({ method: "GET", route: "/api/things/[id]", status: 404, principal: "anonymous", requestId: "edge-7f3a9c21-req" });
+    expect(lines[0]).toMatchObject({
+      method: "GET",
+      route: "/api/things/[id]",
+      status: 404,
+      principal: "anonymous",
+      requestId: "edge-7f3a9c21-req",
+    });
     expect(lines[0]!.durationMs).toBeGreaterThanOrEqual(0);
     expect(lines[0]!.traceId).toMatch(/^[0-9a-f]{32}$/);
   });
@@ -102,10 +118,24 @@ describe("access log and request id", () => {
   it("names the principal of an authenticated call, and continues the caller's trace", async () => {
     const viewerOnly = route("viewer", async () => Response.json({ ok: true }), "GET /api/secret-things");
     const traceId = "4bf92f3577b34da6a3ce929d0e0e4736";
-    const response = await call(viewerOnly, "http://localhost/api/secret-things", { authorization: `Bearer ${token}`, traceparent: `00-${traceId}-00f067aa0ba902b7-01` });
+    const response = await call(viewerOnly, "http://localhost/api/secret-things", {
+      authorization: `Bearer ${token}`,
+      traceparent: `00-${traceId}-00f067aa0ba902b7-01`,
+    });
     expect(response.status).toBe(200);
-    const bootstrap = await db().apiToken.findUniqueOrThrow({ where: { tokenHash: hashToken(token) }, select: { user: { select: { username: true } } } });
-    expect(accessLines()).toEqual([expect.objectContaining({ status: 200, principal: bootstrap.user.username, via: "token", route: "/api/secret-things", traceId })]);
+    const bootstrap = await db().apiToken.findUniqueOrThrow({
+      where: { tokenHash: hashToken(token) },
+      select: { user: { select: { username: true } } },
+    });
+    expect(accessLines()).toEqual([
+      expect.objectContaining({
+        status: 200,
+        principal: bootstrap.user.username,
+        via: "token",
+        route: "/api/secret-things",
+        traceId,
+      }),
+    ]);
   });
 
   it("logs a refused call with its status and no principal", async () => {

@@ -1,5 +1,4 @@
-import { AsyncLocalStorage } from "node:async_hooks";
-import type { Principal } from "@/lib/auth/roles";
+import { callerScopes, type CallerScope } from "@/lib/auth/caller";
 import { logger } from "@/lib/log";
 import { unscaled } from "@/lib/time";
 import { parseTraceparent } from "@/lib/tracing/traceparent";
@@ -14,38 +13,30 @@ import { routePattern } from "./request-metrics";
 
 const log = logger("http");
 
-interface RequestScope {
-  principal: Principal | null;
-}
-
-const holder = globalThis as unknown as { __boundedRequestScope?: AsyncLocalStorage<RequestScope> };
-function scopes(): AsyncLocalStorage<RequestScope> {
-  holder.__boundedRequestScope ??= new AsyncLocalStorage<RequestScope>();
-  return holder.__boundedRequestScope;
-}
-
-/** Records who the current request turned out to be (called where the role is checked), for its access log line. */
-export function noteCaller(principal: Principal): void {
-  const scope = scopes().getStore();
-  if (scope) scope.principal = principal;
-}
-
 /**
  * Runs a route handler as an observed request: a server span continuing the caller's
  * `traceparent`, the `x-request-id` response header, and the access log line (method, route
  * pattern, status, duration, principal, request id, trace id). The handler never throws here:
  * `route()` maps its errors to responses first.
  */
-export async function observeRequest(request: Request, name: string, handle: () => Promise<Response>): Promise<Response> {
+export async function observeRequest(
+  request: Request,
+  name: string,
+  handle: () => Promise<Response>,
+): Promise<Response> {
   const started = performance.now();
   const requestId = requestIdOf(request.headers);
   const route = routePattern(name);
-  const scope: RequestScope = { principal: null };
+  const scope: CallerScope = { principal: null };
   let traceId = "";
-  const response = await scopes().run(scope, () =>
+  const response = await callerScopes().run(scope, () =>
     inSpan(
       `${request.method} ${route}`,
-      { kind: "server", parent: parseTraceparent(request.headers.get("traceparent")), attributes: { "http.request.method": request.method, "http.route": route } },
+      {
+        kind: "server",
+        parent: parseTraceparent(request.headers.get("traceparent")),
+        attributes: { "http.request.method": request.method, "http.route": route },
+      },
       async (span) => {
         traceId = span.spanContext().traceId;
         const answered = await handle();
@@ -58,7 +49,16 @@ export async function observeRequest(request: Request, name: string, handle: () 
   // Production ms, like every duration the system reports (the metric is the same figure).
   const durationMs = Math.round(unscaled(performance.now() - started) * 10) / 10;
   const principal = scope.principal ? scope.principal.username : "anonymous";
-  const line = { requestId, method: request.method, route, status: response.status, durationMs, principal, via: scope.principal?.via, traceId };
+  const line = {
+    requestId,
+    method: request.method,
+    route,
+    status: response.status,
+    durationMs,
+    principal,
+    via: scope.principal?.via,
+    traceId,
+  };
   if (response.status >= 500) log.error(line, "request");
   else log.info(line, "request");
   return withId;

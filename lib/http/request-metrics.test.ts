@@ -20,7 +20,9 @@ async function sample(name: string, labels: Record<string, string>): Promise<num
 }
 
 function routeFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? routeFiles(join(dir, e.name)) : e.name === "route.ts" ? [join(dir, e.name)] : []));
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? routeFiles(join(dir, e.name)) : e.name === "route.ts" ? [join(dir, e.name)] : [],
+  );
 }
 
 describe("routePattern", () => {
@@ -37,10 +39,19 @@ describe("routePattern", () => {
       const source = readFileSync(file, "utf8");
       if (!/\b(route|operatorRoute)\s*[<(]/.test(source)) continue; // answers without route(): not counted
       const folder = `/${relative(APP, file).split(sep).slice(0, -1).join("/")}`;
-      const exported = [...source.matchAll(/export (?:const|async function) (GET|POST|PUT|PATCH|DELETE)\b/g)].map((m) => m[1]!);
-      const names = [...source.matchAll(/"((GET|POST|PUT|PATCH|DELETE) \/api[^"]*)"/g)].map((m) => ({ name: m[1]!, method: m[2]! }));
-      for (const method of exported) if (!names.some((n) => n.method === method)) problems.push(`${folder}: ${method} has no "${method} /api/…" name`);
-      for (const { name } of names) if (routePattern(name) !== folder) problems.push(`${folder}: named "${name}", counted as ${routePattern(name)}`);
+      const exported = [...source.matchAll(/export (?:const|async function) (GET|POST|PUT|PATCH|DELETE)\b/g)].map(
+        (m) => m[1]!,
+      );
+      const names = [...source.matchAll(/"((GET|POST|PUT|PATCH|DELETE) \/api[^"]*)"/g)].map((m) => ({
+        name: m[1]!,
+        method: m[2]!,
+      }));
+      for (const method of exported)
+        if (!names.some((n) => n.method === method))
+          problems.push(`${folder}: ${method} has no "${method} /api/…" name`);
+      for (const { name } of names)
+        if (routePattern(name) !== folder)
+          problems.push(`${folder}: named "${name}", counted as ${routePattern(name)}`);
       named += names.length;
     }
     expect(problems).toEqual([]);
@@ -60,7 +71,8 @@ describe("route()", () => {
       "POST /api/request-metrics-test/:id",
     );
     const before = (await sample("bounded_http_requests_total", { ...labels, status: "201" })) ?? 0;
-    const request = () => new Request("http://localhost/api/request-metrics-test/3f2a9c1e-0000-4000-8000-000000000000", { method: "POST" });
+    const request = () =>
+      new Request("http://localhost/api/request-metrics-test/3f2a9c1e-0000-4000-8000-000000000000", { method: "POST" });
     expect((await ok(request(), {})).status).toBe(201);
     expect((await ok(request(), {})).status).toBe(201);
     expect((await missing(request(), {})).status).toBe(404);

@@ -23,6 +23,11 @@ export function routePattern(name: string): string {
  * when the request reached `route()`). Returns the response, so `route()` can end with it.
  */
 export function recordRequestMetrics(request: Request, name: string, startedMs: number, response: Response): Response {
-  metrics.observeRequest({ method: request.method, route: routePattern(name), status: response.status, seconds: (performance.now() - startedMs) / 1000 });
+  metrics.observeRequest({
+    method: request.method,
+    route: routePattern(name),
+    status: response.status,
+    seconds: (performance.now() - startedMs) / 1000,
+  });
   return response;
 }

@@ -86,7 +86,9 @@ describe("createImport: an accepted upload", () => {
   it("creates a queued Job counting the rows, its stored Upload, and a queue job whose id is the Job id", async () => {
     const tenant = tenantFor("accepted");
     const filename = `bank-${randomUUID()}.csv`;
-    const bytes = utf8(`${HEADER}\n2026-01-01,-1.00,EUR,Rewe,x\n2026-01-02,-2.00,EUR,Aldi,y\n2026-01-03,3.00,EUR,Employer,z\n`);
+    const bytes = utf8(
+      `${HEADER}\n2026-01-01,-1.00,EUR,Rewe,x\n2026-01-02,-2.00,EUR,Aldi,y\n2026-01-03,3.00,EUR,Employer,z\n`,
+    );
 
     const result = await createImport({ tenant, filename, bytes });
 
@@ -169,7 +171,10 @@ describe("createImport: an accepted upload", () => {
 
     if (result.type !== "created") throw new Error(`rejected: ${result.message}`);
     queueJobs.push(result.jobId);
-    const job = await db().job.findUniqueOrThrow({ where: { id: result.jobId }, include: { tenant: true, upload: true } });
+    const job = await db().job.findUniqueOrThrow({
+      where: { id: result.jobId },
+      include: { tenant: true, upload: true },
+    });
     expect(job.tenant.slug).toBe(tenant);
     expect(job.upload!.filename).toBe("bank export.csv");
   });
@@ -179,7 +184,9 @@ describe("createImport: concurrency", () => {
   it("eight uploads for a new tenant at the same moment all succeed, under one Tenant row", async () => {
     const tenant = tenantFor("concurrent");
     const results = await Promise.all(
-      Array.from({ length: 8 }, (_, i) => createImport({ tenant, filename: `c${i}.csv`, bytes: utf8(`${HEADER}\n2026-01-02,-1.00,EUR,REWE,x\n`) })),
+      Array.from({ length: 8 }, (_, i) =>
+        createImport({ tenant, filename: `c${i}.csv`, bytes: utf8(`${HEADER}\n2026-01-02,-1.00,EUR,REWE,x\n`) }),
+      ),
     );
     for (const r of results) {
       expect(r.type).toBe("created");

@@ -1,22 +1,14 @@
 import { z } from "zod";
 import { env } from "@/lib/env";
 import { createJob } from "@/lib/jobs/create";
+import { tenantSlugSchema } from "@/lib/tenants/slug";
 import { inspectUpload, normalizeLineEndings, type UploadRejection } from "./inspect-upload";
-
-export const tenantSlugSchema = z
-  .string({ error: "tenant is required" })
-  .trim()
-  .toLowerCase()
-  // An empty field (a form without it) is "required", not a malformed name.
-  .min(1, { error: "tenant is required", abort: true })
-  .regex(/^[a-z0-9][a-z0-9-]{1,62}$/, "tenant must be 2–63 lower-case letters, digits or '-'")
-  // The scheduled sweeps run as the tenant "system"; nobody may upload as it.
-  .refine((slug) => slug !== "system", "tenant “system” is reserved");
 
 /** A file name as shown back to people: control characters dropped, at most 255 characters. */
 const filenameSchema = z
   .string()
   .trim()
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it drops
   .transform((s) => s.replace(/[\u0000-\u001f\u007f]/g, "").slice(0, 255) || "upload.csv");
 
 export type CreateImportResult =
@@ -42,7 +34,8 @@ export async function createImport(input: {
   const filename = filenameSchema.parse(input.filename);
   const bytes = normalizeLineEndings(input.bytes);
   const inspection = inspectUpload(bytes, uploadLimits());
-  if (!inspection.ok) return { type: "rejected", status: inspection.status, code: inspection.code, message: inspection.message };
+  if (!inspection.ok)
+    return { type: "rejected", status: inspection.status, code: inspection.code, message: inspection.message };
 
   const { jobId, progressToken } = await createJob({
     kind: "csv_import",

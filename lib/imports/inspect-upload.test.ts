@@ -1,6 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { formatBytes } from "@/lib/units";
-import { MAX_COLUMNS, inspectUpload, normalizeLineEndings, type UploadInspection, type UploadLimits } from "./inspect-upload";
+import {
+  MAX_COLUMNS,
+  inspectUpload,
+  normalizeLineEndings,
+  type UploadInspection,
+  type UploadLimits,
+} from "./inspect-upload";
 
 const LIMITS: UploadLimits = { maxBytes: 1024 * 1024, maxRows: 100 };
 const HEADER = "date,amount,currency,counterparty,description";
@@ -129,7 +135,9 @@ describe("inspectUpload: unusable content (422)", () => {
   });
 
   it("uses the singular when exactly one column is missing", () => {
-    const result = rejected(inspectUpload(utf8("date;amount;currency;counterparty\n2026-01-01;1,00;EUR;Rewe\n"), LIMITS));
+    const result = rejected(
+      inspectUpload(utf8("date;amount;currency;counterparty\n2026-01-01;1,00;EUR;Rewe\n"), LIMITS),
+    );
     expect(result.code).toBe("missing_columns");
     expect(result.message).toMatch(/^Missing required column: description\./);
   });
@@ -160,7 +168,9 @@ describe("inspectUpload: unusable content (422)", () => {
   });
 
   it("refuses an unbalanced quote as malformed CSV and says near which line", () => {
-    const file = utf8(`${HEADER}\n2026-01-01,1.00,EUR,Rewe,ok\n2026-01-02,2.00,EUR,"Aldi,unclosed\n2026-01-03,3.00,EUR,Lidl,ok\n`);
+    const file = utf8(
+      `${HEADER}\n2026-01-01,1.00,EUR,Rewe,ok\n2026-01-02,2.00,EUR,"Aldi,unclosed\n2026-01-03,3.00,EUR,Lidl,ok\n`,
+    );
     const result = rejected(inspectUpload(file, LIMITS));
     expect(result).toMatchObject({ status: 422, code: "malformed_csv" });
     expect(result.message).toMatch(/^The file is not well-formed CSV/);
@@ -189,8 +199,15 @@ describe("inspectUpload: row limit", () => {
 
 describe("inspectUpload: what a bank export may look like and still be accepted", () => {
   it("accepts a plain comma-separated file and counts its data rows", () => {
-    const result = accepted(inspectUpload(utf8(`${HEADER}\n2026-01-01,-1.00,EUR,Rewe,x\n2026-01-02,2.00,EUR,Aldi,y\n`), LIMITS));
-    expect(result).toEqual({ ok: true, delimiter: ",", rows: 2, columns: ["date", "amount", "currency", "counterparty", "description"] });
+    const result = accepted(
+      inspectUpload(utf8(`${HEADER}\n2026-01-01,-1.00,EUR,Rewe,x\n2026-01-02,2.00,EUR,Aldi,y\n`), LIMITS),
+    );
+    expect(result).toEqual({
+      ok: true,
+      delimiter: ",",
+      rows: 2,
+      columns: ["date", "amount", "currency", "counterparty", "description"],
+    });
   });
 
   it("accepts UTF-8 with a byte-order mark (Excel's “CSV UTF-8”) without the mark leaking into the first column", () => {
@@ -201,24 +218,43 @@ describe("inspectUpload: what a bank export may look like and still be accepted"
   });
 
   it("accepts semicolons (European exports, decimal commas)", () => {
-    const result = accepted(inspectUpload(utf8("date;amount;currency;counterparty;description\n2026-01-01;-1.234,56;EUR;Rewe;Einkauf, groß\n"), LIMITS));
+    const result = accepted(
+      inspectUpload(
+        utf8("date;amount;currency;counterparty;description\n2026-01-01;-1.234,56;EUR;Rewe;Einkauf, groß\n"),
+        LIMITS,
+      ),
+    );
     expect(result.delimiter).toBe(";");
     expect(result.rows).toBe(1);
   });
 
   it("accepts the columns in any order and in any case, with spaces around the names", () => {
-    const result = accepted(inspectUpload(utf8(" Counterparty , DESCRIPTION,Amount,Currency, Date\nRewe,x,1.00,EUR,2026-01-01\n"), LIMITS));
+    const result = accepted(
+      inspectUpload(utf8(" Counterparty , DESCRIPTION,Amount,Currency, Date\nRewe,x,1.00,EUR,2026-01-01\n"), LIMITS),
+    );
     expect(result.columns).toEqual(["counterparty", "description", "amount", "currency", "date"]);
   });
 
   it("accepts extra columns beside the required ones", () => {
-    const result = accepted(inspectUpload(utf8(`booking id,${HEADER},balance\n42,2026-01-01,1.00,EUR,Rewe,x,100.00\n`), LIMITS));
-    expect(result.columns).toEqual(["booking id", "date", "amount", "currency", "counterparty", "description", "balance"]);
+    const result = accepted(
+      inspectUpload(utf8(`booking id,${HEADER},balance\n42,2026-01-01,1.00,EUR,Rewe,x,100.00\n`), LIMITS),
+    );
+    expect(result.columns).toEqual([
+      "booking id",
+      "date",
+      "amount",
+      "currency",
+      "counterparty",
+      "description",
+      "balance",
+    ]);
     expect(result.rows).toBe(1);
   });
 
   it("accepts Windows line endings (CRLF) and does not count the last line break as a row", () => {
-    const result = accepted(inspectUpload(utf8(`${HEADER}\r\n2026-01-01,1.00,EUR,Rewe,x\r\n2026-01-02,2.00,EUR,Aldi,y\r\n`), LIMITS));
+    const result = accepted(
+      inspectUpload(utf8(`${HEADER}\r\n2026-01-01,1.00,EUR,Rewe,x\r\n2026-01-02,2.00,EUR,Aldi,y\r\n`), LIMITS),
+    );
     expect(result.rows).toBe(2);
     expect(result.columns.at(-1)).toBe("description");
   });
@@ -234,7 +270,10 @@ describe("inspectUpload: what a bank export may look like and still be accepted"
   });
 
   it("does not count blank lines between transactions as rows", () => {
-    expect(accepted(inspectUpload(utf8(`${HEADER}\n2026-01-01,1.00,EUR,Rewe,x\n\n2026-01-02,2.00,EUR,Aldi,y\n`), LIMITS)).rows).toBe(2);
+    expect(
+      accepted(inspectUpload(utf8(`${HEADER}\n2026-01-01,1.00,EUR,Rewe,x\n\n2026-01-02,2.00,EUR,Aldi,y\n`), LIMITS))
+        .rows,
+    ).toBe(2);
   });
 
   it("accepts a last line without a line break", () => {
@@ -245,17 +284,29 @@ describe("inspectUpload: what a bank export may look like and still be accepted"
 describe("inspectUpload: what the first bytes do not show", () => {
   it("refuses a NUL byte anywhere in the file, not only in the first 8 KB, and says on which line", () => {
     const rows = Array.from({ length: 400 }, () => "2026-01-01,1.00,EUR,Rewe,x").join("\n");
-    const result = rejected(inspectUpload(utf8(`${HEADER}\n${rows}\n2026-01-02,1.00,EUR,Evil\u0000Corp,x\n`), { maxBytes: LIMITS.maxBytes, maxRows: 1000 }));
+    const result = rejected(
+      inspectUpload(utf8(`${HEADER}\n${rows}\n2026-01-02,1.00,EUR,Evil\u0000Corp,x\n`), {
+        maxBytes: LIMITS.maxBytes,
+        maxRows: 1000,
+      }),
+    );
     expect(result).toMatchObject({ status: 415, code: "not_text" });
-    expect(result.message).toBe("The file contains a NUL byte (binary data) on line 402, so it is not a CSV text file.");
+    expect(result.message).toBe(
+      "The file contains a NUL byte (binary data) on line 402, so it is not a CSV text file.",
+    );
   });
 
   it("refuses a header with more columns than the limit, and accepts exactly the limit", () => {
     const extra = (n: number) => Array.from({ length: n }, (_, i) => `c${i}`).join(",");
-    const over = rejected(inspectUpload(utf8(`${HEADER},${extra(MAX_COLUMNS - 4)}\n2026-01-01,1.00,EUR,Rewe,x\n`), LIMITS));
+    const over = rejected(
+      inspectUpload(utf8(`${HEADER},${extra(MAX_COLUMNS - 4)}\n2026-01-01,1.00,EUR,Rewe,x\n`), LIMITS),
+    );
     expect(over).toMatchObject({ status: 422, code: "too_many_columns" });
     expect(over.message).toMatch(/^The header has 1,001 columns; the limit is 1,000\./);
-    expect(accepted(inspectUpload(utf8(`${HEADER},${extra(MAX_COLUMNS - 5)}\n2026-01-01,1.00,EUR,Rewe,x\n`), LIMITS)).columns).toHaveLength(MAX_COLUMNS);
+    expect(
+      accepted(inspectUpload(utf8(`${HEADER},${extra(MAX_COLUMNS - 5)}\n2026-01-01,1.00,EUR,Rewe,x\n`), LIMITS))
+        .columns,
+    ).toHaveLength(MAX_COLUMNS);
   });
 });
 
@@ -263,8 +314,12 @@ describe("normalizeLineEndings", () => {
   const text = (b: Uint8Array) => new TextDecoder().decode(b);
 
   it("turns every CRLF into LF, so a file mixing CRLF and LF keeps its rows apart", () => {
-    const mixed = utf8(`${HEADER}\r\n2026-01-01,1.00,EUR,Rewe,x\n2026-01-02,2.00,EUR,Aldi,y\r\n2026-01-03,3.00,EUR,Lidl,z`);
-    expect(text(normalizeLineEndings(mixed))).toBe(`${HEADER}\n2026-01-01,1.00,EUR,Rewe,x\n2026-01-02,2.00,EUR,Aldi,y\n2026-01-03,3.00,EUR,Lidl,z`);
+    const mixed = utf8(
+      `${HEADER}\r\n2026-01-01,1.00,EUR,Rewe,x\n2026-01-02,2.00,EUR,Aldi,y\r\n2026-01-03,3.00,EUR,Lidl,z`,
+    );
+    expect(text(normalizeLineEndings(mixed))).toBe(
+      `${HEADER}\n2026-01-01,1.00,EUR,Rewe,x\n2026-01-02,2.00,EUR,Aldi,y\n2026-01-03,3.00,EUR,Lidl,z`,
+    );
     expect(accepted(inspectUpload(normalizeLineEndings(mixed), LIMITS)).rows).toBe(3);
   });
 

@@ -1,5 +1,6 @@
 import { parse } from "csv-parse/sync";
 import { formatBytes } from "@/lib/units";
+import { formatCount } from "@/lib/format/number";
 
 /** The columns a bank-transaction CSV must have (any order, case-insensitive, extra columns allowed). */
 export const REQUIRED_COLUMNS = ["date", "amount", "currency", "counterparty", "description"] as const;
@@ -41,13 +42,16 @@ const reject = (status: 413 | 415 | 422, code: UploadRejection, message: string)
   message,
 });
 
-
 function sniffBinary(bytes: Uint8Array): string | null {
   const starts = (...sig: number[]) => sig.every((b, i) => bytes[i] === b);
-  if (starts(0xff, 0xfe) || starts(0xfe, 0xff)) return "The file is UTF-16 text. Save it as “CSV UTF-8” and upload it again.";
-  if (starts(0x50, 0x4b, 0x03, 0x04)) return "This looks like an Excel workbook or a ZIP archive, not a CSV file. Export the sheet as “CSV UTF-8”.";
-  if (starts(0x25, 0x50, 0x44, 0x46)) return "This is a PDF, not a CSV file. Export your transactions as CSV from your bank.";
-  if (starts(0xd0, 0xcf, 0x11, 0xe0)) return "This looks like an old Excel (.xls) file, not a CSV file. Export the sheet as “CSV UTF-8”.";
+  if (starts(0xff, 0xfe) || starts(0xfe, 0xff))
+    return "The file is UTF-16 text. Save it as “CSV UTF-8” and upload it again.";
+  if (starts(0x50, 0x4b, 0x03, 0x04))
+    return "This looks like an Excel workbook or a ZIP archive, not a CSV file. Export the sheet as “CSV UTF-8”.";
+  if (starts(0x25, 0x50, 0x44, 0x46))
+    return "This is a PDF, not a CSV file. Export your transactions as CSV from your bank.";
+  if (starts(0xd0, 0xcf, 0x11, 0xe0))
+    return "This looks like an old Excel (.xls) file, not a CSV file. Export the sheet as “CSV UTF-8”.";
   if (bytes.subarray(0, 8192).includes(0)) return "The file contains binary data, so it is not a CSV text file.";
   return null;
 }
@@ -88,7 +92,11 @@ function headerColumns(headerLine: string, delimiter: string): string[] | null {
  */
 export function inspectUpload(bytes: Uint8Array, limits: UploadLimits): UploadInspection {
   if (bytes.byteLength > limits.maxBytes) {
-    return reject(413, "file_too_large", `The file is ${formatBytes(bytes.byteLength)}; the limit is ${formatBytes(limits.maxBytes)}. Split it into smaller files.`);
+    return reject(
+      413,
+      "file_too_large",
+      `The file is ${formatBytes(bytes.byteLength)}; the limit is ${formatBytes(limits.maxBytes)}. Split it into smaller files.`,
+    );
   }
   if (bytes.byteLength === 0) return reject(422, "empty_file", "The file is empty.");
   const binary = sniffBinary(bytes);
@@ -106,7 +114,11 @@ export function inspectUpload(bytes: Uint8Array, limits: UploadLimits): UploadIn
   const nul = text.indexOf("\u0000");
   if (nul !== -1) {
     const line = text.slice(0, nul).split("\n").length;
-    return reject(415, "not_text", `The file contains a NUL byte (binary data) on line ${line.toLocaleString("en-US")}, so it is not a CSV text file.`);
+    return reject(
+      415,
+      "not_text",
+      `The file contains a NUL byte (binary data) on line ${formatCount(line)}, so it is not a CSV text file.`,
+    );
   }
 
   const headerLine = text.split(/\r?\n/, 1)[0]!;
@@ -122,10 +134,17 @@ export function inspectUpload(bytes: Uint8Array, limits: UploadLimits): UploadIn
     }
   }
   if (!delimiter) {
-    for (const [other, label] of [["\t", "tabs"], ["|", "'|'"]] as const) {
+    for (const [other, label] of [
+      ["\t", "tabs"],
+      ["|", "'|'"],
+    ] as const) {
       const cols = headerColumns(headerLine, other);
       if (cols && REQUIRED_COLUMNS.every((c) => cols.includes(c))) {
-        return reject(422, "wrong_delimiter", `The columns are separated by ${label}. Use a comma (,) or a semicolon (;).`);
+        return reject(
+          422,
+          "wrong_delimiter",
+          `The columns are separated by ${label}. Use a comma (,) or a semicolon (;).`,
+        );
       }
     }
     const best = candidates.map((d) => headerColumns(headerLine, d) ?? []).sort((a, b) => b.length - a.length)[0] ?? [];
@@ -139,10 +158,15 @@ export function inspectUpload(bytes: Uint8Array, limits: UploadLimits): UploadIn
     );
   }
   if (columns.length > MAX_COLUMNS) {
-    return reject(422, "too_many_columns", `The header has ${columns.length.toLocaleString("en-US")} columns; the limit is ${MAX_COLUMNS.toLocaleString("en-US")}. Keep the columns ${REQUIRED_COLUMNS.join(", ")} and remove the others.`);
+    return reject(
+      422,
+      "too_many_columns",
+      `The header has ${formatCount(columns.length)} columns; the limit is ${formatCount(MAX_COLUMNS)}. Keep the columns ${REQUIRED_COLUMNS.join(", ")} and remove the others.`,
+    );
   }
   const duplicated = columns.filter((c, i) => c !== "" && columns.indexOf(c) !== i);
-  if (duplicated.length) return reject(422, "duplicate_columns", `The column “${duplicated[0]}” appears more than once in the header.`);
+  if (duplicated.length)
+    return reject(422, "duplicate_columns", `The column “${duplicated[0]}” appears more than once in the header.`);
 
   let rows = 0;
   try {
@@ -160,11 +184,19 @@ export function inspectUpload(bytes: Uint8Array, limits: UploadLimits): UploadIn
   } catch (err) {
     const line = (err as { lines?: number }).lines;
     const detail = err instanceof Error ? err.message.replace(/^Invalid Record Length: |^CSV_\w+: /, "") : "unreadable";
-    return reject(422, "malformed_csv", `The file is not well-formed CSV${line ? ` near line ${line}` : ""}: ${detail}`);
+    return reject(
+      422,
+      "malformed_csv",
+      `The file is not well-formed CSV${line ? ` near line ${line}` : ""}: ${detail}`,
+    );
   }
   if (rows === 0) return reject(422, "no_rows", "The file has a header but no transactions.");
   if (rows > limits.maxRows) {
-    return reject(413, "too_many_rows", `The file has ${rows.toLocaleString("en-US")} rows; the limit is ${limits.maxRows.toLocaleString("en-US")}. Split it into smaller files.`);
+    return reject(
+      413,
+      "too_many_rows",
+      `The file has ${formatCount(rows)} rows; the limit is ${formatCount(limits.maxRows)}. Split it into smaller files.`,
+    );
   }
   return { ok: true, delimiter, rows, columns };
 }

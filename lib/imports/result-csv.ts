@@ -2,7 +2,7 @@ import { Readable } from "node:stream";
 import { parse } from "csv-parse";
 import { db } from "@/lib/db/client";
 import { customerReason } from "@/lib/jobs/customer-progress";
-import { isTerminal, type JobStatus } from "@/lib/jobs/statuses";
+import { isTerminal, type JobStatus } from "@/lib/core/job-statuses";
 
 /**
  * An import's results as CSV files the customer downloads: the categorised rows, and the rows
@@ -52,22 +52,44 @@ export interface ImportDownloadJob {
   filename: string;
 }
 
-export type DownloadLookup = { ok: true; job: ImportDownloadJob } | { ok: false; status: 404 | 409; code: string; message: string };
+export type DownloadLookup =
+  | { ok: true; job: ImportDownloadJob }
+  | { ok: false; status: 404 | 409; code: string; message: string };
 
 /** The import a progress link opens, if its results can be downloaded: the link is the only key. */
 export async function importForDownload(token: string): Promise<DownloadLookup> {
-  const missing = { ok: false as const, status: 404 as const, code: "not_found", message: "No job has this progress link. Check the address." };
+  const missing = {
+    ok: false as const,
+    status: 404 as const,
+    code: "not_found",
+    message: "No job has this progress link. Check the address.",
+  };
   if (!PROGRESS_TOKEN.test(token)) return missing;
-  const job = await db().job.findUnique({ where: { progressToken: token }, select: { id: true, kind: true, status: true, upload: { select: { filename: true } } } });
+  const job = await db().job.findUnique({
+    where: { progressToken: token },
+    select: { id: true, kind: true, status: true, upload: { select: { filename: true } } },
+  });
   if (!job) return missing;
-  if (job.kind !== "csv_import" || !job.upload) return { ok: false, status: 404, code: "not_found", message: "This job has no file to download: only imports do." };
-  if (!isTerminal(job.status)) return { ok: false, status: 409, code: "not_finished", message: "The import is still running: its files can be downloaded once it has finished." };
+  if (job.kind !== "csv_import" || !job.upload)
+    return { ok: false, status: 404, code: "not_found", message: "This job has no file to download: only imports do." };
+  if (!isTerminal(job.status))
+    return {
+      ok: false,
+      status: 409,
+      code: "not_finished",
+      message: "The import is still running: its files can be downloaded once it has finished.",
+    };
   return { ok: true, job: { id: job.id, status: job.status, filename: job.upload.filename } };
 }
 
 /** "january.csv" → "january-result.csv": ASCII only, for the plain `filename=` of the header. */
 export function downloadFilename(uploaded: string, suffix: string): string {
-  const base = uploaded.replace(/\.csv$/i, "").replace(/[^A-Za-z0-9._-]+/g, "_").replace(/^[._]+/, "").slice(0, 100) || "import";
+  const base =
+    uploaded
+      .replace(/\.csv$/i, "")
+      .replace(/[^A-Za-z0-9._-]+/g, "_")
+      .replace(/^[._]+/, "")
+      .slice(0, 100) || "import";
   return `${base}-${suffix}.csv`;
 }
 
@@ -78,7 +100,11 @@ async function jobIdsOf(jobId: string): Promise<string[]> {
 }
 
 /** Pages of lines, pulled one page at a time as the reader consumes them. */
-function lineStream(first: string, nextPage: () => Promise<string | null>, onCancel?: () => void): ReadableStream<Uint8Array> {
+function lineStream(
+  first: string,
+  nextPage: () => Promise<string | null>,
+  onCancel?: () => void,
+): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
   let started = false;
   return new ReadableStream<Uint8Array>({
@@ -106,7 +132,15 @@ export async function resultCsv(jobId: string, pageRows = PAGE_ROWS): Promise<Re
     if (done) return null;
     const rows = await db().transaction.findMany({
       where: { jobId: { in: jobIds }, row: { gt: after } },
-      select: { row: true, date: true, amountMinor: true, currency: true, counterparty: true, description: true, category: { select: { name: true } } },
+      select: {
+        row: true,
+        date: true,
+        amountMinor: true,
+        currency: true,
+        counterparty: true,
+        description: true,
+        category: { select: { name: true } },
+      },
       orderBy: { row: "asc" },
       take: pageRows,
     });
@@ -114,7 +148,17 @@ export async function resultCsv(jobId: string, pageRows = PAGE_ROWS): Promise<Re
     if (rows.length === 0) return null;
     after = rows.at(-1)!.row;
     return rows
-      .map((t) => csvLine([String(t.row), t.date.toISOString().slice(0, 10), formatMinor(t.amountMinor), t.currency, t.counterparty, t.description, t.category.name]))
+      .map((t) =>
+        csvLine([
+          String(t.row),
+          t.date.toISOString().slice(0, 10),
+          formatMinor(t.amountMinor),
+          t.currency,
+          t.counterparty,
+          t.description,
+          t.category.name,
+        ]),
+      )
       .join("");
   });
 }
@@ -137,7 +181,12 @@ export async function failedRowsCsv(jobId: string, pageRows = PAGE_ROWS): Promis
   let failuresDone = false;
   const nextFailure = async (): Promise<{ row: number; reason: string } | null> => {
     if (failures.length === 0 && !failuresDone) {
-      failures = await db().jobItemFailure.findMany({ where: { ...where, row: { gt: failuresAfter } }, select: { row: true, reason: true }, orderBy: { row: "asc" }, take: pageRows });
+      failures = await db().jobItemFailure.findMany({
+        where: { ...where, row: { gt: failuresAfter } },
+        select: { row: true, reason: true },
+        orderBy: { row: "asc" },
+        take: pageRows,
+      });
       if (failures.length < pageRows) failuresDone = true;
       if (failures.length > 0) failuresAfter = failures.at(-1)!.row;
     }
@@ -145,9 +194,17 @@ export async function failedRowsCsv(jobId: string, pageRows = PAGE_ROWS): Promis
   };
 
   // The same options as the import's reader (workers/processors/csv-import.ts): the same records, so the same row numbers.
-  const records = Readable.from([Buffer.from(upload.content)]).pipe(
-    parse({ bom: true, delimiter, relax_column_count: true, skip_empty_lines: true, skip_records_with_empty_values: true }),
-  )[Symbol.asyncIterator]() as AsyncIterator<string[]>;
+  const records = Readable.from([Buffer.from(upload.content)])
+    .pipe(
+      parse({
+        bom: true,
+        delimiter,
+        relax_column_count: true,
+        skip_empty_lines: true,
+        skip_records_with_empty_values: true,
+      }),
+    )
+    [Symbol.asyncIterator]() as AsyncIterator<string[]>;
 
   const first = await records.next();
   const header = first.done ? [] : first.value;
@@ -157,41 +214,45 @@ export async function failedRowsCsv(jobId: string, pageRows = PAGE_ROWS): Promis
   let index = 0;
   let finished = false;
 
-  return lineStream(BOM + csvLine(outHeader, delimiter), async () => {
-    if (finished) return null;
-    const lines: string[] = [];
-    while (lines.length < pageRows) {
-      let failure = await nextFailure();
-      if (!failure) break;
-      const next = await records.next();
-      if (next.done) break;
-      index += 1;
-      const row = index + 1; // the header is row 1, as in a spreadsheet and in the recorded failures
-      // A failure under a row number the file does not reach again is passed over.
-      while (failure && failure.row < row) {
-        failures.shift();
-        failure = await nextFailure();
+  return lineStream(
+    BOM + csvLine(outHeader, delimiter),
+    async () => {
+      if (finished) return null;
+      const lines: string[] = [];
+      while (lines.length < pageRows) {
+        let failure = await nextFailure();
+        if (!failure) break;
+        const next = await records.next();
+        if (next.done) break;
+        index += 1;
+        const row = index + 1; // the header is row 1, as in a spreadsheet and in the recorded failures
+        // A failure under a row number the file does not reach again is passed over.
+        while (failure && failure.row < row) {
+          failures.shift();
+          failure = await nextFailure();
+        }
+        if (!failure) break;
+        if (failure.row !== row) continue;
+        const reason = customerReason(failure.reason, "row");
+        const cells = [...next.value];
+        if (cells.length > header.length) {
+          // Too many fields: all are kept, the reason after them, so nothing the customer wrote is lost.
+          cells.push(reason);
+        } else {
+          // Too few fields: padded, so the reason lands in its own column.
+          while (cells.length < outHeader.length) cells.push("");
+          cells[reasonAt] = reason;
+        }
+        lines.push(csvLine(cells, delimiter));
+        // One failure per job and row; a second one for the same row is not a second line.
+        while ((await nextFailure())?.row === row) failures.shift();
       }
-      if (!failure) break;
-      if (failure.row !== row) continue;
-      const reason = customerReason(failure.reason, "row");
-      const cells = [...next.value];
-      if (cells.length > header.length) {
-        // Too many fields: all are kept, the reason after them, so nothing the customer wrote is lost.
-        cells.push(reason);
-      } else {
-        // Too few fields: padded, so the reason lands in its own column.
-        while (cells.length < outHeader.length) cells.push("");
-        cells[reasonAt] = reason;
+      if (lines.length === 0) {
+        finished = true;
+        return null;
       }
-      lines.push(csvLine(cells, delimiter));
-      // One failure per job and row; a second one for the same row is not a second line.
-      while ((await nextFailure())?.row === row) failures.shift();
-    }
-    if (lines.length === 0) {
-      finished = true;
-      return null;
-    }
-    return lines.join("");
-  }, () => void records.return?.());
+      return lines.join("");
+    },
+    () => void records.return?.(),
+  );
 }

@@ -1,7 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { rowProblem, transactionRowSchema } from "./rows";
 
-const good = { date: "2026-03-04", amount: "-12.50", currency: "EUR", counterparty: "REWE Markt", description: "card payment" };
+const good = {
+  date: "2026-03-04",
+  amount: "-12.50",
+  currency: "EUR",
+  counterparty: "REWE Markt",
+  description: "card payment",
+};
 const problemOf = (patch: Partial<typeof good>) => {
   const parsed = transactionRowSchema.safeParse({ ...good, ...patch });
   return parsed.success ? null : rowProblem(parsed.error);
@@ -33,7 +39,9 @@ describe("transaction rows: only what the database can store", () => {
 
   it("refuses NUL characters and lone surrogates in texts", () => {
     expect(problemOf({ counterparty: "a\u0000b" })).toBe("counterparty contains a NUL character");
-    expect(problemOf({ description: "lone \ud800 surrogate" })).toBe("description contains invalid Unicode (a lone surrogate)");
+    expect(problemOf({ description: "lone \ud800 surrogate" })).toBe(
+      "description contains invalid Unicode (a lone surrogate)",
+    );
     expect(problemOf({ description: "lone \udc00" })).toBe("description contains invalid Unicode (a lone surrogate)");
   });
 });

@@ -12,7 +12,14 @@ const storable = <T extends z.ZodType<string>>(name: string, schema: T) =>
   });
 
 const text = (name: string, max: number) =>
-  storable(name, z.string({ error: `${name} is missing` }).trim().min(1, `${name} is empty`).max(max, `${name} is longer than ${max} characters`));
+  storable(
+    name,
+    z
+      .string({ error: `${name} is missing` })
+      .trim()
+      .min(1, `${name} is empty`)
+      .max(max, `${name} is longer than ${max} characters`),
+  );
 
 /** Amounts like `-12.50`, `1234,56` or `1.234,56` → minor units (cents). */
 function parseAmount(raw: string): bigint | null {
@@ -39,34 +46,37 @@ export const transactionRowSchema = z.object({
       const problem = dateProblem(s);
       if (problem) ctx.addIssue({ code: "custom", message: `date ${s} ${problem}` });
     }),
-  amount: z
-    .string({ error: "amount is missing" })
-    .transform((s, ctx) => {
-      const v = parseAmount(s);
-      if (v === null) {
-        ctx.addIssue({ code: "custom", message: `amount “${s.slice(0, 20)}” is not a number` });
-        return z.NEVER;
-      }
-      if (v === 0n) {
-        ctx.addIssue({ code: "custom", message: "amount is zero" });
-        return z.NEVER;
-      }
-      const tooLarge = bigintProblem(v);
-      if (tooLarge) {
-        ctx.addIssue({ code: "custom", message: `amount ${tooLarge}` });
-        return z.NEVER;
-      }
-      return v;
-    }),
+  amount: z.string({ error: "amount is missing" }).transform((s, ctx) => {
+    const v = parseAmount(s);
+    if (v === null) {
+      ctx.addIssue({ code: "custom", message: `amount “${s.slice(0, 20)}” is not a number` });
+      return z.NEVER;
+    }
+    if (v === 0n) {
+      ctx.addIssue({ code: "custom", message: "amount is zero" });
+      return z.NEVER;
+    }
+    const tooLarge = bigintProblem(v);
+    if (tooLarge) {
+      ctx.addIssue({ code: "custom", message: `amount ${tooLarge}` });
+      return z.NEVER;
+    }
+    return v;
+  }),
   currency: z
     .string({ error: "currency is missing" })
     .trim()
     .toUpperCase()
-    .pipe(z.enum(CURRENCIES, { error: (i) => `currency “${String(i.input).slice(0, 10)}” is not one of ${CURRENCIES.join(", ")}` })),
+    .pipe(
+      z.enum(CURRENCIES, {
+        error: (i) => `currency “${String(i.input).slice(0, 10)}” is not one of ${CURRENCIES.join(", ")}`,
+      }),
+    ),
   counterparty: text("counterparty", 200),
-  description: storable("description", z.string().trim().max(500, "description is longer than 500 characters")).default(""),
+  description: storable("description", z.string().trim().max(500, "description is longer than 500 characters")).default(
+    "",
+  ),
 });
-
 
 /** The first problem of a row, as one sentence. */
 export function rowProblem(error: z.ZodError): string {

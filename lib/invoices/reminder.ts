@@ -1,4 +1,5 @@
-import { ItemError } from "@/lib/jobs/errors";
+import { ItemError } from "@/lib/core/signals";
+import { formatCount } from "@/lib/format/number";
 
 /** Currencies invoices are issued in, with their minor-unit digits (ISO 4217). */
 const INVOICE_CURRENCIES: Readonly<Record<string, number>> = {
@@ -33,11 +34,14 @@ function longDate(d: Date): string {
 /** Minor units as the amount a person reads: 123456n EUR → "1,234.56 EUR"; exact for any size. */
 export function formatAmount(amountMinor: bigint, currency: string): string {
   const digits = INVOICE_CURRENCIES[currency];
-  if (digits === undefined) throw new ItemError(`currency “${currency}” is not one invoices are issued in (${Object.keys(INVOICE_CURRENCIES).join(", ")})`);
+  if (digits === undefined)
+    throw new ItemError(
+      `currency “${currency}” is not one invoices are issued in (${Object.keys(INVOICE_CURRENCIES).join(", ")})`,
+    );
   const negative = amountMinor < 0n;
   const abs = negative ? -amountMinor : amountMinor;
   const unit = 10n ** BigInt(digits);
-  const whole = (abs / unit).toLocaleString("en-US");
+  const whole = formatCount(abs / unit);
   const fraction = digits > 0 ? `.${(abs % unit).toString().padStart(digits, "0")}` : "";
   return `${negative ? "-" : ""}${whole}${fraction} ${currency}`;
 }
@@ -51,14 +55,19 @@ export function formatAmount(amountMinor: bigint, currency: string): string {
  */
 export function formatReminder(invoice: RemindableInvoice, asOf: string): string {
   if (INVOICE_CURRENCIES[invoice.currency] === undefined) {
-    throw new ItemError(`invoice ${invoice.number}: currency “${invoice.currency}” is not one invoices are issued in (${Object.keys(INVOICE_CURRENCIES).join(", ")})`);
+    throw new ItemError(
+      `invoice ${invoice.number}: currency “${invoice.currency}” is not one invoices are issued in (${Object.keys(INVOICE_CURRENCIES).join(", ")})`,
+    );
   }
   const amount = formatAmount(invoice.amountMinor, invoice.currency);
   if (invoice.amountMinor <= 0n) {
-    throw new ItemError(`invoice ${invoice.number}: the amount is ${amount}; only a positive amount can be overdue (is it a credit note?)`);
+    throw new ItemError(
+      `invoice ${invoice.number}: the amount is ${amount}; only a positive amount can be overdue (is it a credit note?)`,
+    );
   }
   const days = Math.round((Date.parse(`${asOf}T00:00:00Z`) - invoice.dueDate.getTime()) / DAY_MS);
-  if (!(days > 0)) throw new ItemError(`invoice ${invoice.number}: it is not past its due date (${longDate(invoice.dueDate)})`);
+  if (!(days > 0))
+    throw new ItemError(`invoice ${invoice.number}: it is not past its due date (${longDate(invoice.dueDate)})`);
   return (
     `Invoice ${invoice.number} for ${amount} was due on ${longDate(invoice.dueDate)} and is ${days} day${days === 1 ? "" : "s"} overdue. ` +
     "Please pay it as soon as possible; if you have paid it already, please ignore this reminder."

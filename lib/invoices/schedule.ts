@@ -1,6 +1,6 @@
 import { db, type Prisma } from "@/lib/db/client";
 import { createJob } from "@/lib/jobs/create";
-import { TERMINAL_STATUSES } from "@/lib/jobs/statuses";
+import { TERMINAL_STATUSES } from "@/lib/core/job-statuses";
 import type { Logger } from "@/lib/log";
 import { scaled } from "@/lib/time";
 import { MAX_INVOICES_PER_SWEEP, type OverdueSweepParams } from "./schemas";
@@ -49,7 +49,10 @@ function sweepDay(now: Date): string {
   return now.toISOString().slice(0, 10);
 }
 
-const unfinished = { kind: "overdue_invoices", status: { notIn: [...TERMINAL_STATUSES] } } satisfies Prisma.JobWhereInput;
+const unfinished = {
+  kind: "overdue_invoices",
+  status: { notIn: [...TERMINAL_STATUSES] },
+} satisfies Prisma.JobWhereInput;
 
 async function runningSweep(ownerSlug: string): Promise<string | null> {
   const job = await db().job.findFirst({ where: { ...unfinished, tenant: { slug: ownerSlug } }, select: { id: true } });
@@ -70,14 +73,22 @@ export async function scheduleOverdueSweep(options: ScheduleOverdueSweepOptions 
   if (running) return { type: "already_running", jobId: running };
 
   const due = await db().invoice.findMany({
-    where: { status: "open", dueDate: { lt: new Date(`${asOf}T00:00:00Z`) }, ...(options.tenant ? { tenant: { slug: options.tenant } } : {}) },
+    where: {
+      status: "open",
+      dueDate: { lt: new Date(`${asOf}T00:00:00Z`) },
+      ...(options.tenant ? { tenant: { slug: options.tenant } } : {}),
+    },
     select: { id: true },
     orderBy: [{ dueDate: "asc" }, { id: "asc" }],
     take: options.maxInvoices ?? MAX_INVOICES_PER_SWEEP,
   });
   if (due.length === 0 && (options.whenNothingDue ?? "skip") === "skip") return { type: "nothing_due", asOf };
 
-  const params: OverdueSweepParams = { asOf, invoiceIds: due.map((d) => d.id), ...(options.tenant ? { tenant: options.tenant } : {}) };
+  const params: OverdueSweepParams = {
+    asOf,
+    invoiceIds: due.map((d) => d.id),
+    ...(options.tenant ? { tenant: options.tenant } : {}),
+  };
   try {
     const { jobId, progressToken } = await createJob({
       kind: "overdue_invoices",
@@ -88,7 +99,10 @@ export async function scheduleOverdueSweep(options: ScheduleOverdueSweepOptions 
         const { tenantId } = await tx.job.findUniqueOrThrow({ where: { id: jobId }, select: { tenantId: true } });
         // Serialises sweep creation per owner; the check below then sees any sweep committed meanwhile.
         await tx.$queryRaw`SELECT 1 AS locked FROM (SELECT pg_advisory_xact_lock(hashtext(${`overdue_invoices:${tenantId}`}))) AS l`;
-        const other = await tx.job.findFirst({ where: { ...unfinished, tenantId, id: { not: jobId } }, select: { id: true } });
+        const other = await tx.job.findFirst({
+          where: { ...unfinished, tenantId, id: { not: jobId } },
+          select: { id: true },
+        });
         if (other) throw new SweepAlreadyRunning(other.id);
       },
     });
@@ -127,11 +141,15 @@ export function startOverdueSweepSchedule(log: Logger, options: OverdueSweepSche
     });
     if (last && Date.now() - last.createdAt.getTime() < periodMs) return;
     const started = await scheduleOverdueSweep();
-    if (started.type === "created") log.info({ jobId: started.jobId, invoices: started.total, asOf: started.asOf }, "overdue-invoice sweep scheduled");
+    if (started.type === "created")
+      log.info(
+        { jobId: started.jobId, invoices: started.total, asOf: started.asOf },
+        "overdue-invoice sweep scheduled",
+      );
     else log.debug({ outcome: started.type }, "no overdue-invoice sweep scheduled");
   };
   const tick = () => {
-    if (stopped || current) return;
+    if (stopped || current !== null) return;
     current = check()
       .catch((err: unknown) => log.error({ err }, "overdue-invoice sweep check failed; the next one will retry"))
       .finally(() => {

@@ -15,7 +15,10 @@ export interface InvoiceSeed {
  * Writes invoices for a tenant (created when missing). An invoice number the tenant already has
  * is left as it is. Returns the tenant's id and how many invoices were written.
  */
-export async function seedInvoices(tenantSlug: string, invoices: InvoiceSeed[]): Promise<{ tenantId: string; created: number }> {
+export async function seedInvoices(
+  tenantSlug: string,
+  invoices: InvoiceSeed[],
+): Promise<{ tenantId: string; created: number }> {
   const tenant = { id: await ensureTenant(tenantSlug) };
   const { count } = await db().invoice.createMany({
     data: invoices.map((inv) => ({

@@ -41,26 +41,32 @@ afterAll(async () => {
   await redisProxy.close();
 });
 
-const csv = new TextEncoder().encode("date,amount,currency,counterparty,description\n2026-01-02,-1.50,EUR,REWE,row 1\n");
+const csv = new TextEncoder().encode(
+  "date,amount,currency,counterparty,description\n2026-01-02,-1.50,EUR,REWE,row 1\n",
+);
 function newTenant(): string {
   const slug = m.tenants.uniqueTenantSlug("enqueue");
   tenants.push(slug);
   return slug;
 }
-const jobsOf = (slug: string) => m.db.db().job.findMany({ where: { tenant: { slug } }, select: { id: true, status: true } });
+const jobsOf = (slug: string) =>
+  m.db.db().job.findMany({ where: { tenant: { slug } }, select: { id: true, status: true } });
 
 describe("creating a job while the queue cannot take it", () => {
   it("Redis not answering: the start is refused within the enqueue timeout, as a 503 saying nothing was saved, and no row is left", async () => {
     const slug = newTenant();
     redisProxy.hang();
-    const outcome = await m.startOutcome.startOrQueueUnavailable(m.createImport.createImport({ tenant: slug, filename: "a.csv", bytes: csv }));
+    const outcome = await m.startOutcome.startOrQueueUnavailable(
+      m.createImport.createImport({ tenant: slug, filename: "a.csv", bytes: csv }),
+    );
     // Without the enqueue's timeout the start would wait for Redis for as long as it hangs.
     expect(outcome.type).toBe("queue_unavailable");
     if (outcome.type !== "queue_unavailable") return;
     expect(m.startOutcome.describeQueueUnavailable(outcome, "import")).toMatchObject({
       status: 503,
       code: "queue_unavailable",
-      message: "The import cannot be started right now (the job queue is unavailable). Nothing was saved; try again in a minute.",
+      message:
+        "The import cannot be started right now (the job queue is unavailable). Nothing was saved; try again in a minute.",
     });
     expect(await jobsOf(slug)).toEqual([]);
     expect(await m.db.db().upload.count({ where: { job: { tenant: { slug } } } })).toBe(0);
@@ -69,13 +75,20 @@ describe("creating a job while the queue cannot take it", () => {
   it("Redis stopped: the same, and the next start once it is back creates the row and its queue job together", async () => {
     const slug = newTenant();
     await redisProxy.down();
-    await expect(m.createImport.createImport({ tenant: slug, filename: "a.csv", bytes: csv })).rejects.toBeInstanceOf(m.create.EnqueueFailed);
+    await expect(m.createImport.createImport({ tenant: slug, filename: "a.csv", bytes: csv })).rejects.toBeInstanceOf(
+      m.create.EnqueueFailed,
+    );
     expect(await jobsOf(slug)).toEqual([]);
     await redisProxy.up();
-    const created = await vi.waitFor(() => m.createImport.createImport({ tenant: slug, filename: "a.csv", bytes: csv }), { timeout: 15_000, interval: 200 });
+    const created = await vi.waitFor(
+      () => m.createImport.createImport({ tenant: slug, filename: "a.csv", bytes: csv }),
+      { timeout: 15_000, interval: 200 },
+    );
     if (created.type !== "created") throw new Error(created.message);
     expect(await jobsOf(slug)).toEqual([{ id: created.jobId, status: "queued" }]);
-    expect(await m.queues.queue("imports").getJob(created.jobId)).toMatchObject({ data: expect.objectContaining({ jobId: created.jobId }) });
+    expect(await m.queues.queue("imports").getJob(created.jobId)).toMatchObject({
+      data: expect.objectContaining({ jobId: created.jobId }),
+    });
   });
 
   it("a row already taken over while its start waited for the queue is kept, and the start answers that it started", async () => {
@@ -105,12 +118,23 @@ describe("creating a job while the queue cannot take it", () => {
     const orphan = randomUUID();
     await q.add("bulk_ocr", { jobId: orphan }, { jobId: orphan, attempts: 1 });
     const connection = m.redis.createRedis("worker");
-    const worker = new Worker("documents", queueProcessor("documents", { processors: PROCESSORS, shutdown: new AbortController().signal, log: logger("test") }), {
-      connection,
-      prefix: env().BOUNDED_REDIS_PREFIX,
-    });
+    const worker = new Worker(
+      "documents",
+      queueProcessor("documents", {
+        processors: PROCESSORS,
+        shutdown: new AbortController().signal,
+        log: logger("test"),
+      }),
+      {
+        connection,
+        prefix: env().BOUNDED_REDIS_PREFIX,
+      },
+    );
     try {
-      await vi.waitFor(async () => expect(await q.getJobState(orphan)).not.toMatch(/waiting|active|prioritized/), { timeout: 15_000, interval: 100 });
+      await vi.waitFor(async () => expect(await q.getJobState(orphan)).not.toMatch(/waiting|active|prioritized/), {
+        timeout: 15_000,
+        interval: 100,
+      });
       // Finished for good (completed, or failed saying the row does not exist), never retried.
       expect(["completed", "failed"]).toContain(await q.getJobState(orphan));
     } finally {

@@ -2,8 +2,8 @@ import { randomBytes } from "node:crypto";
 import { resolveBudget } from "@/lib/budgets/budgets";
 import { db, type Prisma } from "@/lib/db/client";
 import { ensureTenant } from "@/lib/tenants/ensure-tenant";
-import type { JobStatus } from "@/lib/jobs/statuses";
-import { KINDS, type JobKind, type QueueName } from "@/lib/queues/catalog";
+import type { JobStatus } from "@/lib/core/job-statuses";
+import { KINDS, type JobKind, type QueueName } from "@/lib/catalog/catalog";
 import { tenantPriority } from "@/lib/queues/fairness";
 import { enqueueJob } from "@/lib/queues/queues";
 
@@ -47,7 +47,8 @@ export async function createJob(input: {
   traceparent?: string;
 }): Promise<{ jobId: string; progressToken: string; existing?: OpenJob }> {
   const queue = input.queue ?? KINDS[input.kind].queues[0]!;
-  if (!(KINDS[input.kind].queues as readonly string[]).includes(queue)) throw new Error(`${input.kind} does not run on queue ${queue}`);
+  if (!(KINDS[input.kind].queues as readonly string[]).includes(queue))
+    throw new Error(`${input.kind} does not run on queue ${queue}`);
   // What the workers are configured to use; the worker that runs the job records its own
   // resolution when the attempt starts.
   const budget = resolveBudget(queue, input.kind);
@@ -84,11 +85,17 @@ export async function createJob(input: {
     // in this queue gets the front of the line among fresh jobs (see lib/queues/fairness.ts).
     const priority = await tenantPriority(queue, job.tenantId);
     await withTimeout(
-      enqueueJob(queue, input.kind, { jobId: job.id, tenantId: job.tenantId, total: input.total }, { queueJobId: input.queueJobId, priority, traceparent: input.traceparent }),
+      enqueueJob(
+        queue,
+        input.kind,
+        { jobId: job.id, tenantId: job.tenantId, total: input.total },
+        { queueJobId: input.queueJobId, priority, traceparent: input.traceparent },
+      ),
       ENQUEUE_TIMEOUT_MS,
     );
   } catch (err) {
-    if (await withdrawUnqueued(job.id)) throw new EnqueueFailed(`The job queue is unavailable: ${err instanceof Error ? err.message : String(err)}`);
+    if (await withdrawUnqueued(job.id))
+      throw new EnqueueFailed(`The job queue is unavailable: ${err instanceof Error ? err.message : String(err)}`);
     // The row is staying: it already runs (the reaper queued it meanwhile), or it could not be
     // removed (the database is away too) and the reaper queues it once the window has passed.
     // Either way the job will run, so the caller is told it started.
@@ -107,7 +114,7 @@ export const ENQUEUE_TIMEOUT_MS = 1_500;
  * Real ms a committed row may legitimately go without its queue job: the priority count, the
  * enqueue (at most `ENQUEUE_TIMEOUT_MS`) and the removal of the row when the enqueue failed, with
  * room for a slow database. The reaper queues a row whose queue job is missing only after this
- * long (lib/jobs/stuck.ts), so it does not race a start that is still deciding.
+ * long (lib/runs/reaper.ts), so it does not race a start that is still deciding.
  */
 export const CREATE_ENQUEUE_WINDOW_MS = 10_000;
 

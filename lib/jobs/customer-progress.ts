@@ -1,7 +1,12 @@
+import { formatCount } from "@/lib/format/number";
 import { db } from "@/lib/db/client";
+import { formatDuration } from "@/lib/format/duration";
+import { SERVICE_WAIT_EVENT, serviceWaitSentence, serviceWaitsOf, type ServiceWait } from "./service-waits";
 import { countLabel } from "./messages";
 import { getProgress, type Progress } from "./queries";
-import type { JobStatus } from "./statuses";
+import { MARKED_FAILED_PREFIX } from "./resume-policy";
+import { HANDLED_EVENT, scheduledAutoResume } from "./awaiting-operator";
+import type { JobStatus } from "@/lib/core/job-statuses";
 
 /**
  * What the customer reads about their own job: plain sentences made from the status and the
@@ -10,7 +15,8 @@ import type { JobStatus } from "./statuses";
  */
 
 /** Words a customer is never shown: how the work is run, not what it does for them. */
-export const OPERATOR_WORDS = /split|p99|budget|admin|soft|hard limit|reaper|attempt|cursor|tenant|worker|queue|fenc|watchdog|heartbeat|stuck/i;
+export const OPERATOR_WORDS =
+  /split|p99|budget|admin|soft|hard limit|reaper|attempt|cursor|tenant|worker|queue|fenc|watchdog|heartbeat|stuck/i;
 
 interface KindWords {
   /** "rows imported", "documents read": the past participle for items done. */
@@ -29,12 +35,23 @@ const WORDS: Record<string, KindWords> = {
   agent_run: { done: "finished", notDone: "could not be finished", doing: "Working through", thing: "the run" },
   overdue_invoices: { done: "checked", notDone: "could not be checked", doing: "Checking", thing: "the check" },
   marketplace_sync: { done: "synced", notDone: "could not be synced", doing: "Syncing", thing: "the sync" },
-  card_generation: { done: "generated", notDone: "could not be generated", doing: "Generating", thing: "the generation" },
+  card_generation: {
+    done: "generated",
+    notDone: "could not be generated",
+    doing: "Generating",
+    thing: "the generation",
+  },
 };
-const GENERIC: KindWords = { done: "processed", notDone: "could not be processed", doing: "Processing", thing: "the work" };
+const GENERIC: KindWords = {
+  done: "processed",
+  notDone: "could not be processed",
+  doing: "Processing",
+  thing: "the work",
+};
 
 const wordsOf = (kind: string): KindWords => WORDS[kind] ?? GENERIC;
-const n = (x: number) => x.toLocaleString("en-US");
+/** Kinds whose customer sent a file: "you don't need to upload again". */
+const UPLOADED: ReadonlySet<string> = new Set(["csv_import", "bulk_ocr"]);
 const capital = (s: string) => s[0]!.toUpperCase() + s.slice(1);
 
 /** The badge beside the title: what the status means to the customer. */
@@ -58,8 +75,50 @@ export interface CustomerSentenceInput {
   total: number | null;
   processed: number;
   failed: number;
-  /** While waiting in *delayed*: the wait sentence the progress query made (no operator words). */
+  /** While queued or waiting in *delayed*: why it waits, as the progress query worded it (no operator words). */
   waitMessage?: string | null;
+  /**
+   * An ended job the platform resumes by itself (lib/jobs/resume-policy.ts, `outside_service`):
+   * when. Only then does a job that ended short read "it continues by itself".
+   */
+  continuesAt?: Date | null;
+  /**
+   * An operator marked the ended job handled (lib/jobs/awaiting-operator.ts: it left the awaiting
+   * group, nobody is asked to continue it any more), so "our team will continue it" is no longer true.
+   */
+  handled?: boolean;
+  /**
+   * The job's batch at the provider's batch service (lib/runs/batch-lane.ts), when it took the
+   * batch lane: while it waits, when it is expected and when the rest is finished directly.
+   */
+  batch?: CustomerBatch | null;
+}
+
+/** What the customer is told of a job's batch (the `JobBatch` row). */
+export interface CustomerBatch {
+  rows: number;
+  expectedBy: Date;
+  lastMomentAt: Date;
+  deadlineAt: Date;
+  endedAt: Date | null;
+  /** Why it stopped waiting and finishes directly; null while waiting or once the batch completed. */
+  fallback: string | null;
+}
+
+/** "14:05 UTC" */
+const utc = (d: Date) => `${d.toISOString().slice(11, 16)} UTC`;
+
+/** The sentence of a job whose rows are with the batch service, or that finishes directly after it. */
+function batchSentence(p: CustomerSentenceInput, b: CustomerBatch): string | null {
+  if (p.status === "delayed" && b.endedAt === null) {
+    // Every row not done yet waits on the batch, though only one row of each question is in it (`b.rows`).
+    const left = p.total === null ? null : Math.max(0, p.total - p.processed - p.failed);
+    const rows = left === null ? `${p.noun}s` : countLabel(left, p.noun);
+    return `Your ${left === null ? "" : "remaining "}${rows} ${left === 1 ? "is" : "are"} with the provider's batch service, expected by ${utc(b.expectedBy)}. Whatever it has not answered by ${utc(b.lastMomentAt)} is finished directly, so that ${wordsOf(p.kind).thing} is done by ${utc(b.deadlineAt)}. It goes on by itself; this page updates when it does.`;
+  }
+  if (p.status === "running" && b.fallback !== null)
+    return `The provider's batch service did not answer every ${p.noun} in time: its answers are kept, and the rest is finishing directly, to be done by ${utc(b.deadlineAt)}.`;
+  return null;
 }
 
 export interface CustomerSentence {
@@ -71,7 +130,7 @@ export interface CustomerSentence {
 
 /** "340 of 1,772 rows", or "340 rows" while the total is not known. */
 function outOf(done: number, total: number | null, noun: string): string {
-  return total === null ? countLabel(done, noun) : `${n(done)} of ${countLabel(total, noun)}`;
+  return total === null ? countLabel(done, noun) : `${formatCount(done)} of ${countLabel(total, noun)}`;
 }
 
 /** The sentence and the next step for every status, from the counts alone. */
@@ -80,43 +139,84 @@ export function customerSentence(p: CustomerSentenceInput): CustomerSentence {
   const done = p.processed + p.failed;
   const remaining = p.total === null ? null : Math.max(0, p.total - done);
   const problems = p.failed > 0 ? `; ${countLabel(p.failed, p.noun)} ${w.notDone}` : "";
-  const fixable = p.kind === "csv_import"
-    ? "Download the rows that could not be imported below: each has a reason column. Fix them and upload that file again."
-    : `The list below says why each ${p.noun} ${w.notDone}.`;
-  // For every way of stopping short: what is kept, what is left, and that it goes on from there.
+  const fixable =
+    p.kind === "csv_import"
+      ? "Download the rows that could not be imported below: each has a reason column. Fix them and upload that file again."
+      : `The list below says why each ${p.noun} ${w.notDone}.`;
+  // For every way of stopping short: what is kept, what is left, and who continues it. Every cause
+  // a short ending (timed out, stopped, failed, abandoned) can have waits for a person
+  // (lib/jobs/resume-policy.ts: OPERATOR_STATUSES), who is told — the stuck page,
+  // bounded_jobs_awaiting_operator and its alert — so that is what the customer reads, never "it
+  // continues by itself"; resume-policy.integration.test.ts holds it to what the platform then does.
   const resume = (): string => {
-    const kept = p.processed > 0 ? `Nothing is lost: the ${countLabel(p.processed, p.noun)} already ${w.done} are kept. ` : "";
-    const left = remaining === null ? `The remaining ${p.noun}s` : `The remaining ${countLabel(remaining, p.noun)}`;
-    return `${kept}${left} will be resumed from where ${w.thing} stopped, without doing any ${p.noun} twice. You do not need to send anything again; this page updates by itself when it goes on.`;
+    const kept =
+      p.processed > 0 ? `Nothing is lost: the ${countLabel(p.processed, p.noun)} already ${w.done} are kept. ` : "";
+    const left = remaining === null ? `the remaining ${p.noun}s` : `the remaining ${countLabel(remaining, p.noun)}`;
+    const again = UPLOADED.has(p.kind) ? "you don't need to upload again" : "you don't need to start it again";
+    if (p.handled) return `${kept}Our team has looked into it and closed it: nothing more will be done with it.`;
+    if (p.continuesAt) {
+      const at = p.continuesAt.toISOString().slice(11, 16);
+      return `${kept}It continues by itself at about ${at} UTC, from where ${w.thing} stopped with ${left}, without doing any ${p.noun} twice: an outside service it needs kept failing and gets a few minutes to recover. You don't need to do anything; this page updates by itself when it goes on.`;
+    }
+    return `${kept}Our team has been told and will continue it; ${again}. It goes on from where ${w.thing} stopped with ${left}, without doing any ${p.noun} twice, and this page updates by itself when it does.`;
   };
   switch (p.status) {
     case "queued": {
-      if (done === 0) return { message: "In line: it starts shortly.", next: null };
+      if (done === 0) return { message: p.waitMessage ?? "In line: it starts shortly.", next: null };
       const left = remaining === null ? `the remaining ${p.noun}s` : countLabel(remaining, p.noun);
       const kept = p.processed > 0 ? ` The ${countLabel(p.processed, p.noun)} already ${w.done} are kept.` : "";
-      return { message: `Resuming where it stopped: ${left} to go, starting shortly.${kept}`, next: null };
+      return {
+        message: `Resuming where it stopped: ${left} to go${p.waitMessage ? `. ${p.waitMessage}` : ", starting shortly."}${kept}`,
+        next: null,
+      };
     }
     case "running":
-      return { message: `${w.doing} your ${p.noun}s: ${outOf(done, p.total, p.noun)} done so far${problems}.`, next: p.failed > 0 ? fixLater(p.kind, p.noun, w) : null };
+      return {
+        message: `${w.doing} your ${p.noun}s: ${outOf(done, p.total, p.noun)} done so far${problems}.${p.batch && batchSentence(p, p.batch) ? ` ${batchSentence(p, p.batch)}` : ""}`,
+        next: p.failed > 0 ? fixLater(p.kind, p.noun, w) : null,
+      };
     case "delayed":
-      return { message: p.waitMessage ?? "Paused for a moment while an outside service catches up; it goes on by itself.", next: null };
+      return {
+        message:
+          (p.batch && batchSentence(p, p.batch)) ??
+          p.waitMessage ??
+          "Paused for a moment while an outside service catches up; it goes on by itself.",
+        next: null,
+      };
     case "completed":
     case "completed_with_errors": {
       if (done === 0) return { message: "Done: there was nothing to do.", next: null };
-      if (p.failed === 0) return { message: done === 1 ? `${capital(w.done)} the 1 ${p.noun}.` : `${capital(w.done)} all ${countLabel(done, p.noun)}.`, next: null };
-      return { message: `${capital(w.done)} ${n(p.processed)} of ${countLabel(done, p.noun)}; ${countLabel(p.failed, p.noun)} ${w.notDone} (see the list below).`, next: fixable };
+      if (p.failed === 0)
+        return {
+          message:
+            done === 1 ? `${capital(w.done)} the 1 ${p.noun}.` : `${capital(w.done)} all ${countLabel(done, p.noun)}.`,
+          next: null,
+        };
+      return {
+        message: `${capital(w.done)} ${formatCount(p.processed)} of ${countLabel(done, p.noun)}; ${countLabel(p.failed, p.noun)} ${w.notDone} (see the list below).`,
+        next: fixable,
+      };
     }
     case "timed_out":
-      return { message: `Paused after ${outOf(done, p.total, p.noun)}: this took longer than expected${problems}.`, next: resume() };
+      return {
+        message: `Paused after ${outOf(done, p.total, p.noun)}: this took longer than expected${problems}.`,
+        next: resume(),
+      };
     case "killed":
     case "abandoned":
       return { message: `Stopped unexpectedly after ${outOf(done, p.total, p.noun)}${problems}.`, next: resume() };
     case "failed":
-      return { message: `Something went wrong on our side after ${outOf(done, p.total, p.noun)}${problems}.`, next: resume() };
+      return {
+        message: `Something went wrong on our side after ${outOf(done, p.total, p.noun)}${problems}.`,
+        next: resume(),
+      };
     case "cancelled":
       return {
         message: `Cancelled after ${outOf(done, p.total, p.noun)}.`,
-        next: p.processed > 0 ? `The ${countLabel(p.processed, p.noun)} already ${w.done} are kept; nothing more will be done.` : "Nothing more will be done.",
+        next:
+          p.processed > 0
+            ? `The ${countLabel(p.processed, p.noun)} already ${w.done} are kept; nothing more will be done.`
+            : "Nothing more will be done.",
       };
   }
 }
@@ -132,7 +232,9 @@ function fixLater(kind: string, noun: string, w: KindWords): string {
  * like 2026-01-31"); one that talks about how the work is run is replaced, not shown.
  */
 export function customerReason(reason: string, noun = "item"): string {
-  return OPERATOR_WORDS.test(reason) ? `this ${noun} could not be processed; please check it and send it again` : reason;
+  return OPERATOR_WORDS.test(reason)
+    ? `this ${noun} could not be processed; please check it and send it again`
+    : reason;
 }
 
 export interface CustomerProgress extends Omit<Progress, "message" | "failures"> {
@@ -145,12 +247,36 @@ export interface CustomerProgress extends Omit<Progress, "message" | "failures">
   failures: { row: number; reason: string }[];
   /** Import results to download once the job has finished (addresses relative to the site). */
   downloads: { result: string | null; failedRows: string | null } | null;
+  /**
+   * When the work waited for an outside service that was down (lib/jobs/service-waits.ts), each
+   * with its sentence ("Waited for the model service from 14:02:10 to 14:07:31 UTC (5 min 21 s).").
+   */
+  serviceWaits: (ServiceWait & { sentence: string })[];
 }
 
 /** The customer view of a progress query's answer. */
-export function toCustomerProgress(p: Progress, kind: string, token: string): CustomerProgress {
+export function toCustomerProgress(
+  p: Progress,
+  kind: string,
+  token: string,
+  continuesAt: Date | null = null,
+  handled = false,
+  batch: CustomerBatch | null = null,
+): CustomerProgress {
   const { message: _operatorMessage, failures, ...rest } = p;
-  const sentence = customerSentence({ kind, noun: p.noun, status: p.status, total: p.total, processed: p.processed, failed: p.failed, waitMessage: p.waitSeconds !== undefined ? p.message : null });
+  const sentence = customerSentence({
+    kind,
+    noun: p.noun,
+    status: p.status,
+    total: p.total,
+    processed: p.processed,
+    failed: p.failed,
+    // Why it waits, in the customer's words (lib/jobs/blocked-by-customer.ts), else the wait the progress query worded.
+    waitMessage: p.waiting ?? (p.waitSeconds !== undefined ? p.message : null),
+    continuesAt,
+    handled,
+    batch,
+  });
   const downloads =
     kind === "csv_import" && p.terminal && p.processed + p.failed > 0
       ? {
@@ -161,9 +287,14 @@ export function toCustomerProgress(p: Progress, kind: string, token: string): Cu
   return {
     ...rest,
     ...sentence,
-    statusLabel: CUSTOMER_STATUS_LABEL[p.status],
+    // Hours with the batch service are no brief pause.
+    statusLabel:
+      p.status === "delayed" && batch && batch.endedAt === null
+        ? "With the batch service"
+        : CUSTOMER_STATUS_LABEL[p.status],
     failures: failures.map((f) => ({ row: f.row, reason: customerReason(f.reason, p.noun) })),
     downloads,
+    serviceWaits: [],
   };
 }
 
@@ -171,7 +302,37 @@ export function toCustomerProgress(p: Progress, kind: string, token: string): Cu
 export async function getCustomerProgress(token: string, now = new Date()): Promise<CustomerProgress | null> {
   const progress = await getProgress(token, now);
   if (!progress) return null;
-  const job = await db().job.findUnique({ where: { progressToken: token }, select: { kind: true } });
+  const job = await db().job.findUnique({
+    where: { progressToken: token },
+    select: {
+      id: true,
+      kind: true,
+      status: true,
+      batch: {
+        select: { rows: true, expectedBy: true, lastMomentAt: true, deadlineAt: true, endedAt: true, fallback: true },
+      },
+      events: {
+        where: { type: { in: [SERVICE_WAIT_EVENT, "started", HANDLED_EVENT] } },
+        select: { at: true, type: true, attempt: true, message: true },
+        orderBy: { at: "desc" },
+        take: 500,
+      },
+    },
+  });
   if (!job) return null;
-  return toCustomerProgress(progress, job.kind, token);
+  const serviceWaits = serviceWaitsOf(job.events).map((w) => ({
+    ...w,
+    sentence: serviceWaitSentence(w, formatDuration),
+  }));
+  // Something scheduled to continue it (lib/jobs/resume-policy.ts): only then "it continues by itself".
+  const continuesAt = job.status === "failed" ? await scheduledAutoResume(job.id) : null;
+  // Closed by a person since it last ended — marked handled (a `handled` event after its end; a
+  // retry since would have reopened it) or marked failed from the stuck page — nobody is asked to
+  // continue it any more (lib/jobs/resume-policy.ts: neither awaits an operator).
+  const endedAt = progress.terminal && progress.finishedAt ? Date.parse(progress.finishedAt) : null;
+  const handled =
+    endedAt !== null &&
+    (job.events.some((e) => e.type === HANDLED_EVENT && e.at.getTime() >= endedAt) ||
+      (job.status === "failed" && (progress.message ?? "").startsWith(MARKED_FAILED_PREFIX)));
+  return { ...toCustomerProgress(progress, job.kind, token, continuesAt, handled, job.batch), serviceWaits };
 }

@@ -29,7 +29,10 @@ async function measureHere() {
   await db().$executeRaw`DELETE FROM "ModelCallRollup" WHERE "jobKind" = 'csv_import' AND type IN ('item', 'model')`;
   const warmUp = await h.importOf(150, "fan-out-warm-up");
   await runToEnd(warmUp);
-  expect(await db().job.findUniqueOrThrow({ where: { id: warmUp } })).toMatchObject({ status: "completed", processed: 150 });
+  expect(await db().job.findUniqueOrThrow({ where: { id: warmUp } })).toMatchObject({
+    status: "completed",
+    processed: 150,
+  });
 }
 
 /**
@@ -51,7 +54,9 @@ async function runToEnd(jobId: string): Promise<number> {
 
 /** The open part of a split job (parts run one after another: at most one). */
 async function openPart(jobId: string) {
-  const open = await db().job.findMany({ where: { parentId: jobId, status: { in: ["queued", "running", "delayed"] } } });
+  const open = await db().job.findMany({
+    where: { parentId: jobId, status: { in: ["queued", "running", "delayed"] } },
+  });
   expect(open.length).toBeLessThanOrEqual(1);
   return open[0] ?? null;
 }
@@ -74,7 +79,9 @@ describe("automatic fan-out", () => {
     expect(plan.ranges.at(-1)!.to).toBe(rows);
     for (const [i, r] of plan.ranges.entries()) if (i > 0) expect(r.from).toBe(plan.ranges[i - 1]!.to);
     expect(split.events.find((e) => e.type === "split")?.message).toMatch(
-      new RegExp(`^Projected not to fit its budget: 400 rows at ≈ .+ \\(items in flight\\)( \\+ .+ for the slowest)? ≈ .+; budget 50 min × 0\\.7 → ${plan.ranges.length} parts of ~\\d+ rows, one after another\\.$`),
+      new RegExp(
+        `^Projected not to fit its budget: 400 rows at ≈ .+ \\(items in flight\\)( \\+ .+ for the slowest)? ≈ .+; budget 50 min × 0\\.7 → ${plan.ranges.length} parts of ~\\d+ rows, one after another\\.$`,
+      ),
     );
     // No row was done by the job itself: the parts do them all.
     expect(split.processed + split.failed).toBe(0);
@@ -102,7 +109,8 @@ describe("automatic fan-out", () => {
     const all = await db().job.findMany({ where: { parentId: jobId }, orderBy: { createdAt: "asc" } });
     // Each next part was made once the one before had sent out its last row, before that one had
     // finished: the provider does not idle through a part's tail.
-    for (let i = 1; i < all.length; i++) expect(all[i]!.createdAt.getTime()).toBeLessThan(all[i - 1]!.finishedAt!.getTime());
+    for (let i = 1; i < all.length; i++)
+      expect(all[i]!.createdAt.getTime()).toBeLessThan(all[i - 1]!.finishedAt!.getTime());
     // Sized from what a row really costs here: no part ran out of its (default) budget.
     expect(all.map((p) => p.status)).toEqual(plan.ranges.map(() => "completed"));
     expect(new Set(all.map((p) => p.budgetSoftMs))).toEqual(new Set([SOFT_S * 1000]));
@@ -111,7 +119,11 @@ describe("automatic fan-out", () => {
     const written = await db().$queryRaw<{ n: number; distinct: number }[]>`
       SELECT count(*)::int AS n, count(DISTINCT row)::int AS distinct FROM "Transaction" WHERE "jobId" IN (SELECT id FROM "Job" WHERE "parentId" = ${jobId}::uuid)`;
     expect(written[0]).toEqual({ n: rows, distinct: rows });
-    expect(await queries.getProgress(job.progressToken)).toMatchObject({ status: "completed", total: rows, processed: rows });
+    expect(await queries.getProgress(job.progressToken)).toMatchObject({
+      status: "completed",
+      total: rows,
+      processed: rows,
+    });
   });
 
   it("a job that fits runs whole and keeps its projection for its progress page", async () => {
@@ -121,7 +133,8 @@ describe("automatic fan-out", () => {
     const job = await db().job.findUniqueOrThrow({ where: { id: jobId } });
     expect(job).toMatchObject({ status: "completed", processed: 10 });
     expect(await db().job.count({ where: { parentId: jobId } })).toBe(0);
-    const projection = (job.params as { projection: { itemsPerSecond: number; tailSeconds: number; ms: number } }).projection;
+    const projection = (job.params as { projection: { itemsPerSecond: number; tailSeconds: number; ms: number } })
+      .projection;
     expect(projection.itemsPerSecond).toBeGreaterThan(0);
     expect(projection.ms).toBeCloseTo((10 / projection.itemsPerSecond + projection.tailSeconds) * 1000, 0);
     expect(projection.ms).toBeLessThanOrEqual(0.7 * SOFT_S * 1000);

@@ -1,6 +1,6 @@
+import { formatCount } from "@/lib/format/number";
 import { formatSeconds } from "@/lib/format/duration";
-import { kindSpec } from "@/lib/queues/catalog";
-import type { FinalRow } from "./finalize-statement";
+import { kindSpec } from "@/lib/catalog/catalog";
 
 /**
  * The words a person reads when a run ends: counts of committed items and the budget that ended
@@ -8,8 +8,24 @@ import type { FinalRow } from "./finalize-statement";
  * thing about the same row.
  */
 
+/** The row as a finalizer sees it: what a message may read. */
+export interface FinalRow {
+  kind: string;
+  total: number | null;
+  processed: number;
+  failed: number;
+  cursor: number;
+  budgetSoftMs: number;
+  budgetHardMs: number;
+}
+
+/** Just the columns a message may read, whatever else the row carries. */
+export function finalRowOf({ kind, total, processed, failed, cursor, budgetSoftMs, budgetHardMs }: FinalRow): FinalRow {
+  return { kind, total, processed, failed, cursor, budgetSoftMs, budgetHardMs };
+}
+
 export function countLabel(n: number, noun: string): string {
-  return `${n.toLocaleString("en-US")} ${noun}${n === 1 ? "" : "s"}`;
+  return `${formatCount(n)} ${noun}${n === 1 ? "" : "s"}`;
 }
 
 /** What one item of this kind is called ("row", "page"), or "item" for a kind the catalog does not know. */
@@ -21,7 +37,7 @@ export function nounOf(kind: string): string {
 export function progressPhrase(row: Pick<FinalRow, "kind" | "total" | "processed" | "failed">): string {
   const done = row.processed + row.failed;
   const noun = nounOf(row.kind);
-  return row.total !== null ? `${done.toLocaleString("en-US")} of ${countLabel(row.total, noun)}` : countLabel(done, noun);
+  return row.total !== null ? `${formatCount(done)} of ${countLabel(row.total, noun)}` : countLabel(done, noun);
 }
 
 /** A run that returned without a message of its own. */
@@ -29,7 +45,7 @@ export function completedMessage(row: FinalRow): string {
   const noun = nounOf(row.kind);
   const done = row.processed + row.failed;
   if (row.failed === 0) return `Processed all ${countLabel(done, noun)}.`;
-  return `Processed ${row.processed.toLocaleString("en-US")} of ${countLabel(done, noun)}; ${countLabel(row.failed, noun)} failed (see the list).`;
+  return `Processed ${formatCount(row.processed)} of ${countLabel(done, noun)}; ${countLabel(row.failed, noun)} failed (see the list).`;
 }
 
 /** The soft limit ended the run: what was committed, the budget, and the kind's advice. */

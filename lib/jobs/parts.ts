@@ -1,8 +1,9 @@
+import { formatCount } from "@/lib/format/number";
 import { z } from "zod";
 import { resolveBudget } from "@/lib/budgets/budgets";
 import { db, type Prisma } from "@/lib/db/client";
 import { logger } from "@/lib/log";
-import type { JobKind, QueueName } from "@/lib/queues/catalog";
+import type { JobKind, QueueName } from "@/lib/catalog/catalog";
 import { tenantPriority } from "@/lib/queues/fairness";
 import { enqueueJob, queue } from "@/lib/queues/queues";
 import { newProgressToken } from "./create";
@@ -58,7 +59,9 @@ export function storedSplitOf(params: Prisma.JsonValue | null | undefined): Stor
 
 /** A job's params as a plain object to add to. */
 export function paramsObject(params: Prisma.JsonValue | null | undefined): Prisma.InputJsonObject {
-  return params && typeof params === "object" && !Array.isArray(params) ? ({ ...params } as Prisma.InputJsonObject) : {};
+  return params && typeof params === "object" && !Array.isArray(params)
+    ? ({ ...params } as Prisma.InputJsonObject)
+    : {};
 }
 
 /** A part made (not yet queued). */
@@ -78,15 +81,18 @@ export interface SplitJob {
   params: Prisma.JsonValue | null;
 }
 
-const n = (x: number) => x.toLocaleString("en-US");
-
 /**
  * Makes part `index` (0-based) of a split job inside `tx`, which holds the job's row lock: a job
  * of its own with a fresh budget and its own progress token, reading its range of the job's
  * stored items. Items the job committed in that range before it was split (in flight when it
  * stopped) are done: the part skips them and counts only what it has left.
  */
-export async function createPart(tx: Prisma.TransactionClient, job: SplitJob, split: StoredSplit, index: number): Promise<MadePart> {
+export async function createPart(
+  tx: Prisma.TransactionClient,
+  job: SplitJob,
+  split: StoredSplit,
+  index: number,
+): Promise<MadePart> {
   const range = split.ranges[index]!;
   const budget = resolveBudget(job.queue, job.kind);
   const part: Part = { of: job.id, index: index + 1, count: split.ranges.length, ...range };
@@ -106,7 +112,13 @@ export async function createPart(tx: Prisma.TransactionClient, job: SplitJob, sp
       budgetHardMs: budget.hardMs,
       budgetSource: budget.source,
       progressToken,
-      events: { create: { type: "created", attempt: 0, message: `Part ${index + 1} of ${split.ranges.length}: ${nounOf(job.kind)}s ${n(range.from + 1)}–${n(range.to)} of the job it was split from` } },
+      events: {
+        create: {
+          type: "created",
+          attempt: 0,
+          message: `Part ${index + 1} of ${split.ranges.length}: ${nounOf(job.kind)}s ${formatCount(range.from + 1)}–${formatCount(range.to)} of the job it was split from`,
+        },
+      },
     },
     select: { id: true },
   });
@@ -117,7 +129,11 @@ export async function createPart(tx: Prisma.TransactionClient, job: SplitJob, sp
  * The next part of a split job whose parts so far all completed, made inside `tx` (which holds
  * the job's row lock); null when every planned part exists. Queue it after the commit.
  */
-export async function nextPart(tx: Prisma.TransactionClient, job: SplitJob, partsSoFar: number): Promise<MadePart | null> {
+export async function nextPart(
+  tx: Prisma.TransactionClient,
+  job: SplitJob,
+  partsSoFar: number,
+): Promise<MadePart | null> {
   const split = storedSplitOf(job.params);
   if (!split || partsSoFar >= split.ranges.length) return null;
   return createPart(tx, job, split, partsSoFar);
@@ -131,14 +147,21 @@ export async function nextPart(tx: Prisma.TransactionClient, job: SplitJob, part
  */
 export async function queuePart(job: Pick<SplitJob, "queue" | "kind" | "tenantId">, part: MadePart): Promise<boolean> {
   try {
-    await enqueueJob(job.queue as QueueName, job.kind as JobKind, { jobId: part.jobId }, { priority: await tenantPriority(job.queue as QueueName, job.tenantId) });
+    await enqueueJob(
+      job.queue as QueueName,
+      job.kind as JobKind,
+      { jobId: part.jobId },
+      { priority: await tenantPriority(job.queue as QueueName, job.tenantId) },
+    );
     return true;
   } catch (err) {
     log.warn({ err, jobId: part.jobId }, "a part could not be queued; it is made again on the reaper's next pass");
     await queue(job.queue as QueueName)
       .remove(part.jobId)
       .catch(() => 0);
-    await db().job.delete({ where: { id: part.jobId } }).catch(() => undefined);
+    await db()
+      .job.delete({ where: { id: part.jobId } })
+      .catch(() => undefined);
     return false;
   }
 }
@@ -157,7 +180,7 @@ export async function startNextPartEarly(part: { parentId: string; index: number
       SELECT id::text AS id, kind, queue, "tenantId"::text AS "tenantId", params, status::text AS status
       FROM "Job" WHERE id = ${part.parentId}::uuid FOR UPDATE`;
     const parent = locked[0];
-    if (!parent || parent.status !== "running") return null;
+    if (parent?.status !== "running") return null;
     const partsSoFar = await tx.job.count({ where: { parentId: part.parentId } });
     if (partsSoFar !== part.index) return null;
     const next = await nextPart(tx, parent, partsSoFar);

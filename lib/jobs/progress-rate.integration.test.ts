@@ -5,7 +5,7 @@ import { makeJob } from "@/test/helpers/jobs";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
 import { estimateFinish, MIN_ITEMS_MEASURED, MIN_SPAN_MS, RATE_WINDOW_MS, type EstimatedJob } from "./progress-rate";
 import { getProgress } from "./queries";
-import type { JobStatus } from "./statuses";
+import type { JobStatus } from "@/lib/core/job-statuses";
 
 // Jobs, parts and their committed items are written directly, each commit at a chosen moment
 // before `now`: the estimate is a function of those moments, so nothing here waits for a clock.
@@ -50,7 +50,11 @@ async function job(shape: JobShape = {}): Promise<EstimatedJob & { progressToken
 }
 
 /** `count` items of `jobId` committed `every` ms apart, the last one `endsAgo` ms before `now`. */
-async function commits(jobId: string, now: Date, opts: { count: number; every: number; endsAgo?: number; firstItem?: number }): Promise<void> {
+async function commits(
+  jobId: string,
+  now: Date,
+  opts: { count: number; every: number; endsAgo?: number; firstItem?: number },
+): Promise<void> {
   const last = now.getTime() - (opts.endsAgo ?? 0);
   const first = opts.firstItem ?? 1;
   await db().jobItem.createMany({
@@ -85,7 +89,12 @@ describe("the measured rate (items committed in the last minute, counted from th
   it("the time left is the remaining items at that rate, plus the tail the job's projection names, once", async () => {
     const now = new Date();
     // 400 left; a projection whose pace the measurement overrides, and whose tail it keeps.
-    const measured = await job({ total: 1_000, processed: 590, failed: 10, params: { projection: { itemsPerSecond: 0.001, tailSeconds: 20_000, ms: 0 } } });
+    const measured = await job({
+      total: 1_000,
+      processed: 590,
+      failed: 10,
+      params: { projection: { itemsPerSecond: 0.001, tailSeconds: 20_000, ms: 0 } },
+    });
     await commits(measured.id, now, { count: 121, every: 250 });
 
     const estimate = await estimateFinish(measured, now);
@@ -96,7 +105,11 @@ describe("the measured rate (items committed in the last minute, counted from th
     expect(estimate.finishAt?.getTime()).toBe(now.getTime() + Math.round((100 + tail) * 1000));
 
     const progress = await getProgress(measured.progressToken, now);
-    expect(progress).toMatchObject({ rate: { perSecond: 4, basis: "measured" }, etaSeconds: Math.round(100 + tail), expectedFinishAt: estimate.finishAt?.toISOString() });
+    expect(progress).toMatchObject({
+      rate: { perSecond: 4, basis: "measured" },
+      etaSeconds: Math.round(100 + tail),
+      expectedFinishAt: estimate.finishAt?.toISOString(),
+    });
   });
 
   it("a job that waited an hour in the queue before its first item is not slowed by that wait", async () => {
@@ -131,27 +144,43 @@ describe("the measured rate (items committed in the last minute, counted from th
 });
 
 describe("no estimate from the rate unless the job is running", () => {
-  it.each<JobStatus>(["queued", "delayed", "completed", "completed_with_errors", "timed_out", "failed"])("%s: no rate, no time left", async (status) => {
-    const now = new Date();
-    const row = await job({ status, total: 1_000, processed: 40, params: { projection: { itemsPerSecond: 1, tailSeconds: 10, ms: 0 } } });
-    await commits(row.id, now, { count: 41, every: 250 });
-    const progress = await getProgress(row.progressToken, now);
-    expect(progress).toMatchObject({ rate: null, etaSeconds: null, expectedFinishAt: null });
-  });
+  it.each<JobStatus>(["queued", "delayed", "completed", "completed_with_errors", "timed_out", "failed"])(
+    "%s: no rate, no time left",
+    async (status) => {
+      const now = new Date();
+      const row = await job({
+        status,
+        total: 1_000,
+        processed: 40,
+        params: { projection: { itemsPerSecond: 1, tailSeconds: 10, ms: 0 } },
+      });
+      await commits(row.id, now, { count: 41, every: 250 });
+      const progress = await getProgress(row.progressToken, now);
+      expect(progress).toMatchObject({ rate: null, etaSeconds: null, expectedFinishAt: null });
+    },
+  );
 
   it("a split job whose running part waits in delayed for a rate-limit window has no time left either", async () => {
     const now = new Date();
     const parent = await job({ total: 1_000, processed: 40 });
     const part = await job({ parentId: parent.id, status: "delayed", total: 500 });
     await commits(part.id, now, { count: 41, every: 250 });
-    expect(await getProgress(parent.progressToken, now)).toMatchObject({ rate: null, etaSeconds: null, expectedFinishAt: null });
+    expect(await getProgress(parent.progressToken, now)).toMatchObject({
+      rate: null,
+      etaSeconds: null,
+      expectedFinishAt: null,
+    });
   });
 });
 
 describe("before there is evidence, the job's projection stands in", () => {
   it("too few items: the projected rate, converted from production to real seconds, with its tail", async () => {
     const now = new Date();
-    const early = await job({ total: 1_000, processed: 5, params: { projection: { itemsPerSecond: 0.5, tailSeconds: 30, ms: 0 } } });
+    const early = await job({
+      total: 1_000,
+      processed: 5,
+      params: { projection: { itemsPerSecond: 0.5, tailSeconds: 30, ms: 0 } },
+    });
     await commits(early.id, now, { count: 5, every: 1_000 });
 
     const estimate = await estimateFinish(early, now);
@@ -165,7 +194,13 @@ describe("before there is evidence, the job's projection stands in", () => {
     const noTail = await job({ total: 100, params: { projection: { itemsPerSecond: 0.1 } } });
     expect((await estimateFinish(noTail, now)).secondsLeft).toBeCloseTo(100 / (0.1 / scale()), 9);
 
-    for (const params of [undefined, { part: { index: 1 } }, { projection: { itemsPerSecond: "fast" } }, { projection: { itemsPerSecond: 0 } }, { projection: [1] }]) {
+    for (const params of [
+      undefined,
+      { part: { index: 1 } },
+      { projection: { itemsPerSecond: "fast" } },
+      { projection: { itemsPerSecond: 0 } },
+      { projection: [1] },
+    ]) {
       const row = await job({ total: 100, ...(params ? { params } : {}) });
       expect(await estimateFinish(row, now)).toEqual({ rate: null, secondsLeft: null, finishAt: null });
     }
@@ -175,20 +210,47 @@ describe("before there is evidence, the job's projection stands in", () => {
     const now = new Date();
     const noTotal = await job({ total: null });
     await commits(noTotal.id, now, { count: 41, every: 250 });
-    expect(await estimateFinish(noTotal, now)).toMatchObject({ rate: { perSecond: 4, basis: "measured" }, secondsLeft: null, finishAt: null });
+    expect(await estimateFinish(noTotal, now)).toMatchObject({
+      rate: { perSecond: 4, basis: "measured" },
+      secondsLeft: null,
+      finishAt: null,
+    });
 
     const allIn = await job({ total: 41, processed: 40, failed: 1 });
     await commits(allIn.id, now, { count: 41, every: 250 });
-    expect(await estimateFinish(allIn, now)).toMatchObject({ rate: { perSecond: 4, basis: "measured" }, secondsLeft: null });
+    expect(await estimateFinish(allIn, now)).toMatchObject({
+      rate: { perSecond: 4, basis: "measured" },
+      secondsLeft: null,
+    });
   });
 });
 
 describe("what counts as evidence", () => {
   const cases: { rule: string; count: number; every: number; measured: boolean }[] = [
-    { rule: `${MIN_ITEMS_MEASURED - 1} items are too few`, count: MIN_ITEMS_MEASURED - 1, every: 1_000, measured: false },
-    { rule: `${MIN_ITEMS_MEASURED} items over more than ${MIN_SPAN_MS} ms are enough`, count: MIN_ITEMS_MEASURED, every: 1_000, measured: true },
-    { rule: `commits exactly ${MIN_SPAN_MS} ms apart from first to last are enough`, count: 11, every: MIN_SPAN_MS / 10, measured: true },
-    { rule: `many items within less than ${MIN_SPAN_MS} ms are a burst, not a pace`, count: 200, every: 9, measured: false },
+    {
+      rule: `${MIN_ITEMS_MEASURED - 1} items are too few`,
+      count: MIN_ITEMS_MEASURED - 1,
+      every: 1_000,
+      measured: false,
+    },
+    {
+      rule: `${MIN_ITEMS_MEASURED} items over more than ${MIN_SPAN_MS} ms are enough`,
+      count: MIN_ITEMS_MEASURED,
+      every: 1_000,
+      measured: true,
+    },
+    {
+      rule: `commits exactly ${MIN_SPAN_MS} ms apart from first to last are enough`,
+      count: 11,
+      every: MIN_SPAN_MS / 10,
+      measured: true,
+    },
+    {
+      rule: `many items within less than ${MIN_SPAN_MS} ms are a burst, not a pace`,
+      count: 200,
+      every: 9,
+      measured: false,
+    },
     { rule: "a whole batch committed at one moment says nothing of a pace", count: 100, every: 0, measured: false },
   ];
   it.each(cases)("$rule", async ({ count, every, measured }) => {

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { db, type Prisma } from "@/lib/db/client";
 import { env } from "@/lib/env";
-import type { JobStatus } from "./statuses";
+import type { JobStatus } from "@/lib/core/job-statuses";
 
 /**
  * How fast a job is going, and when it is expected to finish — measured from the job's own
@@ -87,7 +87,11 @@ export async function estimateFinish(job: EstimatedJob, now = new Date()): Promi
   const projection = projectionOf(job.params);
   const measured = await measuredRate(job.id, now);
   const rate: ProgressRate | null =
-    measured !== null ? { perSecond: measured, basis: "measured" } : projection.perSecond !== null ? { perSecond: projection.perSecond, basis: "projected" } : null;
+    measured !== null
+      ? { perSecond: measured, basis: "measured" }
+      : projection.perSecond !== null
+        ? { perSecond: projection.perSecond, basis: "projected" }
+        : null;
   const secondsLeft = rate ? timeLeft(job, rate.perSecond, projection.tailSeconds) : null;
   return { rate, secondsLeft, finishAt: secondsLeft === null ? null : new Date(now.getTime() + secondsLeft * 1000) };
 }

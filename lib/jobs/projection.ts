@@ -1,11 +1,14 @@
+import { formatCount } from "@/lib/format/number";
 import { z } from "zod";
 import { p99FromBucket } from "@/lib/modelcalls/buckets";
 import { db } from "@/lib/db/client";
 import { env } from "@/lib/env";
-import { formatDuration, formatDurationRounded, formatEstimate } from "@/lib/format/duration";
+import { formatDuration, formatEstimate } from "@/lib/format/duration";
+import { formatCompactRate } from "@/lib/format/rate";
 import { listP99Buckets } from "@/lib/modelcalls/queries";
-import { itemsInFlight, kindSpec, type JobKind } from "@/lib/queues/catalog";
+import { itemsInFlight, kindSpec, type JobKind } from "@/lib/catalog/catalog";
 import { providerLimits } from "@/lib/ratelimit/buckets";
+import { providerLimiter } from "@/lib/ratelimit/provider";
 import { nounOf } from "./messages";
 
 /**
@@ -18,7 +21,12 @@ import { nounOf } from "./messages";
  * one mean item after it was sent; the slowest of the last items takes up to an item's p99, so
  * the difference is added for the tail:
  *
- *     duration = items ÷ min(N ÷ item mean, C × B ÷ call mean, R × B) + (item p99 − item mean)
+ *     duration = items ÷ min(N ÷ item mean, C × B ÷ call mean, R × B, TPM ÷ tokens an item) + (item p99 − item mean)
+ *
+ * The last rate is the provider's tokens per minute (configured, or learnt from its headers) over
+ * the tokens one item takes (its prompt rows, its share of each batch's fixed prompt, its answer):
+ * measured for the kind, and scaled for a job by its own bytes per item against the measured
+ * jobs' — so a file of long rows is projected on its tokens, not only on its calls.
  *
  * The item's figures are measured end to end — from its dispatch to its commit, waits for a
  * provider slot and writes included (type `item` of the call rollups) — so what an item really
@@ -41,7 +49,9 @@ export const SLICE_DRAIN_SHARE = 0.9;
 
 /** Real ms after a run's start at which its slice stops dispatching and stops waiting; undefined for a kind that is never split, or with splitting off. */
 export function sliceOf(kind: string, softMsReal: number): { dispatchMs: number; drainMs: number } | undefined {
-  return isSplittable(kind) && env().BOUNDED_AUTO_SPLIT ? { dispatchMs: SLICE_DISPATCH_SHARE * softMsReal, drainMs: SLICE_DRAIN_SHARE * softMsReal } : undefined;
+  return isSplittable(kind) && env().BOUNDED_AUTO_SPLIT
+    ? { dispatchMs: SLICE_DISPATCH_SHARE * softMsReal, drainMs: SLICE_DRAIN_SHARE * softMsReal }
+    : undefined;
 }
 
 /** Measurements over this many days project a job. */
@@ -58,6 +68,8 @@ interface ItemDefaults {
   itemP99Ms: number;
   /** Mean of one call to the kind's provider (one batch for batched kinds), production ms. */
   callMeanMs: number;
+  /** Tokens one item takes at the model (prompt share and answer), when its provider limits tokens. */
+  itemTokens: number;
   why: string;
 }
 
@@ -72,13 +84,15 @@ export const SPLITTABLE: Partial<Record<JobKind, ItemDefaults>> = {
     itemMeanMs: 13_000,
     itemP99Ms: 60_000,
     callMeanMs: 12_800,
-    why: "a batch of 8 rows is one model call: 1.7 × a single call (median 5.5 s, p99 35 s) gives a mean of ≈ 12.8 s and a p99 of ≈ 60 s",
+    itemTokens: 90,
+    why: "a batch of 8 rows is one model call: 1.7 × a single call (median 5.5 s, p99 35 s) gives a mean of ≈ 12.8 s and a p99 of ≈ 60 s; a row of a bank export takes ≈ 80 tokens with its share of the batch's category list and its answer (bench:tokens), 90 with room for longer remittance texts",
   },
   bulk_ocr: {
     itemMeanMs: 10_000,
     itemP99Ms: 50_000,
     callMeanMs: 3_000,
-    why: "an OCR call (median 2 s, p99 15 s) and a model pass (median 5.5 s, p99 35 s) per document",
+    itemTokens: 1_500,
+    why: "an OCR call (median 2 s, p99 15 s) and a model pass (median 5.5 s, p99 35 s) per document; its model pass reads the page's text, ≈ 1,500 tokens",
   },
 };
 
@@ -94,7 +108,7 @@ export interface Projection {
   /** Production items per second the job sustains: the smallest of its own and its provider's rate. */
   itemsPerSecond: number;
   /** What limits the rate. */
-  limit: "items in flight" | "provider calls in flight" | "provider request rate";
+  limit: "items in flight" | "provider calls in flight" | "provider request rate" | "provider tokens per minute";
   /** What the slowest of the last items adds: an item's p99 less its mean, production ms. */
   tailMs: number;
   /** items ÷ rate + tail, production ms. */
@@ -105,7 +119,11 @@ export interface Projection {
 }
 
 /** What a job carries of its projection (`params.projection`), for its progress page before it has measured itself. */
-export const storedProjectionSchema = z.object({ itemsPerSecond: z.number().positive(), tailSeconds: z.number().nonnegative(), ms: z.number().nonnegative() });
+export const storedProjectionSchema = z.object({
+  itemsPerSecond: z.number().positive(),
+  tailSeconds: z.number().nonnegative(),
+  ms: z.number().nonnegative(),
+});
 export type StoredProjection = z.infer<typeof storedProjectionSchema>;
 
 export function storedProjection(p: Projection): StoredProjection {
@@ -118,14 +136,21 @@ interface Measured {
   itemP99Ms: number;
   calls: number;
   callMeanMs: number;
+  /** Tokens an item took at the model (answered calls' usage ÷ the items they answered). */
+  itemTokens: number;
+  /** Bytes an item of the measured jobs' uploads held, to scale `itemTokens` to a job's own. */
+  itemBytes: number;
 }
 
 /** The kind's measured item and call figures over the window, production ms (null figures: too few). */
-async function measure(kind: string, now: Date): Promise<Partial<Measured> & { items: number; calls: number }> {
+async function measure(
+  kind: string,
+  now: Date,
+): Promise<Partial<Measured> & { items: number; calls: number; tokenItems: number }> {
   const since = new Date(now.getTime() - PROJECTION_WINDOW_DAYS * 86_400_000);
   const provider = kindSpec(kind)?.provider;
   const callType = provider === "ocr" ? "ocr" : "model";
-  const [sums, p99] = await Promise.all([
+  const [sums, p99, [tokens], [bytes]] = await Promise.all([
     db().$queryRaw<{ type: string; n: number; total: number }[]>`
       SELECT type::text AS type, sum(count)::float8 AS n, sum("sumMs")::float8 AS total FROM "ModelCallRollup"
       WHERE "jobKind" = ${kind} AND type::text IN ('item', ${callType})
@@ -133,6 +158,12 @@ async function measure(kind: string, now: Date): Promise<Partial<Measured> & { i
         AND hour < (${now.toISOString()}::timestamptz AT TIME ZONE 'UTC')
       GROUP BY type`,
     listP99Buckets([{ kind }], { since, until: now }, ["item"]),
+    db().$queryRaw<{ tokens: number | null; items: number | null }[]>`
+      SELECT sum(coalesce("promptTokens", 0) + coalesce("completionTokens", 0))::float8 AS tokens, sum("batchSize")::float8 AS items FROM "ModelCall"
+      WHERE "jobKind" = ${kind} AND type = 'model' AND outcome = 'ok' AND "promptTokens" IS NOT NULL AND "startedAt" >= ${since} AND "startedAt" < ${now}`,
+    db().$queryRaw<{ bytes: number | null; items: number | null }[]>`
+      SELECT sum(u."sizeBytes")::float8 AS bytes, sum(j.total)::float8 AS items FROM "Job" j JOIN "Upload" u ON u."jobId" = j.id
+      WHERE j.kind = ${kind} AND j.total > 0 AND j."createdAt" >= ${since} AND j."createdAt" < ${now}`,
   ]);
   const scale = env().BOUNDED_TIME_SCALE;
   const item = sums.find((s) => s.type === "item");
@@ -140,26 +171,67 @@ async function measure(kind: string, now: Date): Promise<Partial<Measured> & { i
   const items = item?.n ?? 0;
   const calls = call?.n ?? 0;
   const itemP99 = p99.find((b) => b.type === "item");
+  const tokenItems = tokens?.items ?? 0;
   return {
     items,
     calls,
-    ...(items >= MIN_ITEMS_MEASURED && itemP99 ? { itemMeanMs: item!.total / items / scale, itemP99Ms: p99FromBucket(itemP99.bucket, itemP99.maxMs) / scale } : {}),
+    tokenItems,
+    ...(tokenItems >= MIN_ITEMS_MEASURED && tokens?.tokens ? { itemTokens: tokens.tokens / tokenItems } : {}),
+    ...(bytes?.items && bytes.bytes ? { itemBytes: bytes.bytes / bytes.items } : {}),
+    ...(items >= MIN_ITEMS_MEASURED && itemP99
+      ? { itemMeanMs: item!.total / items / scale, itemP99Ms: p99FromBucket(itemP99.bucket, itemP99.maxMs) / scale }
+      : {}),
     ...(calls >= MIN_CALLS_MEASURED ? { callMeanMs: call!.total / calls / scale } : {}),
   };
 }
 
-const n = (x: number) => Math.round(x).toLocaleString("en-US");
+const n = (x: number) => formatCount(Math.round(x));
+
+/** The tokens per minute the kind's provider allows now (configured or learnt; the whole budget, else its input), or null when none is known. */
+async function tokensPerMinute(provider: string | undefined): Promise<number | null> {
+  if (provider !== "model") return null;
+  try {
+    const { budgets } = (await providerLimiter().peek("model")).tokenLimits;
+    return (budgets.find((b) => b.budget === "tokens") ?? budgets.find((b) => b.budget === "input"))?.limit ?? null;
+  } catch {
+    // Redis unreadable: projected on calls alone, as before any limit was known.
+    return null;
+  }
+}
+
+/** Bytes an item of `jobId`'s upload holds (a part's: the file it was split from), or null without an upload. */
+async function jobItemBytes(jobId: string): Promise<number | null> {
+  const [row] = await db().$queryRaw<{ bytes: number; items: number | null }[]>`
+    SELECT u."sizeBytes"::float8 AS bytes, src.total::float8 AS items FROM "Job" j
+    JOIN "Job" src ON src.id = coalesce(j."parentId", j.id) JOIN "Upload" u ON u."jobId" = src.id
+    WHERE j.id = ${jobId}::uuid`;
+  return row?.items ? row.bytes / row.items : null;
+}
+
+export interface ProjectOptions {
+  /** The job projected: its own upload's bytes per item scale the tokens an item takes. */
+  jobId?: string;
+}
 
 /**
  * Projects `items` items of `kind` (see the module's formula). Null for a kind that is never
  * split. Reads the call rollups of the last `PROJECTION_WINDOW_DAYS` days; falls back to the
  * kind's defaults, figure by figure, while too little was measured.
  */
-export async function projectItems(kind: string, items: number, now = new Date()): Promise<Projection | null> {
+export async function projectItems(
+  kind: string,
+  items: number,
+  now = new Date(),
+  options: ProjectOptions = {},
+): Promise<Projection | null> {
   const defaults = SPLITTABLE[kind as JobKind];
   const spec = kindSpec(kind);
   if (!defaults || !spec) return null;
-  const m = await measure(kind, now);
+  const [m, tpm, ownBytes] = await Promise.all([
+    measure(kind, now),
+    tokensPerMinute(spec.provider),
+    options.jobId ? jobItemBytes(options.jobId) : null,
+  ]);
   const itemMeanMs = Math.max(1, m.itemMeanMs ?? defaults.itemMeanMs);
   const tailMs = Math.max(0, (m.itemP99Ms ?? defaults.itemP99Ms) - itemMeanMs);
   const callMeanMs = Math.max(1, m.callMeanMs ?? defaults.callMeanMs);
@@ -167,11 +239,17 @@ export async function projectItems(kind: string, items: number, now = new Date()
   const perCall = spec.modelBatch?.size ?? 1;
   const limits = spec.provider === "model" || spec.provider === "ocr" ? providerLimits(spec.provider) : null;
 
-  const rates: { limit: Projection["limit"]; perSecond: number }[] = [{ limit: "items in flight", perSecond: (inFlight * 1000) / itemMeanMs }];
+  const rates: { limit: Projection["limit"]; perSecond: number }[] = [
+    { limit: "items in flight", perSecond: (inFlight * 1000) / itemMeanMs },
+  ];
   if (limits) {
     rates.push({ limit: "provider calls in flight", perSecond: (limits.concurrency * perCall * 1000) / callMeanMs });
     rates.push({ limit: "provider request rate", perSecond: limits.rps * perCall });
   }
+  // A job of longer items than those measured takes more tokens an item, in proportion.
+  const itemTokens =
+    (m.itemTokens ?? defaults.itemTokens) * (ownBytes && m.itemBytes ? Math.max(0.25, ownBytes / m.itemBytes) : 1);
+  if (tpm !== null) rates.push({ limit: "provider tokens per minute", perSecond: tpm / 60 / itemTokens });
   const slowest = rates.reduce((a, b) => (b.perSecond < a.perSecond ? b : a));
   const ms = (items / slowest.perSecond) * 1000 + (items > 0 ? tailMs : 0);
   const measured = m.itemMeanMs !== undefined;
@@ -179,7 +257,17 @@ export async function projectItems(kind: string, items: number, now = new Date()
   const basis = measured
     ? `measured from ${n(m.items)} ${noun}s and ${n(m.calls)} calls in the last ${PROJECTION_WINDOW_DAYS} days`
     : `defaults (${defaults.why}): fewer than ${MIN_ITEMS_MEASURED} ${noun}s measured in the last ${PROJECTION_WINDOW_DAYS} days`;
-  return { kind, items, inFlight, itemsPerSecond: slowest.perSecond, limit: slowest.limit, tailMs, ms, source: measured ? "measured" : "default", basis };
+  return {
+    kind,
+    items,
+    inFlight,
+    itemsPerSecond: slowest.perSecond,
+    limit: slowest.limit,
+    tailMs,
+    ms,
+    source: measured ? "measured" : "default",
+    basis,
+  };
 }
 
 /** The most items one part may hold to finish within `SAFETY_FACTOR` of `softMs`, its tail included (at least 1). */
@@ -192,16 +280,9 @@ export function fits(p: Projection, softMs: number): boolean {
   return p.ms <= SAFETY_FACTOR * softMs;
 }
 
-/** "21 rows/s", "2.5 rows/s", or for a slow kind "one document every 12 s". */
-export function describeRate(itemsPerSecond: number, noun: string): string {
-  if (itemsPerSecond >= 10) return `${n(itemsPerSecond)} ${noun}s/s`;
-  if (itemsPerSecond >= 1) return `${itemsPerSecond.toFixed(1)} ${noun}s/s`;
-  return `one ${noun} every ${formatDurationRounded(1000 / itemsPerSecond)}`;
-}
-
 /** "10,000 rows at ≈ 21 rows/s (provider calls in flight) + 1 min for the slowest ≈ 9 min" */
 export function describeProjection(p: Projection): string {
   const noun = nounOf(p.kind);
   const tail = p.tailMs >= 1000 ? ` + ${formatDuration(p.tailMs)} for the slowest` : "";
-  return `${n(p.items)} ${noun}${p.items === 1 ? "" : "s"} at ≈ ${describeRate(p.itemsPerSecond, noun)} (${p.limit})${tail} ${formatEstimate(p.ms)}`;
+  return `${n(p.items)} ${noun}${p.items === 1 ? "" : "s"} at ≈ ${formatCompactRate(p.itemsPerSecond, noun)} (${p.limit})${tail} ${formatEstimate(p.ms)}`;
 }

@@ -18,7 +18,10 @@ describe("countJobsByStatus (the overview's counts)", () => {
     await db().job.update({ where: { id: running.id }, data: { status: "running" } });
     // Still running after two days: open jobs count whatever their age.
     await db().job.update({ where: { id: oldRunning.id }, data: { status: "running", createdAt: longAgo } });
-    await db().job.update({ where: { id: recentFailed.id }, data: { status: "failed", finishedAt: new Date(now.getTime() - 3_600_000) } });
+    await db().job.update({
+      where: { id: recentFailed.id },
+      data: { status: "failed", finishedAt: new Date(now.getTime() - 3_600_000) },
+    });
     await db().job.update({ where: { id: oldFailed.id }, data: { status: "failed", finishedAt: longAgo } });
     const after = await countJobsByStatus(now);
     expect(after.running - before.running).toBe(2);
@@ -41,7 +44,11 @@ describe("listJobs pages (keyset on createdAt, id)", () => {
       if (!r.nextAfter) break;
       after = r.nextAfter;
     }
-    const expected = await db().job.findMany({ where: { id: { in: ids } }, orderBy: [{ createdAt: "desc" }, { id: "desc" }], select: { id: true } });
+    const expected = await db().job.findMany({
+      where: { id: { in: ids } },
+      orderBy: [{ createdAt: "desc" }, { id: "desc" }],
+      select: { id: true },
+    });
     expect(seen).toEqual(expected.map((j) => j.id));
   });
 });

@@ -2,11 +2,14 @@ import { z } from "zod";
 import { db, type Prisma } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { formatWaitSeconds } from "@/lib/format/duration";
-import { JOB_KINDS, kindSpec } from "@/lib/queues/catalog";
+import { JOB_KINDS, kindSpec } from "@/lib/catalog/catalog";
+import { getBlockedBy, type BlockedBy } from "./blocked-by";
+import { withTimeout } from "@/lib/ratelimit/scripts";
+import { customerWaitSentence } from "./blocked-by-customer";
 import { partOf, storedSplitOf } from "./parts";
 import { estimateFinish, type RateBasis } from "./progress-rate";
 import { nounOf } from "./messages";
-import { JOB_STATUSES, OPEN_STATUSES, TERMINAL_STATUSES, isTerminal, type JobStatus } from "./statuses";
+import { JOB_STATUSES, OPEN_STATUSES, TERMINAL_STATUSES, isTerminal, type JobStatus } from "@/lib/core/job-statuses";
 
 export const jobFilterSchema = z.object({
   status: z.enum(JOB_STATUSES).optional(),
@@ -18,6 +21,9 @@ export const jobFilterSchema = z.object({
   limit: z.coerce.number().int().min(1).max(200).default(50),
 });
 export type JobFilter = z.input<typeof jobFilterSchema>;
+
+/** How long a job's answer (the job page, the progress page) waits for the live state of why it waits (real ms). */
+const BLOCKED_BY_WAIT_MS = 1_000;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -92,7 +98,8 @@ const TRAILING_ELLIPSIS = /(…|\.\.\.)$/;
 export function idPrefixRange(q: string): { gte: string; lte: string } | null {
   const hex = q.trim().toLowerCase().replace(TRAILING_ELLIPSIS, "").replaceAll("-", "");
   if (hex.length < MIN_ID_PREFIX || hex.length > 32 || !/^[0-9a-f]+$/.test(hex)) return null;
-  const asUuid = (h: string) => `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+  const asUuid = (h: string) =>
+    `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
   return { gte: asUuid(hex.padEnd(32, "0")), lte: asUuid(hex.padEnd(32, "f")) };
 }
 
@@ -119,7 +126,11 @@ async function searchScope(q: string): Promise<Prisma.JobWhereInput | null> {
   // Trigram indexes serve the leading wildcard (migration 20261203121500_job_search_by_filename).
   const filePattern = `%${escapeLike(q)}%`;
   const [tenants, fileJobs] = await Promise.all([
-    db().tenant.findMany({ where: { slug: { startsWith: slugPrefix } }, select: { id: true }, take: SEARCH_MATCHES_BY_ID + 1 }),
+    db().tenant.findMany({
+      where: { slug: { startsWith: slugPrefix } },
+      select: { id: true },
+      take: SEARCH_MATCHES_BY_ID + 1,
+    }),
     db().$queryRaw<{ jobId: string }[]>`
       SELECT "jobId"::text AS "jobId" FROM "Upload" WHERE filename ILIKE ${filePattern}
       UNION
@@ -147,7 +158,9 @@ async function searchScope(q: string): Promise<Prisma.JobWhereInput | null> {
 async function tenantScope(f: { tenant?: string; q?: string }): Promise<Prisma.JobWhereInput[] | null> {
   const scope: Prisma.JobWhereInput[] = [];
   const [tenant, search] = await Promise.all([
-    f.tenant ? db().tenant.findUnique({ where: { slug: f.tenant.toLowerCase() }, select: { id: true } }) : Promise.resolve(undefined),
+    f.tenant
+      ? db().tenant.findUnique({ where: { slug: f.tenant.toLowerCase() }, select: { id: true } })
+      : Promise.resolve(undefined),
     f.q ? searchScope(f.q) : Promise.resolve(undefined),
   ]);
   if (tenant === null || search === null) return null;
@@ -177,7 +190,12 @@ export async function listJobs(filter: JobFilter): Promise<{ jobs: JobSummary[];
     ...(f.status ? [{ status: f.status }] : []),
     ...(f.kind ? [{ kind: f.kind }] : []),
     ...scope,
-    ...(cursor && f.after ? [{ createdAt: { lte: cursor.createdAt } }, { OR: [{ createdAt: { lt: cursor.createdAt } }, { id: { lt: f.after } }] }] : []),
+    ...(cursor && f.after
+      ? [
+          { createdAt: { lte: cursor.createdAt } },
+          { OR: [{ createdAt: { lt: cursor.createdAt } }, { id: { lt: f.after } }] },
+        ]
+      : []),
   ];
   const rows = await db().job.findMany({
     where: { AND: conditions },
@@ -203,7 +221,11 @@ export async function countJobsByStatus(now = new Date()): Promise<Record<JobSta
   const [open, finished] = await Promise.all([
     // `in` the open statuses, not `notIn` the terminal ones: a NOT IN reads the whole table.
     db().job.groupBy({ by: ["status"], where: { status: { in: [...OPEN_STATUSES] } }, _count: { _all: true } }),
-    db().job.groupBy({ by: ["status"], where: { status: { in: [...TERMINAL_STATUSES] }, finishedAt: { gte: since } }, _count: { _all: true } }),
+    db().job.groupBy({
+      by: ["status"],
+      where: { status: { in: [...TERMINAL_STATUSES] }, finishedAt: { gte: since } },
+      _count: { _all: true },
+    }),
   ]);
   const counts = Object.fromEntries(JOB_STATUSES.map((s) => [s, 0])) as Record<JobStatus, number>;
   for (const g of [...open, ...finished]) counts[g.status] = g._count._all;
@@ -231,10 +253,13 @@ export interface JobDetail extends JobSummary {
   splitBy: string | null;
   splitParts: number | null;
   events: { at: string; type: string; attempt: number; message: string }[];
+  /** Why it is not running, for a queued or delayed job (./blocked-by.ts); null otherwise. */
+  blockedBy: BlockedBy | null;
 }
 
 /** A part shows the progress a job summary does, and where it sits in the original job. */
-export interface PartSummary extends Pick<JobSummary, "id" | "status" | "total" | "processed" | "failed" | "attempt" | "message"> {
+export interface PartSummary
+  extends Pick<JobSummary, "id" | "status" | "total" | "processed" | "failed" | "attempt" | "message"> {
   index: number;
   /** Positions of the original job's items this part covers: from + 1 … to. */
   from: number;
@@ -244,12 +269,32 @@ export interface PartSummary extends Pick<JobSummary, "id" | "status" | "total" 
 async function partsOf(parentId: string): Promise<PartSummary[]> {
   const rows = await db().job.findMany({
     where: { parentId },
-    select: { id: true, status: true, total: true, processed: true, failed: true, attempt: true, message: true, params: true },
+    select: {
+      id: true,
+      status: true,
+      total: true,
+      processed: true,
+      failed: true,
+      attempt: true,
+      message: true,
+      params: true,
+    },
   });
   return rows
     .map((r) => {
       const part = partOf(r.params);
-      return { id: r.id, index: part?.index ?? 0, status: r.status, total: r.total, processed: r.processed, failed: r.failed, attempt: r.attempt, message: r.message, from: part?.from ?? 0, to: part?.to ?? 0 };
+      return {
+        id: r.id,
+        index: part?.index ?? 0,
+        status: r.status,
+        total: r.total,
+        processed: r.processed,
+        failed: r.failed,
+        attempt: r.attempt,
+        message: r.message,
+        from: part?.from ?? 0,
+        to: part?.to ?? 0,
+      };
     })
     .sort((a, b) => a.index - b.index);
 }
@@ -287,10 +332,18 @@ export async function getJob(id: string, failuresLimit = 200): Promise<JobDetail
     },
   });
   if (!row) return null;
-  const [failures, failuresTotal, children] = await Promise.all([
-    db().jobItemFailure.findMany({ where: failuresWhere(id), select: { row: true, reason: true, attempt: true }, orderBy: { row: "asc" }, take: failuresLimit }),
+  const [failures, failuresTotal, children, blockedBy] = await Promise.all([
+    db().jobItemFailure.findMany({
+      where: failuresWhere(id),
+      select: { row: true, reason: true, attempt: true },
+      orderBy: { row: "asc" },
+      take: failuresLimit,
+    }),
     db().jobItemFailure.count({ where: failuresWhere(id) }),
     partsOf(id),
+    row.status === "queued" || row.status === "delayed"
+      ? withTimeout(getBlockedBy(id), BLOCKED_BY_WAIT_MS).catch(() => null)
+      : null,
   ]);
   const part = partOf(row.params);
   const split = storedSplitOf(row.params);
@@ -312,6 +365,7 @@ export async function getJob(id: string, failuresLimit = 200): Promise<JobDetail
     splitBy: split?.by ?? null,
     splitParts: split?.ranges.length ?? null,
     events: row.events.map((e) => ({ ...e, at: e.at.toISOString() })),
+    blockedBy,
   };
 }
 
@@ -346,16 +400,19 @@ export interface Progress {
   children?: { index: number; status: JobStatus; total: number | null; processed: number; failed: number }[];
   /** While the job waits in *delayed* for a rate-limit window: production seconds until it goes on. */
   waitSeconds?: number;
+  /** While it is queued or delayed: why it waits, in the customer's words (./blocked-by-customer.ts). */
+  waiting?: string;
 }
 
+/** What a progress link looks like (16 random bytes in hex): anything else opens no job. */
 const PROGRESS_TOKEN = /^[0-9a-f]{32}$/;
 
-/** Whether a progress link opens a job (see `jobExists`: a real 404 for an unknown link). */
-export async function progressTokenExists(token: string): Promise<boolean> {
-  return PROGRESS_TOKEN.test(token) && (await db().job.count({ where: { progressToken: token } })) > 0;
-}
-
-function progressTitle(kind: string, total: number | null, filename: string | null, params: Prisma.JsonValue = null): string {
+function progressTitle(
+  kind: string,
+  total: number | null,
+  filename: string | null,
+  params: Prisma.JsonValue = null,
+): string {
   switch (kind) {
     case "marketplace_sync": {
       const family = params && typeof params === "object" && !Array.isArray(params) ? params.family : undefined;
@@ -407,17 +464,32 @@ export async function getProgress(token: string, now = new Date()): Promise<Prog
   });
   if (!row) return null;
   const [failures, parts] = await Promise.all([
-    db().jobItemFailure.findMany({ where: failuresWhere(row.id), select: { row: true, reason: true }, orderBy: { row: "asc" }, take: PROGRESS_FAILURES_SHOWN }),
+    db().jobItemFailure.findMany({
+      where: failuresWhere(row.id),
+      select: { row: true, reason: true },
+      orderBy: { row: "asc" },
+      take: PROGRESS_FAILURES_SHOWN,
+    }),
     partsOf(row.id),
   ]);
-  const estimate = await estimateFinish({ ...row, status: statusForEstimate(row.status, parts) }, now);
+  const [estimate, blockedBy] = await Promise.all([
+    estimateFinish({ ...row, status: statusForEstimate(row.status, parts) }, now),
+    // Why it waits is a help, not the answer: a Redis that does not answer within 1 s leaves it out
+    // rather than holding or failing the customer's page (which then says what the row says).
+    row.status === "queued" || row.status === "delayed"
+      ? withTimeout(getBlockedBy(row.id, now), BLOCKED_BY_WAIT_MS).catch(() => null)
+      : null,
+  ]);
   // What the operators read names the bucket; the end user is told what happens and for how long.
   let waitSeconds: number | undefined;
   let message = row.message;
   if (row.status === "delayed" && row.wakeUpAt) {
     const waitMs = (row.wakeUpAt.getTime() - now.getTime()) / env().BOUNDED_TIME_SCALE;
     waitSeconds = Math.max(1, Math.ceil(waitMs / 1000));
-    const what = kindSpec(row.kind)?.provider === "marketplace" ? "the marketplace's rate limit" : "a busy outside service to free up";
+    const what =
+      kindSpec(row.kind)?.provider === "marketplace"
+        ? "the marketplace's rate limit"
+        : "a busy outside service to free up";
     message = `Waiting ${formatWaitSeconds(waitMs)} for ${what}; it goes on by itself.`;
   }
   return {
@@ -439,6 +511,17 @@ export async function getProgress(token: string, now = new Date()): Promise<Prog
     rate: estimate.rate,
     failures,
     ...(waitSeconds !== undefined ? { waitSeconds } : {}),
-    ...(parts.length > 0 ? { children: parts.map((p) => ({ index: p.index, status: p.status, total: p.total, processed: p.processed, failed: p.failed })) } : {}),
+    ...(blockedBy ? { waiting: customerWaitSentence(blockedBy, row.kind, now, env().BOUNDED_TIME_SCALE) } : {}),
+    ...(parts.length > 0
+      ? {
+          children: parts.map((p) => ({
+            index: p.index,
+            status: p.status,
+            total: p.total,
+            processed: p.processed,
+            failed: p.failed,
+          })),
+        }
+      : {}),
   };
 }

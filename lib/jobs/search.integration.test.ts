@@ -46,10 +46,20 @@ beforeAll(async () => {
   withPercent = await job(slugB);
   plain = await job(slugB);
   ocr = await job(slugB);
-  const upload = (jobId: string, filename: string) => db().upload.create({ data: { jobId, filename, delimiter: ",", sizeBytes: 1, content: Buffer.from("x") } });
+  const upload = (jobId: string, filename: string) =>
+    db().upload.create({ data: { jobId, filename, delimiter: ",", sizeBytes: 1, content: Buffer.from("x") } });
   await upload(withPercent, names.percent);
   await upload(plain, names.plain);
-  await db().jobFile.create({ data: { jobId: ocr, index: 0, filename: names.scan, contentType: "application/pdf", sizeBytes: 1, content: Buffer.from("x") } });
+  await db().jobFile.create({
+    data: {
+      jobId: ocr,
+      index: 0,
+      filename: names.scan,
+      contentType: "application/pdf",
+      sizeBytes: 1,
+      content: Buffer.from("x"),
+    },
+  });
 });
 
 afterAll(async () => {
@@ -79,12 +89,15 @@ describe("job search (q)", () => {
 
   it("finds jobs by file name, case-insensitively, an import's upload or any document of a batch", async () => {
     expect((await ids(`LEDGER-${tag.toUpperCase()}`)).sort()).toEqual([plain]);
-    expect((await ids(`ledger`)).filter((id) => [withPercent, plain, ocr].includes(id)).sort()).toEqual([withPercent, plain].sort());
+    expect((await ids(`ledger`)).filter((id) => [withPercent, plain, ocr].includes(id)).sort()).toEqual(
+      [withPercent, plain].sort(),
+    );
     expect(await ids(`scan_${tag}`)).toEqual([ocr]);
   });
 
   it("reads % and _ in a query as the characters themselves", async () => {
-    const ours = (found: string[]) => found.filter((id) => [withPercent, plain, ocr, ...Object.values(IDS)].includes(id)).sort();
+    const ours = (found: string[]) =>
+      found.filter((id) => [withPercent, plain, ocr, ...Object.values(IDS)].includes(id)).sort();
     // A bare "%" is not "anything": only the file whose name has one.
     expect(ours(await ids("%"))).toEqual([withPercent]);
     expect(await ids(`${tag} 100%`)).toEqual([withPercent]);
@@ -100,8 +113,14 @@ describe("job search (q)", () => {
 
 describe("search helpers", () => {
   it("reads the start of an id as a primary-key range, and leaves other text alone", () => {
-    expect(idPrefixRange("abcd1234")).toEqual({ gte: "abcd1234-0000-0000-0000-000000000000", lte: "abcd1234-ffff-ffff-ffff-ffffffffffff" });
-    expect(idPrefixRange("ABCD1234-56…")).toEqual({ gte: "abcd1234-5600-0000-0000-000000000000", lte: "abcd1234-56ff-ffff-ffff-ffffffffffff" });
+    expect(idPrefixRange("abcd1234")).toEqual({
+      gte: "abcd1234-0000-0000-0000-000000000000",
+      lte: "abcd1234-ffff-ffff-ffff-ffffffffffff",
+    });
+    expect(idPrefixRange("ABCD1234-56…")).toEqual({
+      gte: "abcd1234-5600-0000-0000-000000000000",
+      lte: "abcd1234-56ff-ffff-ffff-ffffffffffff",
+    });
     expect(idPrefixRange("acme")).toBeNull();
     expect(idPrefixRange("abc")).toBeNull();
     expect(idPrefixRange("0".repeat(33))).toBeNull();

@@ -26,7 +26,11 @@ export async function startOrQueueUnavailable<T>(start: Promise<T>): Promise<Sta
  * A start the queue refused, told the same way by every route that starts a job: a 503 the caller
  * may retry, audited as an error (not the caller's doing) with the queue's own reason.
  */
-export function describeQueueUnavailable(r: QueueUnavailable, what: string, why = "the job queue is unavailable"): Described {
+export function describeQueueUnavailable(
+  r: QueueUnavailable,
+  what: string,
+  why = "the job queue is unavailable",
+): Described {
   return {
     ok: false,
     error: true,
@@ -38,7 +42,12 @@ export function describeQueueUnavailable(r: QueueUnavailable, what: string, why 
 }
 
 /** A started job as an API caller gets it: the customer's progress page in the body and in `Location`. */
-export function describeJobStarted(job: { jobId: string; progressToken: string }, message: string, fields: Record<string, unknown> = {}, status = 201): Described {
+export function describeJobStarted(
+  job: { jobId: string; progressToken: string },
+  message: string,
+  fields: Record<string, unknown> = {},
+  status = 201,
+): Described {
   const progressUrl = `/progress/${job.progressToken}`;
   return {
     ok: true,

@@ -44,7 +44,11 @@ afterAll(async () => {
 /** Production time for the limiter: a second statistics request waits 60 s, so it always defers. */
 const production = createLimiter({ redis: connection, timeScale: 1 });
 
-async function readAll(family: Family, tenant: string, limiter = createLimiter({ redis: connection })): Promise<number> {
+async function readAll(
+  family: Family,
+  tenant: string,
+  limiter = createLimiter({ redis: connection }),
+): Promise<number> {
   let items = 0;
   for (let page: number | null = 1; page !== null; ) {
     const result = await fetchMarketplacePage({ family, tenant, page, baseUrl: base, limiter });
@@ -76,7 +80,14 @@ describe("fetchMarketplacePage", () => {
   it("outside a job, a wait beyond the cap passes through as RateLimitCapExceeded", async () => {
     const tenant = fresh("cap");
     await production.tryAcquire(scopeOf("statistics", tenant));
-    const error = await fetchMarketplacePage({ family: "statistics", tenant, page: 1, baseUrl: base, limiter: production, maxWaitMs: 30_000 }).catch((e: unknown) => e);
+    const error = await fetchMarketplacePage({
+      family: "statistics",
+      tenant,
+      page: 1,
+      baseUrl: base,
+      limiter: production,
+      maxWaitMs: 30_000,
+    }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(RateLimitCapExceeded);
     expect(error).toMatchObject({ scope: `statistics:${tenant}` });
     expect((error as RateLimitCapExceeded).retryAfterSeconds).toBeGreaterThanOrEqual(60);
@@ -85,16 +96,25 @@ describe("fetchMarketplacePage", () => {
 
   it("retries a 5xx and then succeeds; a service that keeps failing is down (its breaker opens), not a bad page", async () => {
     sim.marketplace.failNext(2);
-    expect((await fetchMarketplacePage({ family: "orders", tenant: fresh("flaky"), page: 1, baseUrl: base })).items).toHaveLength(20);
+    expect(
+      (await fetchMarketplacePage({ family: "orders", tenant: fresh("flaky"), page: 1, baseUrl: base })).items,
+    ).toHaveLength(20);
     sim.marketplace.failNext(5);
-    const error = await fetchMarketplacePage({ family: "orders", tenant: fresh("down"), page: 1, baseUrl: base }).catch((e: unknown) => e);
+    const error = await fetchMarketplacePage({ family: "orders", tenant: fresh("down"), page: 1, baseUrl: base }).catch(
+      (e: unknown) => e,
+    );
     expect(error).toBeInstanceOf(OutsideServiceDown);
     expect(error).toMatchObject({ service: "marketplace" });
     expect((error as OutsideServiceDown).error).toContain("HTTP 500");
   });
 
   it("a refused request is not retried", async () => {
-    const error = await fetchMarketplacePage({ family: "orders", tenant: fresh("past"), page: 13, baseUrl: base }).catch((e: unknown) => e);
+    const error = await fetchMarketplacePage({
+      family: "orders",
+      tenant: fresh("past"),
+      page: 13,
+      baseUrl: base,
+    }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(MarketplaceError);
     expect((error as MarketplaceError).details).toMatchObject({ code: "not_found", status: 404, attempts: 1 });
     expect((error as Error).message).toContain("has 12 pages");
@@ -104,43 +124,68 @@ describe("fetchMarketplacePage", () => {
     const closed = await startSimulators();
     const url = `${closed.url}/marketplace`;
     await closed.close();
-    const error = await fetchMarketplacePage({ family: "orders", tenant: fresh("gone"), page: 1, baseUrl: url }).catch((e: unknown) => e);
+    const error = await fetchMarketplacePage({ family: "orders", tenant: fresh("gone"), page: 1, baseUrl: url }).catch(
+      (e: unknown) => e,
+    );
     expect(error).toBeInstanceOf(OutsideServiceDown);
     expect((error as OutsideServiceDown).error).toContain("ECONNREFUSED");
     await connection.del(breakerKey("marketplace"));
 
     const reason = new Error("deadline");
-    await expect(fetchMarketplacePage({ family: "orders", tenant: fresh("gone"), page: 1, baseUrl: url, signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
+    await expect(
+      fetchMarketplacePage({
+        family: "orders",
+        tenant: fresh("gone"),
+        page: 1,
+        baseUrl: url,
+        signal: AbortSignal.abort(reason),
+      }),
+    ).rejects.toBe(reason);
   });
 
   it("an answer that is not a page is a MarketplaceError, not retried", async () => {
-    const server = http.createServer((_, res) => res.writeHead(200, { "content-type": "application/json" }).end('{"items":"none"}'));
+    const server = http.createServer((_, res) =>
+      res.writeHead(200, { "content-type": "application/json" }).end('{"items":"none"}'),
+    );
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    const error = await fetchMarketplacePage({ family: "orders", tenant: fresh("odd"), page: 1, baseUrl: url }).catch((e: unknown) => e);
+    const error = await fetchMarketplacePage({ family: "orders", tenant: fresh("odd"), page: 1, baseUrl: url }).catch(
+      (e: unknown) => e,
+    );
     await new Promise<void>((resolve) => server.close(() => resolve()));
     expect((error as MarketplaceError).details).toMatchObject({ code: "invalid_response", attempts: 1 });
   });
 
   it("a 429 from the service is counted and retried once after Retry-After; a second one is a MarketplaceError", async () => {
     // A service stricter than the limiter's spec: what a changed marketplace limit would look like.
-    const strict = await startSimulators({ marketplace: { buckets: { ...BUCKETS, statistics: { ...BUCKETS.statistics, windowMs: 2_000_000 } } } });
+    const strict = await startSimulators({
+      marketplace: { buckets: { ...BUCKETS, statistics: { ...BUCKETS.statistics, windowMs: 2_000_000 } } },
+    });
     sims.push(strict);
     const url = `${strict.url}/marketplace`;
     const before = marketplaceClientStats().serverThrottles;
     const tenant = fresh("strict");
     await fetchMarketplacePage({ family: "statistics", tenant, page: 1, baseUrl: url });
     // 60 ms later the service wants 2 s: one 429, then the Retry-After is waited out (in a job, which may wait that long).
-    await runWithRateLimitDeferral(10_000, () => fetchMarketplacePage({ family: "statistics", tenant, page: 2, baseUrl: url }));
+    await runWithRateLimitDeferral(10_000, () =>
+      fetchMarketplacePage({ family: "statistics", tenant, page: 2, baseUrl: url }),
+    );
     expect(marketplaceClientStats().serverThrottles).toBe(before + 1);
     expect(strict.marketplace.violations().total).toBe(1);
 
     // A service that keeps refusing: the one retry after Retry-After is refused too.
     const refusing = http.createServer((_, res) =>
-      res.writeHead(429, { "content-type": "application/json", "retry-after": "1", "retry-after-ms": "5" }).end('{"error":{"message":"slow down","type":"rate_limited"}}'),
+      res
+        .writeHead(429, { "content-type": "application/json", "retry-after": "1", "retry-after-ms": "5" })
+        .end('{"error":{"message":"slow down","type":"rate_limited"}}'),
     );
     await new Promise<void>((resolve) => refusing.listen(0, "127.0.0.1", resolve));
-    const error = await fetchMarketplacePage({ family: "ads", tenant: fresh("refused"), page: 1, baseUrl: `http://127.0.0.1:${(refusing.address() as AddressInfo).port}` }).catch((e: unknown) => e);
+    const error = await fetchMarketplacePage({
+      family: "ads",
+      tenant: fresh("refused"),
+      page: 1,
+      baseUrl: `http://127.0.0.1:${(refusing.address() as AddressInfo).port}`,
+    }).catch((e: unknown) => e);
     await new Promise<void>((resolve) => refusing.close(() => resolve()));
     expect(error).toBeInstanceOf(MarketplaceError);
     expect((error as MarketplaceError).details).toMatchObject({ code: "throttled", status: 429, attempts: 2 });
@@ -153,9 +198,13 @@ describe("fetchMarketplacePage", () => {
     const permissive = { acquire: async () => ({ waitedMs: 0, attempts: 1 }) };
     const tenant = fresh("paced");
     for (let page: number | null = 1; page !== null; ) {
-      page = (await fetchMarketplacePage({ family: "statistics", tenant, page, baseUrl: base, limiter: permissive })).nextPage;
+      page = (await fetchMarketplacePage({ family: "statistics", tenant, page, baseUrl: base, limiter: permissive }))
+        .nextPage;
     }
-    expect(sim.marketplace.stats()).toEqual({ accepted: 4, violations: { total: 0, byFamily: { statistics: 0, orders: 0, ads: 0 }, byScope: {} } });
+    expect(sim.marketplace.stats()).toEqual({
+      accepted: 4,
+      violations: { total: 0, byFamily: { statistics: 0, orders: 0, ads: 0 }, byScope: {} },
+    });
   });
 
   it("in production time, 20 tenants a family get exactly their bucket's capacity at once, and the next request is deferred, never sent", async () => {
@@ -171,7 +220,16 @@ describe("fetchMarketplacePage", () => {
         const tenantsOfFamily = Array.from({ length: TENANTS }, (_, i) => fresh(`prod${i}`));
         const calls = tenantsOfFamily.flatMap((tenant) =>
           Array.from({ length: BUCKETS[family].capacity + 1 }, (_, i) =>
-            runWithRateLimitDeferral(1_000, () => fetchMarketplacePage({ family, tenant, page: i + 1, baseUrl: `${service.url}/marketplace`, limiter, timeScale: 1 })),
+            runWithRateLimitDeferral(1_000, () =>
+              fetchMarketplacePage({
+                family,
+                tenant,
+                page: i + 1,
+                baseUrl: `${service.url}/marketplace`,
+                limiter,
+                timeScale: 1,
+              }),
+            ),
           ),
         );
         const settled = await Promise.allSettled(calls);
@@ -192,16 +250,25 @@ describe("fetchMarketplacePage", () => {
 
   it("at the test time scale, 50 tenants paging through the marketplace at once cause no 429", async () => {
     // One sync per tenant, as marketplace_sync runs them, the families taken in turn.
-    const syncs = Array.from({ length: 50 }, (_, i) => ({ tenant: fresh(`many${i}`), family: FAMILIES[i % FAMILIES.length]! }));
+    const syncs = Array.from({ length: 50 }, (_, i) => ({
+      tenant: fresh(`many${i}`),
+      family: FAMILIES[i % FAMILIES.length]!,
+    }));
     const pages = { statistics: 4, orders: 12, ads: 12 } as const;
     const expected = syncs.reduce((n, s) => n + pages[s.family], 0);
     const before = marketplaceClientStats().serverThrottles;
     // The process's shared limiter settings (margin included), as the workers use them.
     const limiter = createLimiter({ redis: connection });
     // Inside a deferral context, as jobs do, with a threshold no wait reaches.
-    const counts = await Promise.all(syncs.map(({ tenant, family }) => runWithRateLimitDeferral(60_000, () => readAll(family, tenant, limiter))));
+    const counts = await Promise.all(
+      syncs.map(({ tenant, family }) => runWithRateLimitDeferral(60_000, () => readAll(family, tenant, limiter))),
+    );
     expect(counts.reduce((a, b) => a + b, 0)).toBe(expected * 20);
-    expect(sim.marketplace.violations()).toEqual({ total: 0, byFamily: { statistics: 0, orders: 0, ads: 0 }, byScope: {} });
+    expect(sim.marketplace.violations()).toEqual({
+      total: 0,
+      byFamily: { statistics: 0, orders: 0, ads: 0 },
+      byScope: {},
+    });
     expect(marketplaceClientStats().serverThrottles).toBe(before);
     expect(sim.marketplace.stats().accepted).toBe(expected);
   });

@@ -1,16 +1,27 @@
 import { env } from "@/lib/env";
-import { snippet } from "@/lib/http/describe";
+import { snippet } from "@/lib/format/describe";
 import { attemptRequest, backoffMs as retryBackoffMs, describeFailure } from "@/lib/http/outbound";
 import { logger } from "@/lib/log";
 import { guardCall } from "@/lib/ratelimit/breaker";
 import { bucketRate, BUCKETS, scopeOf, type Family } from "@/lib/ratelimit/buckets";
-import { acquire as sharedAcquire, maxWaitMs as defaultMaxWaitMs, waitForRateLimit, type Limiter } from "@/lib/ratelimit/limiter";
+import {
+  acquire as sharedAcquire,
+  maxWaitMs as defaultMaxWaitMs,
+  waitForRateLimit,
+  type Limiter,
+} from "@/lib/ratelimit/limiter";
 import { scaled, sleep } from "@/lib/time";
 import { marketplacePageSchema, storableRecords, type MarketplaceItem } from "./schemas";
 
 const log = logger("marketplace.client");
 
-export type MarketplaceErrorCode = "unreachable" | "server_error" | "throttled" | "not_found" | "rejected" | "invalid_response";
+export type MarketplaceErrorCode =
+  | "unreachable"
+  | "server_error"
+  | "throttled"
+  | "not_found"
+  | "rejected"
+  | "invalid_response";
 
 /**
  * A marketplace page could not be read: the service kept failing, refused the request, or
@@ -21,7 +32,13 @@ export class MarketplaceError extends Error {
   override name = "MarketplaceError";
   constructor(
     message: string,
-    readonly details: { code: MarketplaceErrorCode; status?: number; attempts: number; retryable: boolean; cause?: unknown },
+    readonly details: {
+      code: MarketplaceErrorCode;
+      status?: number;
+      attempts: number;
+      retryable: boolean;
+      cause?: unknown;
+    },
   ) {
     super(message, details.cause === undefined ? undefined : { cause: details.cause });
   }
@@ -118,7 +135,14 @@ export function marketplaceClientStats(): { serverThrottles: number } {
 type Outcome =
   | { type: "ok"; result: MarketplacePageResult }
   | { type: "throttled"; retryAfterMs: number | undefined; message: string }
-  | { type: "failed"; code: MarketplaceErrorCode; message: string; status?: number; retryable: boolean; cause?: unknown };
+  | {
+      type: "failed";
+      code: MarketplaceErrorCode;
+      message: string;
+      status?: number;
+      retryable: boolean;
+      cause?: unknown;
+    };
 
 /**
  * One page of a tenant's data in one endpoint family. Takes a token from the tenant's bucket
@@ -137,7 +161,9 @@ export async function fetchMarketplacePage(options: FetchMarketplacePageOptions)
   const timeScale = options.timeScale ?? env().BOUNDED_TIME_SCALE;
   const maxWaitMs = options.maxWaitMs ?? defaultMaxWaitMs(timeScale);
   const acquire = options.limiter?.acquire ?? sharedAcquire;
-  const url = new URL(`${(options.baseUrl ?? env().MARKETPLACE_BASE_URL).replace(/\/+$/, "")}/${encodeURIComponent(family)}`);
+  const url = new URL(
+    `${(options.baseUrl ?? env().MARKETPLACE_BASE_URL).replace(/\/+$/, "")}/${encodeURIComponent(family)}`,
+  );
   url.searchParams.set("tenant", tenant);
   url.searchParams.set("page", String(page));
   const timeoutMs = Math.max(MIN_REQUEST_TIMEOUT_MS, scaled(REQUEST_TIMEOUT_MS, timeScale));
@@ -158,24 +184,39 @@ export async function fetchMarketplacePage(options: FetchMarketplacePageOptions)
     if (outcome.type === "throttled") {
       serverThrottles++;
       const retryAfterMs = outcome.retryAfterMs ?? bucketRate(BUCKETS[family], timeScale).tokenIntervalMs;
-      log.error({ scope, page, attempt, retryAfterMs, message: outcome.message }, "the marketplace answered 429 although the limiter gave a token: limiter and service disagree");
+      log.error(
+        { scope, page, attempt, retryAfterMs, message: outcome.message },
+        "the marketplace answered 429 although the limiter gave a token: limiter and service disagree",
+      );
       if (throttled++ > 0) {
-        throw new MarketplaceError(`the marketplace refused ${scope} page ${page} twice for its rate limit: ${outcome.message}`, {
-          code: "throttled",
-          status: 429,
-          attempts: attempt,
-          retryable: true,
-        });
+        throw new MarketplaceError(
+          `the marketplace refused ${scope} page ${page} twice for its rate limit: ${outcome.message}`,
+          {
+            code: "throttled",
+            status: 429,
+            attempts: attempt,
+            retryable: true,
+          },
+        );
       }
       await waitForRateLimit(scope, retryAfterMs, { signal, maxWaitMs });
       continue;
     }
     if (!outcome.retryable || failures >= maxRetries) {
-      throw new MarketplaceError(outcome.message, { code: outcome.code, status: outcome.status, attempts: attempt, retryable: outcome.retryable, cause: outcome.cause });
+      throw new MarketplaceError(outcome.message, {
+        code: outcome.code,
+        status: outcome.status,
+        attempts: attempt,
+        retryable: outcome.retryable,
+        cause: outcome.cause,
+      });
     }
     failures++;
     const backoffMs = retryBackoffMs(BACKOFF_BASE_MS, failures, timeScale);
-    log.warn({ scope, page, attempt, status: outcome.status, backoffMs, error: outcome.message }, "marketplace request failed, retrying");
+    log.warn(
+      { scope, page, attempt, status: outcome.status, backoffMs, error: outcome.message },
+      "marketplace request failed, retrying",
+    );
     await sleep(backoffMs, signal);
   }
 }
@@ -187,11 +228,20 @@ const SERVICE = "the marketplace";
  * with `OutsideServiceDown` (the marketplace is down: the request did not go out, or failed for
  * the outage).
  */
-async function requestPage(url: URL, page: number, timeoutMs: number, signal: AbortSignal | undefined): Promise<Outcome> {
-  const attempt = await guardCall("marketplace", () => attemptRequest({ method: "GET", url, headers: { accept: "application/json" }, signal, timeoutMs }), {
-    signal,
-    failureOf: (a) => (a.ok ? undefined : a),
-  });
+async function requestPage(
+  url: URL,
+  page: number,
+  timeoutMs: number,
+  signal: AbortSignal | undefined,
+): Promise<Outcome> {
+  const attempt = await guardCall(
+    "marketplace",
+    () => attemptRequest({ method: "GET", url, headers: { accept: "application/json" }, signal, timeoutMs }),
+    {
+      signal,
+      failureOf: (a) => (a.ok ? undefined : a),
+    },
+  );
   if (!attempt.ok) {
     switch (attempt.kind) {
       case "aborted":
@@ -199,13 +249,31 @@ async function requestPage(url: URL, page: number, timeoutMs: number, signal: Ab
         return { type: "failed", code: "unreachable", message: "aborted", retryable: false, cause: attempt.reason };
       case "unreachable":
       case "timeout":
-        return { type: "failed", code: "unreachable", message: describeFailure(SERVICE, attempt), retryable: true, cause: attempt.cause };
+        return {
+          type: "failed",
+          code: "unreachable",
+          message: describeFailure(SERVICE, attempt),
+          retryable: true,
+          cause: attempt.cause,
+        };
       case "throttled":
         return { type: "throttled", retryAfterMs: attempt.retryAfterMs, message: describeFailure(SERVICE, attempt) };
       case "server_error":
-        return { type: "failed", code: "server_error", status: attempt.status, message: describeFailure(SERVICE, attempt), retryable: true };
+        return {
+          type: "failed",
+          code: "server_error",
+          status: attempt.status,
+          message: describeFailure(SERVICE, attempt),
+          retryable: true,
+        };
       case "rejected":
-        return { type: "failed", code: attempt.status === 404 ? "not_found" : "rejected", status: attempt.status, message: describeFailure(SERVICE, attempt), retryable: false };
+        return {
+          type: "failed",
+          code: attempt.status === 404 ? "not_found" : "rejected",
+          status: attempt.status,
+          message: describeFailure(SERVICE, attempt),
+          retryable: false,
+        };
     }
   }
   const { status, body } = attempt.response;
@@ -218,7 +286,13 @@ async function requestPage(url: URL, page: number, timeoutMs: number, signal: Ab
   const parsed = marketplacePageSchema.safeParse(json);
   if (!parsed.success || parsed.data.page !== page) {
     const why = parsed.success ? `page ${parsed.data.page} instead of ${page}` : parsed.error.issues[0]?.message;
-    return { type: "failed", code: "invalid_response", status, message: `${SERVICE} answered something other than a page (${why}): ${snippet(body)}`, retryable: false };
+    return {
+      type: "failed",
+      code: "invalid_response",
+      status,
+      message: `${SERVICE} answered something other than a page (${why}): ${snippet(body)}`,
+      retryable: false,
+    };
   }
   return { type: "ok", result: { ...storableRecords(parsed.data.items), nextPage: parsed.data.nextPage } };
 }

@@ -32,7 +32,10 @@ export function storableRecords(items: readonly unknown[]): { items: Marketplace
   items.forEach((item, i) => {
     const parsed = marketplaceItemSchema.safeParse(item);
     if (parsed.success) ok.push(parsed.data);
-    else refused.push(`record ${i + 1}: ${parsed.error.issues[0]?.path.join(".") ? `${parsed.error.issues[0]!.path.join(".")}: ` : ""}${parsed.error.issues[0]?.message ?? "invalid"}`);
+    else
+      refused.push(
+        `record ${i + 1}: ${parsed.error.issues[0]?.path.join(".") ? `${parsed.error.issues[0]!.path.join(".")}: ` : ""}${parsed.error.issues[0]?.message ?? "invalid"}`,
+      );
   });
   return { items: ok, refused };
 }

@@ -1,19 +1,20 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
-import { TERMINAL_STATUSES, type JobStatus } from "@/lib/jobs/statuses";
+import { TERMINAL_STATUSES, type JobStatus } from "@/lib/core/job-statuses";
 import { logger } from "@/lib/log";
-import { JOB_KINDS, KINDS, QUEUE_NAMES, RESCHEDULE_QUEUES, kindsOfQueue } from "@/lib/queues/catalog";
-import { SWEEP_POLICY, worstCaseMs } from "@/lib/quota/policy";
-import type { ReleaseResult, ReserveKind } from "@/lib/quota/reserves";
-import { sweepPolicy } from "@/lib/quota/settings";
-import { FAMILIES, LIMITED_PROVIDERS } from "@/lib/ratelimit/buckets";
-import { BREAKER_STATES, OUTSIDE_SERVICES } from "@/lib/ratelimit/breaker-services";
+import { JOB_KINDS, QUEUE_NAMES } from "@/lib/catalog/catalog";
+import { SWEEP_POLICY, worstCaseMs } from "@/lib/catalog/generation-policy";
 import { unscaled } from "@/lib/time";
 
 /**
  * The process's Prometheus metrics: one prom-client `Registry` per process, kept on `globalThis`
  * (Next.js may load this module more than once; a second registration of the same name would
- * throw). Workers publish their registry to Redis (./publish.ts) and the web's `GET /api/metrics`
+ * throw). Workers publish their registry to Redis (lib/reports/metrics-publish.ts) and the web's `GET /api/metrics`
  * merges it with its own, so one scrape sees web and workers together.
+ *
+ * The registry only: it imports nothing above the bottom layer (the catalog, the job statuses),
+ * so every module that records a metric can import it. What only a domain knows — the label
+ * values some counters start at 0, the scrape-time readings — is given from above
+ * (lib/reports/metric-sources.ts, installed by lib/reports/metrics-publish.ts).
  */
 
 /** Every metric name starts with this, Node's default metrics included. */
@@ -44,10 +45,12 @@ const PROVIDER_WAIT_BUCKETS_S = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 1
 
 /**
  * Buckets of `bounded_reserve_age_seconds` (production seconds): generations take a minute or
- * two, their worst case and the sweep window (both from lib/quota/policy.ts) are bucket bounds,
+ * two, their worst case and the sweep window (both from lib/catalog/generation-policy.ts) are bucket bounds,
  * so "held past the worst case" and "reclaimed at the window" read straight off the histogram.
  */
-const RESERVE_AGE_BUCKETS_S = [...new Set([30, 60, 120, 300, 600, 900, 1200, 1800, 3600, 7200, worstCaseMs() / 1000, SWEEP_POLICY.windowMs / 1000])].sort((a, b) => a - b);
+const RESERVE_AGE_BUCKETS_S = [
+  ...new Set([30, 60, 120, 300, 600, 900, 1200, 1800, 3600, 7200, worstCaseMs() / 1000, SWEEP_POLICY.windowMs / 1000]),
+].sort((a, b) => a - b);
 
 /**
  * Buckets of `bounded_http_request_duration_seconds` (production seconds): API reads answer in
@@ -62,24 +65,19 @@ const HTTP_DURATION_BUCKETS_S = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.
  * of `bounded_nodejs_active_{handles,requests,resources}{type}`, which stay: `sum without (type)`
  * gives the same number.
  */
-const DROPPED_DEFAULT_METRICS = ["nodejs_active_handles_total", "nodejs_active_requests_total", "nodejs_active_resources_total"];
-
-/** The reserve kinds and late-release resolutions of lib/quota/reserves, as label values. */
-const RESERVE_KINDS = ["generate", "dislike"] as const satisfies readonly ReserveKind[];
-const LATE_RESOLUTIONS = ["charged", "debt", "none"] as const satisfies readonly Extract<ReleaseResult, { type: "late" }>["resolution"][];
+const DROPPED_DEFAULT_METRICS = [
+  "nodejs_active_handles_total",
+  "nodejs_active_requests_total",
+  "nodejs_active_resources_total",
+];
 
 /**
- * The (queue, family) pairs a rescheduled job is counted under (workers/reschedule.ts): the
- * marketplace's endpoint families on queues whose kinds call it, `provider:<name>` for a limited provider.
+ * A series at 0 for every label set of `initial` (the values the catalog or a domain knows), so
+ * the first event is an increase from 0 that `rate()`/`increase()` see, not a new series starting
+ * at 1 that they miss. Adding 0 to a series that exists changes nothing.
  */
-function rescheduleLabelSets(): { queue: string; family: string }[] {
-  return [...RESCHEDULE_QUEUES].flatMap((queue) =>
-    [...new Set(kindsOfQueue(queue).flatMap((kind): string[] => {
-      const provider = KINDS[kind].provider;
-      if (provider === "marketplace") return FAMILIES;
-      return (LIMITED_PROVIDERS as readonly string[]).includes(provider) ? [`provider:${provider}`] : [];
-    }))].map((family) => ({ queue, family })),
-  );
+function startAtZero<L extends string>(counter: Counter<L>, initial: readonly { [P in L]: string }[]): void {
+  for (const labels of initial) counter.inc(labels as Partial<Record<L, string>>, 0);
 }
 
 /** Every combination of the given label values, e.g. `{ kind: [a, b], status: [x] }` → `[{a,x}, {b,x}]`. */
@@ -90,7 +88,7 @@ function labelSets<K extends string>(values: { [P in K]: readonly string[] }): {
   ) as { [P in K]: string }[];
 }
 
-/** Counts of jobs stuck per kind, as `countStuckByKind()` in lib/jobs/stuck returns them. */
+/** Counts of jobs stuck per kind, as `countStuckByKind()` in lib/reports/stuck returns them. */
 export type CountStuckByKind = () => Promise<Record<string, number>>;
 
 /** The per-item budget of one queue and kind, in seconds (`getPerItemBudget` in lib/modelcalls/queries). */
@@ -115,20 +113,51 @@ export interface QueueGaugeReading {
 
 /** The `type` label values of `bounded_model_tokens_total`. */
 export const MODEL_TOKEN_TYPES = ["prompt", "completion"] as const;
+/** Where a row's category came from (lib/answers): `bounded_category_answers_total{source}`. */
+export const ANSWER_SOURCES = ["model", "job", "cache"] as const;
+
+/** The lanes a job may take (lib/runs/batch-lane.ts): `bounded_batch_lane_decisions_total{lane}`. */
+export const BATCH_LANES = ["batch", "direct"] as const;
+/**
+ * How a job's batch ended for it (`bounded_batches_ended_total{outcome}`): completed, ended at the
+ * provider (expired, failed, cancelled), given up on at the last moment, or unanswered then.
+ */
+export const BATCH_ENDINGS = ["completed", "expired", "failed", "cancelled", "last_moment", "unanswered"] as const;
 
 /** The `state` label values of `bounded_queue_jobs`. */
 export const QUEUE_GAUGE_STATES = ["waiting", "active", "delayed", "failed"] as const;
 
-/** What the scrape-time gauges read; lib/metrics/sources.ts has the database's. */
+/**
+ * The label values only their domains know, for the counters that give every known label set a
+ * series at 0 (lib/reports/metric-sources.ts has them).
+ */
+export interface DomainLabelValues {
+  /** The (queue, family) pairs of `bounded_rate_limit_reschedules_total` (lib/runs/reschedule.ts). */
+  reschedules: readonly { queue: string; family: string }[];
+  /** The limited providers of lib/ratelimit/buckets (`bounded_provider_waits_total`). */
+  providers: readonly string[];
+  /** The outside services and the states of their circuit breakers (`bounded_outside_service_state_changes_total`). */
+  outsideServices: readonly string[];
+  breakerStates: readonly string[];
+  /** The reserve kinds and late-release resolutions of lib/quota/reserves (`bounded_reserve*_total`). */
+  reserveKinds: readonly string[];
+  lateResolutions: readonly string[];
+}
+
+/** What the scrape-time gauges read; lib/reports/metric-sources.ts has the database's. */
 export interface ScrapeSources {
   /** Where the `bounded_queue_*` gauges come from, evaluated at scrape time (one read serves all four). */
   queueGauges?: () => Promise<QueueGaugeReading[]>;
   /** Where `bounded_jobs_stuck` comes from, evaluated at scrape time. */
   countStuck?: CountStuckByKind;
+  /** Where `bounded_jobs_awaiting_operator` comes from (`countAwaitingOperatorByKind` in lib/reports/stuck-awaiting), evaluated at scrape time. */
+  countAwaitingOperator?: CountStuckByKind;
   /** Where `bounded_item_budget_seconds` comes from, evaluated at scrape time. */
   itemBudgets?: ListItemBudgets;
   /** Where `bounded_outside_service_up` comes from (the circuit breakers in Redis), evaluated at scrape time. */
   outsideServices?: () => Promise<{ service: string; up: boolean }[]>;
+  /** Where `bounded_reserve_sweep_window_seconds` comes from (the environment's setting), read at scrape time. */
+  sweepWindowSeconds?: () => number;
 }
 
 export interface MetricsOptions extends ScrapeSources {
@@ -142,6 +171,8 @@ export interface MetricsOptions extends ScrapeSources {
    * is in production seconds. @defaultValue `env().BOUNDED_TIME_SCALE`
    */
   timeScale?: number;
+  /** The domain's label values to start at 0. @defaultValue the ones installed for the process (`installLabelValues`), else none */
+  labelValues?: DomainLabelValues;
 }
 
 type Labels<K extends string> = { [P in K]: string };
@@ -167,6 +198,14 @@ export interface ObservedRequest {
   seconds: number;
 }
 
+/** What one reused category answer saved: the row's share of the call that first answered it. */
+export interface SavedModelSpend {
+  promptTokens: number;
+  completionTokens: number;
+  /** null when the model has no price. */
+  costUsd: number | null;
+}
+
 /** The typed helpers other modules call; every label is required so none is forgotten. */
 export interface BoundedMetrics {
   registry: Registry;
@@ -181,12 +220,23 @@ export interface BoundedMetrics {
   jobsFinished: { inc(labels: { kind: string; status: JobStatus }, value?: number): void };
   /** `bounded_job_items_failed_total{kind}`: items recorded as failures (the batch went on). */
   jobItemsFailed: { inc(labels: Labels<"kind">, value?: number): void };
-  /** `bounded_jobs_reaped_total{kind}`: jobs the reaper finalized after their hard limit and heartbeat. */
+  /** `bounded_jobs_reaped_total{kind}`: jobs the reaper ended `failed` because their runs kept stopping (past MAX_CRASH_RESUMES resumes). */
   jobsReaped: { inc(labels: Labels<"kind">, value?: number): void };
   /** `bounded_jobs_crash_resumed_total{kind}`: a job whose run stopped without settling (its worker died) was resumed from its cursor. */
   jobsCrashResumed: { inc(labels: Labels<"kind">, value?: number): void };
   /** `bounded_model_tokens_total{kind,type}`: tokens of recorded model calls, as the endpoint counted them (type: prompt, completion). */
   modelTokens: { inc(labels: { kind: string; type: (typeof MODEL_TOKEN_TYPES)[number] }, value?: number): void };
+  /**
+   * A row got its category (lib/answers): `bounded_category_answers_total{kind,source}` +1
+   * (source: model, job, cache). A reused answer (`saved` given) adds the row's share of the call
+   * it was first asked in to `bounded_model_tokens_saved_total{kind,type}` and its estimated cost
+   * to `bounded_model_cost_avoided_usd_total{kind}` (when the model has a price).
+   */
+  categoryAnswered(labels: Labels<"kind" | "source">, saved?: SavedModelSpend): void;
+  /** `bounded_batch_lane_decisions_total{kind,lane}`: a job decided its lane at its start (batch, direct). */
+  batchLaneDecided: { inc(labels: { kind: string; lane: (typeof BATCH_LANES)[number] }): void };
+  /** `bounded_batches_ended_total{kind,outcome}`: a job's batch ended for it (see `BATCH_ENDINGS`). */
+  batchEnded: { inc(labels: { kind: string; outcome: (typeof BATCH_ENDINGS)[number] }): void };
   /**
    * A job gave its worker slot back to wait for a rate-limit window:
    * `bounded_rate_limit_reschedules_total{queue,family}` +1 and the wait (production seconds) in
@@ -210,6 +260,8 @@ export interface BoundedMetrics {
   reservesReclaimed: { inc(labels: Labels<"kind">, value?: number): void };
   /** `bounded_reserve_late_releases_total{kind,resolution}`: releases that found their reserve already swept. */
   reserveLateReleases: { inc(labels: Labels<"kind" | "resolution">, value?: number): void };
+  /** Gives every label set of `values` a series at 0 (more than once changes nothing). */
+  seedLabels(values: DomainLabelValues): void;
   /**
    * Turns off the scrape-time gauges in this process. A worker process calls it (through
    * `startMetricsPublisher`): what the database says is counted once, by the web, at scrape time,
@@ -220,11 +272,24 @@ export interface BoundedMetrics {
 
 const log = logger("metrics");
 
-const holder = globalThis as unknown as { __boundedMetrics?: BoundedMetrics; __boundedScrapeSources?: ScrapeSources };
+const holder = globalThis as unknown as {
+  __boundedMetrics?: BoundedMetrics;
+  __boundedScrapeSources?: ScrapeSources;
+  __boundedLabelValues?: DomainLabelValues;
+};
 
 /** The sources every metrics object of this process reads when none were given to it. */
 export function installScrapeSources(sources: ScrapeSources): void {
   holder.__boundedScrapeSources = sources;
+}
+
+/**
+ * The domain's label values every metrics object of this process starts at 0: the ones created
+ * later at their creation, the process's own (if it exists already) now.
+ */
+export function installLabelValues(values: DomainLabelValues): void {
+  holder.__boundedLabelValues = values;
+  holder.__boundedMetrics?.seedLabels(values);
 }
 
 /** Registers Bounded's metrics on `registry` (a fresh one in tests, the process's one otherwise). */
@@ -232,25 +297,34 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
   // A source given here wins; otherwise the one installed for the process (read at each scrape,
   // so installing after the metrics exist still works); with neither, the gauge stays empty.
   const countStuck = () => (options.countStuck ?? holder.__boundedScrapeSources?.countStuck)?.();
+  const countAwaitingOperator = () =>
+    (options.countAwaitingOperator ?? holder.__boundedScrapeSources?.countAwaitingOperator)?.();
   const itemBudgets = () => (options.itemBudgets ?? holder.__boundedScrapeSources?.itemBudgets)?.();
   const outsideServices = () => (options.outsideServices ?? holder.__boundedScrapeSources?.outsideServices)?.();
+  const sweepWindowSeconds = () =>
+    (options.sweepWindowSeconds ?? holder.__boundedScrapeSources?.sweepWindowSeconds)?.();
   // The four queue gauges are collected side by side in one scrape: they share one read.
   let queueRead: { at: number; value: Promise<QueueGaugeReading[] | undefined> } | undefined;
   const queueGauges = () => {
-    if (!queueRead || Date.now() - queueRead.at > 1_000) queueRead = { at: Date.now(), value: Promise.resolve((options.queueGauges ?? holder.__boundedScrapeSources?.queueGauges)?.()) };
+    if (!queueRead || Date.now() - queueRead.at > 1_000)
+      queueRead = {
+        at: Date.now(),
+        value: Promise.resolve((options.queueGauges ?? holder.__boundedScrapeSources?.queueGauges)?.()),
+      };
     return queueRead.value;
   };
   let scrapeTimeGauges = true;
 
   // Every metric is registered on `registry` only, under the shared prefix.
-  /**
-   * A counter with a series at 0 for every label set in `initial` (the values the catalog knows),
-   * so the first event is an increase from 0 that `rate()`/`increase()` see, not a new series
-   * starting at 1 that they miss.
-   */
-  const counter = <L extends string>(name: string, help: string, labelNames: readonly L[], initial: readonly Labels<L>[] = []) => {
+  /** A counter with a series at 0 for every label set in `initial` (the values the catalog knows). */
+  const counter = <L extends string>(
+    name: string,
+    help: string,
+    labelNames: readonly L[],
+    initial: readonly Labels<L>[] = [],
+  ) => {
     const c = new Counter<L>({ name: `${METRIC_PREFIX}${name}`, help, labelNames, registers: [registry] });
-    for (const labels of initial) c.inc(labels as Partial<Record<L, string>>, 0);
+    startAtZero(c, initial);
     return c;
   };
   const histogram = <L extends string>(name: string, help: string, labelNames: readonly L[], buckets: number[]) =>
@@ -261,7 +335,13 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
    * A read that fails is logged rather than failing the scrape: the other metrics still matter
    * when this one can't be read.
    */
-  const scrapeTimeGauge = <L extends string>(name: string, help: string, labelNames: readonly L[], read: (gauge: Gauge<L>) => Promise<void> | void, failure: string) =>
+  const scrapeTimeGauge = <L extends string>(
+    name: string,
+    help: string,
+    labelNames: readonly L[],
+    read: (gauge: Gauge<L>) => Promise<void> | void,
+    failure: string,
+  ) =>
     new Gauge<L>({
       name: `${METRIC_PREFIX}${name}`,
       help,
@@ -284,9 +364,54 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     ["queue", "kind", "outcome", "type"],
     MODEL_CALL_DURATION_BUCKETS_S,
   );
-  const jobsFinished = counter("jobs_finished_total", "Jobs that reached a terminal status, by kind and status.", ["kind", "status"], labelSets({ kind: JOB_KINDS, status: TERMINAL_STATUSES }));
-  const jobItemsFailed = counter("job_items_failed_total", "Batch items recorded as failed (the batch went on without them), by job kind.", ["kind"], labelSets({ kind: JOB_KINDS }));
-  const modelTokens = counter("model_tokens_total", "Tokens of recorded model calls as the model endpoint counted them, by job kind and type (prompt, completion).", ["kind", "type"], labelSets({ kind: JOB_KINDS, type: MODEL_TOKEN_TYPES }));
+  const jobsFinished = counter(
+    "jobs_finished_total",
+    "Jobs that reached a terminal status, by kind and status.",
+    ["kind", "status"],
+    labelSets({ kind: JOB_KINDS, status: TERMINAL_STATUSES }),
+  );
+  const jobItemsFailed = counter(
+    "job_items_failed_total",
+    "Batch items recorded as failed (the batch went on without them), by job kind.",
+    ["kind"],
+    labelSets({ kind: JOB_KINDS }),
+  );
+  const modelTokens = counter(
+    "model_tokens_total",
+    "Tokens of recorded model calls as the model endpoint counted them, by job kind and type (prompt, completion).",
+    ["kind", "type"],
+    labelSets({ kind: JOB_KINDS, type: MODEL_TOKEN_TYPES }),
+  );
+  const categoryAnswers = counter(
+    "category_answers_total",
+    "Rows given a category, by job kind and where the answer came from (model: the row's own call; job: an earlier row of the same job with the same question; cache: the tenant's stored answer).",
+    ["kind", "source"],
+    labelSets({ kind: JOB_KINDS, source: ANSWER_SOURCES }),
+  );
+  const modelTokensSaved = counter(
+    "model_tokens_saved_total",
+    "Model tokens not spent because a row's category answer was reused (within its job or from the tenant's stored answers): the row's share of the call that first answered it, by job kind and type (prompt, completion).",
+    ["kind", "type"],
+    labelSets({ kind: JOB_KINDS, type: MODEL_TOKEN_TYPES }),
+  );
+  const modelCostAvoided = counter(
+    "model_cost_avoided_usd_total",
+    "Estimated model cost (USD, from BOUNDED_MODEL_PRICES) not spent because category answers were reused, by job kind.",
+    ["kind"],
+    labelSets({ kind: JOB_KINDS }),
+  );
+  const batchLaneDecisions = counter(
+    "batch_lane_decisions_total",
+    "Jobs that decided their lane at their start (lib/runs/batch-lane.ts): batch (rows sent to the provider's Batch API) or direct, by kind.",
+    ["kind", "lane"],
+    labelSets({ kind: JOB_KINDS, lane: BATCH_LANES }),
+  );
+  const batchesEnded = counter(
+    "batches_ended_total",
+    "Jobs' batches at the provider's Batch API that ended for their job, by kind and outcome: completed, expired, failed or cancelled at the provider, given up on at the last moment (cancelled, the rest finished directly), or unanswered then.",
+    ["kind", "outcome"],
+    labelSets({ kind: JOB_KINDS, outcome: BATCH_ENDINGS }),
+  );
   const jobsReaped = counter(
     "jobs_reaped_total",
     "Jobs the reaper ended because their runs kept stopping without finishing (worker deaths past the bound of resumes), by kind; stopped runs below the bound are resumed, not counted.",
@@ -303,7 +428,6 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     "rate_limit_reschedules_total",
     "Jobs that gave their worker slot back to wait for a rate-limit window (moved to delayed, no attempt spent), by queue and endpoint family.",
     ["queue", "family"],
-    rescheduleLabelSets(),
   );
   const rateLimitWait = histogram(
     "rate_limit_wait_seconds",
@@ -315,17 +439,15 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     "provider_waits_total",
     "Provider calls (model, OCR) that waited for a provider slot — a token of the request rate or a free in-flight slot — before going out or giving up, by provider.",
     ["provider"],
-    labelSets({ provider: LIMITED_PROVIDERS }),
   );
   const outsideServiceStateChanges = counter(
     "outside_service_state_changes_total",
-    "Circuit breaker state changes of the outside services (open: calls stop going out; half_open: one probe; closed: back), by service and the state entered.",
+    "Circuit breaker state changes of the outside services (open: calls stop going out, the service failed or fell silent; misconfigured: calls stop going out, the service refused our key, URL or model; half_open: one probe; closed: back), by service and the state entered.",
     ["service", "state"],
-    labelSets({ service: OUTSIDE_SERVICES, state: BREAKER_STATES }),
   );
   scrapeTimeGauge(
     "outside_service_up",
-    "1 when the outside service's circuit breaker is closed (calls go out), 0 while it is open or half-open (jobs wait, nothing is failed for it), by service; read from Redis at scrape time.",
+    "1 when the outside service's circuit breaker is closed (calls go out), 0 while it is open, misconfigured or half-open (jobs wait, nothing is failed for it), by service; read from Redis at scrape time.",
     ["service"],
     async (gauge) => {
       const read = await outsideServices();
@@ -350,16 +472,18 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     "reserves_reclaimed_total",
     "Quota reserves the sweeper took back (past the sweep window and silent beyond the lease): unit refunded, kind-specific effects undone, by kind.",
     ["kind"],
-    labelSets({ kind: RESERVE_KINDS }),
   );
   const reserveLateReleases = counter(
     "reserve_late_releases_total",
     "Releases that found their reserve already swept, by kind and resolution (charged again, debt, none for a failure).",
     ["kind", "resolution"],
-    labelSets({ kind: RESERVE_KINDS, resolution: LATE_RESOLUTIONS }),
   );
   // Routes are only known once called: these series start at their first request.
-  const httpRequests = counter("http_requests_total", "API requests answered by the web process, by method, route pattern and HTTP status.", ["method", "route", "status"]);
+  const httpRequests = counter(
+    "http_requests_total",
+    "API requests answered by the web process, by method, route pattern and HTTP status.",
+    ["method", "route", "status"],
+  );
   const httpRequestDuration = histogram(
     "http_request_duration_seconds",
     "Time from an API request reaching its route handler to its response, in production seconds (real ÷ BOUNDED_TIME_SCALE), by method, route pattern and HTTP status.",
@@ -382,12 +506,28 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     "could not count stuck jobs for bounded_jobs_stuck",
   );
   scrapeTimeGauge(
+    "jobs_awaiting_operator",
+    "Jobs that ended for a cause of their own and wait on a person nobody has acted on yet (no retry, split or mark handled since they ended), by kind; the first group of /stuck; read from the database at scrape time.",
+    ["kind"],
+    async (gauge) => {
+      gauge.reset();
+      const counts = await countAwaitingOperator();
+      if (!counts) return;
+      // Every kind has a series (0 when none waits), as for bounded_jobs_stuck: the alert's `> 0`
+      // never has to tell "none" from "not reported".
+      for (const kind of JOB_KINDS) gauge.set({ kind }, 0);
+      for (const [kind, n] of Object.entries(counts)) gauge.set({ kind }, n);
+    },
+    "could not count jobs awaiting an operator for bounded_jobs_awaiting_operator",
+  );
+  scrapeTimeGauge(
     "item_budget_seconds",
     "Per-item budget: the queue's soft budget divided by the median item count of the kind's jobs over the last 7 days (the reference line of /model-calls), by queue and kind; read from the database at scrape time.",
     ["queue", "kind"],
     async (gauge) => {
       gauge.reset();
-      for (const { queue, kind, seconds } of (await itemBudgets()) ?? []) if (Number.isFinite(seconds)) gauge.set({ queue, kind }, seconds);
+      for (const { queue, kind, seconds } of (await itemBudgets()) ?? [])
+        if (Number.isFinite(seconds)) gauge.set({ queue, kind }, seconds);
     },
     "could not compute per-item budgets for bounded_item_budget_seconds",
   );
@@ -395,11 +535,19 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     "reserve_sweep_window_seconds",
     "The reserve sweeper's window in production seconds (a reserve younger than this is never reclaimed): BOUNDED_RESERVE_SWEEP_WINDOW_S or the default; read at scrape time.",
     [],
-    (gauge) => gauge.set(sweepPolicy().windowMs / 1000),
+    (gauge) => {
+      const seconds = sweepWindowSeconds();
+      if (seconds !== undefined) gauge.set(seconds);
+    },
     "could not read the sweep window for bounded_reserve_sweep_window_seconds",
   );
   /** Every queue of the catalog has a series (0 when none), so "empty" never reads as "not reported". */
-  const queueGauge = <L extends string>(name: string, help: string, labelNames: readonly L[], set: (gauge: Gauge<L>, q: QueueGaugeReading) => void) =>
+  const queueGauge = <L extends string>(
+    name: string,
+    help: string,
+    labelNames: readonly L[],
+    set: (gauge: Gauge<L>, q: QueueGaugeReading) => void,
+  ) =>
     scrapeTimeGauge(
       name,
       help,
@@ -409,13 +557,28 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
         const read = await queueGauges();
         if (!read) return;
         const byQueue = new Map(read.map((q) => [q.queue, q]));
-        for (const queue of QUEUE_NAMES) set(gauge, byQueue.get(queue) ?? { queue, counts: { waiting: 0, active: 0, delayed: 0, failed: 0 }, oldestWaitingSeconds: 0, softBudgetSeconds: 0, paused: false });
+        for (const queue of QUEUE_NAMES)
+          set(
+            gauge,
+            byQueue.get(queue) ?? {
+              queue,
+              counts: { waiting: 0, active: 0, delayed: 0, failed: 0 },
+              oldestWaitingSeconds: 0,
+              softBudgetSeconds: 0,
+              paused: false,
+            },
+          );
       },
       `could not read the queues for bounded_${name}`,
     );
-  queueGauge("queue_jobs", "Queue jobs by queue and BullMQ state (waiting includes prioritized; failed is the queue's failed set, kept 7 days); read at scrape time.", ["queue", "state"], (gauge, q) => {
-    for (const state of QUEUE_GAUGE_STATES) gauge.set({ queue: q.queue, state }, q.counts[state]);
-  });
+  queueGauge(
+    "queue_jobs",
+    "Queue jobs by queue and BullMQ state (waiting includes prioritized; failed is the queue's failed set, kept 7 days); read at scrape time.",
+    ["queue", "state"],
+    (gauge, q) => {
+      for (const state of QUEUE_GAUGE_STATES) gauge.set({ queue: q.queue, state }, q.counts[state]);
+    },
+  );
   queueGauge(
     "queue_oldest_waiting_seconds",
     "How long the oldest job queued for a worker has waited since it last entered the queue, in production seconds (0 when none waits), by queue; read from the database at scrape time.",
@@ -430,9 +593,24 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
       if (q.softBudgetSeconds > 0) gauge.set({ queue: q.queue }, q.softBudgetSeconds);
     },
   );
-  queueGauge("queue_paused", "1 when an operator paused the queue (no new job starts), else 0, by queue; read at scrape time.", ["queue"], (gauge, q) =>
-    gauge.set({ queue: q.queue }, q.paused ? 1 : 0),
+  queueGauge(
+    "queue_paused",
+    "1 when an operator paused the queue (no new job starts), else 0, by queue; read at scrape time.",
+    ["queue"],
+    (gauge, q) => gauge.set({ queue: q.queue }, q.paused ? 1 : 0),
   );
+  const seedLabels = (values: DomainLabelValues) => {
+    startAtZero(rateLimitReschedules, values.reschedules);
+    startAtZero(providerWaits, labelSets({ provider: values.providers }));
+    startAtZero(
+      outsideServiceStateChanges,
+      labelSets({ service: values.outsideServices, state: values.breakerStates }),
+    );
+    startAtZero(reservesReclaimed, labelSets({ kind: values.reserveKinds }));
+    startAtZero(reserveLateReleases, labelSets({ kind: values.reserveKinds, resolution: values.lateResolutions }));
+  };
+  const labelValues = options.labelValues ?? holder.__boundedLabelValues;
+  if (labelValues) seedLabels(labelValues);
   if (options.defaultMetrics ?? true) {
     collectDefaultMetrics({ register: registry, prefix: METRIC_PREFIX });
     for (const name of DROPPED_DEFAULT_METRICS) registry.removeSingleMetric(`${METRIC_PREFIX}${name}`);
@@ -458,6 +636,16 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     jobsReaped: { inc: (labels, value) => jobsReaped.inc(labels, value) },
     jobsCrashResumed: { inc: (labels, value) => jobsCrashResumed.inc(labels, value) },
     modelTokens: { inc: (labels, value) => modelTokens.inc(labels, value) },
+    batchLaneDecided: { inc: (labels) => batchLaneDecisions.inc(labels) },
+    batchEnded: { inc: (labels) => batchesEnded.inc(labels) },
+    categoryAnswered(labels, saved) {
+      categoryAnswers.inc(labels);
+      if (!saved) return;
+      const kind = { kind: labels.kind };
+      if (saved.promptTokens > 0) modelTokensSaved.inc({ ...kind, type: "prompt" }, saved.promptTokens);
+      if (saved.completionTokens > 0) modelTokensSaved.inc({ ...kind, type: "completion" }, saved.completionTokens);
+      if (saved.costUsd !== null && saved.costUsd > 0) modelCostAvoided.inc(kind, saved.costUsd);
+    },
     rateLimitRescheduled(labels, waitSeconds) {
       rateLimitReschedules.inc(labels);
       if (Number.isFinite(waitSeconds)) rateLimitWait.observe(labels, Math.max(0, waitSeconds));
@@ -474,12 +662,12 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     },
     reservesReclaimed: { inc: (labels, value) => reservesReclaimed.inc(labels, value) },
     reserveLateReleases: { inc: (labels, value) => reserveLateReleases.inc(labels, value) },
+    seedLabels,
     disableScrapeTimeGauges() {
       scrapeTimeGauges = false;
     },
   };
 }
-
 
 /** This process's metrics (created on first use, on a registry of their own). */
 export function processMetrics(): BoundedMetrics {
@@ -494,15 +682,43 @@ export function processMetrics(): BoundedMetrics {
 export const metrics = {
   observeModelCall: (call: ObservedCall) => processMetrics().observeModelCall(call),
   observeRequest: (request: ObservedRequest) => processMetrics().observeRequest(request),
-  jobsFinished: { inc: (labels: { kind: string; status: JobStatus }, value?: number) => processMetrics().jobsFinished.inc(labels, value) },
-  jobItemsFailed: { inc: (labels: Labels<"kind">, value?: number) => processMetrics().jobItemsFailed.inc(labels, value) },
+  jobsFinished: {
+    inc: (labels: { kind: string; status: JobStatus }, value?: number) =>
+      processMetrics().jobsFinished.inc(labels, value),
+  },
+  jobItemsFailed: {
+    inc: (labels: Labels<"kind">, value?: number) => processMetrics().jobItemsFailed.inc(labels, value),
+  },
   jobsReaped: { inc: (labels: Labels<"kind">, value?: number) => processMetrics().jobsReaped.inc(labels, value) },
-  jobsCrashResumed: { inc: (labels: Labels<"kind">, value?: number) => processMetrics().jobsCrashResumed.inc(labels, value) },
-  modelTokens: { inc: (labels: { kind: string; type: (typeof MODEL_TOKEN_TYPES)[number] }, value?: number) => processMetrics().modelTokens.inc(labels, value) },
-  observeReserveAge: (labels: Labels<"kind" | "end">, ageSeconds: number) => processMetrics().observeReserveAge(labels, ageSeconds),
-  reservesReclaimed: { inc: (labels: Labels<"kind">, value?: number) => processMetrics().reservesReclaimed.inc(labels, value) },
-  reserveLateReleases: { inc: (labels: Labels<"kind" | "resolution">, value?: number) => processMetrics().reserveLateReleases.inc(labels, value) },
-  rateLimitRescheduled: (labels: Labels<"queue" | "family">, waitSeconds: number) => processMetrics().rateLimitRescheduled(labels, waitSeconds),
-  providerWaited: (labels: Labels<"provider">, waitSeconds: number) => processMetrics().providerWaited(labels, waitSeconds),
-  outsideServiceStateChanged: (labels: Labels<"service" | "state">) => processMetrics().outsideServiceStateChanged(labels),
+  jobsCrashResumed: {
+    inc: (labels: Labels<"kind">, value?: number) => processMetrics().jobsCrashResumed.inc(labels, value),
+  },
+  modelTokens: {
+    inc: (labels: { kind: string; type: (typeof MODEL_TOKEN_TYPES)[number] }, value?: number) =>
+      processMetrics().modelTokens.inc(labels, value),
+  },
+  categoryAnswered: (labels: Labels<"kind" | "source">, saved?: SavedModelSpend) =>
+    processMetrics().categoryAnswered(labels, saved),
+  batchLaneDecided: {
+    inc: (labels: { kind: string; lane: (typeof BATCH_LANES)[number] }) =>
+      processMetrics().batchLaneDecided.inc(labels),
+  },
+  batchEnded: {
+    inc: (labels: { kind: string; outcome: (typeof BATCH_ENDINGS)[number] }) => processMetrics().batchEnded.inc(labels),
+  },
+  observeReserveAge: (labels: Labels<"kind" | "end">, ageSeconds: number) =>
+    processMetrics().observeReserveAge(labels, ageSeconds),
+  reservesReclaimed: {
+    inc: (labels: Labels<"kind">, value?: number) => processMetrics().reservesReclaimed.inc(labels, value),
+  },
+  reserveLateReleases: {
+    inc: (labels: Labels<"kind" | "resolution">, value?: number) =>
+      processMetrics().reserveLateReleases.inc(labels, value),
+  },
+  rateLimitRescheduled: (labels: Labels<"queue" | "family">, waitSeconds: number) =>
+    processMetrics().rateLimitRescheduled(labels, waitSeconds),
+  providerWaited: (labels: Labels<"provider">, waitSeconds: number) =>
+    processMetrics().providerWaited(labels, waitSeconds),
+  outsideServiceStateChanged: (labels: Labels<"service" | "state">) =>
+    processMetrics().outsideServiceStateChanged(labels),
 } as const;

@@ -16,17 +16,26 @@ async function sqlBuckets(values: number[]): Promise<Map<number, number>> {
 describe("latencyBucket agrees with the SQL function the rollup trigger uses", () => {
   it("on the named values, from 0 ms to past the last bucket", async () => {
     const values = [
-      0, 1, 9, 10, 14, 15, 21, 22, 31, 32, 46, 47, 68, 69, 99, 100, 101, 146, 147, 215, 216, 999, 1_000, 1_001, 5_500, 10_000, 35_000,
-      60_000, 600_000, 660_000, 2_154_434, 2_154_435, 3_162_277, 3_162_278, 3_600_000, 10_000_000, 2_147_483_647,
+      0, 1, 9, 10, 14, 15, 21, 22, 31, 32, 46, 47, 68, 69, 99, 100, 101, 146, 147, 215, 216, 999, 1_000, 1_001, 5_500,
+      10_000, 35_000, 60_000, 600_000, 660_000, 2_154_434, 2_154_435, 3_162_277, 3_162_278, 3_600_000, 10_000_000,
+      2_147_483_647,
     ];
     const expected = await sqlBuckets(values);
     expect(values.map((v) => [v, latencyBucket(v)])).toEqual(values.map((v) => [v, expected.get(v)]));
   });
 
   it("on both sides of every bucket edge", async () => {
-    const values = [...new Set(Array.from({ length: BUCKET_COUNT }, (_, b) => bucketFirstMs(b)).flatMap((t) => [t - 1, t, t + 1]).filter((v) => v >= 0))];
+    const values = [
+      ...new Set(
+        Array.from({ length: BUCKET_COUNT }, (_, b) => bucketFirstMs(b))
+          .flatMap((t) => [t - 1, t, t + 1])
+          .filter((v) => v >= 0),
+      ),
+    ];
     const expected = await sqlBuckets(values);
-    const mismatches = values.filter((v) => latencyBucket(v) !== expected.get(v)).map((v) => ({ ms: v, ts: latencyBucket(v), sql: expected.get(v) }));
+    const mismatches = values
+      .filter((v) => latencyBucket(v) !== expected.get(v))
+      .map((v) => ({ ms: v, ts: latencyBucket(v), sql: expected.get(v) }));
     expect(mismatches).toEqual([]);
   });
 

@@ -22,7 +22,13 @@ function histogram(durations: number[]): number[] {
 describe("bucket edges", () => {
   it("are six per decade from 10 ms: 100 ms, 1 s and 10 s start buckets 6, 12 and 18", () => {
     expect(bucketLowerMs(6)).toBeCloseTo(100, 9);
-    expect([latencyBucket(99), latencyBucket(100), latencyBucket(999), latencyBucket(1_000), latencyBucket(10_000)]).toEqual([5, 6, 11, 12, 18]);
+    expect([
+      latencyBucket(99),
+      latencyBucket(100),
+      latencyBucket(999),
+      latencyBucket(1_000),
+      latencyBucket(10_000),
+    ]).toEqual([5, 6, 11, 12, 18]);
     expect(bucketUpperMs(5)).toBeCloseTo(bucketLowerMs(6), 9);
     expect(bucketUpperMs(LAST_BUCKET)).toBe(Infinity);
   });
@@ -73,7 +79,9 @@ describe("estimatePercentile: read off cumulative bucket counts", () => {
     // Half-way into a bucket is its geometric middle.
     const single = new Array<number>(BUCKET_COUNT).fill(0);
     single[18] = 2;
-    expect(estimatePercentile(single, 0.5, null)!.ms).toBe(Math.round(Math.sqrt(bucketLowerMs(18) * bucketUpperMs(18))));
+    expect(estimatePercentile(single, 0.5, null)!.ms).toBe(
+      Math.round(Math.sqrt(bucketLowerMs(18) * bucketUpperMs(18))),
+    );
   });
 
   it("stays within one bucket of the true percentile of a lognormal sample", () => {

@@ -117,7 +117,11 @@ export interface PercentileEstimate {
  * @param counts - calls per bucket, index = bucket number.
  * @param maxMs - the slowest call seen (from the rollup's `maxMs`), or null when unknown.
  */
-export function estimatePercentile(counts: readonly number[], q: number, maxMs: number | null): PercentileEstimate | null {
+export function estimatePercentile(
+  counts: readonly number[],
+  q: number,
+  maxMs: number | null,
+): PercentileEstimate | null {
   const total = counts.reduce((n, c) => n + c, 0);
   if (total <= 0) return null;
   const rank = Math.min(total, Math.max(1, Math.ceil(q * total)));
@@ -135,7 +139,12 @@ export function estimatePercentile(counts: readonly number[], q: number, maxMs: 
     upper = Math.max(lowerMs, upper);
     const f = (rank - before) / count; // in (0, 1]
     const ms = lowerMs > 0 ? lowerMs * (upper / lowerMs) ** f : lowerMs + f * (upper - lowerMs);
-    return { ms: Math.round(ms), bucket: b, lowerMs: Math.round(lowerMs), upperMs: Number.isFinite(edge) ? Math.round(edge) : null };
+    return {
+      ms: Math.round(ms),
+      bucket: b,
+      lowerMs: Math.round(lowerMs),
+      upperMs: Number.isFinite(edge) ? Math.round(edge) : null,
+    };
   }
   return null;
 }

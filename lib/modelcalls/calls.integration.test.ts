@@ -19,7 +19,8 @@ afterAll(async () => {
 /** Durations on both sides of bucket edges, the two clamped ends included. */
 function edgeDurations(): number[] {
   const out = [0, 3, 9, 10];
-  for (const b of [1, 2, 6, 12, 18, 20, 24, 30, LAST_BUCKET]) out.push(bucketFirstMs(b) - 1, bucketFirstMs(b), bucketFirstMs(b) + 1);
+  for (const b of [1, 2, 6, 12, 18, 20, 24, 30, LAST_BUCKET])
+    out.push(bucketFirstMs(b) - 1, bucketFirstMs(b), bucketFirstMs(b) + 1);
   out.push(4_000_000, 20_000_000);
   return out;
 }
@@ -32,12 +33,23 @@ describe("a histogram bar and the list of its calls", () => {
       // Inside the 24 h window, at various ages.
       { startedAt: new Date(now.getTime() - ((i * 37) % 23) * HOUR - 1_000), durationMs, outcome: outcomes[i % 3]! },
       // Started before the window's first hour: counted in neither.
-      { startedAt: new Date(Math.floor((now.getTime() - 24 * HOUR) / HOUR) * HOUR - 60_000), durationMs, outcome: "ok" as const },
+      {
+        startedAt: new Date(Math.floor((now.getTime() - 24 * HOUR) / HOUR) * HOUR - 60_000),
+        durationMs,
+        outcome: "ok" as const,
+      },
     ]);
     // Another type in the same kind: not in the model-call bars.
     rows.push({ startedAt: new Date(now.getTime() - 5_000), durationMs: 20, outcome: "ok" });
     await db().modelCall.createMany({
-      data: rows.map((r, i) => ({ ...r, type: i === rows.length - 1 ? "tool" : "model", model: "sim-model", queue: "imports", jobKind: kind, batchSize: 1 })),
+      data: rows.map((r, i) => ({
+        ...r,
+        type: i === rows.length - 1 ? "tool" : "model",
+        model: "sim-model",
+        queue: "imports",
+        jobKind: kind,
+        batchSize: 1,
+      })),
     });
 
     const h = await getLatencyHistogram({ range: "24h", kind, type: "model" }, now);
@@ -66,7 +78,7 @@ describe("a histogram bar and the list of its calls", () => {
     let after: string | undefined;
     for (let i = 0; i < 10; i++) {
       const page = await listCalls({ ...bucketCallsQuery(h, b)!, limit: 2, after });
-      seen.push(...page.calls.map((c) => c.startedAt + "|" + c.id));
+      seen.push(...page.calls.map((c) => `${c.startedAt}|${c.id}`));
       if (!page.nextAfter) break;
       after = page.nextAfter;
     }
@@ -76,8 +88,19 @@ describe("a histogram bar and the list of its calls", () => {
   });
 
   it("has no list for whole items, and refuses a window that ends before it starts", () => {
-    expect(bucketCallsQuery({ type: "item", filters: { queue: null, kind: null, model: null }, window: { from: "", to: "", coveredMinutes: 0, note: null } }, 3)).toBeNull();
-    expect(callListQuerySchema.safeParse({ from: "2026-12-03T10:00:00Z", to: "2026-12-03T09:00:00Z" }).success).toBe(false);
+    expect(
+      bucketCallsQuery(
+        {
+          type: "item",
+          filters: { queue: null, kind: null, model: null },
+          window: { from: "", to: "", coveredMinutes: 0, note: null },
+        },
+        3,
+      ),
+    ).toBeNull();
+    expect(callListQuerySchema.safeParse({ from: "2026-12-03T10:00:00Z", to: "2026-12-03T09:00:00Z" }).success).toBe(
+      false,
+    );
     expect(callListQuerySchema.safeParse({ bucket: "34" }).success).toBe(false);
     expect(callListQuerySchema.safeParse({ after: "1; drop" }).success).toBe(false);
   });

@@ -8,11 +8,24 @@ describe("parseBatchCategoryAnswer", () => {
   it.each([
     ['{"2": "groceries", "3": "transport", "4": "other"}', "plain JSON"],
     ['```json\n{"2": "groceries", "3": "transport", "4": "other"}\n```', "a code fence"],
-    ['Here you go:\n```\n{"2": "groceries", "3": "transport", "4": "other"}\n```\nAnything else?', "a fence between sentences"],
-    ['Sure! {"2": "Groceries", "3": "TRANSPORT", "4": " other "} Hope that helps.', "sentences around the object, slugs in other cases"],
-    ['<think>{"2": "home"} no wait</think>{"2": "groceries", "3": "transport", "4": "other"}', "a think block with an object of its own"],
+    [
+      'Here you go:\n```\n{"2": "groceries", "3": "transport", "4": "other"}\n```\nAnything else?',
+      "a fence between sentences",
+    ],
+    [
+      'Sure! {"2": "Groceries", "3": "TRANSPORT", "4": " other "} Hope that helps.',
+      "sentences around the object, slugs in other cases",
+    ],
+    [
+      '<think>{"2": "home"} no wait</think>{"2": "groceries", "3": "transport", "4": "other"}',
+      "a think block with an object of its own",
+    ],
   ])("reads every row out of %j (%s)", (answer) => {
-    expect(Object.fromEntries(parseBatchCategoryAnswer(answer, ids, slugs))).toEqual({ 2: "groceries", 3: "transport", 4: "other" });
+    expect(Object.fromEntries(parseBatchCategoryAnswer(answer, ids, slugs))).toEqual({
+      2: "groceries",
+      3: "transport",
+      4: "other",
+    });
   });
 
   it("reads a slug written with other separators as that slug, and never as a shorter one", () => {
@@ -31,19 +44,35 @@ describe("parseBatchCategoryAnswer", () => {
     expect(parseBatchCategoryAnswer('{"2": 7, "3": null, "4": ["other"]}', ids, slugs)).toEqual(new Map());
   });
 
-  it.each(["", "groceries", "I think these are groceries.", '["groceries", "transport", "other"]', '{"2": "groceries",', "{not json}"])(
-    "answers no row for %j",
-    (answer) => {
-      expect(parseBatchCategoryAnswer(answer, ids, slugs)).toEqual(new Map());
-    },
-  );
+  it.each([
+    "",
+    "groceries",
+    "I think these are groceries.",
+    '["groceries", "transport", "other"]',
+    '{"2": "groceries",',
+    "{not json}",
+  ])("answers no row for %j", (answer) => {
+    expect(parseBatchCategoryAnswer(answer, ids, slugs)).toEqual(new Map());
+  });
 });
 
 describe("buildBatchCategoryPrompt", () => {
-  it("writes each row as one line of JSON with its id, so a description with line breaks and quotes stays in its row", () => {
+  it("writes each row as one line of JSON with its id, so a description with quotes stays in its row", () => {
     const rows = [
-      { id: "2", transaction: { date: new Date("2026-01-04T00:00:00Z"), amount: "-5.50", currency: "EUR", counterparty: "REWE", description: 'two\nlines "quoted"' } },
-      { id: "3", transaction: { date: "2026-01-05", amount: -7, currency: "EUR", counterparty: "Acme", description: "x" } },
+      {
+        id: "2",
+        transaction: {
+          date: new Date("2026-01-04T00:00:00Z"),
+          amount: "-5.50",
+          currency: "EUR",
+          counterparty: "REWE",
+          description: 'two\nlines "quoted"',
+        },
+      },
+      {
+        id: "3",
+        transaction: { date: "2026-01-05", amount: -7, currency: "EUR", counterparty: "Acme", description: "x" },
+      },
     ];
     const [system, user] = buildBatchCategoryPrompt(rows, [
       { slug: "groceries", name: "Groceries" },
@@ -53,8 +82,14 @@ describe("buildBatchCategoryPrompt", () => {
     const lines = user!.content.split("\n");
     expect(lines).toContain("- groceries: Groceries");
     const heading = lines.indexOf("Transactions (one JSON object per line):");
-    expect(JSON.parse(lines[heading + 1]!)).toEqual({ id: "2", date: "2026-01-04", amount: "-5.50", currency: "EUR", counterparty: "REWE", description: 'two\nlines "quoted"' });
-    expect(JSON.parse(lines[heading + 2]!)).toMatchObject({ id: "3", amount: "-7" });
+    // The row's question, normalised (whitespace runs as one space, lower case); no date, amount or currency.
+    expect(JSON.parse(lines[heading + 1]!)).toEqual({
+      id: "2",
+      direction: "money out",
+      counterparty: "rewe",
+      description: 'two lines "quoted"',
+    });
+    expect(JSON.parse(lines[heading + 2]!)).toMatchObject({ id: "3", direction: "money out", counterparty: "acme" });
     expect(lines[heading + 3]).toBe("");
     expect(lines.at(-1)).toContain('{"2": "<slug>", "3": "<slug>"}');
   });

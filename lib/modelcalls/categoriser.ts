@@ -1,7 +1,18 @@
+import { env } from "@/lib/env";
 import { logger } from "@/lib/log";
-import { chatCompletion, type ChatCompletionOptions } from "./chat-completion";
-import { chooseCategory, slugNamed, type CategorisableTransaction, type CategoryChoice } from "./choose-category";
+import { knownTokenLimit } from "@/lib/ratelimit/provider";
+import { chatCompletion, type ChatCompletionOptions, type TokenUsage } from "./chat-completion";
+import {
+  buildCategoryPrompt,
+  categoryQuestion,
+  DIRECTION_WORDS,
+  parseCategoryAnswer,
+  slugNamed,
+  type CategorisableTransaction,
+  type CategoryChoice,
+} from "./choose-category";
 import type { ChatMessage } from "./schemas";
+import { countPromptTokens, countTextTokens } from "./tokens";
 
 const log = logger("modelcalls");
 
@@ -24,23 +35,55 @@ const DEFAULT_LINGER_MS = 50;
  */
 const ATTEMPT_TIMEOUT_MS = 120_000;
 
+/**
+ * The largest share of the provider's tokens per minute one batch may ask for. A quarter: a
+ * minute's budget holds at least four batches, so one batch of very long rows never waits for a
+ * whole minute's budget alone (nor asks for more than the provider would ever admit), while batches
+ * of ordinary rows (≈ 700 tokens) stay whole under any limit above a few thousand tokens a minute.
+ */
+const MAX_BATCH_SHARE_OF_TPM = 0.25;
+
 /** The chat-completion options (signal, context, retries, endpoint…) less the messages, which are built here. */
 export interface CategoriserOptions extends Omit<ChatCompletionOptions, "messages"> {
   /** The allowed categories; the list is expected to contain `other`. */
   categories: CategoryChoice[];
   /** Rows per model call; a batch is sent as soon as it has this many. An integer ≥ 1. */
   batchSize: number;
-  /** The longest a row waits for a batch to fill, in real ms. @defaultValue 15 */
+  /** The longest a row waits for a batch to fill, in real ms. @defaultValue 50 */
   lingerMs?: number;
+  /**
+   * The most prompt tokens one batch may take: a row that would take the batch past it goes into
+   * the next one (a single row is always sent).
+   * @defaultValue a quarter of the model's tokens per minute when one is known (configured or learnt), else none
+   */
+  maxBatchTokens?: number;
+}
+
+/**
+ * One row's category and what it cost: the row's share of the call that answered it (a batch's
+ * tokens and the call itself divided by its rows), plus the whole single-row call when the batch
+ * answer left the row out and it was asked again on its own. Tokens the server did not report
+ * count as 0.
+ */
+export interface RowAnswer {
+  slug: string;
+  promptTokens: number;
+  completionTokens: number;
+  /** Calls spent on the row: 1/rows of its batch (+1 when asked again alone). */
+  callShare: number;
 }
 
 export interface Categoriser {
+  /** The model asked: the options' `model`, else `env().MODEL_NAME`. */
+  readonly model: string;
   /**
    * One row's category slug, asked together with the rows that arrive with it. Rejects with the
    * batch call's error (a `ModelCallError` after retries) or, once the signal has aborted, with
    * its reason, unchanged.
    */
   categorise(transaction: CategorisableTransaction, row: number): Promise<string>;
+  /** As `categorise`, with the row's share of what its answer cost. */
+  answer(transaction: CategorisableTransaction, row: number): Promise<RowAnswer>;
   /** Stops listening to the signal; rows not yet sent are rejected and new ones refused. */
   close(): void;
 }
@@ -48,27 +91,49 @@ export interface Categoriser {
 interface PendingRow {
   id: string;
   transaction: CategorisableTransaction;
-  resolve(slug: string): void;
+  /** The tokens of the row's line in the batch prompt. */
+  tokens: number;
+  resolve(answer: RowAnswer): void;
   reject(err: unknown): void;
+}
+
+/** The row's share of a call that answered `rows` rows. */
+function shareOf(usage: TokenUsage, rows: number): Omit<RowAnswer, "slug"> {
+  return {
+    promptTokens: (usage.promptTokens ?? 0) / rows,
+    completionTokens: (usage.completionTokens ?? 0) / rows,
+    callShare: 1 / rows,
+  };
 }
 
 /**
  * Collects concurrent `categorise` calls into batched model calls: a batch is sent when it has
  * `batchSize` rows or `lingerMs` after its first row arrived, so a row alone still goes out at once
  * (as the single-row prompt of `chooseCategory`: same call, and an answer that cannot be partial).
+ * Every prompt shows a row as its `categoryQuestion` (normalised; no date, amount or currency).
  * A batch is one `chatCompletion` (retries, recording and abort included; every attempt recorded
  * with the batch's size) with the prompt of `buildBatchCategoryPrompt`. The rows its answer names
  * with a listed slug get that slug; every other row — the whole batch when the answer is not JSON —
- * is asked again on its own with `chooseCategory`, so a sloppy answer costs calls, never a row.
+ * is asked again on its own with the prompt of `chooseCategory`, so a sloppy answer costs calls, never a row.
  * A failed batch call rejects every row of the batch with its error.
  */
 export function createCategoriser(options: CategoriserOptions): Categoriser {
-  const { categories, batchSize, lingerMs = DEFAULT_LINGER_MS, ...call } = options;
+  const { categories, batchSize, lingerMs = DEFAULT_LINGER_MS, maxBatchTokens, ...call } = options;
   const { signal, context } = call;
-  if (!Number.isInteger(batchSize) || batchSize < 1) throw new RangeError(`batchSize must be an integer ≥ 1, got ${batchSize}`);
+  if (!Number.isInteger(batchSize) || batchSize < 1)
+    throw new RangeError(`batchSize must be an integer ≥ 1, got ${batchSize}`);
   const slugs = categories.map((c) => c.slug);
+  const model = call.model ?? env().MODEL_NAME;
+  // What every batch's prompt takes besides its rows (instructions, the category list).
+  const fixedTokens = countPromptTokens(buildBatchCategoryPrompt([], categories));
+  const batchTokenLimit = () => {
+    if (maxBatchTokens !== undefined) return maxBatchTokens;
+    const tpm = knownTokenLimit("model");
+    return tpm === undefined ? Infinity : tpm * MAX_BATCH_SHARE_OF_TPM;
+  };
 
   let waiting: PendingRow[] = [];
+  let waitingTokens = 0;
   let timer: NodeJS.Timeout | undefined;
   let closed = false;
 
@@ -77,6 +142,7 @@ export function createCategoriser(options: CategoriserOptions): Categoriser {
     timer = undefined;
     const rows = waiting;
     waiting = [];
+    waitingTokens = 0;
     return rows;
   };
   const flush = () => {
@@ -89,14 +155,30 @@ export function createCategoriser(options: CategoriserOptions): Categoriser {
   };
   signal.addEventListener("abort", onAbort, { once: true });
 
-  const single = (row: PendingRow) =>
-    chooseCategory({ attemptTimeoutMs: ATTEMPT_TIMEOUT_MS, ...call, context: { ...context, batchSize: 1 }, transaction: row.transaction, categories }).then(row.resolve, row.reject);
+  // `spent`: the row's share of a batch call that left it unanswered, added to this call's cost.
+  const single = (row: PendingRow, spent?: Omit<RowAnswer, "slug">) =>
+    chatCompletion({
+      temperature: 0,
+      attemptTimeoutMs: ATTEMPT_TIMEOUT_MS,
+      ...call,
+      context: { ...context, batchSize: 1 },
+      messages: buildCategoryPrompt(row.transaction, categories),
+    }).then(({ content, usage }) => {
+      const own = shareOf(usage, 1);
+      row.resolve({
+        slug: parseCategoryAnswer(content, slugs),
+        promptTokens: own.promptTokens + (spent?.promptTokens ?? 0),
+        completionTokens: own.completionTokens + (spent?.completionTokens ?? 0),
+        callShare: own.callShare + (spent?.callShare ?? 0),
+      });
+    }, row.reject);
 
   async function send(rows: PendingRow[]): Promise<void> {
     if (rows.length === 1) return single(rows[0]!);
     let content: string;
+    let usage: TokenUsage;
     try {
-      ({ content } = await chatCompletion({
+      ({ content, usage } = await chatCompletion({
         temperature: 0,
         attemptTimeoutMs: ATTEMPT_TIMEOUT_MS,
         ...call,
@@ -107,27 +189,41 @@ export function createCategoriser(options: CategoriserOptions): Categoriser {
       for (const row of rows) row.reject(err);
       return;
     }
-    const answers = parseBatchCategoryAnswer(content, rows.map((r) => r.id), slugs);
+    const answers = parseBatchCategoryAnswer(
+      content,
+      rows.map((r) => r.id),
+      slugs,
+    );
     const unanswered = rows.filter((row) => !answers.has(row.id));
+    const share = shareOf(usage, rows.length);
     for (const row of rows) {
       const slug = answers.get(row.id);
-      if (slug !== undefined) row.resolve(slug);
+      if (slug !== undefined) row.resolve({ slug, ...share });
     }
     if (unanswered.length > 0) {
-      log.warn({ ...context, rows: rows.length, unanswered: unanswered.length }, "batch answer left rows unanswered, asking them one by one");
-      await Promise.all(unanswered.map(single));
+      log.warn(
+        { ...context, rows: rows.length, unanswered: unanswered.length },
+        "batch answer left rows unanswered, asking them one by one",
+      );
+      await Promise.all(unanswered.map((row) => single(row, share)));
     }
   }
 
-  return {
-    categorise(transaction, row) {
+  const categoriser: Categoriser = {
+    model,
+    categorise: (transaction, row) => categoriser.answer(transaction, row).then((a) => a.slug),
+    answer(transaction, row) {
       if (signal.aborted) return Promise.reject(signal.reason);
       if (closed) return Promise.reject(new Error("the categoriser is closed"));
       const id = String(row);
       // Ids are what the answer is matched by: a row asked twice goes into the next batch.
       if (waiting.some((r) => r.id === id)) flush();
-      return new Promise<string>((resolve, reject) => {
-        waiting.push({ id, transaction, resolve, reject });
+      const tokens = countTextTokens(batchLine(id, transaction)) + 1;
+      // A row that would take the batch past its share of the token budget starts the next batch.
+      if (waiting.length > 0 && fixedTokens + waitingTokens + tokens > batchTokenLimit()) flush();
+      return new Promise<RowAnswer>((resolve, reject) => {
+        waiting.push({ id, transaction, tokens, resolve, reject });
+        waitingTokens += tokens;
         if (waiting.length >= batchSize) flush();
         else timer ??= setTimeout(flush, lingerMs);
       });
@@ -138,31 +234,23 @@ export function createCategoriser(options: CategoriserOptions): Categoriser {
       for (const row of takeWaiting()) row.reject(new Error("the categoriser was closed before this row was sent"));
     },
   };
+  return categoriser;
 }
 
 /**
  * The prompt of a batch. After the category list (the same `- slug: name` lines as the single-row
- * prompt) comes a `Transactions (one JSON object per line):` line and one JSON object per row —
- * `{"id":"12","date":"2026-01-04","amount":"-5.50","currency":"EUR","counterparty":"REWE Markt",
- * "description":"card payment 5"}` — JSON so that a description with line breaks or quotes stays
- * inside its row. The id is the row number. The answer asked for is one JSON object mapping every
- * id to one slug: `{"12": "groceries", "13": "transport"}`.
+ * prompt) comes a `Transactions (one JSON object per line):` line and one JSON object per row, its
+ * `categoryQuestion` — `{"id":"12","direction":"money out","counterparty":"rewe markt","description":
+ * "card payment 5"}` — JSON so that a description with quotes stays inside its row. The id is the
+ * row number. The answer asked for is one JSON object mapping every id to one slug:
+ * `{"12": "groceries", "13": "transport"}`.
  */
 export function buildBatchCategoryPrompt(
   rows: readonly { id: string; transaction: CategorisableTransaction }[],
   categories: CategoryChoice[],
 ): ChatMessage[] {
   const list = categories.map((c) => `- ${c.slug}: ${c.name}`).join("\n");
-  const lines = rows.map(({ id, transaction: t }) =>
-    JSON.stringify({
-      id,
-      date: t.date instanceof Date ? t.date.toISOString().slice(0, 10) : t.date,
-      amount: String(t.amount),
-      currency: t.currency,
-      counterparty: t.counterparty,
-      description: t.description,
-    }),
-  );
+  const lines = rows.map(({ id, transaction }) => batchLine(id, transaction));
   const example = `{${rows
     .slice(0, 2)
     .map((r) => `${JSON.stringify(r.id)}: "<slug>"`)
@@ -189,13 +277,23 @@ export function buildBatchCategoryPrompt(
   ];
 }
 
+/** One row's line of a batch prompt: a JSON object with its id and its `categoryQuestion`. */
+function batchLine(id: string, t: CategorisableTransaction): string {
+  const { direction, counterparty, description } = categoryQuestion(t);
+  return JSON.stringify({ id, direction: DIRECTION_WORDS[direction], counterparty, description });
+}
+
 /**
  * The rows a batch answer categorises: id → listed slug, for the `ids` asked. Lenient about the
  * wrapping (a `<think>` block, a code fence, a sentence before or after the object, a slug's case
  * or separators), strict about the content: an id not asked, a value that is not exactly one listed
  * slug, or an answer with no JSON object gives no entry, and that row is asked again on its own.
  */
-export function parseBatchCategoryAnswer(answer: string, ids: readonly string[], slugs: readonly string[]): Map<string, string> {
+export function parseBatchCategoryAnswer(
+  answer: string,
+  ids: readonly string[],
+  slugs: readonly string[],
+): Map<string, string> {
   const answers = new Map<string, string>();
   const parsed = jsonObjectIn(answer.replace(/<think>[\s\S]*?<\/think>/gi, ""));
   if (!parsed) return answers;

@@ -1,5 +1,6 @@
 import { afterAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { breakerKey } from "@/lib/ratelimit/breaker";
+import { providerTokensKey } from "@/lib/ratelimit/provider-tokens";
 import { closeRedis, redis } from "@/lib/redis/client";
 import { waitFor } from "@/test/helpers/wait";
 import { chatCompletion, type ChatCompletionOptions, type ModelFetch } from "./chat-completion";
@@ -16,7 +17,10 @@ type Answer = () => Response;
 
 function response(status: number, body: unknown, headers: Record<string, string> = {}): Answer {
   return () =>
-    new Response(typeof body === "string" ? body : JSON.stringify(body), { status, headers: { "content-type": "application/json", ...headers } });
+    new Response(typeof body === "string" ? body : JSON.stringify(body), {
+      status,
+      headers: { "content-type": "application/json", ...headers },
+    });
 }
 
 const usage = { prompt_tokens: 12, completion_tokens: 3, total_tokens: 15 };
@@ -54,26 +58,41 @@ function call(fetch: ModelFetch, overrides: Partial<ChatCompletionOptions> = {})
   return { promise, records };
 }
 
-// The model's circuit breaker (in Redis) would carry one test's failures into the next.
+// The model's circuit breaker (in Redis) would carry one test's failures into the next, and its
+// token budgets a 429's pause (shared by every process, so by the next test too).
 beforeEach(async () => {
-  await redis().del(breakerKey("model"));
+  await redis().del(breakerKey("model"), providerTokensKey("model"));
 });
 
 afterAll(async () => {
+  await redis().del(providerTokensKey("model"));
   await closeRedis();
 });
 
 describe("chatCompletion", () => {
   it("returns the first choice's content and its usage, and records one ok attempt with the tokens", async () => {
     const { promise, records } = call(scripted(ok("groceries")));
-    await expect(promise).resolves.toMatchObject({ content: "groceries", attempts: 1, usage: { promptTokens: 12, completionTokens: 3 } });
+    await expect(promise).resolves.toMatchObject({
+      content: "groceries",
+      attempts: 1,
+      usage: { promptTokens: 12, completionTokens: 3 },
+    });
     expect(records).toEqual([
-      expect.objectContaining({ outcome: "ok", model: "test-model", queue: "imports", jobKind: "csv_import", promptTokens: 12, completionTokens: 3 }),
+      expect.objectContaining({
+        outcome: "ok",
+        model: "test-model",
+        queue: "imports",
+        jobKind: "csv_import",
+        promptTokens: 12,
+        completionTokens: 3,
+      }),
     ]);
   });
 
   it("records no tokens when the answer has no usage", async () => {
-    const { promise, records } = call(scripted(response(200, { choices: [{ message: { role: "assistant", content: "rent" } }] })));
+    const { promise, records } = call(
+      scripted(response(200, { choices: [{ message: { role: "assistant", content: "rent" } }] })),
+    );
     await expect(promise).resolves.toMatchObject({ usage: { promptTokens: undefined, completionTokens: undefined } });
     expect(records[0]).toMatchObject({ promptTokens: undefined, completionTokens: undefined });
   });
@@ -83,7 +102,10 @@ describe("chatCompletion", () => {
     await call(fetch, { baseUrl: "https://models.example/openai/v1/", apiKey: "sk-test" }).promise;
     const [url, init] = fetch.mock.calls[0]!;
     expect(url.toString()).toBe("https://models.example/openai/v1/chat/completions");
-    expect(JSON.parse(init!.body as string)).toMatchObject({ model: "test-model", messages: [{ role: "user", content: "hi" }] });
+    expect(JSON.parse(init!.body as string)).toMatchObject({
+      model: "test-model",
+      messages: [{ role: "user", content: "hi" }],
+    });
     expect(new Headers(init!.headers).get("authorization")).toBe("Bearer sk-test");
   });
 
@@ -113,9 +135,34 @@ describe("chatCompletion", () => {
     expect(records.map((r) => r.outcome)).toEqual(["error", "error"]);
   });
 
+  it("a 401 is the model service misconfigured: the call ends as its outage, the breaker's reason names the URL without the credentials or query in it, and never the key", async () => {
+    const post = scripted(
+      response(401, {
+        error: {
+          message: "Incorrect API key provided: sk-wrong-123456.",
+          type: "invalid_request_error",
+          code: "invalid_api_key",
+        },
+      }),
+    );
+    const error = await call(post, {
+      baseUrl: "https://user:hunter2@models.example/v1?token=secret-query",
+      apiKey: "sk-wrong-123456",
+    }).promise.catch((e: unknown) => e);
+    expect(error).toMatchObject({ name: "OutsideServiceDown", service: "model" });
+    const reason = (await redis().hget(breakerKey("model"), "error"))!;
+    expect(reason).toContain("POST https://models.example/v1/chat/completions, model test-model");
+    for (const secret of ["hunter2", "user:", "secret-query", "sk-wrong-123456"]) expect(reason).not.toContain(secret);
+  });
+
   it("does not retry a 4xx other than 408/429", async () => {
     const post = scripted(response(400, { error: { message: "bad model" } }), ok("never"));
-    await expect(call(post).promise).rejects.toMatchObject({ name: "ModelCallError", status: 400, attempts: 1, retryable: false });
+    await expect(call(post).promise).rejects.toMatchObject({
+      name: "ModelCallError",
+      status: 400,
+      attempts: 1,
+      retryable: false,
+    });
   });
 
   it("does not retry an answer without content", async () => {
@@ -129,25 +176,39 @@ describe("chatCompletion", () => {
     const fetch: ModelFetch = (_url, init) => {
       calls++;
       if (calls > 1) return Promise.resolve(ok("late")());
-      return new Promise((_resolve, reject) => init!.signal!.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))));
+      return new Promise((_resolve, reject) =>
+        init!.signal!.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))),
+      );
     };
     // The shortest attempt timeout is 2 s of real time, whatever the scale.
     const { promise, records } = call(fetch, { attemptTimeoutMs: 1 });
     await expect(promise).resolves.toMatchObject({ content: "late", attempts: 2 });
-    expect(records[0]).toMatchObject({ outcome: "error", error: expect.stringMatching(/^network error: no answer within 2000 ms/) });
+    expect(records[0]).toMatchObject({
+      outcome: "error",
+      error: expect.stringMatching(/^network error: no answer within 2000 ms/),
+    });
   });
 
   it("waits the Retry-After of a 429 before trying again", async () => {
     const post = scripted(response(429, { error: { message: "slow down" } }, { "retry-after-ms": "60" }), ok("salary"));
     const started = performance.now();
-    await expect(call(post, { maxRetryAfterMs: 1_000 }).promise).resolves.toMatchObject({ content: "salary", attempts: 2 });
+    await expect(call(post, { maxRetryAfterMs: 1_000 }).promise).resolves.toMatchObject({
+      content: "salary",
+      attempts: 2,
+    });
     expect(performance.now() - started).toBeGreaterThanOrEqual(55);
   });
 
   it("does not hold the slot for a Retry-After longer than maxRetryAfterMs", async () => {
     const post = scripted(response(429, { error: { message: "slow down" } }, { "retry-after": "30" }), ok("never"));
     const error = await call(post, { maxRetryAfterMs: 5_000 }).promise.catch((e: unknown) => e);
-    expect(error).toMatchObject({ name: "ModelCallError", status: 429, retryable: true, retryAfterMs: 30_000, attempts: 1 });
+    expect(error).toMatchObject({
+      name: "ModelCallError",
+      status: 429,
+      retryable: true,
+      retryAfterMs: 30_000,
+      attempts: 1,
+    });
   });
 
   it("rejects with the abort reason itself when aborted mid-call, recorded as aborted", async () => {
@@ -163,7 +224,9 @@ describe("chatCompletion", () => {
     await waitFor(() => inFlight, { timeoutMs: 5_000, what: "the request to be in flight" });
     controller.abort(reason);
     await expect(promise).rejects.toBe(reason);
-    expect(records).toEqual([expect.objectContaining({ outcome: "aborted", error: "DeadlineProbe: soft limit reached" })]);
+    expect(records).toEqual([
+      expect.objectContaining({ outcome: "aborted", error: "DeadlineProbe: soft limit reached" }),
+    ]);
   });
 
   it("does not retry once the signal aborted during the backoff", async () => {

@@ -1,15 +1,24 @@
-import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError, type ClientOptions } from "openai";
+import OpenAI, {
+  APIConnectionError,
+  APIConnectionTimeoutError,
+  APIError,
+  APIUserAbortError,
+  type ClientOptions,
+} from "openai";
 import { env } from "@/lib/env";
-import { describeError, snippet } from "@/lib/http/describe";
+import { describeError, snippet } from "@/lib/format/describe";
 import { nodeFetch } from "@/lib/http/node-fetch";
-import { backoffMs, classifyStatus, retryAfterMs } from "@/lib/http/outbound";
+import { backoffMs, classifyStatus } from "@/lib/http/outbound";
+import { retryAfterMs } from "@/lib/ratelimit/retry-after";
 import { logger } from "@/lib/log";
 import { withProviderSlot } from "@/lib/ratelimit/provider";
+import { sendTracked } from "@/lib/ratelimit/silence";
 import { scaled, sleep } from "@/lib/time";
 import { currentTraceHeaders, inSpan } from "@/lib/tracing/tracing";
 import { ModelCallError } from "./errors";
 import { recordInBackground, recordModelCall, type ModelCallContext, type RecordModelCall } from "./record";
 import { chatCompletionResponseSchema, type ChatMessage } from "./schemas";
+import { countPromptTokens } from "./tokens";
 
 const log = logger("modelcalls");
 
@@ -93,9 +102,13 @@ export interface ChatCompletionResult {
  * a burst of failed calls does not come back in lockstep. */
 const BACKOFF_BASE_MS = 250;
 
-type Attempt =
+type Attempt = (
   | { ok: true; content: string; usage: TokenUsage }
-  | { ok: false; message: string; status?: number; retryable: boolean; retryAfterMs?: number; cause?: unknown };
+  | { ok: false; message: string; status?: number; retryable: boolean; retryAfterMs?: number; cause?: unknown }
+) & {
+  /** The answer's headers, when one came: the provider's rate-limit headers are read from them. */
+  headers?: Headers;
+};
 
 /**
  * One chat completion against an OpenAI-compatible endpoint (`POST {baseUrl}/chat/completions`)
@@ -110,9 +123,22 @@ export async function chatCompletion(options: ChatCompletionOptions): Promise<Ch
   const timeScale = options.timeScale ?? env().BOUNDED_TIME_SCALE;
   const maxRetryAfterMs = options.maxRetryAfterMs ?? scaled(5_000, timeScale);
   const record = options.record ?? recordModelCall;
-  const attemptTimeoutMs = options.attemptTimeoutMs === undefined ? undefined : Math.max(MIN_ATTEMPT_TIMEOUT_REAL_MS, scaled(options.attemptTimeoutMs, timeScale));
+  const attemptTimeoutMs =
+    options.attemptTimeoutMs === undefined
+      ? undefined
+      : Math.max(MIN_ATTEMPT_TIMEOUT_REAL_MS, scaled(options.attemptTimeoutMs, timeScale));
   const client = modelClient(options);
-  const request = { model, messages, ...(options.temperature === undefined ? {} : { temperature: options.temperature }) };
+  const request = {
+    model,
+    messages,
+    ...(options.temperature === undefined ? {} : { temperature: options.temperature }),
+  };
+  // Reserved from the provider's tokens per minute before each attempt, settled from its usage:
+  // the prompt counted as the provider counts it; the answer estimated from calls of the same shape.
+  const tokens = {
+    input: countPromptTokens(messages),
+    shape: `${model}:${context.jobKind ?? "call"}:${context.batchSize ?? 1}`,
+  };
 
   const callStarted = performance.now();
   for (let attempt = 1; ; attempt++) {
@@ -120,30 +146,50 @@ export async function chatCompletion(options: ChatCompletionOptions): Promise<Ch
     // One provider slot per attempt, released before the backoff; the row times the attempt only.
     const { result, startedAt, durationMs, recorded } = await withProviderSlot(
       "model",
-      async () => {
+      async (call) => {
         const startedAt = new Date();
         const attemptStarted = performance.now();
         const result = await attemptOnce(client, request, signal, attemptTimeoutMs);
         const durationMs = performance.now() - attemptStarted;
+        // Tokens settled from usage, limits learnt from the headers, a 429's wait shared (lib/ratelimit/provider.ts).
+        await call.observe({
+          status: result.ok ? 200 : "status" in result ? result.status : undefined,
+          header: result.headers ? (name) => result.headers!.get(name) : undefined,
+          usage:
+            result.ok && result.usage.promptTokens !== undefined
+              ? { input: result.usage.promptTokens, output: result.usage.completionTokens ?? 0 }
+              : undefined,
+        });
         // A failed attempt is recorded here, inside the slot: when it is the failure that opens the
         // provider's circuit breaker, the slot ends with `OutsideServiceDown` and nothing after runs.
         const recorded = !result.ok && !signal.aborted;
-        if (recorded) recordInBackground(record, { ...context, model, startedAt, durationMs, outcome: "error", error: result.message }, "a model call");
+        if (recorded)
+          recordInBackground(
+            record,
+            { ...context, model, startedAt, durationMs, outcome: "error", error: result.message },
+            "a model call",
+          );
         return { result, startedAt, durationMs, recorded };
       },
       // The provider's circuit breaker reads each attempt's failure (lib/ratelimit/breaker.ts).
-      { signal, failureOf: ({ result }) => (result.ok ? undefined : result) },
+      { signal, tokens, failureOf: ({ result }) => (result.ok ? undefined : result) },
     );
     const row = { ...context, model, startedAt, durationMs };
 
     if (result.ok) {
       recordInBackground(record, { ...row, outcome: "ok", ...result.usage }, "a model call");
-      return { content: result.content, durationMs: Math.round(performance.now() - callStarted), attempts: attempt, usage: result.usage };
+      return {
+        content: result.content,
+        durationMs: Math.round(performance.now() - callStarted),
+        attempts: attempt,
+        usage: result.usage,
+      };
     }
     // Whatever the attempt failed with, an aborted signal is the reason; callers tell a deadline
     // from a bad item by this exact object, so it is never wrapped.
     if (signal.aborted) {
-      if (!recorded) recordInBackground(record, { ...row, outcome: "aborted", error: describeError(signal.reason) }, "a model call");
+      if (!recorded)
+        recordInBackground(record, { ...row, outcome: "aborted", error: describeError(signal.reason) }, "a model call");
       throw signal.reason;
     }
 
@@ -158,13 +204,19 @@ export async function chatCompletion(options: ChatCompletionOptions): Promise<Ch
       });
     }
     const waitMs = retryWaitMs(attempt, result.retryAfterMs, timeScale);
-    log.warn({ ...context, model, attempt, status: result.status, waitMs, error: result.message }, "model call failed, retrying");
+    log.warn(
+      { ...context, model, attempt, status: result.status, waitMs, error: result.message },
+      "model call failed, retrying",
+    );
     await sleep(waitMs, signal);
   }
 }
 
-/** The OpenAI client of one call: retries and time limit off, as `chatCompletion` decides both. */
-function modelClient(options: Pick<ChatCompletionOptions, "baseUrl" | "apiKey" | "fetch">): OpenAI {
+/**
+ * The OpenAI client of one call: retries and time limit off, as `chatCompletion` decides both.
+ * Also what `npm run provider:check` calls the model with, so it checks what the workers send.
+ */
+export function modelClient(options: Pick<ChatCompletionOptions, "baseUrl" | "apiKey" | "fetch">): OpenAI {
   const apiKey = options.apiKey ?? env().MODEL_API_KEY;
   return new OpenAI({
     // The SDK appends the path (`/chat/completions`) to this as it is: `/v1` is the URL's own.
@@ -187,33 +239,85 @@ async function attemptOnce(
 ): Promise<Attempt> {
   const timeout = timeoutMs === undefined ? undefined : AbortSignal.timeout(timeoutMs);
   let answer: unknown;
+  let headers: Headers;
   try {
     // A client span of the job's trace, carried as `traceparent`, like every outbound call (lib/http/outbound.ts).
-    answer = await inSpan(`POST ${client.baseURL}/chat/completions`, { kind: "client", attributes: { "http.request.method": "POST", "gen_ai.request.model": request.model } }, () =>
-      client.chat.completions.create(request, { signal: timeout ? AbortSignal.any([signal, timeout]) : signal, headers: currentTraceHeaders() }),
-    );
+    // A call in flight of the model service (silence detection, lib/ratelimit/silence.ts): any
+    // HTTP status is an answer; the outage signal cuts it when the model's breaker opens.
+    // The target names the service in a misconfiguration's reason: origin and path only, so
+    // credentials or a query in the base URL never reach the breaker, the pages or the logs.
+    const base = new URL(client.baseURL);
+    ({
+      data: answer,
+      response: { headers },
+    } = await sendTracked(
+      `POST ${base.origin}${base.pathname.replace(/\/+$/, "")}/chat/completions, model ${request.model}`,
+      (outage) =>
+        inSpan(
+          `POST ${client.baseURL}/chat/completions`,
+          { kind: "client", attributes: { "http.request.method": "POST", "gen_ai.request.model": request.model } },
+          () =>
+            client.chat.completions
+              .create(request, {
+                signal: AbortSignal.any([signal, ...(timeout ? [timeout] : []), ...(outage ? [outage] : [])]),
+                headers: currentTraceHeaders(),
+              })
+              .withResponse(),
+        ),
+      (outcome) => "value" in outcome || (outcome.error instanceof APIError && outcome.error.status !== undefined),
+    ));
   } catch (err) {
-    return failedAttempt(err, signal, timeout, timeoutMs);
+    return {
+      ...failedAttempt(err, signal, timeout, timeoutMs),
+      headers: err instanceof APIError ? err.headers : undefined,
+    };
   }
   const parsed = chatCompletionResponseSchema.safeParse(answer);
   const content = parsed.success ? parsed.data.choices[0]!.message.content : null;
   if (!parsed.success || content === null) {
     const text = typeof answer === "string" ? answer : JSON.stringify(answer);
-    return { ok: false, status: 200, message: `response has no message content: ${snippet(text ?? "")}`, retryable: false };
+    return {
+      ok: false,
+      status: 200,
+      message: `response has no message content: ${snippet(text ?? "")}`,
+      retryable: false,
+      headers,
+    };
   }
   const usage = parsed.data.usage;
-  return { ok: true, content, usage: { promptTokens: usage?.prompt_tokens, completionTokens: usage?.completion_tokens } };
+  return {
+    ok: true,
+    content,
+    usage: { promptTokens: usage?.prompt_tokens, completionTokens: usage?.completion_tokens },
+    headers,
+  };
 }
 
 /** The SDK's errors in Bounded's terms: what failed, and whether another attempt may succeed. */
-function failedAttempt(err: unknown, signal: AbortSignal, timeout: AbortSignal | undefined, timeoutMs: number | undefined): Attempt {
+function failedAttempt(
+  err: unknown,
+  signal: AbortSignal,
+  timeout: AbortSignal | undefined,
+  timeoutMs: number | undefined,
+): Attempt {
   // The caller rethrows the signal's reason; the message is only a placeholder.
-  if (signal.aborted) return { ok: false, message: `aborted: ${describeError(signal.reason)}`, retryable: false, cause: signal.reason };
+  if (signal.aborted)
+    return { ok: false, message: `aborted: ${describeError(signal.reason)}`, retryable: false, cause: signal.reason };
   if (timeout?.aborted || err instanceof APIConnectionTimeoutError) {
-    return { ok: false, message: `network error: no answer within ${timeoutMs ?? SDK_TIMEOUT_OFF_MS} ms`, retryable: true, cause: err };
+    return {
+      ok: false,
+      message: `network error: no answer within ${timeoutMs ?? SDK_TIMEOUT_OFF_MS} ms`,
+      retryable: true,
+      cause: err,
+    };
   }
   if (err instanceof APIConnectionError || err instanceof APIUserAbortError) {
-    return { ok: false, message: `network error: ${describeError(err.cause ?? err)}`, retryable: true, cause: err.cause ?? err };
+    return {
+      ok: false,
+      message: `network error: ${describeError(err.cause ?? err)}`,
+      retryable: true,
+      cause: err.cause ?? err,
+    };
   }
   if (err instanceof APIError && err.status !== undefined) {
     const headers = err.headers;
@@ -227,7 +331,8 @@ function failedAttempt(err: unknown, signal: AbortSignal, timeout: AbortSignal |
     };
   }
   // A body that is not JSON, or cut short while it was read.
-  if (err instanceof SyntaxError) return { ok: false, status: 200, message: `response is not JSON: ${err.message}`, retryable: false, cause: err };
+  if (err instanceof SyntaxError)
+    return { ok: false, status: 200, message: `response is not JSON: ${err.message}`, retryable: false, cause: err };
   return { ok: false, message: `network error: ${describeError(err)}`, retryable: true, cause: err };
 }
 

@@ -79,7 +79,11 @@ describe("getLatencyHistogram reads the rollup", () => {
     expect(h.summary.total).toBe(100);
     expect(h.summary.byOutcome).toEqual({ ok: 94, error: 5, aborted: 1 });
     expect(h.buckets).toHaveLength(34);
-    expect(h.buckets[latencyBucket(1_000)]).toMatchObject({ lowerMs: 1_000, count: 50, byOutcome: { ok: 50, error: 0, aborted: 0 } });
+    expect(h.buckets[latencyBucket(1_000)]).toMatchObject({
+      lowerMs: 1_000,
+      count: 50,
+      byOutcome: { ok: 50, error: 0, aborted: 0 },
+    });
     expect(h.buckets[latencyBucket(20_000)]).toMatchObject({ count: 9, byOutcome: { ok: 4, error: 5, aborted: 0 } });
     expect(h.buckets.reduce((n, b) => n + b.count, 0)).toBe(100);
     expect(h.summary.p50?.bucket).toBe(latencyBucket(1_000));
@@ -137,7 +141,10 @@ describe("getLatencyHistogram reads the rollup", () => {
   });
 
   it("an empty window has zero counts and no percentiles", async () => {
-    const h = await getLatencyHistogram({ range: "7d", queue: uniqueQueue("empty") }, new Date("2031-03-04T10:20:00.000Z"));
+    const h = await getLatencyHistogram(
+      { range: "7d", queue: uniqueQueue("empty") },
+      new Date("2031-03-04T10:20:00.000Z"),
+    );
     expect(h.summary).toMatchObject({ total: 0, p50: null, p90: null, p99: null, maxMs: null });
     expect(h.buckets.every((b) => b.count === 0)).toBe(true);
   });
@@ -150,7 +157,11 @@ describe("getLatencyHistogram reads the rollup", () => {
 });
 
 describe("perItemBudgetMs: the queue's soft budget over the median job size of the kind", () => {
-  async function insertJobs(kind: string, queue: string, jobs: { total: number | null; createdAt: Date }[]): Promise<void> {
+  async function insertJobs(
+    kind: string,
+    queue: string,
+    jobs: { total: number | null; createdAt: Date }[],
+  ): Promise<void> {
     const slug = uniqueTenantSlug("peritem");
     tenants.push(slug);
     const tenant = await db().tenant.create({ data: { slug }, select: { id: true } });

@@ -34,7 +34,7 @@ export type LatencyRange = (typeof LATENCY_RANGES)[number];
 export const CALL_TYPES = ["model", "ocr", "tool"] as const;
 /**
  * What a histogram can show: calls of each type, or whole items — one batch item from its dispatch
- * to its commit (its calls, its waits for a provider slot, its writes; lib/jobs/item-costs.ts).
+ * to its commit (its calls, its waits for a provider slot, its writes; lib/runs/item-costs.ts).
  */
 export const HISTOGRAM_TYPES = [...CALL_TYPES, "item"] as const;
 export type CallType = (typeof HISTOGRAM_TYPES)[number];
@@ -168,7 +168,10 @@ interface GroupRow {
  *
  * @param now - the end of the window. @defaultValue the current time
  */
-export async function getLatencyHistogram(query: LatencyHistogramQuery, now: Date = new Date()): Promise<LatencyHistogram> {
+export async function getLatencyHistogram(
+  query: LatencyHistogramQuery,
+  now: Date = new Date(),
+): Promise<LatencyHistogram> {
   const q = latencyHistogramQuerySchema.parse(query);
   const { from, to, window } = latencyWindow(q.range, now);
 
@@ -213,7 +216,8 @@ export async function getLatencyHistogram(query: LatencyHistogramQuery, now: Dat
   // Every tool cell within the queue and kind filters, whether or not it matched the model filter.
   const toolCells = cells.filter((r) => r.type === "tool" && r.in_scope).map(toCell);
   const options = rows.filter((r) => r.is_option);
-  const distinct = (values: (string | null)[]) => [...new Set(values.filter((v): v is string => !!v))].sort((a, b) => a.localeCompare(b));
+  const distinct = (values: (string | null)[]) =>
+    [...new Set(values.filter((v): v is string => !!v))].sort((a, b) => a.localeCompare(b));
 
   const buckets: LatencyBucketRow[] = Array.from({ length: BUCKET_COUNT }, (_, b) => ({
     bucket: b,
@@ -273,7 +277,11 @@ const TYPICAL_JOB_WINDOW_MS = 7 * 24 * 3_600_000;
  * the kind with a known total in the last 7 days, or a budget configuration `resolveBudget`
  * refuses (the budgets page says why).
  */
-export async function getPerItemBudget(kind: string, queue?: string, now: Date = new Date()): Promise<PerItemBudget | null> {
+export async function getPerItemBudget(
+  kind: string,
+  queue?: string,
+  now: Date = new Date(),
+): Promise<PerItemBudget | null> {
   const since = new Date(now.getTime() - TYPICAL_JOB_WINDOW_MS);
   const onQueue = queue ? Prisma.sql`AND j."queue" = ${queue}` : Prisma.empty;
   const [row] = await db().$queryRaw<{ median: number | null; jobs: number; queue: string | null }[]>`
@@ -372,7 +380,10 @@ export async function listP99Buckets<S extends P99Scope>(
  * The list query of the calls one bar of a histogram counts: its type and filters, its window and
  * its bucket. Null for whole items, which are counted but not kept one by one.
  */
-export function bucketCallsQuery(h: Pick<LatencyHistogram, "type" | "filters" | "window">, bucket: number): Record<string, string> | null {
+export function bucketCallsQuery(
+  h: Pick<LatencyHistogram, "type" | "filters" | "window">,
+  bucket: number,
+): Record<string, string> | null {
   if (h.type === "item") return null;
   return {
     type: h.type,
@@ -401,10 +412,16 @@ export const callListQuerySchema = z
     from: z.iso.datetime({ offset: true }).optional(),
     to: z.iso.datetime({ offset: true }).optional(),
     /** Keyset pagination: the id of the last call of the previous page. */
-    after: z.string().regex(/^[1-9][0-9]{0,18}$/, "a call id").optional(),
+    after: z
+      .string()
+      .regex(/^[1-9][0-9]{0,18}$/, "a call id")
+      .optional(),
     limit: z.coerce.number().int().min(1).max(200).default(50),
   })
-  .refine((q) => !q.from || !q.to || Date.parse(q.from) <= Date.parse(q.to), { message: "from must not be after to", path: ["from"] });
+  .refine((q) => !q.from || !q.to || Date.parse(q.from) <= Date.parse(q.to), {
+    message: "from must not be after to",
+    path: ["from"],
+  });
 export type CallListQuery = z.input<typeof callListQuerySchema>;
 
 export interface CallRow {
@@ -444,14 +461,19 @@ export async function listCalls(query: CallListQuery): Promise<CallList> {
   const q = callListQuerySchema.parse(query);
   const [parts, cursor] = await Promise.all([
     q.job ? db().job.findMany({ where: { parentId: q.job }, select: { id: true } }) : Promise.resolve([]),
-    q.after ? db().modelCall.findUnique({ where: { id: BigInt(q.after) }, select: { startedAt: true } }) : Promise.resolve(undefined),
+    q.after
+      ? db().modelCall.findUnique({ where: { id: BigInt(q.after) }, select: { startedAt: true } })
+      : Promise.resolve(undefined),
   ]);
   if (cursor === null) return { calls: [], total: 0, nextAfter: null, bucket: null };
   // Bucket 0 has no lower edge and the last no upper one, as in `bounded_latency_bucket`.
   const duration =
     q.bucket === undefined
       ? undefined
-      : { ...(q.bucket > 0 ? { gte: bucketFirstMs(q.bucket) } : {}), ...(q.bucket < LAST_BUCKET ? { lt: bucketFirstMs(q.bucket + 1) } : {}) };
+      : {
+          ...(q.bucket > 0 ? { gte: bucketFirstMs(q.bucket) } : {}),
+          ...(q.bucket < LAST_BUCKET ? { lt: bucketFirstMs(q.bucket + 1) } : {}),
+        };
   const where: Prisma.ModelCallWhereInput = {
     type: q.type ?? { in: CALL_ROW_TYPES },
     ...(q.queue ? { queue: q.queue } : {}),
@@ -459,17 +481,39 @@ export async function listCalls(query: CallListQuery): Promise<CallList> {
     ...(q.model ? { model: q.model } : {}),
     ...(q.job ? { jobId: { in: [q.job, ...parts.map((p) => p.id)] } } : {}),
     ...(duration ? { durationMs: duration } : {}),
-    ...(q.from || q.to ? { startedAt: { ...(q.from ? { gte: new Date(q.from) } : {}), ...(q.to ? { lte: new Date(q.to) } : {}) } } : {}),
+    ...(q.from || q.to
+      ? { startedAt: { ...(q.from ? { gte: new Date(q.from) } : {}), ...(q.to ? { lte: new Date(q.to) } : {}) } }
+      : {}),
   };
   // Written as `startedAt <= c AND (startedAt < c OR id < i)` so the first half bounds the index range (see listJobs).
   const page: Prisma.ModelCallWhereInput =
-    cursor && q.after ? { AND: [where, { startedAt: { lte: cursor.startedAt } }, { OR: [{ startedAt: { lt: cursor.startedAt } }, { id: { lt: BigInt(q.after) } }] }] } : where;
+    cursor && q.after
+      ? {
+          AND: [
+            where,
+            { startedAt: { lte: cursor.startedAt } },
+            { OR: [{ startedAt: { lt: cursor.startedAt } }, { id: { lt: BigInt(q.after) } }] },
+          ],
+        }
+      : where;
   const [rows, total] = await Promise.all([
     db().modelCall.findMany({
       where: page,
       orderBy: [{ startedAt: "desc" }, { id: "desc" }],
       take: q.limit + 1,
-      select: { id: true, startedAt: true, type: true, model: true, queue: true, jobKind: true, jobId: true, durationMs: true, outcome: true, error: true, batchSize: true },
+      select: {
+        id: true,
+        startedAt: true,
+        type: true,
+        model: true,
+        queue: true,
+        jobKind: true,
+        jobId: true,
+        durationMs: true,
+        outcome: true,
+        error: true,
+        batchSize: true,
+      },
     }),
     db().modelCall.count({ where }),
   ]);
@@ -494,6 +538,10 @@ export async function listCalls(query: CallListQuery): Promise<CallList> {
       q.bucket === undefined
         ? null
         : // Labelled as the histogram labels the bar (its rounded edges); the filter above is exact.
-          { bucket: q.bucket, lowerMs: Math.round(bucketLowerMs(q.bucket)), upperMs: q.bucket < LAST_BUCKET ? Math.round(bucketUpperMs(q.bucket)) : null },
+          {
+            bucket: q.bucket,
+            lowerMs: Math.round(bucketLowerMs(q.bucket)),
+            upperMs: q.bucket < LAST_BUCKET ? Math.round(bucketUpperMs(q.bucket)) : null,
+          },
   };
 }

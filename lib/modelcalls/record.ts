@@ -21,8 +21,14 @@ export interface ModelCallContext {
 
 export type ModelCallOutcome = "ok" | "error" | "aborted";
 
-/** What was called: a model, a deterministic tool (inside an agent run) or an OCR service. */
-export type ModelCallType = "model" | "tool" | "ocr";
+/**
+ * What was called: a model, a deterministic tool (inside an agent run), an OCR service, or a
+ * batch at the model provider's Batch API (one record per batch, its answered rows' tokens).
+ */
+export type ModelCallType = "model" | "tool" | "ocr" | "batch";
+
+/** How a model was asked: directly (a chat completion) or through its Batch API, each at its own price. */
+export type ModelCallLane = "sync" | "batch";
 
 /**
  * One timed call, as the latency histograms read it: an HTTP attempt against the model
@@ -31,6 +37,8 @@ export type ModelCallType = "model" | "tool" | "ocr";
 export interface ModelCallRecord extends ModelCallContext {
   /** @defaultValue "model" */
   type?: ModelCallType;
+  /** @defaultValue "sync" */
+  lane?: ModelCallLane;
   /** The model's name; for a tool call the tool's name, for an OCR call the OCR engine's. */
   model: string;
   startedAt: Date;
@@ -55,7 +63,9 @@ const pending = new Set<Promise<void>>();
  */
 export function recordModelCall(call: ModelCallRecord): Promise<void> {
   // Observed before the write, so the Prometheus metrics count the call even when the row is lost.
-  metrics.observeModelCall(call);
+  // A batch's hours of turnaround are no call latency: it is counted in tokens only.
+  const { type = "model" } = call;
+  if (type !== "batch") metrics.observeModelCall({ ...call, type });
   countTokens(call);
   const write: Promise<void> = insert(call).finally(() => pending.delete(write));
   pending.add(write);
@@ -79,6 +89,7 @@ async function insert(call: ModelCallRecord): Promise<void> {
         jobId: call.jobId ?? null,
         model: call.model,
         type: call.type ?? "model",
+        lane: call.lane ?? "sync",
         startedAt: call.startedAt,
         durationMs: Math.max(0, Math.round(call.durationMs)),
         outcome: call.outcome,

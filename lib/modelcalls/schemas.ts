@@ -23,7 +23,11 @@ const toolCallSchema = z.object({
  */
 const requestMessageSchema = z.discriminatedUnion("role", [
   z.object({ role: z.enum(["system", "developer", "user"]), content: textContentSchema }),
-  z.object({ role: z.literal("assistant"), content: textContentSchema.nullable().optional(), tool_calls: z.array(toolCallSchema).optional() }),
+  z.object({
+    role: z.literal("assistant"),
+    content: textContentSchema.nullable().optional(),
+    tool_calls: z.array(toolCallSchema).optional(),
+  }),
   z.object({ role: z.literal("tool"), content: textContentSchema, tool_call_id: z.string() }),
 ]);
 export type RequestMessage = z.infer<typeof requestMessageSchema>;

@@ -1,4 +1,4 @@
-import { z } from "zod";
+import type { z } from "zod";
 import { db, Prisma } from "@/lib/db/client";
 import { env, type Env } from "@/lib/env";
 import { RANGE_MS, latencyHistogramQuerySchema } from "./queries";
@@ -35,6 +35,8 @@ export interface TokenUsage {
   byTenant: UsageRow[];
   /** The jobs with the most tokens, most first (at most `TOP_JOBS`). */
   byJob: UsageRow[];
+  /** Per lane (`sync`, `batch`), each at its own price: what the batch lane spent and saved. */
+  byLane: UsageRow[];
 }
 
 /** How many jobs the per-job table lists: the heaviest, which are the ones worth a look. */
@@ -44,9 +46,45 @@ export const TOP_JOBS = 10;
 export const tokenUsageQuerySchema = latencyHistogramQuerySchema.omit({ type: true });
 export type TokenUsageQuery = z.input<typeof tokenUsageQuerySchema>;
 
-/** A model's cost for the given tokens, in USD; null when the model has no price. */
-export function estimateCostUsd(model: string, promptTokens: number, completionTokens: number, prices: ModelPrices): number | null {
+/** How a model call was made: answered at once (`sync`), or through the provider's Batch API (`batch`). */
+export type PriceLane = "sync" | "batch";
+
+/** USD per million tokens of one lane. */
+export interface TokenPrice {
+  prompt: number;
+  completion: number;
+}
+
+/** OpenAI's published Batch API price: half the sync price. What a batch token costs when no batch price is set. */
+export const BATCH_PRICE_FACTOR = 0.5;
+
+/**
+ * A model's price in a lane (`BOUNDED_MODEL_PRICES`); null when the model has no price. A batch
+ * price left out is half the sync one (`BATCH_PRICE_FACTOR`), each of prompt and completion alone.
+ */
+export function priceOf(
+  model: string,
+  lane: PriceLane,
+  prices: ModelPrices = env().BOUNDED_MODEL_PRICES,
+): TokenPrice | null {
   const price = prices[model];
+  if (!price) return null;
+  if (lane === "sync") return { prompt: price.prompt, completion: price.completion };
+  return {
+    prompt: price.batchPrompt ?? price.prompt * BATCH_PRICE_FACTOR,
+    completion: price.batchCompletion ?? price.completion * BATCH_PRICE_FACTOR,
+  };
+}
+
+/** A model's cost for the given tokens in a lane, in USD; null when the model has no price. */
+export function estimateCostUsd(
+  model: string,
+  promptTokens: number,
+  completionTokens: number,
+  prices: ModelPrices,
+  lane: PriceLane = "sync",
+): number | null {
+  const price = priceOf(model, lane, prices);
   if (!price) return null;
   return (promptTokens * price.prompt + completionTokens * price.completion) / 1_000_000;
 }
@@ -54,6 +92,8 @@ export function estimateCostUsd(model: string, promptTokens: number, completionT
 interface ModelSum {
   key: string;
   model: string;
+  /** The lane the calls were made in: each is priced at its own price. */
+  lane: PriceLane;
   calls: number;
   prompt: number;
   completion: number;
@@ -63,11 +103,18 @@ interface ModelSum {
 function totalsByKey(rows: ModelSum[], prices: ModelPrices): UsageRow[] {
   const byKey = new Map<string, UsageRow>();
   for (const row of rows) {
-    const total = byKey.get(row.key) ?? { key: row.key, calls: 0, promptTokens: 0, completionTokens: 0, costUsd: null, unpriced: false };
+    const total = byKey.get(row.key) ?? {
+      key: row.key,
+      calls: 0,
+      promptTokens: 0,
+      completionTokens: 0,
+      costUsd: null,
+      unpriced: false,
+    };
     total.calls += row.calls;
     total.promptTokens += row.prompt;
     total.completionTokens += row.completion;
-    const cost = estimateCostUsd(row.model, row.prompt, row.completion, prices);
+    const cost = estimateCostUsd(row.model, row.prompt, row.completion, prices, row.lane);
     if (cost === null) total.unpriced ||= row.prompt + row.completion > 0;
     else total.costUsd = (total.costUsd ?? 0) + cost;
     byKey.set(row.key, total);
@@ -76,13 +123,17 @@ function totalsByKey(rows: ModelSum[], prices: ModelPrices): UsageRow[] {
 }
 
 const tokensOf = (r: TokenTotals) => r.promptTokens + r.completionTokens;
-const heaviestFirst = (rows: UsageRow[]) => rows.sort((a, b) => tokensOf(b) - tokensOf(a) || a.key.localeCompare(b.key));
+const heaviestFirst = (rows: UsageRow[]) =>
+  rows.sort((a, b) => tokensOf(b) - tokensOf(a) || a.key.localeCompare(b.key));
 
-/** Model calls with tokens in the window and filters: the rows every breakdown sums. */
+/**
+ * Model calls with tokens in the window and filters: the rows every breakdown sums. A job's batch
+ * at the Batch API is one call of type `batch` (lane `batch`) with its answered rows' tokens.
+ */
 function scopedCalls(query: z.output<typeof tokenUsageQuerySchema>, now: Date): Prisma.Sql {
   const from = new Date(now.getTime() - RANGE_MS[query.range]);
   const where = [
-    Prisma.sql`mc."type" = 'model'`,
+    Prisma.sql`mc."type" IN ('model', 'batch')`,
     Prisma.sql`mc."startedAt" >= ${from.toISOString()}::timestamp AND mc."startedAt" <= ${now.toISOString()}::timestamp`,
     Prisma.sql`(mc."promptTokens" IS NOT NULL OR mc."completionTokens" IS NOT NULL)`,
   ];
@@ -95,40 +146,58 @@ function scopedCalls(query: z.output<typeof tokenUsageQuerySchema>, now: Date): 
 const sums = Prisma.sql`count(*)::int AS calls, coalesce(sum(c."promptTokens"), 0)::float8 AS prompt, coalesce(sum(c."completionTokens"), 0)::float8 AS completion`;
 
 /** Tokens and estimated cost in the window, in all and per kind, per tenant and for the heaviest jobs. */
-export async function getTokenUsage(input: TokenUsageQuery = {}, now: Date = new Date(), prices: ModelPrices = env().BOUNDED_MODEL_PRICES): Promise<TokenUsage> {
+export async function getTokenUsage(
+  input: TokenUsageQuery = {},
+  now: Date = new Date(),
+  prices: ModelPrices = env().BOUNDED_MODEL_PRICES,
+): Promise<TokenUsage> {
   const calls = scopedCalls(tokenUsageQuerySchema.parse(input), now);
   const [byKind, byTenant, byJob] = await Promise.all([
     db().$queryRaw<ModelSum[]>`
       WITH c AS (${calls})
-      SELECT coalesce(c."jobKind", '') AS key, c."model" AS model, ${sums} FROM c GROUP BY 1, 2 ORDER BY 1, 2`,
+      SELECT coalesce(c."jobKind", '') AS key, c."model" AS model, c."lane" AS lane, ${sums} FROM c GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`,
     db().$queryRaw<ModelSum[]>`
       WITH c AS (${calls})
-      SELECT coalesce(t."slug", '') AS key, c."model" AS model, ${sums}
+      SELECT coalesce(t."slug", '') AS key, c."model" AS model, c."lane" AS lane, ${sums}
       FROM c LEFT JOIN "Job" j ON j."id" = c."jobId" LEFT JOIN "Tenant" t ON t."id" = j."tenantId"
-      GROUP BY 1, 2 ORDER BY 1, 2`,
+      GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`,
     db().$queryRaw<ModelSum[]>`
       WITH c AS (${calls}),
       top AS (
         SELECT c."jobId" FROM c WHERE c."jobId" IS NOT NULL GROUP BY 1
         ORDER BY sum(coalesce(c."promptTokens", 0) + coalesce(c."completionTokens", 0)) DESC, 1 LIMIT ${TOP_JOBS}
       )
-      SELECT c."jobId"::text AS key, c."model" AS model, ${sums} FROM c JOIN top USING ("jobId") GROUP BY 1, 2 ORDER BY 1, 2`,
+      SELECT c."jobId"::text AS key, c."model" AS model, c."lane" AS lane, ${sums} FROM c JOIN top USING ("jobId") GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`,
   ]);
   const kinds = heaviestFirst(totalsByKey(byKind, prices));
   return {
-    total: totalsByKey(byKind.map((r) => ({ ...r, key: "" })), prices)[0] ?? { calls: 0, promptTokens: 0, completionTokens: 0, costUsd: null, unpriced: false },
+    total: totalsByKey(
+      byKind.map((r) => ({ ...r, key: "" })),
+      prices,
+    )[0] ?? { calls: 0, promptTokens: 0, completionTokens: 0, costUsd: null, unpriced: false },
     byKind: kinds,
     byTenant: heaviestFirst(totalsByKey(byTenant, prices)),
     byJob: heaviestFirst(totalsByKey(byJob, prices)),
+    byLane: heaviestFirst(
+      totalsByKey(
+        byKind.map((r) => ({ ...r, key: r.lane })),
+        prices,
+      ),
+    ),
   };
 }
 
 /** One job's tokens and estimated cost, every attempt of every call included. */
-export async function getJobTokenUsage(jobId: string, prices: ModelPrices = env().BOUNDED_MODEL_PRICES): Promise<TokenTotals> {
+export async function getJobTokenUsage(
+  jobId: string,
+  prices: ModelPrices = env().BOUNDED_MODEL_PRICES,
+): Promise<TokenTotals> {
   const rows = await db().$queryRaw<ModelSum[]>`
-    SELECT '' AS key, c."model" AS model, ${sums}
+    SELECT '' AS key, c."model" AS model, c."lane" AS lane, ${sums}
     FROM "ModelCall" c
-    WHERE c."jobId" = ${jobId}::uuid AND c."type" = 'model' AND (c."promptTokens" IS NOT NULL OR c."completionTokens" IS NOT NULL)
-    GROUP BY 2`;
-  return totalsByKey(rows, prices)[0] ?? { calls: 0, promptTokens: 0, completionTokens: 0, costUsd: null, unpriced: false };
+    WHERE c."jobId" = ${jobId}::uuid AND c."type" IN ('model', 'batch') AND (c."promptTokens" IS NOT NULL OR c."completionTokens" IS NOT NULL)
+    GROUP BY 2, 3`;
+  return (
+    totalsByKey(rows, prices)[0] ?? { calls: 0, promptTokens: 0, completionTokens: 0, costUsd: null, unpriced: false }
+  );
 }

@@ -9,15 +9,20 @@ import { waitFor } from "@/test/helpers/wait";
 const prefix = `${process.env.BOUNDED_REDIS_PREFIX ?? "bounded-test"}-fairness-${randomUUID().slice(0, 8)}`;
 vi.stubEnv("BOUNDED_REDIS_PREFIX", prefix);
 
-const operator: Principal = { userId: "00000000-0000-0000-0000-000000000003", username: "fair-oncall", role: "operator", via: "session" };
+const operator: Principal = {
+  userId: "00000000-0000-0000-0000-000000000003",
+  username: "fair-oncall",
+  role: "operator",
+  via: "session",
+};
 
 // Imported after the prefix is stubbed: the environment is parsed once, on first use.
 let m: {
   bullmq: typeof import("bullmq");
   db: typeof import("@/lib/db/client");
   create: typeof import("@/lib/jobs/create");
-  retry: typeof import("@/lib/jobs/retry");
-  split: typeof import("@/lib/jobs/split");
+  retry: typeof import("@/lib/actions/retry");
+  split: typeof import("@/lib/actions/split");
   parts: typeof import("@/lib/jobs/parts");
   fairness: typeof import("./fairness");
   queues: typeof import("./queues");
@@ -32,8 +37,8 @@ beforeAll(async () => {
     bullmq: await import("bullmq"),
     db: await import("@/lib/db/client"),
     create: await import("@/lib/jobs/create"),
-    retry: await import("@/lib/jobs/retry"),
-    split: await import("@/lib/jobs/split"),
+    retry: await import("@/lib/actions/retry"),
+    split: await import("@/lib/actions/split"),
     parts: await import("@/lib/jobs/parts"),
     fairness: await import("./fairness"),
     queues: await import("./queues"),
@@ -62,7 +67,8 @@ function tenant(label: string): string {
   return slug;
 }
 
-const importFor = async (slug: string) => (await m.create.createJob({ kind: "csv_import", tenantSlug: slug, total: 1 })).jobId;
+const importFor = async (slug: string) =>
+  (await m.create.createJob({ kind: "csv_import", tenantSlug: slug, total: 1 })).jobId;
 const queued = (id: string) => m.queues.queue("imports").getJob(id);
 
 /** A worker of concurrency 1 on this file's prefix: the row ids of the queue jobs, in the order it takes them. */
@@ -141,15 +147,17 @@ describe("queue order between tenants (BullMQ priorities)", () => {
     const a = tenant("fair-delay");
     const moved = await importFor(a); // priority 2
     const blocker = await importFor(a); // priority 3: runs while the moved job's delay ends
-    let movedOnce = false;
+    let movedUntil: number | undefined;
+    let endBlocker!: () => void;
+    const blockerEnds = new Promise<void>((resolve) => (endBlocker = resolve));
     const { order } = startWorker(async (job, token) => {
-      if (job.data.jobId === moved && !movedOnce) {
-        movedOnce = true;
-        // As workers/reschedule.ts gives a slot back: moved to delayed with the lock token.
-        await job.moveToDelayed(Date.now() + 50, token);
+      if (job.data.jobId === moved && movedUntil === undefined) {
+        movedUntil = Date.now() + 50;
+        // As lib/runs/reschedule.ts gives a slot back: moved to delayed with the lock token.
+        await job.moveToDelayed(movedUntil, token);
         throw new m.bullmq.DelayedError();
       }
-      if (job.data.jobId === blocker) await new Promise((resolve) => setTimeout(resolve, 400));
+      if (job.data.jobId === blocker) await blockerEnds;
     });
     await waitFor(() => order.includes(blocker), { what: "the blocker to start", timeoutMs: 10_000 });
     // While the blocker runs: a retry (1) and a later job of priority 4 join the line.
@@ -164,6 +172,8 @@ describe("queue order between tenants (BullMQ priorities)", () => {
 
     // When the blocker ends, the worker promotes the moved job (its delay is over) and takes the
     // lowest number: the retry, then the moved job, then the later one.
+    await waitFor(() => Date.now() > movedUntil!, { what: "the moved job's delay to be over", timeoutMs: 5_000 });
+    endBlocker();
     await waitFor(() => order.length === 5, { what: "every job to be taken", timeoutMs: 10_000 });
     expect(order).toEqual([moved, blocker, retried, moved, later]);
   });
@@ -172,7 +182,12 @@ describe("queue order between tenants (BullMQ priorities)", () => {
     const a = tenant("fair-stall");
     const stalled = await importFor(a);
     // A worker that takes the job and dies: the lock is never renewed and runs out.
-    const dead = new m.bullmq.Worker("imports", null, { connection: m.redis.createRedis("worker"), prefix, autorun: false, lockDuration: 200 });
+    const dead = new m.bullmq.Worker("imports", null, {
+      connection: m.redis.createRedis("worker"),
+      prefix,
+      autorun: false,
+      lockDuration: 200,
+    });
     workers.push(dead);
     expect((await dead.getNextJob("dead-token"))?.id).toBe(stalled);
     const fresh = await importFor(tenant("fair-stall-b")); // priority 2
@@ -182,10 +197,19 @@ describe("queue order between tenants (BullMQ priorities)", () => {
     await m.retry.retryJob(retried, operator); // priority 1
 
     // Another worker's stalled-job check (every 100 ms here) finds the job without a lock.
-    const checker = new m.bullmq.Worker("imports", null, { connection: m.redis.createRedis("worker"), prefix, autorun: false, lockDuration: 200, stalledInterval: 100 });
+    const checker = new m.bullmq.Worker("imports", null, {
+      connection: m.redis.createRedis("worker"),
+      prefix,
+      autorun: false,
+      lockDuration: 200,
+      stalledInterval: 100,
+    });
     workers.push(checker);
     void checker.startStalledCheckTimer();
-    await waitFor(async () => (await (await queued(stalled))?.getState()) === "waiting", { what: "the stalled job to be back in the plain wait list", timeoutMs: 10_000 });
+    await waitFor(async () => (await (await queued(stalled))?.getState()) === "waiting", {
+      what: "the stalled job to be back in the plain wait list",
+      timeoutMs: 10_000,
+    });
     expect((await queued(stalled))?.priority).toBe(2);
     await checker.close(true);
 

@@ -18,6 +18,7 @@ describe("priorityForOpenRows", () => {
 describe("enqueueJob", () => {
   it("refuses a queue job without a place in line (BullMQ would serve priority 0 before everyone), before touching the queue", async () => {
     const payload = { jobId: "00000000-0000-4000-8000-000000000000" };
-    for (const priority of [0, -1, 2.5, MAX_PRIORITY + 1]) await expect(enqueueJob("imports", "csv_import", payload, { priority })).rejects.toThrow(RangeError);
+    for (const priority of [0, -1, 2.5, MAX_PRIORITY + 1])
+      await expect(enqueueJob("imports", "csv_import", payload, { priority })).rejects.toThrow(RangeError);
   });
 });

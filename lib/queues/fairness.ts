@@ -1,6 +1,6 @@
 import { db } from "@/lib/db/client";
-import { OPEN_STATUSES } from "@/lib/jobs/statuses";
-import type { QueueName } from "./catalog";
+import { OPEN_STATUSES } from "@/lib/core/job-statuses";
+import type { QueueName } from "@/lib/catalog/catalog";
 
 /**
  * Fairness between tenants in a shared queue, as BullMQ priorities.

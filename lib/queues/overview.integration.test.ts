@@ -4,7 +4,7 @@ import { env } from "@/lib/env";
 import { closeRedis, key, redis } from "@/lib/redis/client";
 import { makeJob } from "@/test/helpers/jobs";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
-import { QUEUE_NAMES } from "./catalog";
+import { QUEUE_NAMES } from "@/lib/catalog/catalog";
 import { getQueuesOverview, projectDrain, readQueueGauges, THROUGHPUT_MINUTES } from "./overview";
 import { pausedHashKey, pauseQueue } from "./pause";
 import { closeQueues, enqueueJob, queue } from "./queues";
@@ -59,7 +59,11 @@ describe("getQueuesOverview", () => {
     expect((await ofQueue()).counts).toEqual({ waiting: 0, active: 0, delayed: 0, failed: 0 });
     await queued(slug);
     await queued(slug);
-    await queue(Q).add("agent_run", { jobId: "00000000-0000-4000-8000-00000000000d" }, { jobId: "later", delay: 3_600_000 });
+    await queue(Q).add(
+      "agent_run",
+      { jobId: "00000000-0000-4000-8000-00000000000d" },
+      { jobId: "later", delay: 3_600_000 },
+    );
     expect((await ofQueue()).counts).toEqual({ waiting: 2, active: 0, delayed: 1, failed: 0 });
   });
 
@@ -69,7 +73,10 @@ describe("getQueuesOverview", () => {
     const scale = env().BOUNDED_TIME_SCALE;
     await queued(slug, { createdAt: new Date(now.getTime() - 2_000) });
     // Created long ago, queued again 5 s ago (a retry sets heartbeatAt): 5 s of waiting, not an hour.
-    await queued(slug, { createdAt: new Date(now.getTime() - 3_600_000), heartbeatAt: new Date(now.getTime() - 5_000) });
+    await queued(slug, {
+      createdAt: new Date(now.getTime() - 3_600_000),
+      heartbeatAt: new Date(now.getTime() - 5_000),
+    });
     const q = await ofQueue(now);
     expect(q.oldestWaitingSeconds).toBeCloseTo(5 / scale, 0);
     const gauges = (await readQueueGauges(now)).find((g) => g.queue === Q)!;
@@ -83,9 +90,15 @@ describe("getQueuesOverview", () => {
   it("counts completed jobs per minute over the last hour and projects the drain from the last 10 minutes", async () => {
     const slug = await tenant("throughput");
     const now = new Date();
-    const finished = async (secondsAgo: number, status: "completed" | "completed_with_errors" | "failed" = "completed") => {
+    const finished = async (
+      secondsAgo: number,
+      status: "completed" | "completed_with_errors" | "failed" = "completed",
+    ) => {
       const { id } = await makeJob(slug, { kind: "agent_run", queue: Q, total: 1, softMs: 60_000, hardMs: 90_000 });
-      await db().job.update({ where: { id }, data: { status, finishedAt: new Date(now.getTime() - secondsAgo * 1000) } });
+      await db().job.update({
+        where: { id },
+        data: { status, finishedAt: new Date(now.getTime() - secondsAgo * 1000) },
+      });
     };
     await finished(10);
     await finished(5 * 60 + 10);
@@ -140,7 +153,18 @@ describe("getQueuesOverview", () => {
     const announce = async (name: string, queues: string[], concurrency: number) => {
       const k = key("workers", `queues-test:${name}`);
       presenceKeys.push(k);
-      await redis().set(k, JSON.stringify({ host: "queues-test", pid: presenceKeys.length, queues, concurrency, startedAt: new Date().toISOString() }), "PX", 60_000);
+      await redis().set(
+        k,
+        JSON.stringify({
+          host: "queues-test",
+          pid: presenceKeys.length,
+          queues,
+          concurrency,
+          startedAt: new Date().toISOString(),
+        }),
+        "PX",
+        60_000,
+      );
     };
     const baseline = await getQueuesOverview();
     const base = baseline.queues.find((q) => q.queue === Q)!.slots;
@@ -149,7 +173,11 @@ describe("getQueuesOverview", () => {
     await announce("c", [Q], 2);
     const o = await getQueuesOverview();
     expect(o.workers).toBe(baseline.workers + 3);
-    expect(o.queues.find((q) => q.queue === Q)!.slots).toEqual({ busy: 0, total: base.total + 6, workers: base.workers + 2 });
+    expect(o.queues.find((q) => q.queue === Q)!.slots).toEqual({
+      busy: 0,
+      total: base.total + 6,
+      workers: base.workers + 2,
+    });
   });
 });
 

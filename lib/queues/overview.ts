@@ -3,7 +3,7 @@ import { resolveBudgetUnchecked } from "@/lib/budgets/budgets";
 import { db } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { key, redis, scanKeys } from "@/lib/redis/client";
-import { kindsOfQueue, QUEUE_NAMES, type QueueName } from "./catalog";
+import { kindsOfQueue, QUEUE_NAMES, type QueueName } from "@/lib/catalog/catalog";
 import { pausedQueues } from "./pause";
 import { queue } from "./queues";
 
@@ -74,7 +74,12 @@ export interface QueuesOverview {
 }
 
 /** What a worker process announces (workers/main.ts); parsed, because another version may have written it. */
-const presenceSchema = z.object({ host: z.string(), pid: z.number().int(), queues: z.array(z.string()), concurrency: z.number().int().nonnegative() });
+const presenceSchema = z.object({
+  host: z.string(),
+  pid: z.number().int(),
+  queues: z.array(z.string()),
+  concurrency: z.number().int().nonnegative(),
+});
 type Presence = z.infer<typeof presenceSchema>;
 
 /** The worker processes alive now, from their presence keys (for /queues and readiness). */
@@ -97,7 +102,12 @@ export async function livePresences(): Promise<Presence[]> {
 
 async function bullCounts(name: QueueName): Promise<Record<QueueState, number>> {
   const c = await queue(name).getJobCounts("waiting", "prioritized", "active", "delayed", "failed");
-  return { waiting: (c.waiting ?? 0) + (c.prioritized ?? 0), active: c.active ?? 0, delayed: c.delayed ?? 0, failed: c.failed ?? 0 };
+  return {
+    waiting: (c.waiting ?? 0) + (c.prioritized ?? 0),
+    active: c.active ?? 0,
+    delayed: c.delayed ?? 0,
+    failed: c.failed ?? 0,
+  };
 }
 
 /** Production seconds the oldest `queued` row of each queue has waited (queues with none are absent). */
@@ -135,13 +145,33 @@ export async function readQueueGauges(now: Date = new Date()): Promise<QueueGaug
   return rows.map((r) => ({ ...r, oldestWaitingSeconds: r.oldestWaitingSeconds ?? 0, paused: paused.has(r.queue) }));
 }
 
-async function readQueues(now: Date): Promise<{ queue: QueueName; counts: Record<QueueState, number>; oldestWaitingSeconds: number | null; softBudgetSeconds: number }[]> {
-  const [counts, oldest] = await Promise.all([Promise.all(QUEUE_NAMES.map(bullCounts)), oldestQueued(now, env().BOUNDED_TIME_SCALE)]);
-  return QUEUE_NAMES.map((name, i) => ({ queue: name, counts: counts[i]!, oldestWaitingSeconds: oldest.get(name) ?? null, softBudgetSeconds: budgetSeconds(name) }));
+async function readQueues(now: Date): Promise<
+  {
+    queue: QueueName;
+    counts: Record<QueueState, number>;
+    oldestWaitingSeconds: number | null;
+    softBudgetSeconds: number;
+  }[]
+> {
+  const [counts, oldest] = await Promise.all([
+    Promise.all(QUEUE_NAMES.map(bullCounts)),
+    oldestQueued(now, env().BOUNDED_TIME_SCALE),
+  ]);
+  return QUEUE_NAMES.map((name, i) => ({
+    queue: name,
+    counts: counts[i]!,
+    oldestWaitingSeconds: oldest.get(name) ?? null,
+    softBudgetSeconds: budgetSeconds(name),
+  }));
 }
 
 /** Projected production seconds to empty the waiting jobs, or why there is no such number. */
-export function projectDrain(waiting: number, recentPerMinute: number, paused: boolean, scale: number): QueueOverview["drain"] {
+export function projectDrain(
+  waiting: number,
+  recentPerMinute: number,
+  paused: boolean,
+  scale: number,
+): QueueOverview["drain"] {
   if (waiting === 0) return { state: "empty" };
   if (paused) return { state: "paused" };
   if (recentPerMinute <= 0) return { state: "not-draining" };
@@ -175,7 +205,9 @@ export async function getQueuesOverview(now: Date = new Date()): Promise<QueuesO
 
   const queues = rows.map((g): QueueOverview => {
     const perMinute = new Array<number>(THROUGHPUT_MINUTES).fill(0);
-    for (const r of completedRows) if (r.queue === g.queue && r.ago >= 0 && r.ago < THROUGHPUT_MINUTES) perMinute[THROUGHPUT_MINUTES - 1 - r.ago]! += r.n;
+    for (const r of completedRows)
+      if (r.queue === g.queue && r.ago >= 0 && r.ago < THROUGHPUT_MINUTES)
+        perMinute[THROUGHPUT_MINUTES - 1 - r.ago]! += r.n;
     const lastHour = perMinute.reduce((a, b) => a + b, 0);
     const recentPerMinute = perMinute.slice(-RECENT_MINUTES).reduce((a, b) => a + b, 0) / RECENT_MINUTES;
     const consuming = presences.filter((p) => p.queues.includes(g.queue));
@@ -186,7 +218,11 @@ export async function getQueuesOverview(now: Date = new Date()): Promise<QueuesO
       oldestWaitingSeconds: g.oldestWaitingSeconds,
       softBudgetSeconds: g.softBudgetSeconds,
       throughput: { perMinute, lastHour, recentPerMinute },
-      slots: { busy: g.counts.active, total: consuming.reduce((n, p) => n + p.concurrency, 0), workers: consuming.length },
+      slots: {
+        busy: g.counts.active,
+        total: consuming.reduce((n, p) => n + p.concurrency, 0),
+        workers: consuming.length,
+      },
       drain: projectDrain(g.counts.waiting, recentPerMinute, pause !== undefined, scale),
       topTenants: tenantRows.filter((r) => r.queue === g.queue).map((r) => ({ tenant: r.tenant, waiting: r.n })),
       paused: pause ? { by: pause.by, since: pause.since.toISOString() } : null,

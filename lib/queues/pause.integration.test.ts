@@ -2,11 +2,12 @@ import { Worker } from "bullmq";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { closeDb, db } from "@/lib/db/client";
 import { env } from "@/lib/env";
-import { reapStuckJobs } from "@/lib/jobs/stuck";
+import { reapStuckJobs } from "@/lib/runs/reaper";
 import { closeRedis, createRedis, redis, type RedisClient } from "@/lib/redis/client";
 import { makeJob } from "@/test/helpers/jobs";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
-import { QUEUE_NAMES } from "./catalog";
+import { waitFor } from "@/test/helpers/wait";
+import { QUEUE_NAMES } from "@/lib/catalog/catalog";
 import { describePause, isQueuePaused, pausedHashKey, pausedQueues, pauseQueue, resumeQueue } from "./pause";
 import { closeQueues, enqueueJob, queue } from "./queues";
 
@@ -38,14 +39,6 @@ afterAll(async () => {
   await closeRedis();
   await closeDb();
 });
-
-const until = async (check: () => Promise<boolean> | boolean, what: string, ms = 10_000) => {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-};
 
 /** A real BullMQ worker on Q that records what it started and holds each job until released. */
 function startWorker() {
@@ -89,14 +82,22 @@ describe("pausing a queue", () => {
 
   it("lets running jobs finish, starts nothing new until resumed, then runs what waited", async () => {
     const w = startWorker();
-    await queue(Q).add("bulk_ocr", { jobId: "00000000-0000-4000-8000-000000000001" }, { jobId: "running-1", priority: 2 });
-    await until(() => w.started.includes("running-1"), "the first job to start");
+    await queue(Q).add(
+      "bulk_ocr",
+      { jobId: "00000000-0000-4000-8000-000000000001" },
+      { jobId: "running-1", priority: 2 },
+    );
+    await waitFor(() => w.started.includes("running-1"), { what: "the first job to start", timeoutMs: 10_000 });
 
     await pauseQueue(Q, alice);
     await queue(Q).add("bulk_ocr", { jobId: "00000000-0000-4000-8000-000000000002" }, { jobId: "held-1", priority: 2 });
     w.release("running-1");
-    await until(async () => (await queue(Q).getJobState("running-1")) === "completed", "the running job to finish");
-    // Long enough for an idle worker to have taken a job many times over.
+    await waitFor(async () => (await queue(Q).getJobState("running-1")) === "completed", {
+      what: "the running job to finish",
+      timeoutMs: 10_000,
+    });
+    // A clock on purpose: nothing starting is an absence, with no state to wait for. 500 ms is
+    // long enough for an idle worker to have taken a job many times over.
     await new Promise((r) => setTimeout(r, 500));
     expect(w.started).toEqual(["running-1"]);
     expect(await queue(Q).getJobState("held-1")).toBe("prioritized");
@@ -104,9 +105,15 @@ describe("pausing a queue", () => {
 
     const resumed = await resumeQueue(Q);
     expect(resumed).toMatchObject({ kind: "resumed", queue: Q, pausedBy: "alice" });
-    await until(() => w.started.includes("held-1"), "the held job to start after the resume");
+    await waitFor(() => w.started.includes("held-1"), {
+      what: "the held job to start after the resume",
+      timeoutMs: 10_000,
+    });
     w.release("held-1");
-    await until(async () => (await queue(Q).getJobState("held-1")) === "completed", "the held job to finish");
+    await waitFor(async () => (await queue(Q).getJobState("held-1")) === "completed", {
+      what: "the held job to finish",
+      timeoutMs: 10_000,
+    });
   });
 
   it("resuming clears the record; resuming a running queue changes nothing", async () => {

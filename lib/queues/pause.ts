@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { Principal } from "@/lib/auth/roles";
 import type { Described } from "@/lib/http/operator";
 import { key, redis } from "@/lib/redis/client";
-import { QUEUE_NAMES, type QueueName } from "./catalog";
+import { QUEUE_NAMES, type QueueName } from "@/lib/catalog/catalog";
 import { queue } from "./queues";
 
 /**
@@ -45,7 +45,10 @@ function parseRecord(raw: string | null | undefined): PauseInfo | null {
  * now, rather than hidden, because what matters at 3 a.m. is that nothing on it runs.
  */
 export async function pausedQueues(): Promise<Map<string, PauseInfo>> {
-  const [flags, records] = await Promise.all([Promise.all(QUEUE_NAMES.map((name) => queue(name).isPaused())), redis().hgetall(pausedHashKey())]);
+  const [flags, records] = await Promise.all([
+    Promise.all(QUEUE_NAMES.map((name) => queue(name).isPaused())),
+    redis().hgetall(pausedHashKey()),
+  ]);
   const paused = new Map<string, PauseInfo>();
   QUEUE_NAMES.forEach((name, i) => {
     if (flags[i]) paused.set(name, parseRecord(records[name]) ?? { by: "unknown", since: new Date() });
@@ -109,14 +112,25 @@ export function describePause(r: PauseResult): Described {
   const body = (extra: object) => ({ queue: r.queue, ...extra });
   switch (r.kind) {
     case "paused":
-      return { ok: true, status: 200, code: "paused", message: `Paused ${r.queue}: running jobs finish, no new job starts until it is resumed.`, body: body({ paused: true, by: r.by, since: r.since.toISOString(), message: `Paused ${r.queue}.` }) };
+      return {
+        ok: true,
+        status: 200,
+        code: "paused",
+        message: `Paused ${r.queue}: running jobs finish, no new job starts until it is resumed.`,
+        body: body({ paused: true, by: r.by, since: r.since.toISOString(), message: `Paused ${r.queue}.` }),
+      };
     case "already-paused":
       return {
         ok: true,
         status: 200,
         code: "already_paused",
         message: `${r.queue} was already paused by ${r.by} since ${utc(r.since)}; nothing changed.`,
-        body: body({ paused: true, by: r.by, since: r.since.toISOString(), message: `${r.queue} was already paused by ${r.by}.` }),
+        body: body({
+          paused: true,
+          by: r.by,
+          since: r.since.toISOString(),
+          message: `${r.queue} was already paused by ${r.by}.`,
+        }),
       };
     case "resumed":
       return {
@@ -127,8 +141,19 @@ export function describePause(r: PauseResult): Described {
         body: body({ paused: false, message: `Resumed ${r.queue}.` }),
       };
     case "not-paused":
-      return { ok: true, status: 200, code: "not_paused", message: `${r.queue} was not paused; nothing changed.`, body: body({ paused: false, message: `${r.queue} was not paused.` }) };
+      return {
+        ok: true,
+        status: 200,
+        code: "not_paused",
+        message: `${r.queue} was not paused; nothing changed.`,
+        body: body({ paused: false, message: `${r.queue} was not paused.` }),
+      };
     case "unknown-queue":
-      return { ok: false, status: 404, code: "unknown_queue", message: `No queue is called "${r.queue}". Queues: ${QUEUE_NAMES.join(", ")}.` };
+      return {
+        ok: false,
+        status: 404,
+        code: "unknown_queue",
+        message: `No queue is called "${r.queue}". Queues: ${QUEUE_NAMES.join(", ")}.`,
+      };
   }
 }

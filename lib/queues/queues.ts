@@ -2,7 +2,7 @@ import { Queue } from "bullmq";
 import { env } from "@/lib/env";
 import { redis } from "@/lib/redis/client";
 import { currentTraceparent } from "@/lib/tracing/tracing";
-import type { JobKind, JobPayload, QueueName } from "./catalog";
+import type { JobKind, JobPayload, QueueName } from "@/lib/catalog/catalog";
 import { MAX_PRIORITY } from "./fairness";
 
 const holder = globalThis as unknown as { __boundedQueues?: Map<QueueName, Queue> };
@@ -50,27 +50,38 @@ export interface EnqueueOptions {
  * The priority is required: BullMQ serves a job without one before every prioritized job, so a
  * caller that forgot it would jump the whole line (see ./fairness.ts for the numbers).
  */
-export async function enqueueJob(queueName: QueueName, kind: JobKind, payload: JobPayload, options: EnqueueOptions): Promise<void> {
-  if (!Number.isInteger(options.priority) || options.priority < 1 || options.priority > MAX_PRIORITY) throw new RangeError(`a queue job's priority is an integer from 1 to ${MAX_PRIORITY}, got ${options.priority}`);
+export async function enqueueJob(
+  queueName: QueueName,
+  kind: JobKind,
+  payload: JobPayload,
+  options: EnqueueOptions,
+): Promise<void> {
+  if (!Number.isInteger(options.priority) || options.priority < 1 || options.priority > MAX_PRIORITY)
+    throw new RangeError(`a queue job's priority is an integer from 1 to ${MAX_PRIORITY}, got ${options.priority}`);
   const queueJobId = options.queueJobId ?? payload.jobId;
   const q = queue(queueName);
   if (queueJobId !== payload.jobId) {
     const previous = await q.getJob(queueJobId);
     if (previous && previous.data?.jobId !== payload.jobId) {
       const state = await previous.getState();
-      if (state !== "completed" && state !== "failed" && state !== "unknown") throw new QueueJobIdTaken(`queue job ${queueJobId} is still ${state} for job ${String(previous.data?.jobId)}`);
+      if (state !== "completed" && state !== "failed" && state !== "unknown")
+        throw new QueueJobIdTaken(`queue job ${queueJobId} is still ${state} for job ${String(previous.data?.jobId)}`);
       await previous.remove();
     }
   }
   // The name is the kind and the data says what the job is, for anyone reading the queue.
   const traceparent = options.traceparent ?? currentTraceparent();
-  await q.add(kind, { ...payload, kind, ...(traceparent ? { traceparent } : {}) }, {
-    jobId: queueJobId,
-    priority: options.priority,
-    attempts: 1,
-    removeOnComplete: { age: 24 * 3600, count: 10_000 },
-    removeOnFail: { age: 7 * 24 * 3600, count: 10_000 },
-  });
+  await q.add(
+    kind,
+    { ...payload, kind, ...(traceparent ? { traceparent } : {}) },
+    {
+      jobId: queueJobId,
+      priority: options.priority,
+      attempts: 1,
+      removeOnComplete: { age: 24 * 3600, count: 10_000 },
+      removeOnFail: { age: 7 * 24 * 3600, count: 10_000 },
+    },
+  );
 }
 
 /**
@@ -79,7 +90,12 @@ export async function enqueueJob(queueName: QueueName, kind: JobKind, payload: J
  * for a while, and BullMQ would drop an add with that id. An earlier queue job still locked by a
  * worker cannot be removed: this throws, and the row is queued again once that run has ended.
  */
-export async function requeueJob(queueName: QueueName, kind: JobKind, payload: JobPayload, options: EnqueueOptions): Promise<void> {
+export async function requeueJob(
+  queueName: QueueName,
+  kind: JobKind,
+  payload: JobPayload,
+  options: EnqueueOptions,
+): Promise<void> {
   const previous = await queue(queueName).getJob(options.queueJobId ?? payload.jobId);
   if (previous && previous.data?.jobId === payload.jobId) await previous.remove();
   await enqueueJob(queueName, kind, payload, options);

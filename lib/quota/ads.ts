@@ -5,7 +5,11 @@ import { db, type Prisma } from "@/lib/db/client";
  * itself lives in the product, which names it by id). Null when the id belongs to another
  * tenant's ad: one tenant can never generate, or dislike, another's card.
  */
-export async function ensureAd(tenantId: string, adId: string, tx: Prisma.TransactionClient = db()): Promise<{ id: string } | null> {
+export async function ensureAd(
+  tenantId: string,
+  adId: string,
+  tx: Prisma.TransactionClient = db(),
+): Promise<{ id: string } | null> {
   await tx.$executeRaw`INSERT INTO "Ad" (id, "tenantId", params) VALUES (${adId}::uuid, ${tenantId}::uuid, '{}'::jsonb) ON CONFLICT (id) DO NOTHING`;
   return tx.ad.findFirst({ where: { id: adId, tenantId }, select: { id: true } });
 }
@@ -14,5 +18,10 @@ export async function ensureAd(tenantId: string, adId: string, tx: Prisma.Transa
 export async function dislikeRetryUsed(adId: string, tx: Prisma.TransactionClient = db()): Promise<boolean> {
   const ad = await tx.ad.findUnique({ where: { id: adId }, select: { params: true } });
   const params = ad?.params;
-  return typeof params === "object" && params !== null && !Array.isArray(params) && (params as Record<string, unknown>).aiDislikeRetryUsed === true;
+  return (
+    typeof params === "object" &&
+    params !== null &&
+    !Array.isArray(params) &&
+    (params as Record<string, unknown>).aiDislikeRetryUsed === true
+  );
 }

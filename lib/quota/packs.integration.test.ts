@@ -34,8 +34,21 @@ describe("grantUnits: what POST /api/packs and `npm run packs -- grant` do", () 
   it("creates the tenant and its pack on the first grant, and adds to it on the next", async () => {
     const tenant = fresh("packs-new");
     expect(await getPack(tenant)).toBeNull();
-    expect(await grantUnits({ tenant, units: 5 })).toEqual({ tenant, granted: 5, size: 5, remaining: 5, live: 0, spent: 0, openDebts: 0, debtsSettled: 0 });
-    expect(await grantUnits({ tenant: ` ${tenant.toUpperCase()} `, units: 3 })).toMatchObject({ tenant, size: 8, remaining: 8 });
+    expect(await grantUnits({ tenant, units: 5 })).toEqual({
+      tenant,
+      granted: 5,
+      size: 5,
+      remaining: 5,
+      live: 0,
+      spent: 0,
+      openDebts: 0,
+      debtsSettled: 0,
+    });
+    expect(await grantUnits({ tenant: ` ${tenant.toUpperCase()} `, units: 3 })).toMatchObject({
+      tenant,
+      size: 8,
+      remaining: 8,
+    });
     expect(await getPack(tenant)).toEqual({ tenant, size: 8, remaining: 8, live: 0, spent: 0, openDebts: 0 });
   });
 
@@ -44,13 +57,26 @@ describe("grantUnits: what POST /api/packs and `npm run packs -- grant` do", () 
     const tenant = (await db().tenant.findUniqueOrThrow({ where: { id: t.tenantId }, select: { slug: true } })).slug;
     const now = Date.now();
     // A generation whose reserve was swept, then a second that emptied the pack, then the first delivered: a debt.
-    const first = await claim({ tenantId: t.tenantId, kind: "generate", subject: t.adIds[0]!, now: new Date(now - 3_600_000) });
+    const first = await claim({
+      tenantId: t.tenantId,
+      kind: "generate",
+      subject: t.adIds[0]!,
+      now: new Date(now - 3_600_000),
+    });
     await sweepReserves({ now: new Date(now), windowMs: 60_000, leaseMs: 60_000, tenantId: t.tenantId });
     const second = await claim({ tenantId: t.tenantId, kind: "generate", subject: t.adIds[0]! });
     expect(await release(first, "succeeded")).toEqual({ type: "late", resolution: "debt" });
     expect(await getPack(tenant)).toMatchObject({ size: 1, remaining: 0, live: 1, spent: 0, openDebts: 1 });
 
-    expect(await grantUnits({ tenant, units: 2 })).toMatchObject({ granted: 2, size: 3, remaining: 1, live: 1, spent: 1, openDebts: 0, debtsSettled: 1 });
+    expect(await grantUnits({ tenant, units: 2 })).toMatchObject({
+      granted: 2,
+      size: 3,
+      remaining: 1,
+      live: 1,
+      spent: 1,
+      openDebts: 0,
+      debtsSettled: 1,
+    });
     await release(second, "succeeded");
     expect(await books(t.packId)).toMatchObject({ size: 3, remaining: 1, spent: 2, live: 0, debts: 0 });
   });

@@ -1,9 +1,10 @@
 import { z } from "zod";
 import { db } from "@/lib/db/client";
-import { tenantSlugSchema } from "@/lib/imports/create-import";
+import { tenantSlugSchema } from "@/lib/tenants/slug";
 import { logger } from "@/lib/log";
 import { ensureTenant } from "@/lib/tenants/ensure-tenant";
 import { grantPack } from "./reserves";
+import { formatCount } from "@/lib/format/number";
 
 const log = logger("quota");
 
@@ -18,7 +19,7 @@ export const packGrantSchema = z
       .number({ error: "units must be a whole number" })
       .int("units must be a whole number")
       .min(1, "units must be at least 1")
-      .max(MAX_GRANT_UNITS, `units must be at most ${MAX_GRANT_UNITS.toLocaleString("en")}`),
+      .max(MAX_GRANT_UNITS, `units must be at most ${formatCount(MAX_GRANT_UNITS)}`),
   })
   .strict();
 
@@ -44,7 +45,10 @@ export interface GrantResult extends PackState {
 }
 
 async function stateOf(tenant: string, tenantId: string): Promise<PackState | null> {
-  const pack = await db().quotaPack.findUnique({ where: { tenantId }, select: { id: true, size: true, remaining: true } });
+  const pack = await db().quotaPack.findUnique({
+    where: { tenantId },
+    select: { id: true, size: true, remaining: true },
+  });
   if (!pack) return null;
   const [live, spent, openDebts] = await Promise.all([
     db().quotaReserve.count({ where: { packId: pack.id } }),
@@ -67,7 +71,10 @@ export async function grantUnits(input: unknown): Promise<GrantResult> {
     return { tenantId: id, ...(await grantPack(id, units, new Date(), tx)) };
   });
   const state = (await stateOf(tenant, tenantId))!;
-  log.info({ tenant, tenantId, units, debtsSettled: settled, size: state.size, remaining: state.remaining }, "granted image generation units");
+  log.info(
+    { tenant, tenantId, units, debtsSettled: settled, size: state.size, remaining: state.remaining },
+    "granted image generation units",
+  );
   return { ...state, granted: units, debtsSettled: settled };
 }
 

@@ -1,6 +1,16 @@
 import { describe, expect, it } from "vitest";
 import { parseEnv } from "@/lib/env";
-import { GENERATION_POLICY, PROVIDER_POLL, QA_CHECK, REGENERATION, reservationProblems, SWEEP_POLICY, worstCaseMs, worstCaseTerms, type GenerationPolicy } from "./policy";
+import {
+  GENERATION_POLICY,
+  PROVIDER_POLL,
+  QA_CHECK,
+  REGENERATION,
+  reservationProblems,
+  SWEEP_POLICY,
+  worstCaseMs,
+  worstCaseTerms,
+  type GenerationPolicy,
+} from "@/lib/catalog/generation-policy";
 import { sweepPolicy, validateReservationPolicy } from "./settings";
 
 describe("the worst case of a generation is computed from the constants the generation uses", () => {
@@ -17,7 +27,9 @@ describe("the worst case of a generation is computed from the constants the gene
   it("grows with every constant: a third pass adds a poll, a download and a QA check", () => {
     const third: GenerationPolicy = { ...GENERATION_POLICY, passes: REGENERATION.passes + 1 };
     expect(worstCaseMs(third)).toBe(960_000 + 300_000 + 120_000 + 90_000);
-    expect(worstCaseMs({ ...GENERATION_POLICY, poll: { ...PROVIDER_POLL, attemptTimeoutMs: 200_000 } })).toBe(960_000 + 2 * 2 * 50_000);
+    expect(worstCaseMs({ ...GENERATION_POLICY, poll: { ...PROVIDER_POLL, attemptTimeoutMs: 200_000 } })).toBe(
+      960_000 + 2 * 2 * 50_000,
+    );
   });
 });
 
@@ -37,10 +49,14 @@ describe("the sweep window must be at least the worst case × margin", () => {
 
   it("fails when a constant grows (a third QA pass), with the window left as it is", () => {
     const third: GenerationPolicy = { ...GENERATION_POLICY, passes: REGENERATION.passes + 1 };
-    expect(reservationProblems({ policy: third })[0]).toContain("sweep window 1500 s (the default) is shorter than the worst case of a generation 1470 s × margin 1.5 = 2205 s");
+    expect(reservationProblems({ policy: third })[0]).toContain(
+      "sweep window 1500 s (the default) is shorter than the worst case of a generation 1470 s × margin 1.5 = 2205 s",
+    );
     const slowerQa: GenerationPolicy = { ...GENERATION_POLICY, qa: { ...QA_CHECK, attempts: QA_CHECK.attempts + 1 } };
     expect(reservationProblems({ policy: slowerQa })).toHaveLength(1);
-    expect(() => validateReservationPolicy(parseEnv({}), third)).toThrow(/refusing to start: the reserve sweep window 1500 s .* 1470 s × margin 1.5 = 2205 s/);
+    expect(() => validateReservationPolicy(parseEnv({}), third)).toThrow(
+      /refusing to start: the reserve sweep window 1500 s .* 1470 s × margin 1.5 = 2205 s/,
+    );
   });
 
   it("stops the workers for a window set too short in the environment, naming the variable", () => {
@@ -51,17 +67,31 @@ describe("the sweep window must be at least the worst case × margin", () => {
   });
 
   it("refuses a generations budget shorter than the worst case, and a lease of fewer than three heartbeats", () => {
-    expect(() => validateReservationPolicy(parseEnv({ BOUNDED_BUDGET_GENERATIONS_SOFT_S: "600", BOUNDED_BUDGET_GENERATIONS_HARD_S: "900" }))).toThrow(
-      /soft budget of card_generation 600 s is shorter than the worst case of a generation 960 s/,
+    expect(() =>
+      validateReservationPolicy(
+        parseEnv({ BOUNDED_BUDGET_GENERATIONS_SOFT_S: "600", BOUNDED_BUDGET_GENERATIONS_HARD_S: "900" }),
+      ),
+    ).toThrow(/soft budget of card_generation 600 s is shorter than the worst case of a generation 960 s/);
+    expect(reservationProblems({ sweep: { ...SWEEP_POLICY, leaseMs: 2 * SWEEP_POLICY.heartbeatMs } })[0]).toContain(
+      "under three heartbeats",
     );
-    expect(reservationProblems({ sweep: { ...SWEEP_POLICY, leaseMs: 2 * SWEEP_POLICY.heartbeatMs } })[0]).toContain("under three heartbeats");
   });
 });
 
 describe("real-time reserve timings", () => {
   it("are the policy scaled at scale 1, with floors at small scales where round trips do not shrink", async () => {
     const { reserveTimings } = await import("./settings");
-    expect(reserveTimings(parseEnv({}))).toEqual({ windowMs: 1_500_000, leaseMs: 120_000, heartbeatMs: 30_000, intervalMs: 60_000 });
-    expect(reserveTimings(parseEnv({ BOUNDED_TIME_SCALE: "0.0005" }))).toEqual({ windowMs: 10_000, leaseMs: 400, heartbeatMs: 100, intervalMs: 500 });
+    expect(reserveTimings(parseEnv({}))).toEqual({
+      windowMs: 1_500_000,
+      leaseMs: 120_000,
+      heartbeatMs: 30_000,
+      intervalMs: 60_000,
+    });
+    expect(reserveTimings(parseEnv({ BOUNDED_TIME_SCALE: "0.0005" }))).toEqual({
+      windowMs: 10_000,
+      leaseMs: 400,
+      heartbeatMs: 100,
+      intervalMs: 500,
+    });
   });
 });

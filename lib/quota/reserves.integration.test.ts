@@ -25,7 +25,9 @@ async function refusal(p: Promise<unknown>): Promise<string> {
 async function metricValue(name: string, labels: Record<string, string>): Promise<number> {
   const metric = processMetrics().registry.getSingleMetric(name);
   const { values } = await metric!.get();
-  return values.filter((v) => Object.entries(labels).every(([k, x]) => v.labels[k] === x)).reduce((n, v) => n + v.value, 0);
+  return values
+    .filter((v) => Object.entries(labels).every(([k, x]) => v.labels[k] === x))
+    .reduce((n, v) => n + v.value, 0);
 }
 
 describe("claim takes one unit atomically", () => {
@@ -42,12 +44,16 @@ describe("claim takes one unit atomically", () => {
     const err = await claim({ tenantId: t.tenantId, kind: "generate", subject: t.adIds[0]! }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(QuotaRefused);
     expect((err as QuotaRefused).code).toBe("pack_empty");
-    expect((err as Error).message).toBe("This tenant's image generation pack is used up (all 1 generations are spent or running).");
+    expect((err as Error).message).toBe(
+      "This tenant's image generation pack is used up (all 1 generations are spent or running).",
+    );
     expect(await books(t.packId)).toMatchObject({ remaining: 0, live: 1 });
 
     const bare = await quotaTenant("bare", 0);
     await db().quotaPack.delete({ where: { id: bare.packId } });
-    expect(await refusal(claim({ tenantId: bare.tenantId, kind: "generate", subject: bare.adIds[0]! }))).toBe("no_pack");
+    expect(await refusal(claim({ tenantId: bare.tenantId, kind: "generate", subject: bare.adIds[0]! }))).toBe(
+      "no_pack",
+    );
   });
 
   it("refuses another tenant's ad", async () => {
@@ -60,9 +66,13 @@ describe("claim takes one unit atomically", () => {
 
   it("never overdraws under 40 concurrent claims on a pack of 7", async () => {
     const t = await quotaTenant("race", 7);
-    const results = await Promise.allSettled(Array.from({ length: 40 }, () => claim({ tenantId: t.tenantId, kind: "generate", subject: t.adIds[0]! })));
+    const results = await Promise.allSettled(
+      Array.from({ length: 40 }, () => claim({ tenantId: t.tenantId, kind: "generate", subject: t.adIds[0]! })),
+    );
     const won = results.filter((r) => r.status === "fulfilled").length;
-    const refused = results.filter((r) => r.status === "rejected" && r.reason instanceof QuotaRefused && r.reason.code === "pack_empty").length;
+    const refused = results.filter(
+      (r) => r.status === "rejected" && r.reason instanceof QuotaRefused && r.reason.code === "pack_empty",
+    ).length;
     expect([won, refused]).toEqual([7, 33]);
     expect(await books(t.packId)).toMatchObject({ size: 7, remaining: 0, live: 7 });
   });
@@ -89,7 +99,9 @@ describe("release ends a reserve in one transaction", () => {
   it("writes the success's effect with the spend, or neither", async () => {
     const t = await quotaTenant("effect", 2);
     const r = await claim({ tenantId: t.tenantId, kind: "generate", subject: t.adIds[0]! });
-    await expect(release(r, "succeeded", { effect: async () => Promise.reject(new Error("disk full")) })).rejects.toThrow("disk full");
+    await expect(
+      release(r, "succeeded", { effect: async () => Promise.reject(new Error("disk full")) }),
+    ).rejects.toThrow("disk full");
     expect(await books(t.packId)).toMatchObject({ remaining: 1, live: 1, spent: 0 });
   });
 
@@ -98,11 +110,19 @@ describe("release ends a reserve in one transaction", () => {
     const ad = t.adIds[0]!;
     const jobId = randomUUID();
     const dead = await claim({ tenantId: t.tenantId, kind: "dislike", subject: ad, jobId });
-    const resumed = await claim({ tenantId: t.tenantId, kind: "dislike", subject: ad, jobId, now: new Date(Date.now() + 60_000) });
+    const resumed = await claim({
+      tenantId: t.tenantId,
+      kind: "dislike",
+      subject: ad,
+      jobId,
+      now: new Date(Date.now() + 60_000),
+    });
     expect(resumed.id).toBe(dead.id);
     expect(await books(t.packId)).toMatchObject({ remaining: 2, live: 1, spent: 0 });
     // Another job is still refused while the flag is set.
-    expect(await refusal(claim({ tenantId: t.tenantId, kind: "dislike", subject: ad, jobId: randomUUID() }))).toBe("dislike_in_progress");
+    expect(await refusal(claim({ tenantId: t.tenantId, kind: "dislike", subject: ad, jobId: randomUUID() }))).toBe(
+      "dislike_in_progress",
+    );
     await release(resumed, "succeeded");
     expect(await books(t.packId)).toMatchObject({ remaining: 2, live: 0, spent: 1 });
   });
@@ -141,11 +161,16 @@ describe("a release that finds its reserve swept never passes silently", () => {
   it("a success is charged again, once, and counted", async () => {
     const { t, r } = await swept("late-charge", 2);
     expect(await books(t.packId)).toMatchObject({ remaining: 2, live: 0, spent: 0, reclaimed: 1 });
-    const before = await metricValue("bounded_reserve_late_releases_total", { kind: "generate", resolution: "charged" });
+    const before = await metricValue("bounded_reserve_late_releases_total", {
+      kind: "generate",
+      resolution: "charged",
+    });
     expect(await heartbeat(r)).toBe(false);
     expect(await release(r, "succeeded")).toEqual({ type: "late", resolution: "charged" });
     expect(await books(t.packId)).toMatchObject({ remaining: 1, live: 0, spent: 1, late: 1 });
-    expect(await metricValue("bounded_reserve_late_releases_total", { kind: "generate", resolution: "charged" })).toBe(before + 1);
+    expect(await metricValue("bounded_reserve_late_releases_total", { kind: "generate", resolution: "charged" })).toBe(
+      before + 1,
+    );
     expect(await release(r, "succeeded")).toEqual({ type: "already_released" });
     expect(await books(t.packId)).toMatchObject({ remaining: 1, spent: 1, late: 1 });
   });
@@ -166,14 +191,26 @@ describe("a release that finds its reserve swept never passes silently", () => {
     const newer = await claim({ tenantId: t.tenantId, kind: "dislike", subject: t.adIds[0]! });
     expect(await release(r, "failed")).toEqual({ type: "late", resolution: "none" });
     expect(await dislikeRetryUsed(t.adIds[0]!)).toBe(true);
-    expect(await db().lateRelease.findUniqueOrThrow({ where: { reserveId: r.id } })).toMatchObject({ outcome: "failed", resolution: "none", kind: "dislike" });
+    expect(await db().lateRelease.findUniqueOrThrow({ where: { reserveId: r.id } })).toMatchObject({
+      outcome: "failed",
+      resolution: "none",
+      kind: "dislike",
+    });
     expect(await books(t.packId)).toMatchObject({ remaining: 2, live: 1, spent: 0, late: 1 });
     await release(newer, "failed");
   });
 
   it("a release of a reserve nobody knows changes nothing", async () => {
     const t = await quotaTenant("unknown", 1);
-    const ghost = { id: randomUUID(), packId: t.packId, tenantId: t.tenantId, kind: "generate" as const, subject: t.adIds[0]!, jobId: null, reservedAt: new Date() };
+    const ghost = {
+      id: randomUUID(),
+      packId: t.packId,
+      tenantId: t.tenantId,
+      kind: "generate" as const,
+      subject: t.adIds[0]!,
+      jobId: null,
+      reservedAt: new Date(),
+    };
     expect(await release(ghost, "succeeded")).toEqual({ type: "already_released" });
     expect(await books(t.packId)).toMatchObject({ remaining: 1, spent: 0, late: 0 });
   });

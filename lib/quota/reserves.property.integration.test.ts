@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { afterAll, describe, expect, it, vi } from "vitest";
-import { SWEEP_POLICY, worstCaseMs } from "./policy";
+import { SWEEP_POLICY, worstCaseMs } from "@/lib/catalog/generation-policy";
 import type { Reserve, ReserveKind } from "./reserves";
 
 // A thousand short histories make ~20,000 small commits: this file's connections
@@ -113,7 +113,9 @@ async function check(packId: string): Promise<void> {
         ) f WHERE f.used <> f.holding
       ) AS flags
     FROM "QuotaPack" p WHERE p.id = ${packId}::uuid`;
-  expect(b!.remaining + Number(b!.spent) + Number(b!.live), "remaining + spent + live reserves = pack size").toBe(b!.size);
+  expect(b!.remaining + Number(b!.spent) + Number(b!.live), "remaining + spent + live reserves = pack size").toBe(
+    b!.size,
+  );
   expect(b!.flags, "aiDislikeRetryUsed is true exactly while a dislike reserve is live").toEqual([]);
 }
 
@@ -127,7 +129,9 @@ async function runHistory(h: { size: number; gens: Gen[]; sweeps: number[] }): P
   // A final sweep late enough to take back every dead process's reserve.
   const finalSweep = Math.max(lastRelease, lastStart) + WINDOW + LEASE + 2;
   const sweepTicks = new Set([...h.sweeps, finalSweep]);
-  const ticks = [...new Set([...h.gens.map((g) => g.start), ...h.gens.map(endOf).filter(Number.isFinite), ...sweepTicks])].sort((a, b) => a - b);
+  const ticks = [
+    ...new Set([...h.gens.map((g) => g.start), ...h.gens.map(endOf).filter(Number.isFinite), ...sweepTicks]),
+  ].sort((a, b) => a - b);
   const sweptAt = new Map<string, number>();
 
   for (const tick of ticks) {
@@ -157,11 +161,20 @@ async function runHistory(h: { size: number; gens: Gen[]; sweeps: number[] }): P
     }
     for (const l of lives.filter((x) => !x.released && endOf(x.gen) === tick && x.gen.start !== tick)) {
       l.released = true;
-      work.push(release(l.reserve, l.gen.fate === "fails" ? "failed" : "succeeded", { now: at(t0, tick) }).then((r) => void (l.result = r)));
+      work.push(
+        release(l.reserve, l.gen.fate === "fails" ? "failed" : "succeeded", { now: at(t0, tick) }).then((r) => {
+          l.result = r;
+        }),
+      );
     }
     if (sweepTicks.has(tick)) {
       work.push(
-        sweepReserves({ now: at(t0, tick), windowMs: WINDOW * TICK_MS, leaseMs: LEASE * TICK_MS, tenantId: t.tenantId }).then((rs) => {
+        sweepReserves({
+          now: at(t0, tick),
+          windowMs: WINDOW * TICK_MS,
+          leaseMs: LEASE * TICK_MS,
+          tenantId: t.tenantId,
+        }).then((rs) => {
           for (const r of rs) sweptAt.set(r.reserveId, tick);
         }),
       );
@@ -175,7 +188,10 @@ async function runHistory(h: { size: number; gens: Gen[]; sweeps: number[] }): P
     if (sweepTicks.has(tick)) await check(t.packId);
   }
 
-  expect(refusals.every((c) => ["pack_empty", "dislike_in_progress", "dislike_already_used"].includes(c)), refusals.join()).toBe(true);
+  expect(
+    refusals.every((c) => ["pack_empty", "dislike_in_progress", "dislike_already_used"].includes(c)),
+    refusals.join(),
+  ).toBe(true);
   const ids = lives.map((l) => l.reserve.id);
   const [spends, reclaims, lates] = await Promise.all([
     db().quotaSpend.findMany({ where: { reserveId: { in: ids } }, select: { reserveId: true } }),
@@ -209,7 +225,10 @@ async function runHistory(h: { size: number; gens: Gen[]; sweeps: number[] }): P
         expect(due, `reclaimed only past the window and the lease ${context}`).toBeDefined();
         expect(sweptAt.get(id), context).toBe(due);
         expect(l.result?.type, context).toBe("late");
-        expect(spent + (late?.resolution === "debt" ? 1 : 0), `a late success is charged (or owed) exactly once ${context}`).toBe(1);
+        expect(
+          spent + (late?.resolution === "debt" ? 1 : 0),
+          `a late success is charged (or owed) exactly once ${context}`,
+        ).toBe(1);
       } else {
         // Not swept: it was due only at the very tick it was released (a race either may win), or never.
         expect(due === undefined || due === endOf(g), context).toBe(true);
@@ -226,12 +245,16 @@ describe("quota reserves under randomized histories (real PostgreSQL)", () => {
     await closeDb();
   });
 
-  it(`books balance, successes are charged once, crashes refunded once, dislike flags never left behind (${RUNS * PARALLEL} histories)`, async () => {
-    await fc.assert(
-      fc.asyncProperty(fc.array(historyArb, { minLength: PARALLEL, maxLength: PARALLEL }), async (histories) => {
-        await Promise.all(histories.map(runHistory));
-      }),
-      { numRuns: RUNS },
-    );
-  }, FULL ? 900_000 : 240_000);
+  it(
+    `books balance, successes are charged once, crashes refunded once, dislike flags never left behind (${RUNS * PARALLEL} histories)`,
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(fc.array(historyArb, { minLength: PARALLEL, maxLength: PARALLEL }), async (histories) => {
+          await Promise.all(histories.map(runHistory));
+        }),
+        { numRuns: RUNS },
+      );
+    },
+    FULL ? 900_000 : 240_000,
+  );
 });

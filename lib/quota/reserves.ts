@@ -1,4 +1,4 @@
-import { db, Prisma } from "@/lib/db/client";
+import { db, type Prisma } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { logger } from "@/lib/log";
 import { metrics } from "@/lib/metrics/metrics";
@@ -43,7 +43,12 @@ export type ReleaseEffect = (tx: Prisma.TransactionClient) => Promise<unknown>;
 const productionSeconds = (ms: number) => ms / 1000 / env().BOUNDED_TIME_SCALE;
 
 /** Sets the ad's `aiDislikeRetryUsed`; with `onlyIfClear`, only when it is not set (0 rows otherwise). */
-async function setDislikeFlag(tx: Prisma.TransactionClient, adId: string, value: boolean, onlyIfClear = false): Promise<number> {
+async function setDislikeFlag(
+  tx: Prisma.TransactionClient,
+  adId: string,
+  value: boolean,
+  onlyIfClear = false,
+): Promise<number> {
   const json = value ? "true" : "false";
   return onlyIfClear
     ? tx.$executeRaw`UPDATE "Ad" SET params = jsonb_set(COALESCE(params, '{}'::jsonb), '{aiDislikeRetryUsed}', ${json}::jsonb)
@@ -53,7 +58,10 @@ async function setDislikeFlag(tx: Prisma.TransactionClient, adId: string, value:
 }
 
 /** Undoes what a reserve of this kind did besides holding its unit (used by release and the sweeper). */
-export async function undoKindEffects(tx: Prisma.TransactionClient, reserve: { kind: ReserveKind; subject: string }): Promise<void> {
+export async function undoKindEffects(
+  tx: Prisma.TransactionClient,
+  reserve: { kind: ReserveKind; subject: string },
+): Promise<void> {
   if (reserve.kind === "dislike") await setDislikeFlag(tx, reserve.subject, false);
 }
 
@@ -68,7 +76,13 @@ export async function undoKindEffects(tx: Prisma.TransactionClient, reserve: { k
  * this job's, so it is neither taken twice nor refused by the job's own hold (a dislike's flag).
  * Attempts are fenced, so the earlier one cannot deliver against it any more.
  */
-export async function claim(input: { tenantId: string; kind: ReserveKind; subject: string; jobId?: string | null; now?: Date }): Promise<Reserve> {
+export async function claim(input: {
+  tenantId: string;
+  kind: ReserveKind;
+  subject: string;
+  jobId?: string | null;
+  now?: Date;
+}): Promise<Reserve> {
   const now = input.now ?? new Date();
   const { tenantId, kind, subject } = input;
   return db().$transaction(async (tx) => {
@@ -78,14 +92,19 @@ export async function claim(input: { tenantId: string; kind: ReserveKind; subjec
         select: { id: true, packId: true, tenantId: true, kind: true, subject: true, jobId: true, reservedAt: true },
       });
       // Gone meanwhile (the sweeper took it back and refunded it): claim afresh below.
-      if (held && (await tx.quotaReserve.updateMany({ where: { id: held.id }, data: { heartbeatAt: now } })).count === 1) return held;
+      if (
+        held &&
+        (await tx.quotaReserve.updateMany({ where: { id: held.id }, data: { heartbeatAt: now } })).count === 1
+      )
+        return held;
     }
     const ad = await tx.ad.findFirst({ where: { id: subject, tenantId }, select: { id: true } });
     if (!ad) throw new QuotaRefused({ code: "ad_not_found", adId: subject });
     if (kind === "dislike") {
       // The ad's row lock (taken here) orders dislike claims and releases of one ad, so the check
       // below sees every delivered dislike regeneration.
-      if ((await setDislikeFlag(tx, subject, true, true)) === 0) throw new QuotaRefused({ code: "dislike_in_progress", adId: subject });
+      if ((await setDislikeFlag(tx, subject, true, true)) === 0)
+        throw new QuotaRefused({ code: "dislike_in_progress", adId: subject });
       const delivered =
         (await tx.quotaSpend.count({ where: { subject, kind: "dislike" } })) +
         (await tx.lateRelease.count({ where: { subject, kind: "dislike", outcome: "succeeded", resolution: "debt" } }));
@@ -93,7 +112,10 @@ export async function claim(input: { tenantId: string; kind: ReserveKind; subjec
     }
     const pack = await tx.quotaPack.findUnique({ where: { tenantId }, select: { id: true, size: true } });
     if (!pack) throw new QuotaRefused({ code: "no_pack", tenant: tenantId });
-    const { count } = await tx.quotaPack.updateMany({ where: { id: pack.id, remaining: { gt: 0 } }, data: { remaining: { decrement: 1 } } });
+    const { count } = await tx.quotaPack.updateMany({
+      where: { id: pack.id, remaining: { gt: 0 } },
+      data: { remaining: { decrement: 1 } },
+    });
     if (count === 0) throw new QuotaRefused({ code: "pack_empty", tenant: tenantId, size: pack.size });
     const reserve = await tx.quotaReserve.create({
       data: { packId: pack.id, tenantId, kind, subject, jobId: input.jobId ?? null, reservedAt: now, heartbeatAt: now },
@@ -132,41 +154,59 @@ export interface ReleaseOptions {
  * image still written; a failure changes nothing (the sweeper refunded it). Either way one
  * LateRelease row, a warning with ids and ages, and `bounded_reserve_late_releases_total`.
  */
-export async function release(reserve: Reserve, outcome: ReleaseOutcome, options: ReleaseOptions = {}): Promise<ReleaseResult> {
+export async function release(
+  reserve: Reserve,
+  outcome: ReleaseOutcome,
+  options: ReleaseOptions = {},
+): Promise<ReleaseResult> {
   const now = options.now ?? new Date();
-  const { result, reclaimedAt } = await db().$transaction(async (tx): Promise<{ result: ReleaseResult; reclaimedAt?: Date }> => {
-    const { count } = await tx.quotaReserve.deleteMany({ where: { id: reserve.id } });
-    if (count === 1) {
-      if (outcome === "succeeded") {
-        await tx.quotaSpend.create({ data: spendOf(reserve, now, false), select: { id: true } });
-        await options.effect?.(tx);
-      } else {
-        await tx.quotaPack.update({ where: { id: reserve.packId }, data: { remaining: { increment: 1 } }, select: { id: true } });
+  const { result, reclaimedAt } = await db().$transaction(
+    async (tx): Promise<{ result: ReleaseResult; reclaimedAt?: Date }> => {
+      const { count } = await tx.quotaReserve.deleteMany({ where: { id: reserve.id } });
+      if (count === 1) {
+        if (outcome === "succeeded") {
+          await tx.quotaSpend.create({ data: spendOf(reserve, now, false), select: { id: true } });
+          await options.effect?.(tx);
+        } else {
+          await tx.quotaPack.update({
+            where: { id: reserve.packId },
+            data: { remaining: { increment: 1 } },
+            select: { id: true },
+          });
+        }
+        await undoKindEffects(tx, reserve);
+        return { result: { type: outcome === "succeeded" ? "spent" : "refunded" } };
       }
-      await undoKindEffects(tx, reserve);
-      return { result: { type: outcome === "succeeded" ? "spent" : "refunded" } };
-    }
 
-    // Gone: taken back by the sweeper, or released before.
-    const reclaim = await tx.reserveReclaim.findUnique({ where: { reserveId: reserve.id }, select: { reclaimedAt: true } });
-    const before = await tx.lateRelease.count({ where: { reserveId: reserve.id } });
-    if (!reclaim || before > 0) return { result: { type: "already_released" } };
-    let resolution: "charged" | "debt" | "none" = "none";
-    if (outcome === "succeeded") {
-      // The generation was delivered: charge it, even though the sweeper refunded its unit.
-      const charged = await tx.quotaPack.updateMany({ where: { id: reserve.packId, remaining: { gt: 0 } }, data: { remaining: { decrement: 1 } } });
-      resolution = charged.count === 1 ? "charged" : "debt";
-      if (resolution === "charged") await tx.quotaSpend.create({ data: spendOf(reserve, now, true), select: { id: true } });
-      await options.effect?.(tx);
-    }
-    // The sweeper already undid the kind's effects; a newer dislike of the same ad may hold the
-    // flag now, so it is left alone.
-    await tx.lateRelease.create({
-      data: { ...reserveColumns(reserve), outcome, resolution, reclaimedAt: reclaim.reclaimedAt, releasedAt: now },
-      select: { id: true },
-    });
-    return { result: { type: "late", resolution }, reclaimedAt: reclaim.reclaimedAt };
-  }, options.timeoutMs === undefined ? undefined : { timeout: options.timeoutMs });
+      // Gone: taken back by the sweeper, or released before.
+      const reclaim = await tx.reserveReclaim.findUnique({
+        where: { reserveId: reserve.id },
+        select: { reclaimedAt: true },
+      });
+      const before = await tx.lateRelease.count({ where: { reserveId: reserve.id } });
+      if (!reclaim || before > 0) return { result: { type: "already_released" } };
+      let resolution: "charged" | "debt" | "none" = "none";
+      if (outcome === "succeeded") {
+        // The generation was delivered: charge it, even though the sweeper refunded its unit.
+        const charged = await tx.quotaPack.updateMany({
+          where: { id: reserve.packId, remaining: { gt: 0 } },
+          data: { remaining: { decrement: 1 } },
+        });
+        resolution = charged.count === 1 ? "charged" : "debt";
+        if (resolution === "charged")
+          await tx.quotaSpend.create({ data: spendOf(reserve, now, true), select: { id: true } });
+        await options.effect?.(tx);
+      }
+      // The sweeper already undid the kind's effects; a newer dislike of the same ad may hold the
+      // flag now, so it is left alone.
+      await tx.lateRelease.create({
+        data: { ...reserveColumns(reserve), outcome, resolution, reclaimedAt: reclaim.reclaimedAt, releasedAt: now },
+        select: { id: true },
+      });
+      return { result: { type: "late", resolution }, reclaimedAt: reclaim.reclaimedAt };
+    },
+    options.timeoutMs === undefined ? undefined : { timeout: options.timeoutMs },
+  );
 
   const ageMs = now.getTime() - reserve.reservedAt.getTime();
   if (result.type === "spent" || result.type === "refunded") {
@@ -187,11 +227,18 @@ export async function release(reserve: Reserve, outcome: ReleaseOutcome, options
         reclaimedAgoMs: reclaimedAt ? now.getTime() - reclaimedAt.getTime() : null,
       },
       `late release: the sweeper had taken back this reserve while its generation was still running (${outcome}); ${
-        result.resolution === "charged" ? "charged again" : result.resolution === "debt" ? "the pack is empty: recorded as a debt" : "nothing to charge"
+        result.resolution === "charged"
+          ? "charged again"
+          : result.resolution === "debt"
+            ? "the pack is empty: recorded as a debt"
+            : "nothing to charge"
       }`,
     );
   } else {
-    log.warn({ reserveId: reserve.id, kind: reserve.kind, outcome }, "release of a reserve that was already released: nothing changed");
+    log.warn(
+      { reserveId: reserve.id, kind: reserve.kind, outcome },
+      "release of a reserve that was already released: nothing changed",
+    );
   }
   return result;
 }
@@ -217,10 +264,16 @@ function spendOf(reserve: Reserve, now: Date, late: boolean) {
  * Adds `units` to the tenant's pack (creating it), then charges open debts against them, oldest
  * first: each settled debt becomes a spend. Returns the pack's id and the debts settled.
  */
-export async function grantPack(tenantId: string, units: number, now: Date = new Date(), client?: Prisma.TransactionClient): Promise<{ packId: string; settled: number }> {
+export async function grantPack(
+  tenantId: string,
+  units: number,
+  now: Date = new Date(),
+  client?: Prisma.TransactionClient,
+): Promise<{ packId: string; settled: number }> {
   if (!Number.isInteger(units) || units < 0) throw new RangeError(`units must be a whole number ≥ 0, got ${units}`);
   // Inside the caller's transaction when given one (a grant that also creates the tenant).
-  const inTransaction = <T>(run: (tx: Prisma.TransactionClient) => Promise<T>) => (client ? run(client) : db().$transaction(run));
+  const inTransaction = <T>(run: (tx: Prisma.TransactionClient) => Promise<T>) =>
+    client ? run(client) : db().$transaction(run);
   return inTransaction(async (tx) => {
     const rows = await tx.$queryRaw<{ id: string }[]>`
       INSERT INTO "QuotaPack" (id, "tenantId", size, remaining, "updatedAt")
@@ -235,9 +288,27 @@ export async function grantPack(tenantId: string, units: number, now: Date = new
     });
     let settled = 0;
     for (const d of debts) {
-      const { count } = await tx.quotaPack.updateMany({ where: { id: packId, remaining: { gt: 0 } }, data: { remaining: { decrement: 1 } } });
+      const { count } = await tx.quotaPack.updateMany({
+        where: { id: packId, remaining: { gt: 0 } },
+        data: { remaining: { decrement: 1 } },
+      });
       if (count === 0) break;
-      await tx.quotaSpend.create({ data: spendOf({ id: d.reserveId, packId, tenantId: d.tenantId, kind: d.kind, subject: d.subject, jobId: d.jobId, reservedAt: d.reservedAt }, now, true), select: { id: true } });
+      await tx.quotaSpend.create({
+        data: spendOf(
+          {
+            id: d.reserveId,
+            packId,
+            tenantId: d.tenantId,
+            kind: d.kind,
+            subject: d.subject,
+            jobId: d.jobId,
+            reservedAt: d.reservedAt,
+          },
+          now,
+          true,
+        ),
+        select: { id: true },
+      });
       await tx.lateRelease.update({ where: { id: d.id }, data: { debtSettledAt: now }, select: { id: true } });
       settled++;
     }

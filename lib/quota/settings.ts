@@ -1,15 +1,25 @@
 import { resolveBudgetUnchecked } from "@/lib/budgets/budgets";
 import { env, type Env } from "@/lib/env";
-import { KINDS } from "@/lib/queues/catalog";
+import { KINDS } from "@/lib/catalog/catalog";
 import { scaled } from "@/lib/time";
-import { GENERATION_POLICY, reservationProblems, ReservationPolicyError, SWEEP_POLICY, type SweepPolicy } from "./policy";
+import {
+  GENERATION_POLICY,
+  reservationProblems,
+  ReservationPolicyError,
+  SWEEP_POLICY,
+  type SweepPolicy,
+} from "@/lib/catalog/generation-policy";
 
 /** The sweep policy this process uses: the defaults, with the window from the environment when set. */
 export function sweepPolicy(source: Env = env()): SweepPolicy & { windowSource: string } {
   const override = source.BOUNDED_RESERVE_SWEEP_WINDOW_S;
   return override === undefined
     ? { ...SWEEP_POLICY, windowSource: "the default" }
-    : { ...SWEEP_POLICY, windowMs: Math.round(override * 1000), windowSource: `BOUNDED_RESERVE_SWEEP_WINDOW_S=${override}` };
+    : {
+        ...SWEEP_POLICY,
+        windowMs: Math.round(override * 1000),
+        windowSource: `BOUNDED_RESERVE_SWEEP_WINDOW_S=${override}`,
+      };
 }
 
 /**
@@ -19,8 +29,14 @@ export function sweepPolicy(source: Env = env()): SweepPolicy & { windowSource: 
 export function validateReservationPolicy(source: Env = env(), policy = GENERATION_POLICY): void {
   const sweep = sweepPolicy(source);
   const budget = resolveBudgetUnchecked(KINDS.card_generation.queues[0], "card_generation", source);
-  const problems = reservationProblems({ policy, sweep, windowSource: sweep.windowSource, budgetSoftMs: budget.softMs });
-  if (problems.length > 0) throw new ReservationPolicyError(`Unsafe reservation policy, refusing to start: ${problems.join("; ")}.`);
+  const problems = reservationProblems({
+    policy,
+    sweep,
+    windowSource: sweep.windowSource,
+    budgetSoftMs: budget.softMs,
+  });
+  if (problems.length > 0)
+    throw new ReservationPolicyError(`Unsafe reservation policy, refusing to start: ${problems.join("; ")}.`);
 }
 
 /** Real time a reserve's window never goes under, whatever the time scale. */

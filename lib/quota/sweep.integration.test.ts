@@ -64,11 +64,17 @@ describe("an abandoned reserve is reclaimed whole", () => {
     expect(await dislikeRetryUsed(t.adIds[0]!)).toBe(true);
     const before = await reclaimedCount("dislike");
     const reclaimed = await sweepReserves({ ...timing, now: at(t0, 26 * MIN), tenantId: t.tenantId });
-    expect(reclaimed).toEqual([expect.objectContaining({ reserveId: r.id, kind: "dislike", ageMs: 26 * MIN, silentMs: 26 * MIN - 90_000 })]);
+    expect(reclaimed).toEqual([
+      expect.objectContaining({ reserveId: r.id, kind: "dislike", ageMs: 26 * MIN, silentMs: 26 * MIN - 90_000 }),
+    ]);
     expect(await dislikeRetryUsed(t.adIds[0]!)).toBe(false);
     expect(await books(t.packId)).toMatchObject({ size: 3, remaining: 3, live: 0, spent: 0, reclaimed: 1 });
     expect(await reclaimedCount("dislike")).toBe(before + 1);
-    expect(await db().reserveReclaim.findUniqueOrThrow({ where: { reserveId: r.id } })).toMatchObject({ kind: "dislike", subject: t.adIds[0], reclaimedAt: at(t0, 26 * MIN) });
+    expect(await db().reserveReclaim.findUniqueOrThrow({ where: { reserveId: r.id } })).toMatchObject({
+      kind: "dislike",
+      subject: t.adIds[0],
+      reclaimedAt: at(t0, 26 * MIN),
+    });
     // The customer still has the free regeneration the dead one never delivered.
     const again = await claim({ tenantId: t.tenantId, kind: "dislike", subject: t.adIds[0]! });
     await release(again, "failed");
@@ -80,7 +86,16 @@ describe("an abandoned reserve is reclaimed whole", () => {
     const r = await claim({ tenantId: t.tenantId, kind: "dislike", subject: t.adIds[0]!, now: at(t0, 0) });
     // A reclaim row for this reserve already exists, so recording it again fails at the last step.
     await db().reserveReclaim.create({
-      data: { reserveId: r.id, packId: t.packId, tenantId: t.tenantId, kind: "dislike", subject: t.adIds[0]!, reservedAt: r.reservedAt, heartbeatAt: r.reservedAt, reclaimedAt: at(t0, 0) },
+      data: {
+        reserveId: r.id,
+        packId: t.packId,
+        tenantId: t.tenantId,
+        kind: "dislike",
+        subject: t.adIds[0]!,
+        reservedAt: r.reservedAt,
+        heartbeatAt: r.reservedAt,
+        reclaimedAt: at(t0, 0),
+      },
     });
     await expect(sweepReserves({ ...timing, now: at(t0, 30 * MIN), tenantId: t.tenantId })).rejects.toThrow();
     expect(await books(t.packId)).toMatchObject({ remaining: 1, live: 1 });
@@ -98,11 +113,19 @@ describe("an abandoned reserve is reclaimed whole", () => {
         await tx.quotaReserve.update({ where: { id: r.id }, data: { heartbeatAt: at(t0, 30 * MIN) } });
         const [{ pid }] = await tx.$queryRaw<[{ pid: number }]>`SELECT pg_backend_pid() AS pid`;
         let settled = false;
-        sweep = sweepReserves({ ...timing, now: at(t0, 30 * MIN + 1000), tenantId: t.tenantId }).finally(() => (settled = true));
+        sweep = sweepReserves({ ...timing, now: at(t0, 30 * MIN + 1000), tenantId: t.tenantId }).finally(
+          () => (settled = true),
+        );
         // Held until the sweeper has gone as far as it can: waiting on this row lock (its delete),
         // or done without needing it.
         await waitFor(
-          async () => settled || (await db().$queryRaw<[{ n: number }]>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE ${pid}::int = ANY(pg_blocking_pids(pid))`)[0].n > 0,
+          async () =>
+            settled ||
+            (
+              await db().$queryRaw<
+                [{ n: number }]
+              >`SELECT count(*)::int AS n FROM pg_stat_activity WHERE ${pid}::int = ANY(pg_blocking_pids(pid))`
+            )[0].n > 0,
           { timeoutMs: 20_000, what: "the sweeper to wait on the reserve's row lock" },
         );
       },

@@ -58,17 +58,40 @@ export async function sweepReserves(options: SweepOptions = {}): Promise<Reclaim
     where: { ...where, ...(options.tenantId ? { tenantId: options.tenantId } : {}) },
     orderBy: { reservedAt: "asc" },
     take: options.limit ?? 500,
-    select: { id: true, packId: true, tenantId: true, kind: true, subject: true, jobId: true, reservedAt: true, heartbeatAt: true },
+    select: {
+      id: true,
+      packId: true,
+      tenantId: true,
+      kind: true,
+      subject: true,
+      jobId: true,
+      reservedAt: true,
+      heartbeatAt: true,
+    },
   });
   const reclaimed: Reclaimed[] = [];
   for (const r of candidates) {
     const taken = await db().$transaction(async (tx) => {
       const { count } = await tx.quotaReserve.deleteMany({ where: { id: r.id, ...where } });
       if (count === 0) return false;
-      await tx.quotaPack.update({ where: { id: r.packId }, data: { remaining: { increment: 1 } }, select: { id: true } });
+      await tx.quotaPack.update({
+        where: { id: r.packId },
+        data: { remaining: { increment: 1 } },
+        select: { id: true },
+      });
       await undoKindEffects(tx, r);
       await tx.reserveReclaim.create({
-        data: { reserveId: r.id, packId: r.packId, tenantId: r.tenantId, kind: r.kind, subject: r.subject, jobId: r.jobId, reservedAt: r.reservedAt, heartbeatAt: r.heartbeatAt, reclaimedAt: now },
+        data: {
+          reserveId: r.id,
+          packId: r.packId,
+          tenantId: r.tenantId,
+          kind: r.kind,
+          subject: r.subject,
+          jobId: r.jobId,
+          reservedAt: r.reservedAt,
+          heartbeatAt: r.heartbeatAt,
+          reclaimedAt: now,
+        },
         select: { id: true },
       });
       return true;
@@ -77,7 +100,15 @@ export async function sweepReserves(options: SweepOptions = {}): Promise<Reclaim
     const ageMs = now.getTime() - r.reservedAt.getTime();
     metrics.reservesReclaimed.inc({ kind: r.kind });
     metrics.observeReserveAge({ kind: r.kind, end: "reclaimed" }, ageMs / 1000 / env().BOUNDED_TIME_SCALE);
-    reclaimed.push({ reserveId: r.id, tenantId: r.tenantId, kind: r.kind, subject: r.subject, jobId: r.jobId, ageMs, silentMs: now.getTime() - r.heartbeatAt.getTime() });
+    reclaimed.push({
+      reserveId: r.id,
+      tenantId: r.tenantId,
+      kind: r.kind,
+      subject: r.subject,
+      jobId: r.jobId,
+      ageMs,
+      silentMs: now.getTime() - r.heartbeatAt.getTime(),
+    });
   }
   return reclaimed;
 }

@@ -8,7 +8,11 @@ import { db } from "@/lib/db/client";
  */
 const made: string[] = [];
 
-export async function quotaTenant(label: string, units: number, ads = 1): Promise<{ tenantId: string; packId: string; adIds: string[] }> {
+export async function quotaTenant(
+  label: string,
+  units: number,
+  ads = 1,
+): Promise<{ tenantId: string; packId: string; adIds: string[] }> {
   const slug = `t-quota-${label}-${randomUUID().slice(0, 8)}`.toLowerCase().slice(0, 63);
   const tenantId = randomUUID();
   const packId = randomUUID();

@@ -4,11 +4,13 @@ import { setTimeout as delay } from "node:timers/promises";
 import { Registry } from "prom-client";
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
 import { createMetrics, processMetrics } from "@/lib/metrics/metrics";
+import { DOMAIN_LABEL_VALUES } from "@/lib/reports/metric-sources";
 import { attemptRequest } from "@/lib/http/outbound";
 import { closeRedis, createRedis } from "@/lib/redis/client";
 import { breakerKey, createBreaker, serviceVerdict, type Breaker } from "./breaker";
 import { OUTSIDE_SERVICES } from "./breaker-services";
 import { isOutsideServiceDown, OutsideServiceDown } from "./errors";
+import { waitFor } from "@/test/helpers/wait";
 
 // Two connections: two worker processes sharing one breaker through Redis.
 const workerA = createRedis("producer", { enableOfflineQueue: true });
@@ -27,7 +29,8 @@ afterAll(async () => {
 });
 
 const COOLDOWN_MS = 150;
-const breakerOn = (redis: typeof workerA): Breaker => createBreaker({ redis, threshold: 3, windowMs: 10_000, cooldownMs: COOLDOWN_MS });
+const breakerOn = (redis: typeof workerA): Breaker =>
+  createBreaker({ redis, threshold: 3, windowMs: 10_000, cooldownMs: COOLDOWN_MS });
 
 const refused = () => Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:1"), { code: "ECONNREFUSED" });
 const fail = (b: Breaker) => b.guard("model", () => Promise.reject(refused()));
@@ -71,7 +74,7 @@ describe("circuit breaker (real Redis, two workers)", () => {
     const a = breakerOn(workerA);
     const b = breakerOn(workerB);
     for (let i = 0; i < 3; i++) await errorOf(fail(a));
-    await delay(COOLDOWN_MS + 20);
+    await delay(COOLDOWN_MS + 20); // elapsed time is the input: the cool-down runs from the opening above
     let probes = 0;
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
@@ -81,7 +84,7 @@ describe("circuit breaker (real Redis, two workers)", () => {
       return "back";
     });
     // While the probe is out, the other worker still waits.
-    await delay(20);
+    await waitFor(() => probes === 1, { what: "the probe to be out", timeoutMs: 5_000 });
     expect(await errorOf(b.guard("model", async () => probes++))).toBeInstanceOf(OutsideServiceDown);
     expect((await a.read())[0]!.state).toBe("half_open");
     release();
@@ -93,8 +96,11 @@ describe("circuit breaker (real Redis, two workers)", () => {
 
   it("each state change is counted once, by the worker that made it, however many workers watch", async () => {
     const changes = async () => {
-      const metric = await processMetrics().registry.getSingleMetric("bounded_outside_service_state_changes_total")!.get();
-      const of = (state: string) => metric.values.find((v) => v.labels.service === "model" && v.labels.state === state)?.value ?? 0;
+      const metric = await processMetrics()
+        .registry.getSingleMetric("bounded_outside_service_state_changes_total")!
+        .get();
+      const of = (state: string) =>
+        metric.values.find((v) => v.labels.service === "model" && v.labels.state === state)?.value ?? 0;
       return { open: of("open"), half_open: of("half_open"), closed: of("closed") };
     };
     const before = await changes();
@@ -104,17 +110,21 @@ describe("circuit breaker (real Redis, two workers)", () => {
     // More failures and refused calls on both workers: no new change.
     await errorOf(fail(b));
     await errorOf(ok(b));
-    await delay(COOLDOWN_MS + 20);
+    await delay(COOLDOWN_MS + 20); // elapsed time is the input: the cool-down runs from the opening above
     await Promise.allSettled([ok(a), ok(b), ok(a)]);
     const after = await changes();
-    expect({ open: after.open - before.open, half_open: after.half_open - before.half_open, closed: after.closed - before.closed }).toEqual({ open: 1, half_open: 1, closed: 1 });
+    expect({
+      open: after.open - before.open,
+      half_open: after.half_open - before.half_open,
+      closed: after.closed - before.closed,
+    }).toEqual({ open: 1, half_open: 1, closed: 1 });
   });
 
   it("a failed probe opens it again for another cool-down", async () => {
     const a = breakerOn(workerA);
     const b = breakerOn(workerB);
     for (let i = 0; i < 3; i++) await errorOf(fail(a));
-    await delay(COOLDOWN_MS + 20);
+    await delay(COOLDOWN_MS + 20); // elapsed time is the input: the cool-down runs from the opening above
     expect(await errorOf(fail(b))).toBeInstanceOf(OutsideServiceDown);
     const [model] = await a.read();
     expect(model!.state).toBe("open");
@@ -124,11 +134,14 @@ describe("circuit breaker (real Redis, two workers)", () => {
 
   it("a 4xx about the request, a 429 and the caller's own abort never open it", async () => {
     const a = breakerOn(workerA);
-    for (let i = 0; i < 5; i++) await a.guard("model", async () => ({ ok: false, status: 400 }), { failureOf: (r) => r });
-    for (let i = 0; i < 5; i++) await a.guard("model", async () => ({ ok: false, status: 429 }), { failureOf: (r) => r });
+    for (let i = 0; i < 5; i++)
+      await a.guard("model", async () => ({ ok: false, status: 400 }), { failureOf: (r) => r });
+    for (let i = 0; i < 5; i++)
+      await a.guard("model", async () => ({ ok: false, status: 429 }), { failureOf: (r) => r });
     const controller = new AbortController();
     controller.abort(new Error("deadline"));
-    for (let i = 0; i < 5; i++) await errorOf(a.guard("model", () => Promise.reject(refused()), { signal: controller.signal }));
+    for (let i = 0; i < 5; i++)
+      await errorOf(a.guard("model", () => Promise.reject(refused()), { signal: controller.signal }));
     expect((await a.read())[0]!.state).toBe("closed");
   });
 
@@ -171,7 +184,11 @@ describe("circuit breaker (real Redis, two workers)", () => {
   it("state changes are counted, and the up gauge reads the breakers", async () => {
     const registry = new Registry();
     const a = breakerOn(workerA);
-    const m = createMetrics(registry, { defaultMetrics: false, outsideServices: async () => (await a.read()).map((r) => ({ service: r.service, up: r.state === "closed" })) });
+    const m = createMetrics(registry, {
+      defaultMetrics: false,
+      labelValues: DOMAIN_LABEL_VALUES,
+      outsideServices: async () => (await a.read()).map((r) => ({ service: r.service, up: r.state === "closed" })),
+    });
     for (let i = 0; i < 3; i++) await errorOf(fail(a));
     m.outsideServiceStateChanged({ service: "model", state: "open" });
     const text = await registry.metrics();

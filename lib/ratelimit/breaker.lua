@@ -1,13 +1,17 @@
 -- The circuit breaker of one outside service, shared by every process (lib/ratelimit/breaker.ts).
--- KEYS[1]  the service's hash: state (closed | open | half_open), failures, windowStart, since,
---          until (open: the half-open time; half_open: the probe's lease end), error, prober
--- ARGV[1]  mode: admit | success | failure
+-- KEYS[1]  the service's hash: state (closed | open | misconfigured | half_open), failures,
+--          windowStart, since, until (open, misconfigured: the half-open time; half_open: the
+--          probe's lease end), error, prober
+-- ARGV[1]  mode: admit | success | failure | silent | misconfigured
+--          silent: the service stopped answering (lib/ratelimit/silence.ts): open now, whatever
+--          the streak; misconfigured: it refused our key, URL or model: misconfigured now
 -- ARGV[2]  failures in a row (within the window) that open the breaker
 -- ARGV[3]  window of that streak (ms)
 -- ARGV[4]  cool-down before the half-open probe (ms)
 -- ARGV[5]  the probe's lease (ms): a probe that never reports back is replaced after it
 -- ARGV[6]  the failure's description (failure mode)
 -- ARGV[7]  the caller's id (a probe's success or failure is recognised by it)
+-- ARGV[8]  (silent) when the silence began, ms: the outage's "since"
 -- Returns { decision, state, transition, waitMs, since, error }:
 --   decision (admit): go | probe | wait; transition: '' or the state just entered.
 local t = redis.call('TIME')
@@ -29,9 +33,9 @@ local lastError = h[6] or ''
 if mode == 'admit' then
   if state == 'closed' then return { 'go', state, '', 0, 0, '' } end
   if now < untilAt then return { 'wait', state, '', untilAt - now, since, lastError } end
-  -- Cool-down over (open), or the probe's lease ran out (half_open): this caller is the probe.
+  -- Cool-down over (open, misconfigured), or the probe's lease ran out (half_open): this caller is the probe.
   local transition = ''
-  if state == 'open' then transition = 'half_open' end
+  if state == 'open' or state == 'misconfigured' then transition = 'half_open' end
   redis.call('HSET', k, 'state', 'half_open', 'until', now + probeMs, 'prober', ARGV[7])
   return { 'probe', 'half_open', transition, 0, since, lastError }
 end
@@ -44,6 +48,23 @@ if mode == 'success' then
   end
   redis.call('DEL', k)
   return { '', 'closed', 'closed', 0, since, lastError }
+end
+
+if mode == 'silent' then
+  -- Open (or open again after a probe that hung). An open or misconfigured breaker stays as it is.
+  if state == 'open' or state == 'misconfigured' then return { '', state, '', math.max(0, untilAt - now), since, lastError } end
+  local began = tonumber(ARGV[8] or '0')
+  if state == 'half_open' or began <= 0 or began > now then began = (state == 'half_open') and since or now end
+  redis.call('HSET', k, 'state', 'open', 'since', began, 'until', now + cooldownMs, 'error', ARGV[6], 'prober', '')
+  return { '', 'open', 'open', cooldownMs, began, ARGV[6] }
+end
+
+if mode == 'misconfigured' then
+  if state == 'misconfigured' then return { '', state, '', math.max(0, untilAt - now), since, lastError } end
+  local began = now
+  if state ~= 'closed' and since > 0 then began = since end
+  redis.call('HSET', k, 'state', 'misconfigured', 'since', began, 'until', now + cooldownMs, 'error', ARGV[6], 'prober', '')
+  return { '', 'misconfigured', 'misconfigured', cooldownMs, began, ARGV[6] }
 end
 
 -- failure
@@ -65,5 +86,5 @@ if state == 'half_open' then
   redis.call('HSET', k, 'state', 'open', 'until', now + cooldownMs, 'error', ARGV[6], 'prober', '')
   return { '', 'open', 'open', cooldownMs, since, ARGV[6] }
 end
--- Already open: a call that went out before it opened failed too.
-return { '', 'open', '', math.max(0, untilAt - now), since, lastError }
+-- Already open (or misconfigured): a call that went out before it opened failed too.
+return { '', state, '', math.max(0, untilAt - now), since, lastError }

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { env } from "@/lib/env";
 import { formatDuration } from "@/lib/format/duration";
-import { describeError } from "@/lib/http/describe";
+import { describeError } from "@/lib/format/describe";
 import { logger } from "@/lib/log";
 import { metrics } from "@/lib/metrics/metrics";
 import { key, redis, type RedisClient } from "@/lib/redis/client";
@@ -9,6 +9,14 @@ import { scaled, unscaled } from "@/lib/time";
 import { OUTSIDE_SERVICES, SERVICE_NAMES, type BreakerState, type OutsideService } from "./breaker-services";
 import { OutsideServiceDown } from "./errors";
 import { luaScript, runLua, withTimeout } from "./scripts";
+import {
+  callsOf,
+  setSilenceRegistry,
+  silenceScript,
+  trackedCall,
+  type SilenceReading,
+  type TrackedCall,
+} from "./silence";
 
 /**
  * A circuit breaker per outside service (model, OCR, marketplace, images), its state in Redis so
@@ -16,12 +24,21 @@ import { luaScript, runLua, withTimeout } from "./scripts";
  *
  * - closed: calls go out. A streak of `BREAKER_THRESHOLD` systemic failures within
  *   `BREAKER_WINDOW_MS` — no answer (connection refused or reset, DNS), a 5xx, a timeout — opens
- *   it. An answer of any other kind (a 2xx, a 4xx about the request, a 429) is the service being
- *   up and breaks the streak; a call aborted by its own job's deadline or cancel says nothing.
+ *   it, and so does silence at once: calls in flight with no answer past the service's normal
+ *   slowest answer (lib/ratelimit/silence.ts; this module runs its periodic check). An answer of
+ *   any other kind (a 2xx, a 4xx about the request, a 429) is the service being up and breaks the
+ *   streak; a call aborted by its own job's deadline or cancel says nothing.
+ * - misconfigured: an answer that refuses who we are or what we ask for — 401, 403, 404 on the
+ *   API path, an unknown model (`serviceVerdict`) — is true of every call, so it is the service's
+ *   outage, not the item's failure: at once, like open, with the provider's own words, the URL and
+ *   model asked for (never the key). A probe after each cool-down sees a fixed configuration.
  * - open: no call goes out for `BREAKER_COOLDOWN_MS`; every call throws `OutsideServiceDown`,
- *   which a job takes as "give the worker slot back until then" and the HTTP layer as a 503.
+ *   which a job takes as "give the worker slot back until then" and the HTTP layer as a 503. The
+ *   calls this process still has out to the service are aborted with it, so hung sockets give
+ *   their provider slots back and their items are released uncommitted.
  * - half_open: the first call after the cool-down is the probe; the others keep waiting. The
- *   probe's success closes the breaker, its failure opens it again for another cool-down.
+ *   probe's success closes the breaker, its failure (or its hanging past the silence threshold)
+ *   opens it again for another cool-down.
  *
  * Each state change is one error-level log line (by the process that made it), one count in
  * `bounded_outside_service_state_changes_total`, and what /, /queues and
@@ -75,26 +92,122 @@ const NETWORK_CODES = new Set([
 const NETWORK_NAMES = new Set(["APIConnectionError", "APIConnectionTimeoutError", "TimeoutError", "APIUserAbortError"]);
 
 /**
- * What a call's outcome says about the service: `down` (no answer, 5xx, 408, a timeout), `up`
- * (it answered, even with a refusal of the request), or `unknown` (an error that is not about
- * the service at all). Reads thrown errors (their code, their cause's, an aggregate's), the
- * OpenAI SDK's errors (`status`), an outbound attempt (`kind`), or a `{ status, cause }` result.
+ * Whether a 404 from the service is about our configuration (the URL's path, the model) or about
+ * the one thing a request asked for. The model and OCR services have one endpoint each that every
+ * call uses, so a 404 there is a wrong base URL or an unknown model: every call would get it. The
+ * marketplace answers 404 for a resource one tenant does not have (a shop, a page past the end)
+ * and images for a render it no longer knows: that request's own answer, failed as before.
  */
-export function serviceVerdict(outcome: unknown): "down" | "up" | "unknown" {
+const NOT_FOUND_IS_CONFIGURATION: Record<OutsideService, boolean> = {
+  model: true,
+  ocr: true,
+  marketplace: false,
+  images: false,
+};
+
+/** A provider's words for "no such model" (OpenAI: `model_not_found`, "The model `x` does not exist…"), whatever the status. */
+const MODEL_NOT_FOUND =
+  /model_not_found|\bmodel\b[^.]{0,80}\b(does not exist|not found|is not supported|unknown)|unknown model|invalid model/i;
+
+export type ServiceVerdict = "down" | "up" | "misconfigured" | "unknown";
+
+/**
+ * What a call's outcome says about the service: `down` (no answer, 5xx, 408, a timeout),
+ * `misconfigured` (401, 403, a 404 on the API path of `service` — see `NOT_FOUND_IS_CONFIGURATION`
+ * — or an unknown model), `up` (it answered, even with a refusal of this request: a 400 about its
+ * input such as context length exceeded, a 429), or `unknown` (an error that is not about the
+ * service at all). Reads thrown errors (their code, their cause's, an aggregate's), the OpenAI
+ * SDK's errors (`status`, `code`, `error`), an outbound attempt (`kind`, `status`, `response`), or
+ * a `{ status, message, cause }` result. Without `service`, a bare 404 is `up`.
+ */
+export function serviceVerdict(outcome: unknown, service?: OutsideService): ServiceVerdict {
   if (outcome === null || typeof outcome !== "object") return "unknown";
-  const o = outcome as { kind?: unknown; status?: unknown; code?: unknown; name?: unknown; cause?: unknown; errors?: unknown; message?: unknown };
+  const o = outcome as {
+    kind?: unknown;
+    status?: unknown;
+    code?: unknown;
+    name?: unknown;
+    cause?: unknown;
+    errors?: unknown;
+    message?: unknown;
+  };
   if (typeof o.kind === "string") {
     if (o.kind === "unreachable" || o.kind === "timeout" || o.kind === "server_error") return "down";
-    if (o.kind === "rejected" || o.kind === "throttled") return "up";
+    if (o.kind === "throttled") return "up";
   }
   if (typeof o.code === "string" && NETWORK_CODES.has(o.code)) return "down";
   if (typeof o.name === "string" && NETWORK_NAMES.has(o.name)) return "down";
-  if (typeof o.message === "string" && /socket hang up|connection closed before the response was complete/.test(o.message)) return "down";
-  if (typeof o.status === "number" && o.status > 0) return o.status >= 500 || o.status === 408 ? "down" : "up";
+  if (
+    typeof o.message === "string" &&
+    /socket hang up|connection closed before the response was complete/.test(o.message)
+  )
+    return "down";
+  if (typeof o.status === "number" && o.status > 0) return statusVerdict(o.status, answerText(outcome), service);
   for (const inner of [o.cause, ...(Array.isArray(o.errors) ? o.errors : [])]) {
-    if (inner !== undefined && inner !== outcome && serviceVerdict(inner) === "down") return "down";
+    if (inner === undefined || inner === outcome) continue;
+    const verdict = serviceVerdict(inner, service);
+    if (verdict === "down" || verdict === "misconfigured") return verdict;
   }
-  return "unknown";
+  return o.kind === "rejected" ? "up" : "unknown";
+}
+
+function statusVerdict(status: number, text: string, service: OutsideService | undefined): ServiceVerdict {
+  if (status >= 500 || status === 408) return "down";
+  if (status === 401 || status === 403) return "misconfigured";
+  // Any other 4xx is about the request (context length exceeded, content refused): the item's own.
+  if (status >= 400 && status < 500 && status !== 429 && MODEL_NOT_FOUND.test(text)) return "misconfigured";
+  if (status === 404 && service !== undefined && NOT_FOUND_IS_CONFIGURATION[service]) return "misconfigured";
+  return "up";
+}
+
+/** Everything an outcome says in words: its message, code, the body it carries, its cause's. */
+function answerText(outcome: unknown, depth = 0): string {
+  if (outcome === null || typeof outcome !== "object" || depth > 2) return "";
+  const o = outcome as {
+    message?: unknown;
+    code?: unknown;
+    error?: unknown;
+    response?: { body?: unknown };
+    cause?: unknown;
+  };
+  const parts: string[] = [];
+  if (typeof o.message === "string") parts.push(o.message);
+  if (typeof o.code === "string") parts.push(o.code);
+  if (o.error && typeof o.error === "object") parts.push(JSON.stringify(o.error));
+  if (typeof o.response?.body === "string") parts.push(o.response.body.slice(0, 2_000));
+  if (o.cause !== undefined && o.cause !== outcome) parts.push(answerText(o.cause, depth + 1));
+  return parts.join(" ");
+}
+
+/**
+ * The words of a misconfiguration as operators read them: the provider's own message, what was
+ * asked (the URL and model), never the key — OpenAI echoes a masked key ("Incorrect API key
+ * provided: sk-ab***yz"), and a key could come back in any provider's text.
+ */
+export function misconfigurationText(failure: unknown, target: string | undefined, apiKey: string | undefined): string {
+  const f = failure as { message?: unknown; status?: unknown; response?: { body?: unknown } } | null;
+  let words = describeOutcome(failure);
+  const body = typeof f?.response?.body === "string" ? f.response.body : "";
+  const own = (() => {
+    try {
+      const m = (JSON.parse(body) as { error?: { message?: unknown } } | null)?.error?.message;
+      return typeof m === "string" ? m : undefined;
+    } catch {
+      return undefined;
+    }
+  })();
+  if (own) words = typeof f?.status === "number" ? `HTTP ${f.status}: ${own}` : own;
+  else if (failure instanceof Error) words = describeError(failure);
+  if (apiKey) words = words.split(apiKey).join("[key]");
+  // A key ends where its sentence does: "provided: sk-ab***yz. You can find…" keeps its full stop.
+  const keyed = (match: string) => (match.endsWith(".") ? "[key]." : "[key]");
+  words = words
+    .replace(/\b(sk|pk|rk)-[A-Za-z0-9*_.-]{3,}/g, keyed)
+    .replace(
+      /(api key provided:)\s*(\S+)/gi,
+      (_m, lead: string, k: string) => `${lead} ${k === "[key]" || k === "[key]." ? k : keyed(k)}`,
+    );
+  return `misconfigured: ${words.slice(0, 300)}${target ? ` (${target})` : ""}`;
 }
 
 /** One service's breaker as the pages read it. */
@@ -144,6 +257,22 @@ export interface Breaker {
   guard<T>(service: OutsideService, fn: () => Promise<T>, options?: GuardOptions<T>): Promise<T>;
   /** Every service's breaker; rejects when Redis cannot be asked. */
   read(): Promise<BreakerReading[]>;
+  /**
+   * At a job's deadline: whether the services it has calls out to in this process are down — the
+   * breaker open or misconfigured, or the service silent with this job's calls among the
+   * unanswered (then the breaker opens now, one call being enough: the job's own call has waited
+   * past the threshold with no later call answered). A job's call younger than the threshold is
+   * waited for until it is judged — at most the threshold. The outage to wait for, or null.
+   */
+  downFor(jobId: string, services?: readonly OutsideService[]): Promise<OutsideServiceDown | null>;
+  /**
+   * A caller that waits for one answer at a time saw the service silent itself (an attempt with no
+   * answer at all within its own time limit, where an answer normally comes at once): the breaker
+   * opens as for silence, with `reason`; the outage to throw instead of the caller's failure.
+   */
+  markSilent(service: OutsideService, reason: string, since: Date): Promise<OutsideServiceDown>;
+  /** One silence check of `service` now (what the periodic check does), its reading; null without Redis. */
+  checkSilence(service: OutsideService, callsNeeded?: number): Promise<SilenceReading | null>;
 }
 
 type Reply = [decision: string, state: string, transition: string, waitMs: number, since: number, error: string];
@@ -162,12 +291,52 @@ export function createBreaker(options: BreakerOptions = {}): Breaker {
   const cooldownMs = options.cooldownMs ?? Math.max(COOLDOWN_FLOOR_MS, scaled(BREAKER_COOLDOWN_MS, timeScale));
   const redisTimeoutMs = options.redisTimeoutMs ?? 2_000;
   let failing = false;
+  const silence = silenceScript({ redis: client, timeScale, redisTimeoutMs, breakerKey });
+  let silenceFailing = false;
+  /** Registering calls fails open like the breaker: a call goes out whether or not Redis heard of it. */
+  const quietly = async (what: () => Promise<unknown>) => {
+    try {
+      await what();
+      silenceFailing = false;
+    } catch (err) {
+      if (!silenceFailing)
+        log.warn(
+          { error: describeError(err) },
+          "silence detection cannot reach Redis; calls go out unwatched until it can",
+        );
+      silenceFailing = true;
+    }
+  };
+  setSilenceRegistry({
+    start: async (call) => {
+      watch();
+      let at: number | undefined;
+      await quietly(async () => {
+        at = await silence.start(call);
+      });
+      return at;
+    },
+    finish: async (call, answered) => {
+      await quietly(() => silence.finish(call, answered));
+    },
+  });
 
   /** The only call site of breaker.lua. Fails open: without Redis the breaker lets every call go (the provider limit stops them anyway). */
-  async function script(service: OutsideService, mode: "admit" | "success" | "failure", caller: string, error = ""): Promise<Reply | null> {
+  async function script(
+    service: OutsideService,
+    mode: "admit" | "success" | "failure" | "silent" | "misconfigured",
+    caller: string,
+    error = "",
+    silentSince = 0,
+  ): Promise<Reply | null> {
     try {
       const reply = await withTimeout(
-        runLua<Reply>(client(), luaScript("breaker.lua"), [breakerKey(service)], [mode, threshold, windowMs, cooldownMs, cooldownMs, error.slice(0, 300), caller]),
+        runLua<Reply>(
+          client(),
+          luaScript("breaker.lua"),
+          [breakerKey(service)],
+          [mode, threshold, windowMs, cooldownMs, cooldownMs, error.slice(0, 400), caller, silentSince],
+        ),
         redisTimeoutMs,
       );
       failing = false;
@@ -175,7 +344,11 @@ export function createBreaker(options: BreakerOptions = {}): Breaker {
       if (transition) announce(service, transition as BreakerState, Number(since), String(err), Number(waitMs));
       return [String(decision), String(state), String(transition), Number(waitMs), Number(since), String(err)];
     } catch (err) {
-      if (!failing) log.warn({ service, error: describeError(err) }, "circuit breaker cannot reach Redis; calls go out unguarded until it can");
+      if (!failing)
+        log.warn(
+          { service, error: describeError(err) },
+          "circuit breaker cannot reach Redis; calls go out unguarded until it can",
+        );
       failing = true;
       return null;
     }
@@ -186,36 +359,90 @@ export function createBreaker(options: BreakerOptions = {}): Breaker {
     metrics.outsideServiceStateChanged({ service, state });
     const name = SERVICE_NAMES[service];
     const sinceIso = new Date(since).toISOString();
-    if (state === "open") log.error({ service, state, error, since: sinceIso, cooldownMs: unscaled(waitMs) }, `${name} is down since ${sinceIso} (${error}): circuit open, nothing is sent to it for ${formatDuration(unscaled(waitMs))}; jobs wait, nothing is failed for it`);
-    else if (state === "half_open") log.error({ service, state, error, since: sinceIso }, `${name} is down since ${sinceIso} (${error}): circuit half-open, one probe call goes out`);
-    else log.error({ service, state, error, since: sinceIso, downMs: Date.now() - since }, `${name} answers again: circuit closed after ${formatDuration(Date.now() - since)} down (since ${sinceIso}, ${error})`);
+    if (state === "open")
+      log.error(
+        { service, state, error, since: sinceIso, cooldownMs: unscaled(waitMs) },
+        `${name} is down since ${sinceIso} (${error}): circuit open, nothing is sent to it for ${formatDuration(unscaled(waitMs))}; jobs wait, nothing is failed for it`,
+      );
+    else if (state === "misconfigured")
+      log.error(
+        { service, state, error, since: sinceIso, cooldownMs: unscaled(waitMs) },
+        `${name} refuses our configuration since ${sinceIso} (${error}): circuit open as misconfigured, one probe every ${formatDuration(unscaled(waitMs))}; jobs wait, nothing is failed for it — fix the configuration and restart`,
+      );
+    else if (state === "half_open")
+      log.error(
+        { service, state, error, since: sinceIso },
+        `${name} is down since ${sinceIso} (${error}): circuit half-open, one probe call goes out`,
+      );
+    else
+      log.error(
+        { service, state, error, since: sinceIso, downMs: Date.now() - since },
+        `${name} answers again: circuit closed after ${formatDuration(Date.now() - since)} down (since ${sinceIso}, ${error})`,
+      );
   }
 
   const down = (service: OutsideService, reply: Reply) =>
     new OutsideServiceDown(service, Math.max(1, reply[3]), new Date(reply[4]), reply[5], SERVICE_NAMES[service]);
+  const isDown = (state: string | undefined) => state === "open" || state === "misconfigured";
 
-  async function guard<T>(service: OutsideService, fn: () => Promise<T>, guardOptions: GuardOptions<T> = {}): Promise<T> {
+  async function guard<T>(
+    service: OutsideService,
+    fn: () => Promise<T>,
+    guardOptions: GuardOptions<T> = {},
+  ): Promise<T> {
     const { signal, failureOf } = guardOptions;
     const caller = randomUUID();
     const admitted = await script(service, "admit", caller);
     if (admitted?.[0] === "wait") throw down(service, admitted);
+    // The transport registers the call as in flight when it sends it, and gives it the outage
+    // signal that the periodic check aborts when the breaker opens (lib/ratelimit/silence.ts).
+    const { call, result } = trackedCall(service, fn);
+    call.probe = admitted?.[0] === "probe";
+    mine.add(call);
+    void result.then(
+      () => mine.delete(call),
+      () => mine.delete(call),
+    );
+    const cut = (): OutsideServiceDown | null =>
+      call.outage.signal.aborted && !signal?.aborted ? (call.outage.signal.reason as OutsideServiceDown) : null;
 
     /** Records a failure; the signal to throw instead of it when the service is (now) down. */
     const failed = async (failure: unknown): Promise<OutsideServiceDown | null> => {
       if (signal?.aborted) return null;
-      const verdict = serviceVerdict(failure);
+      // Aborted because the breaker opened while it was out: the outage, never the item's failure.
+      const outage = cut();
+      if (outage) return outage;
+      const verdict = serviceVerdict(failure, service);
       if (verdict === "up") await script(service, "success", caller);
+      if (verdict === "misconfigured") {
+        const text = misconfigurationText(failure, call.target, service === "model" ? env().MODEL_API_KEY : undefined);
+        const reply = await script(service, "misconfigured", caller, text);
+        // Without Redis the breaker cannot open, but the answer is no less true of every call: the
+        // item still waits instead of failing.
+        return reply
+          ? down(service, reply)
+          : new OutsideServiceDown(service, cooldownMs, new Date(), text, SERVICE_NAMES[service]);
+      }
       if (verdict !== "down") return null;
-      const reply = await script(service, "failure", caller, describeError(failure instanceof Error ? failure : (failure as { cause?: unknown }).cause ?? describeOutcome(failure)));
-      return reply && reply[1] === "open" ? down(service, reply) : null;
+      const reply = await script(
+        service,
+        "failure",
+        caller,
+        describeError(
+          failure instanceof Error ? failure : ((failure as { cause?: unknown }).cause ?? describeOutcome(failure)),
+        ),
+      );
+      return reply && isDown(reply[1]) ? down(service, reply) : null;
     };
 
     let value: T;
     try {
-      value = await fn();
+      value = await result;
     } catch (err) {
       throw (await failed(err)) ?? err;
     }
+    // An answer that arrived is kept even when the breaker opened as it came: a paid submit the
+    // provider accepted, or a completion, is never thrown away (and never asked for twice).
     const failure = failureOf?.(value);
     if (failure === undefined) {
       await script(service, "success", caller);
@@ -226,6 +453,151 @@ export function createBreaker(options: BreakerOptions = {}): Breaker {
     return value;
   }
 
+  /**
+   * The periodic silence check of this process, while it has calls out: renews their
+   * registrations, checks each service it has calls out to, opens a silent one's breaker, and
+   * aborts its own calls to a service whose breaker is open or misconfigured (whoever opened it).
+   */
+  /** The calls guarded by this breaker that have not settled (one breaker per process, but tests make several). */
+  const mine = new Set<TrackedCall>();
+  let watchTimer: NodeJS.Timeout | undefined;
+  let lastRenewal = 0;
+  let ticking = false;
+  function watch(): void {
+    if (watchTimer) return;
+    watchTimer = setInterval(() => void tick(), silence.checkEveryMs);
+    watchTimer.unref();
+  }
+  async function tick(): Promise<void> {
+    if (ticking) return;
+    ticking = true;
+    try {
+      const out = [...mine].filter((c) => c.sentAt !== undefined);
+      if (out.length === 0) {
+        clearInterval(watchTimer);
+        watchTimer = undefined;
+        return;
+      }
+      const renew = Date.now() - lastRenewal > silence.leaseMs / 3;
+      for (const service of new Set(out.map((c) => c.service))) {
+        if (renew)
+          await quietly(() =>
+            silence.renew(
+              service,
+              out.filter((c) => c.service === service).map((c) => c.id),
+            ),
+          );
+        await checkService(service);
+      }
+      if (renew) lastRenewal = Date.now();
+    } finally {
+      ticking = false;
+    }
+  }
+
+  /** One check of `service`: its reading, after opening its breaker if silent and aborting this process's calls if down. */
+  async function checkService(
+    service: OutsideService,
+    callsNeeded?: number,
+  ): Promise<{ reading: SilenceReading; outage: OutsideServiceDown | null } | null> {
+    let reading: SilenceReading;
+    try {
+      reading = await silence.check(service, callsNeeded);
+    } catch (err) {
+      await quietly(() => Promise.reject(err));
+      return null;
+    }
+    let outage: OutsideServiceDown | null = null;
+    if (reading.silent && (reading.breakerState === "closed" || reading.breakerState === "half_open")) {
+      const reply = await script(service, "silent", "", silenceReason(reading, timeScale), reading.since);
+      if (reply && isDown(reply[1])) outage = down(service, reply);
+    } else if (isDown(reading.breakerState)) {
+      const h = await withTimeout(client().hgetall(breakerKey(service)), redisTimeoutMs).catch(() => null);
+      if (h && isDown(h.state))
+        outage = new OutsideServiceDown(
+          service,
+          Math.max(1, Number(h.until) - Date.now()),
+          new Date(Number(h.since)),
+          h.error ?? "",
+          SERVICE_NAMES[service],
+        );
+    }
+    // A probe is judged alone, whatever else the service answers meanwhile: past the threshold it
+    // failed. Still half-open, the breaker opens again; already closed (a later probe got through),
+    // the hung one was lost by the service during its outage and would never be answered — it is
+    // cut as the outage it belongs to, and its job goes on at once.
+    const now = Date.now();
+    const hungProbes = [...mine].filter(
+      (c) =>
+        c.service === service &&
+        c.probe &&
+        c.sentAt !== undefined &&
+        now - c.sentAt >= reading.thresholdMs &&
+        !c.outage.signal.aborted,
+    );
+    if (!outage && hungProbes.length > 0) {
+      if (reading.breakerState === "half_open") {
+        const reply = await script(
+          service,
+          "silent",
+          "",
+          `not answering: the probe call got no answer for ${formatDuration(unscaled(now - hungProbes[0]!.sentAt!, timeScale))}`,
+        );
+        if (reply && isDown(reply[1])) outage = down(service, reply);
+      } else if (reading.breakerState === "closed") {
+        for (const c of hungProbes)
+          c.outage.abort(
+            new OutsideServiceDown(
+              service,
+              1,
+              new Date(c.sentAt!),
+              "a probe call sent while it was down was never answered",
+              SERVICE_NAMES[service],
+            ),
+          );
+      }
+    }
+    if (outage) {
+      for (const c of mine) if (c.service === service && !c.outage.signal.aborted) c.outage.abort(outage);
+    }
+    return { reading, outage };
+  }
+
+  async function downFor(jobId: string, services: readonly OutsideService[] = []): Promise<OutsideServiceDown | null> {
+    const calling = new Set(callsOf(jobId).map((c) => c.service));
+    for (const service of calling) {
+      // A call of the job's younger than the threshold is not judged yet: silence or the long tail?
+      // Checked again each interval until its oldest call has waited the threshold (at most that long).
+      for (;;) {
+        const checked = await checkService(service, 1);
+        if (!checked) break;
+        if (checked.outage) return checked.outage;
+        const out = callsOf(jobId).filter((c) => c.service === service);
+        if (out.length === 0) break;
+        // The service answered a call sent after every one of this job's: it is alive, and a call of
+        // the job still out is its long tail — the deadline is the job's own, judged at once.
+        if (out.every((c) => c.registeredAt !== undefined && checked.reading.answeredSent >= c.registeredAt)) break;
+        const judgedAt = Math.min(...out.map((c) => c.sentAt)) + checked.reading.thresholdMs;
+        if (Date.now() >= judgedAt) break;
+        await new Promise((r) => setTimeout(r, Math.min(silence.checkEveryMs, judgedAt - Date.now() + 1)));
+      }
+    }
+    // Services it has no call out to (waiting for a provider slot that hung calls hold, say): their breaker alone.
+    for (const service of services) {
+      if (calling.has(service)) continue;
+      const h = await withTimeout(client().hgetall(breakerKey(service)), redisTimeoutMs);
+      if (isDown(h.state))
+        return new OutsideServiceDown(
+          service,
+          Math.max(1, Number(h.until) - Date.now()),
+          new Date(Number(h.since)),
+          h.error ?? "",
+          SERVICE_NAMES[service],
+        );
+    }
+    return null;
+  }
+
   async function read(): Promise<BreakerReading[]> {
     const c = client();
     return Promise.all(
@@ -233,21 +605,50 @@ export function createBreaker(options: BreakerOptions = {}): Breaker {
         const h = await withTimeout(c.hgetall(breakerKey(service)), redisTimeoutMs);
         const state = (h.state ?? "closed") as BreakerState;
         if (state === "closed") return { service, state, since: null, error: null, probeAt: null };
-        return { service, state, since: new Date(Number(h.since)), error: h.error ?? null, probeAt: state === "open" ? new Date(Number(h.until)) : null };
+        return {
+          service,
+          state,
+          since: new Date(Number(h.since)),
+          error: h.error ?? null,
+          probeAt: isDown(state) ? new Date(Number(h.until)) : null,
+        };
       }),
     );
   }
 
-  return { guard, read };
+  async function markSilent(service: OutsideService, reason: string, since: Date): Promise<OutsideServiceDown> {
+    const reply = await script(service, "silent", "", `not answering: ${reason}`, since.getTime());
+    if (reply && isDown(reply[1])) return down(service, reply);
+    return new OutsideServiceDown(service, cooldownMs, since, `not answering: ${reason}`, SERVICE_NAMES[service]);
+  }
+
+  return {
+    guard,
+    read,
+    downFor,
+    markSilent,
+    checkSilence: async (service, callsNeeded) => (await checkService(service, callsNeeded))?.reading ?? null,
+  };
+}
+
+/** "not answering: 12 calls in flight, none answered for 3 min" — what the silence check saw, in production time. */
+export function silenceReason(reading: SilenceReading, timeScale: number): string {
+  const calls = `${reading.inFlight} call${reading.inFlight === 1 ? "" : "s"} in flight`;
+  const limit = `its normal slowest answer is ${formatDuration(unscaled(reading.thresholdMs, timeScale))}${reading.measured ? "" : " (not yet measured: the default)"}`;
+  return `not answering: ${calls}, none answered for ${formatDuration(unscaled(reading.quietMs, timeScale))} (${limit})`;
 }
 
 /** The failure that opened a breaker in a few words: "connection refused", "HTTP 503", else its own text. */
 export function outageCause(error: string | null): string {
   if (!error) return "no answer";
+  // Silence and misconfiguration carry their own words (the counts; the provider's message, URL and model).
+  if (/^not answering:/.test(error)) return error;
+  if (/^misconfigured: /.test(error)) return `it refuses our configuration — ${error.slice("misconfigured: ".length)}`;
   if (/ECONNREFUSED/.test(error)) return "connection refused";
   if (/ECONNRESET|socket hang up|connection closed before/.test(error)) return "connection reset";
   if (/ENOTFOUND|EAI_AGAIN/.test(error)) return "its address could not be resolved (DNS)";
-  if (/ETIMEDOUT|TimeoutError|timed out|no answer within|APIConnectionTimeoutError/i.test(error)) return "no answer in time";
+  if (/ETIMEDOUT|TimeoutError|timed out|no answer within|APIConnectionTimeoutError/i.test(error))
+    return "no answer in time";
   const status = /HTTP (\d{3})/.exec(error)?.[1];
   if (status) return `HTTP ${status}`;
   return error.length > 120 ? `${error.slice(0, 119)}…` : error;

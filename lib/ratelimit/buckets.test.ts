@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { isControlSignal } from "@/lib/jobs/errors";
+import { isControlSignal } from "@/lib/core/signals";
 import { BUCKETS, FAMILIES, bucketRate, parseScope, scopeOf, toProductionMs } from "./buckets";
 import { RateLimitCapExceeded, RateLimitDefer } from "./errors";
 
@@ -39,7 +39,11 @@ describe("limiter errors", () => {
   });
 
   it("RateLimitCapExceeded rounds Retry-After up to whole seconds, at least 1", () => {
-    expect(new RateLimitCapExceeded(58_001, "statistics:acme")).toMatchObject({ name: "RateLimitCapExceeded", waitMs: 58_001, retryAfterSeconds: 59 });
+    expect(new RateLimitCapExceeded(58_001, "statistics:acme")).toMatchObject({
+      name: "RateLimitCapExceeded",
+      waitMs: 58_001,
+      retryAfterSeconds: 59,
+    });
     expect(new RateLimitCapExceeded(3, "ads:acme").retryAfterSeconds).toBe(1);
   });
 });

@@ -1,5 +1,5 @@
 import { env, type Env } from "@/lib/env";
-import type { Provider } from "@/lib/queues/catalog";
+import type { Provider } from "@/lib/catalog/catalog";
 import { scaled } from "@/lib/time";
 
 /**
@@ -51,7 +51,8 @@ const TENANT = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/;
 
 /** The rate-limit scope of one tenant's calls to one endpoint family: `"statistics:acme"`. */
 export function scopeOf(family: Family, tenantSlug: string): string {
-  if (!TENANT.test(tenantSlug)) throw new RangeError(`not a tenant slug usable in a rate-limit scope: ${JSON.stringify(tenantSlug)}`);
+  if (!TENANT.test(tenantSlug))
+    throw new RangeError(`not a tenant slug usable in a rate-limit scope: ${JSON.stringify(tenantSlug)}`);
   return `${family}:${tenantSlug}`;
 }
 
@@ -101,7 +102,10 @@ export function providerLimits(provider: LimitedProvider, e: Env = env()): Provi
  * granted apart but reach it together (a slow TLS handshake, a busy event loop), where the
  * marketplace's buckets need a per-token margin because their burst is one or a few tokens.
  */
-export function providerBucketSpec(provider: LimitedProvider, limits: ProviderLimits = providerLimits(provider)): BucketSpec {
+export function providerBucketSpec(
+  provider: LimitedProvider,
+  limits: ProviderLimits = providerLimits(provider),
+): BucketSpec {
   return {
     capacity: Math.max(1, Math.ceil(limits.rps / 2)),
     refillPerWindow: limits.rps,

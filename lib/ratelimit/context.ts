@@ -27,7 +27,8 @@ const storage = new AsyncLocalStorage<DeferralContext>();
  * @param thresholdMs - real milliseconds (already time-scaled), e.g. `deferThresholdMs()`.
  */
 export function runWithRateLimitDeferral<T>(thresholdMs: number, fn: () => Promise<T>): Promise<T> {
-  if (!Number.isFinite(thresholdMs) || thresholdMs < 0) throw new RangeError(`deferral threshold must be a non-negative number of ms, got ${thresholdMs}`);
+  if (!Number.isFinite(thresholdMs) || thresholdMs < 0)
+    throw new RangeError(`deferral threshold must be a non-negative number of ms, got ${thresholdMs}`);
   return storage.run({ thresholdMs }, fn);
 }
 
@@ -46,7 +47,8 @@ const tenants = new AsyncLocalStorage<string>();
  * @param tenantId - a tenant id or slug; never contains `|` (the holder ids' separator).
  */
 export function runAsTenant<T>(tenantId: string, fn: () => Promise<T>): Promise<T> {
-  if (tenantId === "" || tenantId.includes("|")) throw new RangeError(`a tenant id is not empty and has no "|", got ${JSON.stringify(tenantId)}`);
+  if (tenantId === "" || tenantId.includes("|"))
+    throw new RangeError(`a tenant id is not empty and has no "|", got ${JSON.stringify(tenantId)}`);
   return tenants.run(tenantId, fn);
 }
 

@@ -9,7 +9,7 @@ import { formatDuration, formatWaitSeconds } from "@/lib/format/duration";
  * A control signal, never an item failure: inside a job, the scope's next token is further away
  * than the job's deferral threshold, so the job should give its worker slot back and come back
  * in `waitMs`. The processor wrapper turns it into `job.moveToDelayed(now + waitMs)` +
- * `DelayedError` (no retry attempt spent). `isControlSignal` (lib/jobs/errors.ts) recognises it,
+ * `DelayedError` (no retry attempt spent). `isControlSignal` (lib/core/signals.ts) recognises it,
  * so per-item loops and client retry policies let it through untouched.
  */
 export class RateLimitDefer extends Error {
@@ -75,7 +75,9 @@ export class OutsideServiceDown extends Error {
     /** What a person calls the service ("the model service"). */
     readonly serviceName: string = service,
   ) {
-    super(`${serviceName.charAt(0).toUpperCase()}${serviceName.slice(1)} is down since ${since.toISOString()} (${error}); nothing is sent to it until it answers again.`);
+    super(
+      `${serviceName.charAt(0).toUpperCase()}${serviceName.slice(1)} is down since ${since.toISOString()} (${error}); nothing is sent to it until it answers again.`,
+    );
     this.retryAfterSeconds = Math.max(1, Math.ceil(waitMs / 1000));
   }
 }

@@ -111,7 +111,9 @@ describe("the token-bucket script (tryAcquire)", () => {
     expect(pttl).toBeLessThanOrEqual(61_000); // the time to refill a whole bucket + 1 s
     // The clock is Redis's: the stored time is within Redis TIME of now.
     const [seconds] = await connection.time();
-    expect(Math.abs(Number(await connection.hget(bucketKey(scope), "ts")) - Number(seconds) * 1000)).toBeLessThan(2_000);
+    expect(Math.abs(Number(await connection.hget(bucketKey(scope), "ts")) - Number(seconds) * 1000)).toBeLessThan(
+      2_000,
+    );
   });
 
   it("loads the script with EVAL when Redis has forgotten it (NOSCRIPT)", async () => {
@@ -123,7 +125,13 @@ describe("the token-bucket script (tryAcquire)", () => {
 describe("peekBucket", () => {
   it("reads without writing: an unused scope stays absent, a used one shows tokens and the next token", async () => {
     const unused = fresh("statistics");
-    expect(await production.peekBucket(unused)).toMatchObject({ tokens: 1, nextTokenInMs: 0, fullInMs: 0, active: false, family: "statistics" });
+    expect(await production.peekBucket(unused)).toMatchObject({
+      tokens: 1,
+      nextTokenInMs: 0,
+      fullInMs: 0,
+      active: false,
+      family: "statistics",
+    });
     expect(await connection.exists(bucketKey(unused))).toBe(0);
 
     const used = fresh("statistics");
@@ -155,7 +163,14 @@ async function closedPort(): Promise<number> {
 
 describe("tryAcquire never throws for Redis trouble", () => {
   it("Redis unreachable: not acquired, retry in REDIS_ERROR_RETRY_MS (scaled)", async () => {
-    const dead = new Redis({ host: "127.0.0.1", port: await closedPort(), maxRetriesPerRequest: 0, enableOfflineQueue: false, lazyConnect: true, retryStrategy: () => null });
+    const dead = new Redis({
+      host: "127.0.0.1",
+      port: await closedPort(),
+      maxRetriesPerRequest: 0,
+      enableOfflineQueue: false,
+      lazyConnect: true,
+      retryStrategy: () => null,
+    });
     dead.on("error", () => {});
     const limiter = createLimiter({ redis: dead, timeScale: 0.01 });
     expect(await limiter.tryAcquire(scopeOf("orders", "acme"))).toEqual({ acquired: false, waitMs: 10 });
@@ -167,7 +182,12 @@ describe("tryAcquire never throws for Redis trouble", () => {
     const sockets: net.Socket[] = [];
     const silent = net.createServer((socket) => sockets.push(socket));
     await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
-    const client = new Redis({ host: "127.0.0.1", port: (silent.address() as net.AddressInfo).port, maxRetriesPerRequest: 1, lazyConnect: true });
+    const client = new Redis({
+      host: "127.0.0.1",
+      port: (silent.address() as net.AddressInfo).port,
+      maxRetriesPerRequest: 1,
+      lazyConnect: true,
+    });
     client.on("error", () => {});
     const limiter = createLimiter({ redis: client, timeScale: 0.01, redisTimeoutMs: 100 });
     expect(await limiter.tryAcquire(scopeOf("orders", "acme"))).toEqual({ acquired: false, waitMs: 10 });

@@ -1,5 +1,5 @@
 import { env } from "@/lib/env";
-import { describeError } from "@/lib/http/describe";
+import { describeError } from "@/lib/format/describe";
 import { logger } from "@/lib/log";
 import { key, redis, scanKeys, type RedisClient } from "@/lib/redis/client";
 import { scaled, sleep } from "@/lib/time";
@@ -170,15 +170,28 @@ export function createLimiter(options: LimiterOptions = {}): Limiter {
       return { family: "provider", tenant: provider, spec: providerBucketSpec(provider, limits), marginMs: 0 };
     }
     const parsed = parseScope(scope);
-    if (!parsed) throw new RangeError(`not a rate-limit scope (family:tenant with a known family, or provider:<name>): ${JSON.stringify(scope)}`);
+    if (!parsed)
+      throw new RangeError(
+        `not a rate-limit scope (family:tenant with a known family, or provider:<name>): ${JSON.stringify(scope)}`,
+      );
     return { ...parsed, marginMs };
   }
   const rateOf = (resolved: ResolvedScope) => bucketRate(resolved.spec, timeScale, resolved.marginMs);
 
   /** The only call site of the token-bucket script: EVALSHA, EVAL when Redis does not know it yet. */
-  async function runScript(scope: string, capacity: number, refillPerMs: number, cost: number): Promise<[number, number, string]> {
+  async function runScript(
+    scope: string,
+    capacity: number,
+    refillPerMs: number,
+    cost: number,
+  ): Promise<[number, number, string]> {
     const ttlMs = Math.ceil(capacity / refillPerMs) + 1_000;
-    return runLua<[number, number, string]>(client(), luaScript("token-bucket.lua"), [bucketKey(scope)], [capacity, refillPerMs, cost, ttlMs]);
+    return runLua<[number, number, string]>(
+      client(),
+      luaScript("token-bucket.lua"),
+      [bucketKey(scope)],
+      [capacity, refillPerMs, cost, ttlMs],
+    );
   }
 
   async function tryAcquire(scope: string, cost = 1): Promise<TryAcquireResult> {
@@ -193,7 +206,11 @@ export function createLimiter(options: LimiterOptions = {}): Limiter {
       reply = await withTimeout(runScript(scope, capacity, refillPerMs, cost), redisTimeoutMs);
     } catch (err) {
       // Logged once per outage, not once per call: every waiting job asks again every second.
-      if (!failing) log.error({ scope, error: describeError(err), retryInMs: errorRetryMs }, "rate limiter cannot reach Redis; refusing tokens until it can");
+      if (!failing)
+        log.error(
+          { scope, error: describeError(err), retryInMs: errorRetryMs },
+          "rate limiter cannot reach Redis; refusing tokens until it can",
+        );
       failing = true;
       return { acquired: false, waitMs: errorRetryMs };
     }
@@ -210,7 +227,11 @@ export function createLimiter(options: LimiterOptions = {}): Limiter {
       signal?.throwIfAborted();
       const result = await tryAcquire(scope, cost);
       if (result.acquired) return { waitedMs: Math.round(waitedMs), attempts };
-      waitedMs += await waitForRateLimit(scope, result.waitMs, { waitedMs, signal, maxWaitMs: acquireOptions.maxWaitMs ?? maxWaitMs(timeScale) });
+      waitedMs += await waitForRateLimit(scope, result.waitMs, {
+        waitedMs,
+        signal,
+        maxWaitMs: acquireOptions.maxWaitMs ?? maxWaitMs(timeScale),
+      });
     }
   }
 
@@ -218,11 +239,16 @@ export function createLimiter(options: LimiterOptions = {}): Limiter {
     const resolved = specOf(scope);
     const { family, tenant } = resolved;
     const { capacity, refillPerMs } = rateOf(resolved);
-    const [state, time] = await withTimeout(Promise.all([client().hmget(bucketKey(scope), "tokens", "ts"), client().time()]), redisTimeoutMs);
+    const [state, time] = await withTimeout(
+      Promise.all([client().hmget(bucketKey(scope), "tokens", "ts"), client().time()]),
+      redisTimeoutMs,
+    );
     const now = Number(time[0]) * 1000 + Number(time[1]) / 1000;
     const [storedTokens, storedTs] = state;
     const active = storedTokens != null && storedTs != null;
-    const tokens = active ? Math.min(capacity, Number(storedTokens) + Math.max(0, now - Number(storedTs)) * refillPerMs) : capacity;
+    const tokens = active
+      ? Math.min(capacity, Number(storedTokens) + Math.max(0, now - Number(storedTs)) * refillPerMs)
+      : capacity;
     return {
       scope,
       family,

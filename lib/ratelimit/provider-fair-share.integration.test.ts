@@ -5,12 +5,25 @@ import { waitFor } from "@/test/helpers/wait";
 import { providerScope } from "./buckets";
 import { runAsTenant } from "./context";
 import { bucketKey } from "./limiter";
-import { ANONYMOUS_TENANT, createProviderLimiter, providerSlotsKey, providerWaitersKey, providerWaitsKey, type ProviderLimiter, type ProviderLimiterOptions } from "./provider";
+import {
+  ANONYMOUS_TENANT,
+  createProviderLimiter,
+  providerSlotsKey,
+  providerWaitersKey,
+  providerWaitsKey,
+  type ProviderLimiter,
+  type ProviderLimiterOptions,
+} from "./provider";
 
 // The fair share of provider-slots.lua against the real Redis: whoever asks first after a release
 // must not decide who gets the slot.
 const connection = createRedis("producer", { enableOfflineQueue: true });
-const keys = [providerSlotsKey("model"), providerWaitersKey("model"), bucketKey(providerScope("model")), providerWaitsKey("model")];
+const keys = [
+  providerSlotsKey("model"),
+  providerWaitersKey("model"),
+  bucketKey(providerScope("model")),
+  providerWaitsKey("model"),
+];
 
 beforeEach(async () => {
   await connection.del(...keys);
@@ -29,7 +42,13 @@ afterAll(async () => {
 
 /** Production time, a generous request rate (only the slots limit here): the numbers below are real milliseconds. */
 function limiterWith(concurrency: number, options: ProviderLimiterOptions = {}): ProviderLimiter {
-  return createProviderLimiter({ redis: connection, timeScale: 1, pollMs: 5, limits: { model: { concurrency, rps: 100_000 } }, ...options });
+  return createProviderLimiter({
+    redis: connection,
+    timeScale: 1,
+    pollMs: 5,
+    limits: { model: { concurrency, rps: 100_000 } },
+    ...options,
+  });
 }
 
 /** Every `heldCalls` of the running test, ended after it. */
@@ -90,7 +109,10 @@ describe("provider slots: a fair share per tenant (real Redis)", () => {
     await waitFor(() => started.length === C, { what: "A to hold every slot", timeoutMs: 5_000 });
     big.start("tenant-a", 12);
     small.start("tenant-b", 3);
-    await waitFor(async () => (await waitingTenants()).includes("tenant-b"), { what: "B to be recorded as waiting", timeoutMs: 5_000 });
+    await waitFor(async () => (await waitingTenants()).includes("tenant-b"), {
+      what: "B to be recorded as waiting",
+      timeoutMs: 5_000,
+    });
 
     // Four rounds: A ends one call; the freed slot goes to B until B holds its share (⌈4 / 2⌉ = 2),
     // then back to A, whose waiters are then the only ones below their share.
@@ -100,7 +122,7 @@ describe("provider slots: a fair share per tenant (real Redis)", () => {
       big.finishOne("tenant-a");
       await waitFor(() => started.length > before, { what: `round ${round}'s slot to be taken`, timeoutMs: 5_000 });
       takers.push(started.at(-1)!);
-      // Let the pollers ask a few more times: a slot that is not free is taken by nobody.
+      // An absence, so a clock: the pollers ask a few more times, and a slot that is not free is taken by nobody.
       await delay(20);
       expect(started.length).toBe(before + 1);
     }
@@ -111,8 +133,6 @@ describe("provider slots: a fair share per tenant (real Redis)", () => {
     small.finishOne("tenant-b");
     await waitFor(() => started.length > before, { what: "the freed slot to be taken", timeoutMs: 5_000 });
     expect(started.slice(before)).toEqual(["tenant-b"]);
-
-
   });
 
   it("two busy tenants converge to equal shares, however many more waiting calls one of them has", async () => {
@@ -120,12 +140,21 @@ describe("provider slots: a fair share per tenant (real Redis)", () => {
     const limiter = limiterWith(C);
     const until = performance.now() + 1_500;
     const busy = async (tenant: string) => {
-      while (performance.now() < until) await limiter.withSlot("model", () => delay(5 + Math.random() * 10), { tenant, maxWaitMs: 60_000 });
+      while (performance.now() < until)
+        await limiter.withSlot("model", () => delay(5 + Math.random() * 10), { tenant, maxWaitMs: 60_000 });
     };
-    // A starts first with three times B's callers and fills every slot; B joins 100 ms later.
+    // A starts first with three times B's callers and fills every slot; B joins then.
     const running = Array.from({ length: 24 }, () => busy("tenant-a"));
-    await delay(100);
+    await waitFor(async () => (await limiter.peek("model")).inFlightByTenant["tenant-a"] === C, {
+      what: "A to fill every slot",
+      timeoutMs: 5_000,
+    });
     running.push(...Array.from({ length: 8 }, () => busy("tenant-b")));
+    await waitFor(async () => ((await limiter.peek("model")).inFlightByTenant["tenant-b"] ?? 0) > 0, {
+      what: "B to get a slot",
+      timeoutMs: 5_000,
+    });
+    // Elapsed time is the input: the shares are sampled once the pollers have had 400 ms to converge.
     await delay(400);
 
     const samples: { a: number; b: number }[] = [];
@@ -163,11 +192,15 @@ describe("provider slots: a fair share per tenant (real Redis)", () => {
     let max = 0;
     await Promise.all(
       Array.from({ length: 20 }, () =>
-        limiter.withSlot("model", async () => {
-          max = Math.max(max, ++now);
-          await delay(5);
-          now--;
-        }, { tenant: "tenant-a" }),
+        limiter.withSlot(
+          "model",
+          async () => {
+            max = Math.max(max, ++now);
+            await delay(5);
+            now--;
+          },
+          { tenant: "tenant-a" },
+        ),
       ),
     );
     expect(max).toBe(C);
@@ -175,15 +208,26 @@ describe("provider slots: a fair share per tenant (real Redis)", () => {
 
   it("a call names its tenant by option, else by runAsTenant, else it counts as the anonymous tenant", async () => {
     const limiter = limiterWith(4);
-    const hold = () => new Promise<void>((resolve) => setTimeout(resolve, 500));
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const hold = () => released;
     const running = [
       limiter.withSlot("model", hold, { tenant: "by-option" }),
       runAsTenant("by-context", () => limiter.withSlot("model", hold)),
       runAsTenant("by-context", () => limiter.withSlot("model", hold, { tenant: "option-wins" })),
       limiter.withSlot("model", hold),
     ];
-    await waitFor(async () => (await limiter.peek("model")).inFlight === 4, { what: "four calls in flight", timeoutMs: 5_000 });
-    expect((await limiter.peek("model")).inFlightByTenant).toEqual({ "by-option": 1, "by-context": 1, "option-wins": 1, [ANONYMOUS_TENANT]: 1 });
+    await waitFor(async () => (await limiter.peek("model")).inFlight === 4, {
+      what: "four calls in flight",
+      timeoutMs: 5_000,
+    });
+    expect((await limiter.peek("model")).inFlightByTenant).toEqual({
+      "by-option": 1,
+      "by-context": 1,
+      "option-wins": 1,
+      [ANONYMOUS_TENANT]: 1,
+    });
+    release();
     await Promise.all(running);
     await expect(limiter.withSlot("model", async () => 1, { tenant: "a|b" })).rejects.toBeInstanceOf(RangeError);
   });

@@ -5,11 +5,24 @@ import { providerScope, type LimitedProvider } from "./buckets";
 import { runWithRateLimitDeferral } from "./context";
 import { RateLimitCapExceeded, RateLimitDefer } from "./errors";
 import { bucketKey } from "./limiter";
-import { createProviderLimiter, providerSlotsKey, providerWaitersKey, providerWaitsKey, readProviderStates, type ProviderLimiterOptions } from "./provider";
+import {
+  createProviderLimiter,
+  providerSlotsKey,
+  providerWaitersKey,
+  providerWaitsKey,
+  readProviderStates,
+  type ProviderLimiterOptions,
+} from "./provider";
+import { waitFor } from "@/test/helpers/wait";
 
 const connection = createRedis("producer", { enableOfflineQueue: true });
 const PROVIDERS: LimitedProvider[] = ["model", "ocr"];
-const keys = PROVIDERS.flatMap((p) => [providerSlotsKey(p), providerWaitersKey(p), bucketKey(providerScope(p)), providerWaitsKey(p)]);
+const keys = PROVIDERS.flatMap((p) => [
+  providerSlotsKey(p),
+  providerWaitersKey(p),
+  bucketKey(providerScope(p)),
+  providerWaitsKey(p),
+]);
 
 // One provider key per provider under this run's prefix: every test starts from an idle provider.
 beforeEach(async () => {
@@ -24,7 +37,13 @@ afterAll(async () => {
 
 /** Production time, limits given here, a fast poll: the numbers below are real milliseconds. */
 function limiterWith(concurrency: number, rps: number, options: ProviderLimiterOptions = {}) {
-  return createProviderLimiter({ redis: connection, timeScale: 1, pollMs: 5, limits: { model: { concurrency, rps } }, ...options });
+  return createProviderLimiter({
+    redis: connection,
+    timeScale: 1,
+    pollMs: 5,
+    limits: { model: { concurrency, rps } },
+    ...options,
+  });
 }
 
 /** Runs `fn` and reports the most calls inside it at once. */
@@ -49,7 +68,9 @@ describe("withProviderSlot (real Redis)", () => {
   it("never more than C calls in flight under many concurrent callers, and every caller gets its turn", async () => {
     const limiter = limiterWith(5, 100_000);
     const probe = concurrencyProbe();
-    const results = await Promise.all(Array.from({ length: 100 }, (_, i) => limiter.withSlot("model", () => probe.run(2 + (i % 7)).then(() => i))));
+    const results = await Promise.all(
+      Array.from({ length: 100 }, (_, i) => limiter.withSlot("model", () => probe.run(2 + (i % 7)).then(() => i))),
+    );
     expect(results).toHaveLength(100);
     expect(probe.max()).toBe(5);
     expect((await limiter.peek("model")).inFlight).toBe(0);
@@ -66,7 +87,13 @@ describe("withProviderSlot (real Redis)", () => {
     crashedConnection.disconnect();
 
     let ranAt = 0;
-    await live.withSlot("model", async () => void (ranAt = performance.now()), { maxWaitMs: 5_000 });
+    await live.withSlot(
+      "model",
+      async () => {
+        ranAt = performance.now();
+      },
+      { maxWaitMs: 5_000 },
+    );
     // Not before the lease (400 ms from the last renewal, at most ~133 ms before the crash).
     expect(ranAt - diedAt).toBeGreaterThan(400 - 140);
     expect(ranAt - diedAt).toBeLessThan(2_000);
@@ -90,7 +117,11 @@ describe("withProviderSlot (real Redis)", () => {
     const limiter = limiterWith(4, 0.1);
     await limiter.withSlot("model", async () => {});
     let ran = false;
-    const deferred = runWithRateLimitDeferral(50, () => limiter.withSlot("model", async () => void (ran = true)));
+    const deferred = runWithRateLimitDeferral(50, () =>
+      limiter.withSlot("model", async () => {
+        ran = true;
+      }),
+    );
     const err = await deferred.catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RateLimitDefer);
     expect((err as RateLimitDefer).scope).toBe("provider:model");
@@ -108,7 +139,9 @@ describe("withProviderSlot (real Redis)", () => {
     const holder = limiter.withSlot("model", () => new Promise<void>((resolve) => (release = resolve)));
     await expect.poll(async () => (await limiter.peek("model")).inFlight).toBe(1);
     const started = performance.now();
-    await expect(runWithRateLimitDeferral(100, () => limiter.withSlot("model", async () => {}))).rejects.toBeInstanceOf(RateLimitDefer);
+    await expect(runWithRateLimitDeferral(100, () => limiter.withSlot("model", async () => {}))).rejects.toBeInstanceOf(
+      RateLimitDefer,
+    );
     // The short part of the wait was slept first, as the reschedule rule says.
     expect(performance.now() - started).toBeGreaterThan(50);
     release();
@@ -123,7 +156,12 @@ describe("withProviderSlot (real Redis)", () => {
     const reason = new Error("deadline");
     const controller = new AbortController();
     const waiting = limiter.withSlot("model", async () => {}, { signal: controller.signal });
-    setTimeout(() => controller.abort(reason), 30);
+    // Aborted once the call waits for the slot (it is among the waiters), not before it asked.
+    await waitFor(async () => (await connection.zcard(providerWaitersKey("model"))) > 0, {
+      what: "the second call to wait for the slot",
+      timeoutMs: 5_000,
+    });
+    controller.abort(reason);
     await expect(waiting).rejects.toBe(reason);
     release();
     await holder;
@@ -136,7 +174,15 @@ describe("withProviderSlot (real Redis)", () => {
     await expect.poll(async () => (await limiter.peek("model")).inFlight).toBe(1);
     const states = await readProviderStates(limiter);
     expect(states?.map((s) => s.provider)).toEqual(["model", "ocr"]);
-    expect(states?.[0]).toMatchObject({ provider: "model", inFlight: 1, concurrency: 3, capacity: 5, rps: 10, waits: 0, gaveUp: 0 });
+    expect(states?.[0]).toMatchObject({
+      provider: "model",
+      inFlight: 1,
+      concurrency: 3,
+      capacity: 5,
+      rps: 10,
+      waits: 0,
+      gaveUp: 0,
+    });
     expect(states?.[0]?.tokens).toBeGreaterThanOrEqual(4);
     expect(states?.[0]?.tokens).toBeLessThan(5);
     release();
@@ -149,9 +195,12 @@ describe("withProviderSlot (real Redis)", () => {
     const limiter = limiterWith(1_000, rps);
     const starts: number[] = [];
     const t0 = performance.now();
-    await Promise.all(Array.from({ length: 80 }, () => limiter.withSlot("model", async () => void starts.push(performance.now() - t0))));
+    await Promise.all(
+      Array.from({ length: 80 }, () => limiter.withSlot("model", async () => void starts.push(performance.now() - t0))),
+    );
     starts.sort((a, b) => a - b);
-    for (let k = burst; k < starts.length; k++) expect(starts[k]!).toBeGreaterThanOrEqual(((k + 1 - burst) / rps) * 1_000 - 5);
+    for (let k = burst; k < starts.length; k++)
+      expect(starts[k]!).toBeGreaterThanOrEqual(((k + 1 - burst) / rps) * 1_000 - 5);
     // The waits are counted where the page reads them. How many calls found the bucket empty
     // depends on how fast this machine asked, so only that some did (the burst ran out) is certain.
     const state = await limiter.peek("model");

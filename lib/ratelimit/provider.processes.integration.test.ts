@@ -33,11 +33,14 @@ async function countingServer() {
     if ([...perProcess.values()].filter((n) => n > 0).length >= 2) bothAtOnce = true;
     req.resume();
     // Counted down when the answer is sent: before the caller reads it and gives its slot back.
-    setTimeout(() => {
-      now--;
-      perProcess.set(pid, perProcess.get(pid)! - 1);
-      res.end("ok");
-    }, 3 + Math.random() * 12);
+    setTimeout(
+      () => {
+        now--;
+        perProcess.set(pid, perProcess.get(pid)! - 1);
+        res.end("ok");
+      },
+      3 + Math.random() * 12,
+    );
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;

@@ -1,17 +1,33 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import { env } from "@/lib/env";
-import { describeError } from "@/lib/http/describe";
+import { describeError } from "@/lib/format/describe";
 import { logger } from "@/lib/log";
 import { metrics } from "@/lib/metrics/metrics";
 import { key, redis, type RedisClient } from "@/lib/redis/client";
 import { scaled } from "@/lib/time";
-import { LIMITED_PROVIDERS, providerBucketSpec, providerLimits, providerScope, toProductionMs, type LimitedProvider, type ProviderLimits } from "./buckets";
+import {
+  LIMITED_PROVIDERS,
+  providerBucketSpec,
+  providerLimits,
+  providerScope,
+  toProductionMs,
+  type LimitedProvider,
+  type ProviderLimits,
+} from "./buckets";
 import { currentTenant } from "./context";
 import { breakers, type Breaker, type GuardOptions } from "./breaker";
 import { isRateLimitCapExceeded, isRateLimitDefer } from "./errors";
 import { createLimiter, maxWaitMs, REDIS_ERROR_RETRY_MS, waitForRateLimit, type Limiter } from "./limiter";
 import { luaScript, runLua, withTimeout } from "./scripts";
+import { pauseOf429, readAnnouncedLimits, type HeaderLookup } from "./provider-headers";
+import {
+  createProviderTokens,
+  type ProviderTokens,
+  type ProviderTokensState,
+  type TokenRequest,
+  type TokenReservation,
+} from "./provider-tokens";
 
 const log = logger("ratelimit.provider");
 
@@ -85,6 +101,32 @@ export interface ProviderSlotOptions {
    * @defaultValue `currentTenant()` (the job's tenant inside a worker run), else `ANONYMOUS_TENANT`
    */
   tenant?: string;
+  /**
+   * The call's tokens (prompt counted, max tokens if any): reserved from the provider's tokens per
+   * minute before `fn` runs, settled by `ProviderCall.observe` after (./provider-tokens.ts).
+   * @defaultValue none: the call takes no tokens (an OCR call)
+   */
+  tokens?: TokenRequest;
+}
+
+/** What a call running in a slot tells the limiter about the provider's answer. */
+export interface ProviderAnswer {
+  /** The HTTP status, when an answer came. */
+  status?: number;
+  /** The answer's headers: its rate-limit headers keep the limits current, a 429's wait pauses the provider. */
+  header?: HeaderLookup;
+  /** Tokens the answer used (`usage`), when it said. */
+  usage?: { input: number; output: number };
+}
+
+/** Handed to the function run in a slot. */
+export interface ProviderCall {
+  /**
+   * Settles the call's token reservation with the answer's usage (what is not known is given back,
+   * the prompt kept), learns the limits its headers announce, and pauses the provider for every
+   * process when it is a 429 that names a wait. Once per call; never throws.
+   */
+  observe(answer: ProviderAnswer): Promise<void>;
 }
 
 export interface ProviderLimiterOptions {
@@ -104,6 +146,8 @@ export interface ProviderLimiterOptions {
   redisTimeoutMs?: number;
   /** The providers' circuit breakers. @defaultValue `breakers()` (shared, the environment's time scale) */
   breaker?: Breaker;
+  /** The providers' tokens per minute. @defaultValue the configured or learnt limits, on `redis` */
+  tokens?: ProviderTokens;
 }
 
 /** What the limiter page shows of one provider, in production units. */
@@ -126,6 +170,8 @@ export interface ProviderState {
   waitSeconds: number;
   /** Of those, calls that gave their worker slot back (deferred) or gave up at the cap. */
   gaveUp: number;
+  /** Tokens per minute: the limits in force, where they came from, what is left; a pause a 429 asked for. */
+  tokenLimits: ProviderTokensState;
 }
 
 export interface ProviderLimiter {
@@ -146,7 +192,11 @@ export interface ProviderLimiter {
    * `failureOf` its result) feeds the breaker, and a failure that finds the provider down ends
    * with `OutsideServiceDown` instead.
    */
-  withSlot<T>(provider: LimitedProvider, fn: () => Promise<T>, options?: ProviderSlotOptions & Pick<GuardOptions<T>, "failureOf">): Promise<T>;
+  withSlot<T>(
+    provider: LimitedProvider,
+    fn: (call: ProviderCall) => Promise<T>,
+    options?: ProviderSlotOptions & Pick<GuardOptions<T>, "failureOf">,
+  ): Promise<T>;
   /** One provider's state now and its wait counters. Rejects when Redis cannot be asked. */
   peek(provider: LimitedProvider): Promise<ProviderState>;
   /** The limits in force for `provider`. */
@@ -166,7 +216,14 @@ export function createProviderLimiter(options: ProviderLimiterOptions = {}): Pro
   const errorRetryMs = Math.max(1, scaled(REDIS_ERROR_RETRY_MS, timeScale));
   const limitsOf = (provider: LimitedProvider) => options.limits?.[provider] ?? providerLimits(provider);
   // The token bucket is the limiter's: one script, one call site (`tryAcquire`).
-  const tokens: Limiter = createLimiter({ redis: options.redis, timeScale, redisTimeoutMs, providerLimits: options.limits });
+  const tokens: Limiter = createLimiter({
+    redis: options.redis,
+    timeScale,
+    redisTimeoutMs,
+    providerLimits: options.limits,
+  });
+  const tokenBudgets: ProviderTokens =
+    options.tokens ?? createProviderTokens({ redis: options.redis, timeScale, redisTimeoutMs });
   let failing = false;
 
   /** The only call site of provider-slots.lua. Fails closed: without Redis, no slot. */
@@ -186,7 +243,11 @@ export function createProviderLimiter(options: ProviderLimiterOptions = {}): Pro
       return reply.map(Number) as SlotReply;
     } catch (err) {
       // Once per outage, not once per call: every waiting call asks again shortly.
-      if (!failing) log.error({ provider, error: describeError(err), retryInMs: errorRetryMs }, "provider limiter cannot reach Redis; no provider slots until it can");
+      if (!failing)
+        log.error(
+          { provider, error: describeError(err), retryInMs: errorRetryMs },
+          "provider limiter cannot reach Redis; no provider slots until it can",
+        );
       failing = true;
       return [0, 0, errorRetryMs];
     }
@@ -197,20 +258,29 @@ export function createProviderLimiter(options: ProviderLimiterOptions = {}): Pro
       await withTimeout(client().zrem(providerSlotsKey(provider), holder), redisTimeoutMs);
     } catch (err) {
       // The lease runs out by itself: the slot comes back within `leaseMs`.
-      log.warn({ provider, error: describeError(err), leaseMs }, "could not release a provider slot; it comes back when its lease expires");
+      log.warn(
+        { provider, error: describeError(err), leaseMs },
+        "could not release a provider slot; it comes back when its lease expires",
+      );
     }
   }
 
   /** Renews the lease every third of it while the call runs; a lost lease is logged, never thrown at the call. */
   function keepLease(provider: LimitedProvider, holder: string): () => void {
     let lost = false;
-    const timer = setInterval(() => {
-      void slotScript(provider, "renew", holder).then(([ok]) => {
-        if (ok === 1 || lost || failing) return;
-        lost = true;
-        log.warn({ provider, leaseMs }, "a provider call outlived its lease (renewals did not reach Redis); its slot may be handed out again");
-      });
-    }, Math.max(1, Math.floor(leaseMs / 3)));
+    const timer = setInterval(
+      () => {
+        void slotScript(provider, "renew", holder).then(([ok]) => {
+          if (ok === 1 || lost || failing) return;
+          lost = true;
+          log.warn(
+            { provider, leaseMs },
+            "a provider call outlived its lease (renewals did not reach Redis); its slot may be handed out again",
+          );
+        });
+      },
+      Math.max(1, Math.floor(leaseMs / 3)),
+    );
     timer.unref();
     return () => clearInterval(timer);
   }
@@ -223,7 +293,9 @@ export function createProviderLimiter(options: ProviderLimiterOptions = {}): Pro
     const k = providerWaitsKey(provider);
     const batch = client().multi().hincrby(k, "waits", 1).hincrby(k, "waitMs", productionMs);
     if (gaveUp) batch.hincrby(k, "gaveUp", 1);
-    void withTimeout(batch.exec(), redisTimeoutMs).catch((err: unknown) => log.debug({ provider, error: describeError(err) }, "could not count a provider wait"));
+    void withTimeout(batch.exec(), redisTimeoutMs).catch((err: unknown) =>
+      log.debug({ provider, error: describeError(err) }, "could not count a provider wait"),
+    );
   }
 
   /**
@@ -233,12 +305,17 @@ export function createProviderLimiter(options: ProviderLimiterOptions = {}): Pro
    * reschedule rule decides, once for the whole wait. A slot refused for the fair share (free, but
    * another tenant's turn) is waited for like a taken one: asked again after one poll.
    */
-  async function take(provider: LimitedProvider, holder: string, slotOptions: ProviderSlotOptions): Promise<void> {
+  async function take(
+    provider: LimitedProvider,
+    holder: string,
+    slotOptions: ProviderSlotOptions,
+  ): Promise<TokenReservation | undefined> {
     const scope = providerScope(provider);
     const { signal } = slotOptions;
     const cap = slotOptions.maxWaitMs ?? maxWaitMs(timeScale);
     let waitedMs = 0;
     let holding = false;
+    let reservation: TokenReservation | undefined;
     try {
       for (;;) {
         signal?.throwIfAborted();
@@ -249,30 +326,95 @@ export function createProviderLimiter(options: ProviderLimiterOptions = {}): Pro
           waitedMs += await waitForRateLimit(scope, Math.min(poll, slotWaitMs), { waitedMs, signal, maxWaitMs: cap });
           continue;
         }
+        // Tokens per minute before the request's token: a request token taken for a call that then
+        // waits for its tokens would be spent on no call.
+        if (slotOptions.tokens && !reservation) {
+          const reserved = await reserveTokens(provider, slotOptions.tokens);
+          if (!reserved.ok) {
+            waitedMs += await waitForRateLimit(scope, reserved.waitMs, { waitedMs, signal, maxWaitMs: cap });
+            continue;
+          }
+          reservation = reserved.reservation;
+        }
         const token = await tokens.tryAcquire(scope);
         if (token.acquired) break;
         waitedMs += await waitForRateLimit(scope, token.waitMs, { waitedMs, signal, maxWaitMs: cap });
       }
     } catch (err) {
       if (holding) await release(provider, holder);
+      // Nothing was sent: every token reserved goes back.
+      if (reservation) await tokenBudgets.settle(provider, reservation, "nothing");
       countWait(provider, waitedMs, isRateLimitDefer(err) || isRateLimitCapExceeded(err));
       throw err;
     }
     countWait(provider, waitedMs, false);
+    return reservation;
   }
 
-  async function withSlot<T>(provider: LimitedProvider, fn: () => Promise<T>, slotOptions: ProviderSlotOptions & Pick<GuardOptions<T>, "failureOf"> = {}): Promise<T> {
+  /** A reservation of the call's tokens, or how long to wait for one. Fails closed: without Redis, no tokens. */
+  async function reserveTokens(provider: LimitedProvider, request: TokenRequest) {
+    try {
+      return await tokenBudgets.reserve(provider, request);
+    } catch (err) {
+      if (!failing)
+        log.error(
+          { provider, error: describeError(err), retryInMs: errorRetryMs },
+          "provider limiter cannot reach Redis; no provider tokens until it can",
+        );
+      failing = true;
+      return { ok: false as const, waitMs: errorRetryMs, reason: "tokens" as const };
+    }
+  }
+
+  /** The `ProviderCall` of one call: settles its reservation once, learns from its answer, and pauses the provider on a 429 that asks for it. */
+  function providerCall(
+    provider: LimitedProvider,
+    reservation: TokenReservation | undefined,
+  ): ProviderCall & { settled: boolean } {
+    const call = {
+      settled: false,
+      async observe(answer: ProviderAnswer): Promise<void> {
+        if (call.settled) return;
+        call.settled = true;
+        // The answer's own usage first, then the provider's word on what remains (which already counts it).
+        if (reservation)
+          await tokenBudgets.settle(provider, reservation, answer.status === 429 ? "nothing" : answer.usage);
+        const announced = answer.header ? readAnnouncedLimits(answer.header) : undefined;
+        if (reservation || announced)
+          await tokenBudgets.learn(provider, announced, answer.status !== undefined && answer.status < 400);
+        if (answer.status === 429 && answer.header) {
+          const pauseMs = pauseOf429(answer.header);
+          if (pauseMs !== undefined && pauseMs > 0)
+            await tokenBudgets.pause(
+              provider,
+              pauseMs,
+              `the provider answered 429 and asked for ${Math.round(pauseMs)} ms`,
+            );
+        }
+      },
+    };
+    return call;
+  }
+
+  async function withSlot<T>(
+    provider: LimitedProvider,
+    fn: (call: ProviderCall) => Promise<T>,
+    slotOptions: ProviderSlotOptions & Pick<GuardOptions<T>, "failureOf"> = {},
+  ): Promise<T> {
     const holder = holderId(slotOptions.tenant ?? currentTenant() ?? ANONYMOUS_TENANT);
     return (options.breaker ?? breakers()).guard(
       provider,
       async () => {
-        await take(provider, holder, slotOptions);
+        const reservation = await take(provider, holder, slotOptions);
         const stopRenewing = keepLease(provider, holder);
+        const call = providerCall(provider, reservation);
         try {
-          return await fn();
+          return await fn(call);
         } finally {
           stopRenewing();
           await release(provider, holder);
+          // A call that ended without saying what came back: its prompt stays counted, the rest is given back.
+          if (!call.settled) await call.observe({});
         }
       },
       { signal: slotOptions.signal, failureOf: slotOptions.failureOf },
@@ -281,13 +423,17 @@ export function createProviderLimiter(options: ProviderLimiterOptions = {}): Pro
 
   async function peek(provider: LimitedProvider): Promise<ProviderState> {
     const limits = limitsOf(provider);
-    const [time, bucket, waits] = await Promise.all([
+    const [time, bucket, waits, tokenLimits] = await Promise.all([
       withTimeout(client().time(), redisTimeoutMs),
       tokens.peekBucket(providerScope(provider)),
       withTimeout(client().hmget(providerWaitsKey(provider), "waits", "waitMs", "gaveUp"), redisTimeoutMs),
+      tokenBudgets.peek(provider),
     ]);
     const now = Number(time[0]) * 1000 + Number(time[1]) / 1000;
-    const holders = await withTimeout(client().zrangebyscore(providerSlotsKey(provider), now.toFixed(3), "+inf"), redisTimeoutMs);
+    const holders = await withTimeout(
+      client().zrangebyscore(providerSlotsKey(provider), now.toFixed(3), "+inf"),
+      redisTimeoutMs,
+    );
     const inFlightByTenant: Record<string, number> = {};
     for (const h of holders) {
       const tenant = tenantOfHolder(h);
@@ -304,6 +450,7 @@ export function createProviderLimiter(options: ProviderLimiterOptions = {}): Pro
       waits: Number(waits[0] ?? 0),
       waitSeconds: Number(waits[1] ?? 0) / 1000,
       gaveUp: Number(waits[2] ?? 0),
+      tokenLimits,
     };
   }
 
@@ -315,7 +462,8 @@ export function createProviderLimiter(options: ProviderLimiterOptions = {}): Pro
  * share), then this process and a fresh UUID (one id per call).
  */
 function holderId(tenant: string): string {
-  if (tenant === "" || tenant.includes("|")) throw new RangeError(`a tenant is not empty and has no "|", got ${JSON.stringify(tenant)}`);
+  if (tenant === "" || tenant.includes("|"))
+    throw new RangeError(`a tenant is not empty and has no "|", got ${JSON.stringify(tenant)}`);
   return `${tenant}|${hostname()}:${process.pid}:${randomUUID()}`;
 }
 
@@ -338,12 +486,54 @@ export function providerLimiter(): ProviderLimiter {
  * requests per production second across every worker process (`BOUNDED_PROVIDER_<PROVIDER>_*`).
  * One slot per HTTP attempt: a retry's backoff is spent outside it. See `ProviderLimiter.withSlot`.
  */
-export function withProviderSlot<T>(provider: LimitedProvider, fn: () => Promise<T>, options?: ProviderSlotOptions & Pick<GuardOptions<T>, "failureOf">): Promise<T> {
+export function withProviderSlot<T>(
+  provider: LimitedProvider,
+  fn: (call: ProviderCall) => Promise<T>,
+  options?: ProviderSlotOptions & Pick<GuardOptions<T>, "failureOf">,
+): Promise<T> {
   return providerLimiter().withSlot(provider, fn, options);
 }
 
+/** How often `knownTokenLimit` reads the limit again (real ms): the limits move with the provider's answers, not faster. */
+const KNOWN_LIMIT_REFRESH_MS = 5_000;
+const knownLimits = new Map<LimitedProvider, { value: number | undefined; at: number; reading: boolean }>();
+let knownLimitReader: ProviderTokens | undefined;
+
+/**
+ * The tokens per minute of `provider` as last read (configured, or learnt from its headers; the
+ * whole budget, else its input budget), or undefined while none is known. Synchronous for callers
+ * that size work as it arrives (the categoriser's batches): it answers from this process's copy
+ * and reads Redis again in the background when that copy is older than a few seconds.
+ */
+export function knownTokenLimit(provider: LimitedProvider): number | undefined {
+  let entry = knownLimits.get(provider);
+  if (!entry) {
+    entry = { value: undefined, at: -Infinity, reading: false };
+    knownLimits.set(provider, entry);
+  }
+  if (!entry.reading && performance.now() - entry.at > KNOWN_LIMIT_REFRESH_MS) {
+    const e = entry;
+    e.reading = true;
+    knownLimitReader ??= createProviderTokens();
+    void knownLimitReader
+      .peek(provider)
+      .then(
+        ({ budgets }) => {
+          e.value = (budgets.find((b) => b.budget === "tokens") ?? budgets.find((b) => b.budget === "input"))?.limit;
+          e.at = performance.now();
+        },
+        // Redis unreadable: the last value stands, and the next call asks again.
+        () => undefined,
+      )
+      .finally(() => (e.reading = false));
+  }
+  return entry.value;
+}
+
 /** Every limited provider's state, for the limiter page; null when Redis cannot be read. */
-export async function readProviderStates(limiter: ProviderLimiter = providerLimiter()): Promise<ProviderState[] | null> {
+export async function readProviderStates(
+  limiter: ProviderLimiter = providerLimiter(),
+): Promise<ProviderState[] | null> {
   try {
     return await Promise.all(LIMITED_PROVIDERS.map((p) => limiter.peek(p)));
   } catch (err) {

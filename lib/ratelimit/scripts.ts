@@ -33,7 +33,12 @@ export function luaScript(fileName: string): LuaScript {
 }
 
 /** Runs a script by EVALSHA, and by EVAL when Redis does not know it yet (a restart, a new node). */
-export async function runLua<T>(client: RedisClient, script: LuaScript, keys: string[], args: (string | number)[]): Promise<T> {
+export async function runLua<T>(
+  client: RedisClient,
+  script: LuaScript,
+  keys: string[],
+  args: (string | number)[],
+): Promise<T> {
   try {
     return (await client.evalsha(script.sha, keys.length, ...keys, ...args)) as T;
   } catch (err) {

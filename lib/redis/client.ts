@@ -27,7 +27,8 @@ export function createRedis(kind: "producer" | "worker", options: { enableOfflin
     kind === "worker"
       ? { maxRetriesPerRequest: null, connectTimeout: 2_000 }
       : { maxRetriesPerRequest: 1, connectTimeout: 2_000, commandTimeout: PRODUCER_COMMAND_TIMEOUT_MS };
-  if (!e.BOUNDED_REDIS_CLUSTER) return new Redis(e.REDIS_URL, { ...perConnection, enableOfflineQueue, lazyConnect: false });
+  if (!e.BOUNDED_REDIS_CLUSTER)
+    return new Redis(e.REDIS_URL, { ...perConnection, enableOfflineQueue, lazyConnect: false });
   const seed = new URL(e.REDIS_URL);
   return new Cluster([{ host: seed.hostname.replace(/^\[|\]$/g, ""), port: Number(seed.port || 6379) }], {
     enableOfflineQueue,
@@ -70,7 +71,11 @@ export function key(...parts: string[]): string {
  * a Cluster client would send it to a single node, so on a Cluster every master is scanned in
  * turn. As with SCAN itself, a key may come more than once.
  */
-export async function* scanKeys(client: RedisClient, pattern: string, count: number): AsyncGenerator<string[], void, undefined> {
+export async function* scanKeys(
+  client: RedisClient,
+  pattern: string,
+  count: number,
+): AsyncGenerator<string[], void, undefined> {
   for (const server of await serversOf(client)) {
     let cursor = "0";
     do {

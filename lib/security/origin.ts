@@ -24,7 +24,10 @@ export function crossOriginRefusal(headers: Headers): string | null {
   } catch {
     return `Refused: the Origin header "${origin.slice(0, 100)}" is not a URL. ${HOW}`;
   }
-  return originHost === host ? null : `Refused: this request came from ${origin.slice(0, 100)}, not from this site. ${HOW}`;
+  return originHost === host
+    ? null
+    : `Refused: this request came from ${origin.slice(0, 100)}, not from this site. ${HOW}`;
 }
 
-const HOW = "A signed-in browser may only act from Bounded's own pages; API clients send `Authorization: Bearer <token>`.";
+const HOW =
+  "A signed-in browser may only act from Bounded's own pages; API clients send `Authorization: Bearer <token>`.";

@@ -31,7 +31,9 @@ export function installPeerAddressStamp(): void {
         assertWellFormedUrl(new URL(req.url ?? "/", "http://bounded.invalid").href);
       } catch (err) {
         if (!(err instanceof MalformedInput)) throw err;
-        res.writeHead(400, { "content-type": "application/json" }).end(JSON.stringify({ error: { code: "malformed_input", message: err.message } }));
+        res
+          .writeHead(400, { "content-type": "application/json" })
+          .end(JSON.stringify({ error: { code: "malformed_input", message: err.message } }));
         return true;
       }
     }

@@ -7,7 +7,10 @@ import { BlockList, isIP } from "node:net";
  */
 export function parseTrustedProxies(list: string): BlockList {
   const blocks = new BlockList();
-  for (const raw of list.split(",").map((s) => s.trim()).filter(Boolean)) {
+  for (const raw of list
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const [address, bits] = raw.split("/");
     const family = isIP(address ?? "");
     if (!address || family === 0) throw new Error(`"${raw}" is not an IP address or CIDR`);
@@ -15,7 +18,8 @@ export function parseTrustedProxies(list: string): BlockList {
     if (bits === undefined) blocks.addAddress(address, type);
     else {
       const prefix = Number(bits);
-      if (!Number.isInteger(prefix) || prefix < 0 || prefix > (family === 4 ? 32 : 128)) throw new Error(`"${raw}" has an invalid prefix length`);
+      if (!Number.isInteger(prefix) || prefix < 0 || prefix > (family === 4 ? 32 : 128))
+        throw new Error(`"${raw}" has an invalid prefix length`);
       blocks.addSubnet(address, prefix, type);
     }
   }
@@ -42,7 +46,10 @@ function isTrusted(trusted: BlockList, address: string): boolean {
 export function resolveClientAddress(peer: string | null, forwardedFor: string | null, trusted: BlockList): string {
   if (!peer) return "unknown";
   let client = normalize(peer);
-  const hops = (forwardedFor ?? "").split(",").map((h) => normalize(h.trim())).filter(Boolean);
+  const hops = (forwardedFor ?? "")
+    .split(",")
+    .map((h) => normalize(h.trim()))
+    .filter(Boolean);
   while (isTrusted(trusted, client) && hops.length > 0) {
     const next = hops.pop()!;
     if (isIP(next) === 0) break;

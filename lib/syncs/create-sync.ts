@@ -1,6 +1,6 @@
 import { db } from "@/lib/db/client";
 import { createJob } from "@/lib/jobs/create";
-import type { JobStatus } from "@/lib/jobs/statuses";
+import type { JobStatus } from "@/lib/core/job-statuses";
 import { syncRequestSchema, type SyncParams } from "./schemas";
 
 /**
@@ -40,13 +40,24 @@ export async function startSync(body: unknown): Promise<StartedSync> {
       key,
       findOpen: (tx) =>
         tx.job.findFirst({
-          where: { kind: "marketplace_sync", tenant: { slug: tenant }, status: { in: ["queued", "running", "delayed"] }, params: { path: ["family"], equals: family } },
+          where: {
+            kind: "marketplace_sync",
+            tenant: { slug: tenant },
+            status: { in: ["queued", "running", "delayed"] },
+            params: { path: ["family"], equals: family },
+          },
           select: { id: true, progressToken: true, status: true },
           orderBy: { createdAt: "desc" },
         }),
     },
   });
-  if (created.existing) return { jobId: created.jobId, progressToken: created.progressToken, status: created.existing.status, existing: true };
+  if (created.existing)
+    return {
+      jobId: created.jobId,
+      progressToken: created.progressToken,
+      status: created.existing.status,
+      existing: true,
+    };
   const row = await db().job.findUniqueOrThrow({ where: { id: created.jobId }, select: { status: true } });
   return { jobId: created.jobId, progressToken: created.progressToken, status: row.status, existing: false };
 }

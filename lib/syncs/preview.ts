@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { db } from "@/lib/db/client";
-import { tenantSlugSchema } from "@/lib/imports/create-import";
+import { tenantSlugSchema } from "@/lib/tenants/slug";
 import { fetchMarketplacePage, type MarketplacePageResult } from "@/lib/marketplace/client";
 import { FAMILIES } from "@/lib/ratelimit/buckets";
 import { acquire } from "@/lib/ratelimit/limiter";
@@ -22,7 +22,10 @@ export const previewQuerySchema = z.object({
  * syncs, so a preview takes the tenant's token like any request. Outside a job: a wait longer
  * than `PREVIEW_MAX_WAIT_MS` throws `RateLimitCapExceeded` (an HTTP 429 with Retry-After).
  */
-export async function previewMarketplacePage(query: z.infer<typeof previewQuerySchema>, signal?: AbortSignal): Promise<MarketplacePageResult> {
+export async function previewMarketplacePage(
+  query: z.infer<typeof previewQuerySchema>,
+  signal?: AbortSignal,
+): Promise<MarketplacePageResult> {
   return fetchMarketplacePage({
     ...query,
     page: 1,
@@ -56,6 +59,14 @@ export async function syncedMarketplacePage(query: z.infer<typeof previewQuerySc
     take: SYNCED_PREVIEW_ITEMS,
     select: { data: true, syncedAt: true },
   });
-  const syncedAt = rows.reduce<Date | null>((latest, r) => (!latest || r.syncedAt > latest ? r.syncedAt : latest), null);
-  return { items: rows.map((r) => r.data as MarketplacePageResult["items"][number]), nextPage: null, source: "last_sync", syncedAt: syncedAt?.toISOString() ?? null };
+  const syncedAt = rows.reduce<Date | null>(
+    (latest, r) => (!latest || r.syncedAt > latest ? r.syncedAt : latest),
+    null,
+  );
+  return {
+    items: rows.map((r) => r.data as MarketplacePageResult["items"][number]),
+    nextPage: null,
+    source: "last_sync",
+    syncedAt: syncedAt?.toISOString() ?? null,
+  };
 }

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { tenantSlugSchema } from "@/lib/imports/create-import";
+import { tenantSlugSchema } from "@/lib/tenants/slug";
 import { FAMILIES } from "@/lib/ratelimit/buckets";
 
 /** What a `marketplace_sync` job is asked to do (its `params`); the tenant is the job's own. */

@@ -29,6 +29,8 @@ describe("traceparent", () => {
   });
 
   it("mints ids of the right shape", () => {
-    expect(parseTraceparent(formatTraceparent({ traceId: newTraceId(), spanId: newSpanId(), sampled: false }))).not.toBeNull();
+    expect(
+      parseTraceparent(formatTraceparent({ traceId: newTraceId(), spanId: newSpanId(), sampled: false })),
+    ).not.toBeNull();
   });
 });

@@ -21,7 +21,14 @@ const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(
 export function parseTraceparent(value: string | null | undefined): TraceContext | null {
   const match = value ? TRACEPARENT.exec(value.trim()) : null;
   if (!match) return null;
-  const [, version, traceId, spanId, flags, rest] = match as unknown as [string, string, string, string, string, string | undefined];
+  const [, version, traceId, spanId, flags, rest] = match as unknown as [
+    string,
+    string,
+    string,
+    string,
+    string,
+    string | undefined,
+  ];
   // Version 00 has exactly four fields; a later version may append more, ff is invalid.
   if (version === "ff" || (version === "00" && rest !== undefined)) return null;
   if (/^0+$/.test(traceId) || /^0+$/.test(spanId)) return null;

@@ -40,7 +40,13 @@ vi.mock("pino", async (importOriginal) => {
     },
   });
   // Only the project's logger (created with options alone) is captured; the test's own keeps its destination.
-  return { default: Object.assign((options: import("pino").LoggerOptions, destination?: import("pino").DestinationStream) => real(options, destination ?? sink), real) };
+  return {
+    default: Object.assign(
+      (options: import("pino").LoggerOptions, destination?: import("pino").DestinationStream) =>
+        real(options, destination ?? sink),
+      real,
+    ),
+  };
 });
 
 const exporter = new InMemorySpanExporter();
@@ -71,7 +77,11 @@ afterAll(async () => {
 
 describe("a trace from request to job to outbound call", () => {
   it("puts the request's trace id on the job's run span and its outbound call span, and sends traceparent", async () => {
-    const start = route("public", async () => Response.json(await createJob({ kind: "csv_import", tenantSlug: tenant, total: 3 })), "POST /api/test-jobs");
+    const start = route(
+      "public",
+      async () => Response.json(await createJob({ kind: "csv_import", tenantSlug: tenant, total: 3 })),
+      "POST /api/test-jobs",
+    );
     const response = await start(new Request("http://localhost/api/test-jobs", { method: "POST" }), {});
     const { jobId, progressToken } = (await response.json()) as { jobId: string; progressToken: string };
 
@@ -79,11 +89,25 @@ describe("a trace from request to job to outbound call", () => {
     const queueJob = (await queue("imports").getJob(jobId))!;
     expect(queueJob.name).toBe("csv_import");
     const { tenantId } = await db().job.findUniqueOrThrow({ where: { id: jobId }, select: { tenantId: true } });
-    expect(queueJob.data).toEqual({ jobId, kind: "csv_import", tenantId, total: 3, traceparent: expect.stringMatching(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/) });
+    expect(queueJob.data).toEqual({
+      jobId,
+      kind: "csv_import",
+      tenantId,
+      total: 3,
+      traceparent: expect.stringMatching(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/),
+    });
     expect(JSON.stringify(queueJob.data)).not.toContain(progressToken);
 
     const lines: Record<string, unknown>[] = [];
-    const log = pino({ level: "debug" }, new Writable({ write: (chunk, _e, done) => (lines.push(JSON.parse(String(chunk))), done()) }));
+    const log = pino(
+      { level: "debug" },
+      new Writable({
+        write: (chunk, _e, done) => {
+          lines.push(JSON.parse(String(chunk)));
+          done();
+        },
+      }),
+    );
     let headersInJob: Record<string, string> = {};
     const processor = queueProcessor("imports", {
       processors: {
@@ -103,10 +127,15 @@ describe("a trace from request to job to outbound call", () => {
     });
     await processor(queueJob);
     // The final counts reach the queue job just after the run (best effort, not awaited by it).
-    await waitFor(async () => JSON.stringify((await queue("imports").getJob(jobId))?.progress) === JSON.stringify({ processed: 2, failed: 1, total: 3 }), {
-      what: "the final counts on the queue job",
-      timeoutMs: 10_000,
-    });
+    await waitFor(
+      async () =>
+        JSON.stringify((await queue("imports").getJob(jobId))?.progress) ===
+        JSON.stringify({ processed: 2, failed: 1, total: 3 }),
+      {
+        what: "the final counts on the queue job",
+        timeoutMs: 10_000,
+      },
+    );
     await queueJob.remove();
 
     const spans = exporter.getFinishedSpans();
@@ -130,10 +159,14 @@ describe("a trace from request to job to outbound call", () => {
     expect(runLines.length).toBeGreaterThan(1);
     for (const line of runLines) expect(line).toMatchObject({ tenantId, kind: "csv_import", attempt: 1, traceId });
     expect(lines.find((l) => l.msg === "calling out")).toMatchObject({ tenantId, jobId });
-    const elsewhere = processLines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.name === "elsewhere");
+    const elsewhere = processLines
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .find((l) => l.name === "elsewhere");
     expect(elsewhere).toMatchObject({ tenantId, traceId });
 
-    expect((await db().job.findUniqueOrThrow({ where: { id: jobId }, select: { status: true } })).status).toBe("completed_with_errors");
+    expect((await db().job.findUniqueOrThrow({ where: { id: jobId }, select: { status: true } })).status).toBe(
+      "completed_with_errors",
+    );
   });
 
   it("exports nothing and still hands the caller's trace on when no exporter is started", async () => {
@@ -141,11 +174,18 @@ describe("a trace from request to job to outbound call", () => {
     exporter.reset();
     const traceId = "4bf92f3577b34da6a3ce929d0e0e4736";
     let inside: Record<string, string> = {};
-    const handler = route("public", async () => {
-      inside = currentTraceHeaders();
-      return Response.json({});
-    }, "GET /api/test-trace");
-    await handler(new Request("http://localhost/api/test-trace", { headers: { traceparent: `00-${traceId}-00f067aa0ba902b7-01` } }), {});
+    const handler = route(
+      "public",
+      async () => {
+        inside = currentTraceHeaders();
+        return Response.json({});
+      },
+      "GET /api/test-trace",
+    );
+    await handler(
+      new Request("http://localhost/api/test-trace", { headers: { traceparent: `00-${traceId}-00f067aa0ba902b7-01` } }),
+      {},
+    );
     expect(parseTraceparent(inside.traceparent)).toMatchObject({ traceId, sampled: true });
     expect(exporter.getFinishedSpans()).toEqual([]);
     stopTracing = await startTracing({ exporter });

@@ -1,5 +1,14 @@
 import { AsyncLocalStorage } from "node:async_hooks";
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags, type Attributes, type Span, type Tracer } from "@opentelemetry/api";
+import {
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  TraceFlags,
+  type Attributes,
+  type Span,
+  type Tracer,
+} from "@opentelemetry/api";
 import type { SpanExporter } from "@opentelemetry/sdk-trace-base";
 import { env } from "@/lib/env";
 import { logger } from "@/lib/log";
@@ -19,7 +28,10 @@ interface Tracing {
 }
 
 // On globalThis: Next.js may load this module once per route bundle, and they must share one.
-const holder = globalThis as unknown as { __boundedTracing?: Tracing; __boundedTraceStore?: AsyncLocalStorage<TraceContext> };
+const holder = globalThis as unknown as {
+  __boundedTracing?: Tracing;
+  __boundedTraceStore?: AsyncLocalStorage<TraceContext>;
+};
 
 function traceStore(): AsyncLocalStorage<TraceContext> {
   holder.__boundedTraceStore ??= new AsyncLocalStorage<TraceContext>();
@@ -35,22 +47,31 @@ export async function startTracing(options: { exporter?: SpanExporter } = {}): P
   if (holder.__boundedTracing) return () => Promise.resolve();
   if (!options.exporter && !e.OTEL_EXPORTER_OTLP_ENDPOINT) return () => Promise.resolve();
   // Loaded only when used: a process without an endpoint never loads the SDK.
-  const [{ NodeTracerProvider }, { BatchSpanProcessor, SimpleSpanProcessor }, { resourceFromAttributes }] = await Promise.all([
-    import("@opentelemetry/sdk-trace-node"),
-    import("@opentelemetry/sdk-trace-base"),
-    import("@opentelemetry/resources"),
-  ]);
+  const [{ NodeTracerProvider }, { BatchSpanProcessor, SimpleSpanProcessor }, { resourceFromAttributes }] =
+    await Promise.all([
+      import("@opentelemetry/sdk-trace-node"),
+      import("@opentelemetry/sdk-trace-base"),
+      import("@opentelemetry/resources"),
+    ]);
   // A test's exporter gets each span as it ends; the collector gets them in batches.
   const processor = options.exporter
     ? new SimpleSpanProcessor(options.exporter)
-    : new BatchSpanProcessor(new (await import("@opentelemetry/exporter-trace-otlp-http")).OTLPTraceExporter({ url: `${e.OTEL_EXPORTER_OTLP_ENDPOINT!.replace(/\/+$/, "")}/v1/traces` }));
+    : new BatchSpanProcessor(
+        new (await import("@opentelemetry/exporter-trace-otlp-http")).OTLPTraceExporter({
+          url: `${e.OTEL_EXPORTER_OTLP_ENDPOINT!.replace(/\/+$/, "")}/v1/traces`,
+        }),
+      );
   const provider = new NodeTracerProvider({
     resource: resourceFromAttributes({ "service.name": e.OTEL_SERVICE_NAME }),
     spanProcessors: [processor],
   });
   const tracing: Tracing = { tracer: provider.getTracer("bounded"), shutdown: () => provider.shutdown() };
   holder.__boundedTracing = tracing;
-  if (!options.exporter) logger("tracing").info({ endpoint: e.OTEL_EXPORTER_OTLP_ENDPOINT, service: e.OTEL_SERVICE_NAME }, "exporting trace spans");
+  if (!options.exporter)
+    logger("tracing").info(
+      { endpoint: e.OTEL_EXPORTER_OTLP_ENDPOINT, service: e.OTEL_SERVICE_NAME },
+      "exporting trace spans",
+    );
   return async () => {
     if (holder.__boundedTracing === tracing) holder.__boundedTracing = undefined;
     await tracing.shutdown();
@@ -78,7 +99,12 @@ export function currentTraceHeaders(): Record<string, string> {
   return traceparent ? { traceparent } : {};
 }
 
-const KINDS = { server: SpanKind.SERVER, client: SpanKind.CLIENT, consumer: SpanKind.CONSUMER, internal: SpanKind.INTERNAL } as const;
+const KINDS = {
+  server: SpanKind.SERVER,
+  client: SpanKind.CLIENT,
+  consumer: SpanKind.CONSUMER,
+  internal: SpanKind.INTERNAL,
+} as const;
 
 export interface SpanOptions {
   kind: keyof typeof KINDS;
@@ -99,13 +125,27 @@ export async function inSpan<T>(name: string, options: SpanOptions, fn: (span: S
   const parent = options.parent === undefined ? currentTraceContext() : options.parent;
   const tracing = holder.__boundedTracing;
   if (!tracing) {
-    const context: TraceContext = { traceId: parent?.traceId ?? newTraceId(), spanId: newSpanId(), sampled: parent?.sampled ?? false };
+    const context: TraceContext = {
+      traceId: parent?.traceId ?? newTraceId(),
+      spanId: newSpanId(),
+      sampled: parent?.sampled ?? false,
+    };
     return traceStore().run(context, () => fn(trace.wrapSpanContext(spanContextOf(context))));
   }
-  const parentContext = parent ? trace.setSpanContext(ROOT_CONTEXT, { ...spanContextOf(parent), isRemote: true }) : ROOT_CONTEXT;
-  const span = tracing.tracer.startSpan(name, { kind: KINDS[options.kind], attributes: options.attributes }, parentContext);
+  const parentContext = parent
+    ? trace.setSpanContext(ROOT_CONTEXT, { ...spanContextOf(parent), isRemote: true })
+    : ROOT_CONTEXT;
+  const span = tracing.tracer.startSpan(
+    name,
+    { kind: KINDS[options.kind], attributes: options.attributes },
+    parentContext,
+  );
   const own = span.spanContext();
-  const context: TraceContext = { traceId: own.traceId, spanId: own.spanId, sampled: (own.traceFlags & TraceFlags.SAMPLED) === TraceFlags.SAMPLED };
+  const context: TraceContext = {
+    traceId: own.traceId,
+    spanId: own.spanId,
+    sampled: (own.traceFlags & TraceFlags.SAMPLED) === TraceFlags.SAMPLED,
+  };
   try {
     return await traceStore().run(context, () => fn(span));
   } catch (err) {
@@ -120,5 +160,9 @@ export async function inSpan<T>(name: string, options: SpanOptions, fn: (span: S
 }
 
 function spanContextOf(context: TraceContext) {
-  return { traceId: context.traceId, spanId: context.spanId, traceFlags: context.sampled ? TraceFlags.SAMPLED : TraceFlags.NONE };
+  return {
+    traceId: context.traceId,
+    spanId: context.spanId,
+    traceFlags: context.sampled ? TraceFlags.SAMPLED : TraceFlags.NONE,
+  };
 }

@@ -1,7 +1,7 @@
 import { UnrecoverableError, type Queue } from "bullmq";
 import type { WebhookDeliveryStatus } from "@/generated/prisma/enums";
 import { db } from "@/lib/db/client";
-import type { JobStatus } from "@/lib/jobs/statuses";
+import type { JobStatus } from "@/lib/core/job-statuses";
 import { attemptRequest, describeFailure, type SendRequest } from "@/lib/http/outbound";
 import type { Logger } from "@/lib/log";
 import { retryDelayMs, type DeliverySettings } from "./policy";
@@ -52,7 +52,8 @@ export async function relayDeliveries(q: Queue<DeliveryJobData>, settings: Deliv
     await enqueueDelivery(q, row.id, settings);
   }
   if (rows.length > 0) {
-    await db().$executeRaw`UPDATE "WebhookDelivery" SET "queuedAt" = now() AT TIME ZONE 'UTC' WHERE id = ANY(${rows.map((r) => r.id)}::uuid[])`;
+    await db()
+      .$executeRaw`UPDATE "WebhookDelivery" SET "queuedAt" = now() AT TIME ZONE 'UTC' WHERE id = ANY(${rows.map((r) => r.id)}::uuid[])`;
   }
   return rows.length;
 }
@@ -79,14 +80,28 @@ export interface DeliverResult {
  * retries after its backoff, unless that was the last attempt: then the row is `failed` and the
  * error is unrecoverable. The secret never reaches a log line or the row.
  */
-export async function deliver(deliveryId: string, { settings, attemptsMade, log, send, now = Date.now }: DeliverOptions): Promise<DeliverResult> {
+export async function deliver(
+  deliveryId: string,
+  { settings, attemptsMade, log, send, now = Date.now }: DeliverOptions,
+): Promise<DeliverResult> {
   const d = await db().webhookDelivery.findUnique({
     where: { id: deliveryId },
-    select: { status: true, attempts: true, payload: true, jobId: true, endpoint: { select: { url: true, secret: true } } },
+    select: {
+      status: true,
+      attempts: true,
+      payload: true,
+      jobId: true,
+      endpoint: { select: { url: true, secret: true } },
+    },
   });
-  if (!d || d.status !== "pending") return { type: "skipped" };
+  if (d?.status !== "pending") return { type: "skipped" };
   if (!d.endpoint) {
-    await record(deliveryId, { status: "failed", lastError: "the tenant's webhook endpoint was removed", nextAttemptAt: null, counted: false });
+    await record(deliveryId, {
+      status: "failed",
+      lastError: "the tenant's webhook endpoint was removed",
+      nextAttemptAt: null,
+      counted: false,
+    });
     return { type: "gave_up" };
   }
   const { url, secret } = d.endpoint;
@@ -110,7 +125,14 @@ export async function deliver(deliveryId: string, { settings, attemptsMade, log,
   const number = d.attempts + 1;
   const fields = { url, log: log.child({ deliveryId, jobId: d.jobId, url, attempt: number }) };
   if (attempt.ok) {
-    await record(deliveryId, { status: "delivered", lastStatusCode: attempt.response.status, lastError: null, nextAttemptAt: null, deliveredAt: new Date(now()), url });
+    await record(deliveryId, {
+      status: "delivered",
+      lastStatusCode: attempt.response.status,
+      lastError: null,
+      nextAttemptAt: null,
+      deliveredAt: new Date(now()),
+      url,
+    });
     fields.log.info({ status: attempt.response.status }, "webhook delivered");
     return { type: "delivered", status: attempt.response.status };
   }
@@ -118,15 +140,32 @@ export async function deliver(deliveryId: string, { settings, attemptsMade, log,
   const error = attempt.kind === "aborted" ? "aborted" : describeFailure("the receiver", attempt).slice(0, 500);
   const last = number >= settings.attempts;
   const nextAttemptAt = last ? null : new Date(now() + retryDelayMs(attemptsMade + 1, settings.backoffMs));
-  await record(deliveryId, { status: last ? "failed" : "pending", lastStatusCode: statusCode, lastError: error, nextAttemptAt, url });
-  fields.log.warn({ status: statusCode, error, last }, last ? "webhook delivery failed for good" : "webhook delivery failed; it will be retried");
+  await record(deliveryId, {
+    status: last ? "failed" : "pending",
+    lastStatusCode: statusCode,
+    lastError: error,
+    nextAttemptAt,
+    url,
+  });
+  fields.log.warn(
+    { status: statusCode, error, last },
+    last ? "webhook delivery failed for good" : "webhook delivery failed; it will be retried",
+  );
   if (last) throw new UnrecoverableError(error);
   throw new Error(error);
 }
 
 async function record(
   id: string,
-  f: { status: WebhookDeliveryStatus; lastStatusCode?: number | null; lastError: string | null; nextAttemptAt: Date | null; deliveredAt?: Date; url?: string; counted?: boolean },
+  f: {
+    status: WebhookDeliveryStatus;
+    lastStatusCode?: number | null;
+    lastError: string | null;
+    nextAttemptAt: Date | null;
+    deliveredAt?: Date;
+    url?: string;
+    counted?: boolean;
+  },
 ): Promise<void> {
   await db().webhookDelivery.updateMany({
     where: { id, status: "pending" },
@@ -161,6 +200,17 @@ export function deliveriesOfJob(jobId: string): Promise<DeliveryView[]> {
     where: { jobId },
     orderBy: { createdAt: "asc" },
     take: 50,
-    select: { id: true, url: true, jobStatus: true, status: true, attempts: true, lastStatusCode: true, lastError: true, nextAttemptAt: true, deliveredAt: true, createdAt: true },
+    select: {
+      id: true,
+      url: true,
+      jobStatus: true,
+      status: true,
+      attempts: true,
+      lastStatusCode: true,
+      lastError: true,
+      nextAttemptAt: true,
+      deliveredAt: true,
+      createdAt: true,
+    },
   });
 }

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { z } from "zod";
 import { db } from "@/lib/db/client";
 import type { Described } from "@/lib/http/operator";
-import { tenantSlugSchema } from "@/lib/imports/create-import";
+import { tenantSlugSchema } from "@/lib/tenants/slug";
 import { logger } from "@/lib/log";
 import { ensureTenant } from "@/lib/tenants/ensure-tenant";
 
@@ -52,7 +52,9 @@ export type InvalidTenant = { type: "invalid_tenant"; message: string };
 
 function parseTenant(tenant: string): { ok: true; slug: string } | { ok: false; result: InvalidTenant } {
   const parsed = tenantParamSchema.safeParse(tenant);
-  return parsed.success ? { ok: true, slug: parsed.data } : { ok: false, result: { type: "invalid_tenant", message: parsed.error.issues[0]!.message } };
+  return parsed.success
+    ? { ok: true, slug: parsed.data }
+    : { ok: false, result: { type: "invalid_tenant", message: parsed.error.issues[0]!.message } };
 }
 
 export type SetWebhookResult =
@@ -82,13 +84,18 @@ export async function setWebhook(tenant: string, input: unknown): Promise<SetWeb
       : await tx.webhookEndpoint.create({ data: { tenantId, url, secret: secret! }, select });
     const endpoint = { tenant: slug, ...row };
     if (!existing) return { type: "created" as const, endpoint, secret: secret! };
-    return secret ? { type: "rotated" as const, endpoint, secret } : { type: "updated" as const, endpoint, secret: null };
+    return secret
+      ? { type: "rotated" as const, endpoint, secret }
+      : { type: "updated" as const, endpoint, secret: null };
   });
   log.info({ tenant: slug, url, change: result.type }, "webhook endpoint set");
   return result;
 }
 
-export type RemoveWebhookResult = InvalidTenant | { type: "removed"; tenant: string } | { type: "not_found"; tenant: string };
+export type RemoveWebhookResult =
+  | InvalidTenant
+  | { type: "removed"; tenant: string }
+  | { type: "not_found"; tenant: string };
 
 /** Removes a tenant's endpoint; deliveries not yet sent are given up (their history stays on the job pages). */
 export async function removeWebhook(tenant: string): Promise<RemoveWebhookResult> {
@@ -116,10 +123,19 @@ export async function listWebhooks(): Promise<WebhookListRow[]> {
   });
   if (rows.length === 0) return [];
   const [counts, last] = await Promise.all([
-    db().webhookDelivery.groupBy({ by: ["endpointId", "status"], where: { endpointId: { in: rows.map((r) => r.id) } }, _count: { _all: true } }),
-    db().webhookDelivery.groupBy({ by: ["endpointId"], where: { endpointId: { in: rows.map((r) => r.id) } }, _max: { createdAt: true } }),
+    db().webhookDelivery.groupBy({
+      by: ["endpointId", "status"],
+      where: { endpointId: { in: rows.map((r) => r.id) } },
+      _count: { _all: true },
+    }),
+    db().webhookDelivery.groupBy({
+      by: ["endpointId"],
+      where: { endpointId: { in: rows.map((r) => r.id) } },
+      _max: { createdAt: true },
+    }),
   ]);
-  const count = (id: string, status: string) => counts.find((c) => c.endpointId === id && c.status === status)?._count._all ?? 0;
+  const count = (id: string, status: string) =>
+    counts.find((c) => c.endpointId === id && c.status === status)?._count._all ?? 0;
   return rows.map((r) => ({
     tenant: r.tenant.slug,
     url: r.url,
@@ -135,14 +151,41 @@ export async function listWebhooks(): Promise<WebhookListRow[]> {
 /** A set's outcome, told the one way the audit log, the API and the form read it. The secret is in the body only: never in the audit entry. */
 export function describeSetWebhook(r: SetWebhookResult): Described {
   if (r.type === "invalid_tenant") return { ok: false, status: 422, code: "invalid_tenant", message: r.message };
-  const body = { tenant: r.endpoint.tenant, url: r.endpoint.url, secret: r.secret, createdAt: r.endpoint.createdAt.toISOString(), updatedAt: r.endpoint.updatedAt.toISOString() };
+  const body = {
+    tenant: r.endpoint.tenant,
+    url: r.endpoint.url,
+    secret: r.secret,
+    createdAt: r.endpoint.createdAt.toISOString(),
+    updatedAt: r.endpoint.updatedAt.toISOString(),
+  };
   switch (r.type) {
     case "created":
-      return { ok: true, status: 201, code: "created", message: `Webhook for ${r.endpoint.tenant} registered: ${r.endpoint.url}. Copy its secret now; it is not shown again.`, audit: `registered ${r.endpoint.url}`, body };
+      return {
+        ok: true,
+        status: 201,
+        code: "created",
+        message: `Webhook for ${r.endpoint.tenant} registered: ${r.endpoint.url}. Copy its secret now; it is not shown again.`,
+        audit: `registered ${r.endpoint.url}`,
+        body,
+      };
     case "rotated":
-      return { ok: true, status: 200, code: "rotated", message: `Webhook for ${r.endpoint.tenant} now posts to ${r.endpoint.url} with a new secret. Copy it now; it is not shown again.`, audit: `set ${r.endpoint.url}, secret rotated`, body };
+      return {
+        ok: true,
+        status: 200,
+        code: "rotated",
+        message: `Webhook for ${r.endpoint.tenant} now posts to ${r.endpoint.url} with a new secret. Copy it now; it is not shown again.`,
+        audit: `set ${r.endpoint.url}, secret rotated`,
+        body,
+      };
     case "updated":
-      return { ok: true, status: 200, code: "updated", message: `Webhook for ${r.endpoint.tenant} now posts to ${r.endpoint.url}; its secret is unchanged.`, audit: `set ${r.endpoint.url}`, body };
+      return {
+        ok: true,
+        status: 200,
+        code: "updated",
+        message: `Webhook for ${r.endpoint.tenant} now posts to ${r.endpoint.url}; its secret is unchanged.`,
+        audit: `set ${r.endpoint.url}`,
+        body,
+      };
   }
 }
 
@@ -153,6 +196,12 @@ export function describeRemoveWebhook(r: RemoveWebhookResult): Described {
     case "not_found":
       return { ok: false, status: 404, code: "not_found", message: `${r.tenant} has no webhook.` };
     case "removed":
-      return { ok: true, status: 200, code: "removed", message: `Webhook for ${r.tenant} removed; deliveries not yet sent are given up.`, body: { tenant: r.tenant, removed: true } };
+      return {
+        ok: true,
+        status: 200,
+        code: "removed",
+        message: `Webhook for ${r.tenant} removed; deliveries not yet sent are given up.`,
+        body: { tenant: r.tenant, removed: true },
+      };
   }
 }

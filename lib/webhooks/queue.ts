@@ -5,7 +5,7 @@ import type { DeliverySettings } from "./policy";
 
 /**
  * The `webhooks` queue: deliveries run here, never in a job's slot, so a job never waits on a
- * receiver. Not a queue of the job catalog (lib/queues/catalog.ts): it carries no Job rows,
+ * receiver. Not a queue of the job catalog (lib/catalog/catalog.ts): it carries no Job rows,
  * budgets or kinds — only the id of a WebhookDelivery row.
  */
 export const WEBHOOK_QUEUE = "webhooks";
@@ -17,7 +17,10 @@ export interface DeliveryJobData {
 const holder = globalThis as unknown as { __boundedWebhookQueue?: Queue<DeliveryJobData> };
 
 export function webhookQueue(): Queue<DeliveryJobData> {
-  holder.__boundedWebhookQueue ??= new Queue<DeliveryJobData>(WEBHOOK_QUEUE, { connection: redis(), prefix: env().BOUNDED_REDIS_PREFIX });
+  holder.__boundedWebhookQueue ??= new Queue<DeliveryJobData>(WEBHOOK_QUEUE, {
+    connection: redis(),
+    prefix: env().BOUNDED_REDIS_PREFIX,
+  });
   return holder.__boundedWebhookQueue;
 }
 
@@ -32,7 +35,11 @@ export async function closeWebhookQueue(): Promise<void> {
  * or a relay that stopped between the add and its note) runs it once. BullMQ spaces the retries
  * (exponential: `backoffMs`, then twice that…).
  */
-export async function enqueueDelivery(q: Queue<DeliveryJobData>, deliveryId: string, settings: Pick<DeliverySettings, "attempts" | "backoffMs">): Promise<void> {
+export async function enqueueDelivery(
+  q: Queue<DeliveryJobData>,
+  deliveryId: string,
+  settings: Pick<DeliverySettings, "attempts" | "backoffMs">,
+): Promise<void> {
   await q.add(
     "deliver",
     { deliveryId },

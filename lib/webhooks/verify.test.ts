@@ -14,24 +14,40 @@ describe("verifyWebhook (what a receiver runs)", () => {
   });
 
   it("refuses a forged signature: another secret, a changed body, a changed t", () => {
-    expect(verifyWebhook({ body, header: signatureHeader("whsec_other", body, t), secret, now })).toEqual({ ok: false, reason: "mismatch" });
-    expect(verifyWebhook({ body: body.replace("3", "4"), header: signatureHeader(secret, body, t), secret, now })).toEqual({ ok: false, reason: "mismatch" });
+    expect(verifyWebhook({ body, header: signatureHeader("whsec_other", body, t), secret, now })).toEqual({
+      ok: false,
+      reason: "mismatch",
+    });
+    expect(
+      verifyWebhook({ body: body.replace("3", "4"), header: signatureHeader(secret, body, t), secret, now }),
+    ).toEqual({ ok: false, reason: "mismatch" });
     // The time is signed: moving it (to replay an old delivery as fresh) breaks the signature.
     const old = signatureOf(secret, t - 3600, body);
     expect(verifyWebhook({ body, header: `t=${t},v1=${old}`, secret, now })).toEqual({ ok: false, reason: "mismatch" });
   });
 
   it("refuses a stale or future t, even with a valid signature", () => {
-    expect(verifyWebhook({ body, header: signatureHeader(secret, body, t - 301), secret, now })).toEqual({ ok: false, reason: "stale" });
-    expect(verifyWebhook({ body, header: signatureHeader(secret, body, t + 301), secret, now })).toEqual({ ok: false, reason: "stale" });
-    expect(verifyWebhook({ body, header: signatureHeader(secret, body, t - 3000), secret, now, toleranceS: 3600 }).ok).toBe(true);
+    expect(verifyWebhook({ body, header: signatureHeader(secret, body, t - 301), secret, now })).toEqual({
+      ok: false,
+      reason: "stale",
+    });
+    expect(verifyWebhook({ body, header: signatureHeader(secret, body, t + 301), secret, now })).toEqual({
+      ok: false,
+      reason: "stale",
+    });
+    expect(
+      verifyWebhook({ body, header: signatureHeader(secret, body, t - 3000), secret, now, toleranceS: 3600 }).ok,
+    ).toBe(true);
   });
 
   it("refuses a missing or malformed header", () => {
     expect(verifyWebhook({ body, header: undefined, secret, now })).toEqual({ ok: false, reason: "missing" });
     expect(verifyWebhook({ body, header: "", secret, now })).toEqual({ ok: false, reason: "missing" });
     expect(verifyWebhook({ body, header: `t=${t}`, secret, now })).toEqual({ ok: false, reason: "malformed" });
-    expect(verifyWebhook({ body, header: `v1=${signatureOf(secret, t, body)}`, secret, now })).toEqual({ ok: false, reason: "malformed" });
+    expect(verifyWebhook({ body, header: `v1=${signatureOf(secret, t, body)}`, secret, now })).toEqual({
+      ok: false,
+      reason: "malformed",
+    });
     expect(verifyWebhook({ body, header: `t=${t},v1=abc`, secret, now })).toEqual({ ok: false, reason: "malformed" });
   });
 

@@ -21,7 +21,9 @@ export interface VerifyInput {
   now?: number;
 }
 
-export type VerifyResult = { ok: true; t: number } | { ok: false; reason: "missing" | "malformed" | "stale" | "mismatch" };
+export type VerifyResult =
+  | { ok: true; t: number }
+  | { ok: false; reason: "missing" | "malformed" | "stale" | "mismatch" };
 
 export function verifyWebhook({ body, header, secret, toleranceS = 300, now = Date.now() }: VerifyInput): VerifyResult {
   if (!header) return { ok: false, reason: "missing" };

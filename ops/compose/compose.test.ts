@@ -34,13 +34,15 @@ function environment(s: Service): Record<string, string> {
 }
 
 /** `${NAME:-default}` as compose resolves it when NAME is unset. */
-const withDefaults = (value: string) => value.replace(/\$\{[A-Z0-9_]+(?::?-([^}]*))?\}/g, (_, fallback: string | undefined) => fallback ?? "");
+const withDefaults = (value: string) =>
+  value.replace(/\$\{[A-Z0-9_]+(?::?-([^}]*))?\}/g, (_, fallback: string | undefined) => fallback ?? "");
 
 describe("compose.yaml", () => {
   it("runs the web, the migration, the simulators and several workers from the image", () => {
     expect(own.map(([name]) => name).sort()).toEqual(["migrate", "simulators", "web", "workers"]);
     expect(services.workers!.deploy?.replicas).toBeGreaterThanOrEqual(3);
-    for (const name of ["web", "workers"]) expect(services[name]!.depends_on).toMatchObject({ migrate: { condition: "service_completed_successfully" } });
+    for (const name of ["web", "workers"])
+      expect(services[name]!.depends_on).toMatchObject({ migrate: { condition: "service_completed_successfully" } });
     for (const name of ["postgres", "redis", "prometheus", "grafana"]) expect(services[name], name).toBeDefined();
   });
 
@@ -49,7 +51,10 @@ describe("compose.yaml", () => {
       const env = environment(s);
       const unknown = Object.keys(env).filter((k) => !(ENV_VARIABLES as string[]).includes(k));
       expect(unknown, `${name}: unknown variables`).toEqual([]);
-      expect(() => parseEnv(Object.fromEntries(Object.entries(env).map(([k, v]) => [k, withDefaults(v)]))), name).not.toThrow();
+      expect(
+        () => parseEnv(Object.fromEntries(Object.entries(env).map(([k, v]) => [k, withDefaults(v)]))),
+        name,
+      ).not.toThrow();
     }
   });
 
@@ -70,22 +75,46 @@ describe("compose.yaml", () => {
 
   it("points the workers at services that exist, and mounts files that exist", () => {
     const env = environment(services.workers!);
-    for (const v of ["MODEL_BASE_URL", "OCR_BASE_URL", "MARKETPLACE_BASE_URL", "IMAGE_PROVIDER_BASE_URL", "DATABASE_URL", "REDIS_URL"]) {
+    for (const v of [
+      "MODEL_BASE_URL",
+      "OCR_BASE_URL",
+      "MARKETPLACE_BASE_URL",
+      "IMAGE_PROVIDER_BASE_URL",
+      "DATABASE_URL",
+      "REDIS_URL",
+    ]) {
       expect(Object.keys(services), v).toContain(new URL(withDefaults(env[v]!)).hostname);
     }
     expect(environment(services.simulators!).BOUNDED_SIM_HOST).toBe("0.0.0.0");
     for (const s of Object.values(services)) {
-      for (const volume of s.volumes ?? []) if (volume.startsWith("./")) expect(existsSync(join(root, volume.split(":")[0]!)), volume).toBe(true);
+      for (const volume of s.volumes ?? [])
+        if (volume.startsWith("./")) expect(existsSync(join(root, volume.split(":")[0]!)), volume).toBe(true);
     }
   });
 
   it("has Prometheus scrape the web's /api/metrics and load the alert rules", () => {
-    const prometheus = parse(read("ops/compose/prometheus.yml")) as { rule_files: string[]; scrape_configs: { metrics_path: string; static_configs: { targets: string[] }[] }[] };
+    const prometheus = parse(read("ops/compose/prometheus.yml")) as {
+      rule_files: string[];
+      scrape_configs: { metrics_path: string; static_configs: { targets: string[] }[] }[];
+    };
     const job = prometheus.scrape_configs[0]!;
     expect(job.metrics_path).toBe("/api/metrics");
     expect(job.static_configs[0]!.targets).toEqual([`web:${environment(services.web!).PORT}`]);
     expect(services.prometheus!.volumes).toContain("./ops/prometheus/alerts.yml:/etc/prometheus/alerts.yml:ro");
     expect(prometheus.rule_files).toEqual(["/etc/prometheus/alerts.yml"]);
+  });
+
+  it("runs Alertmanager with the routing file, and Prometheus sends its alerts there", () => {
+    const prometheus = parse(read("ops/compose/prometheus.yml")) as {
+      alerting?: { alertmanagers: { static_configs: { targets: string[] }[] }[] };
+    };
+    const am = services.alertmanager!;
+    expect(am.image).toMatch(/^prom\/alertmanager:v\d+\.\d+\.\d+$/);
+    expect(am.volumes).toContain("./ops/alertmanager/alertmanager.yml:/etc/alertmanager/alertmanager.yml:ro");
+    expect(am.command).toContain("--config.file=/etc/alertmanager/alertmanager.yml");
+    const [target] = prometheus.alerting!.alertmanagers[0]!.static_configs[0]!.targets;
+    expect(Object.keys(services)).toContain(target!.split(":")[0]);
+    expect(target!.split(":")[1]).toBe("9093");
   });
 });
 
@@ -101,7 +130,9 @@ describe("Dockerfile", () => {
   });
 
   it("leaves local installs, builds and secrets out of the build context", () => {
-    const ignored = read(".dockerignore").split("\n").map((l) => l.trim());
+    const ignored = read(".dockerignore")
+      .split("\n")
+      .map((l) => l.trim());
     for (const entry of ["node_modules", ".next", ".env", ".git"]) expect(ignored).toContain(entry);
     expect(ignored).toContain("!.env.example");
   });

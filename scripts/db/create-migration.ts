@@ -72,7 +72,9 @@ async function main(args: string[]): Promise<void> {
   const draft = args.includes("--draft");
   const name = args.find((a) => !a.startsWith("--"));
   if (!name || !/^[a-z0-9_]+$/.test(name)) {
-    console.error("Usage: npx tsx scripts/db/create-migration.ts <name> [--draft]  (name: lower-case letters, digits, _)");
+    console.error(
+      "Usage: npx tsx scripts/db/create-migration.ts <name> [--draft]  (name: lower-case letters, digits, _)",
+    );
     process.exitCode = 1;
     return;
   }
@@ -83,7 +85,9 @@ async function main(args: string[]): Promise<void> {
     if (folder === null) console.log("no changes");
     else console.log(`wrote ${path.relative(process.cwd(), path.join(folder, "migration.sql"))}`);
   } catch (error) {
-    console.error(databaseUrl ? describeFailure(error, databaseUrl, "Creating the migration") : (error as Error).message);
+    console.error(
+      databaseUrl ? describeFailure(error, databaseUrl, "Creating the migration") : (error as Error).message,
+    );
     process.exitCode = 1;
   }
 }

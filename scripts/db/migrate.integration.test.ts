@@ -103,7 +103,9 @@ describe("migrate under concurrency and failure", () => {
       await write("20000101000001_bad", `CREATE TABLE "Half" (id INT);\nSELECT 1 / 0;`);
       const url = freshDatabaseUrl();
 
-      await expect(migrate(url, () => {}, dir)).rejects.toThrow(/20000101000001_bad failed and was rolled back: division by zero/);
+      await expect(migrate(url, () => {}, dir)).rejects.toThrow(
+        /20000101000001_bad failed and was rolled back: division by zero/,
+      );
 
       const tables = await query<{ table_name: string }>(
         url,

@@ -236,6 +236,9 @@ export function describeFailure(error: unknown, databaseUrl: string, what = "Mig
       return `${where} refused the login: ${err.message}. Fix the user or password in DATABASE_URL.`;
     case "42501":
       return `${where}: permission denied (${err.message}). The user needs CREATEDB, or create the database by hand.`;
+    default:
+      // Other codes, and errors without one, are told by their message below.
+      break;
   }
   if (err.message?.includes("timeout expired")) return `Cannot reach ${where}: connection timed out. ${fix}`;
   return `${what} failed: ${err.message ?? String(error)}`;

@@ -139,7 +139,8 @@ export async function withSchemaEngine<T>(
   fn: (engine: SchemaEngine, schema: { files: { path: string; content: string }[] }) => Promise<T>,
 ): Promise<T> {
   reportCharColumnsAsText();
-  await (wasmLoaded ??= loadWasm());
+  wasmLoaded ??= loadWasm();
+  await wasmLoaded;
   const content = await readFile(options.schemaPath, "utf8");
   const factory = adapterFactory(options.databaseUrl);
   const engine = await bg.SchemaEngine.new(

@@ -48,9 +48,17 @@ afterAll(async () => {
 describe("migrationStatus", () => {
   it("lists applied and pending migrations, and is up to date once all are applied", async () => {
     const url = freshDatabaseUrl();
-    const dir = await migrationsDir({ "20260101000000_a": "CREATE TABLE a (id int);", "20260102000000_b": "CREATE TABLE b (id int);" });
+    const dir = await migrationsDir({
+      "20260101000000_a": "CREATE TABLE a (id int);",
+      "20260102000000_b": "CREATE TABLE b (id int);",
+    });
     await migrate(url, () => {}, dir);
-    expect(await migrationStatus(url, dir)).toEqual({ applied: ["20260101000000_a", "20260102000000_b"], pending: [], drift: [], upToDate: true });
+    expect(await migrationStatus(url, dir)).toEqual({
+      applied: ["20260101000000_a", "20260102000000_b"],
+      pending: [],
+      drift: [],
+      upToDate: true,
+    });
 
     await mkdir(path.join(dir, "20260103000000_c"));
     await writeFile(path.join(dir, "20260103000000_c", "migration.sql"), "CREATE TABLE c (id int);");
@@ -61,7 +69,10 @@ describe("migrationStatus", () => {
 
   it("reports drift: a file changed after it was applied, and an applied migration without a folder", async () => {
     const url = freshDatabaseUrl();
-    const dir = await migrationsDir({ "20260101000000_a": "CREATE TABLE a (id int);", "20260102000000_b": "CREATE TABLE b (id int);" });
+    const dir = await migrationsDir({
+      "20260101000000_a": "CREATE TABLE a (id int);",
+      "20260102000000_b": "CREATE TABLE b (id int);",
+    });
     await migrate(url, () => {}, dir);
     await writeFile(path.join(dir, "20260101000000_a", "migration.sql"), "CREATE TABLE a (id bigint);");
     await rm(path.join(dir, "20260102000000_b"), { recursive: true });
@@ -82,15 +93,23 @@ describe("migrationStatus", () => {
     const url = freshDatabaseUrl();
     await exec(`${SERVER}/postgres`, `CREATE DATABASE ${new URL(url).pathname.slice(1)}`);
     const dir = await migrationsDir({ "20260101000000_a": "SELECT 1;" });
-    expect(await migrationStatus(url, dir)).toMatchObject({ applied: [], pending: ["20260101000000_a"], upToDate: false });
+    expect(await migrationStatus(url, dir)).toMatchObject({
+      applied: [],
+      pending: ["20260101000000_a"],
+      upToDate: false,
+    });
   });
 });
 
 describe("npm run db:status", () => {
   const run = (url: string) =>
-    promisify(execFile)(path.resolve(import.meta.dirname, "../../node_modules/.bin/tsx"), [path.resolve(import.meta.dirname, "status.ts")], {
-      env: { ...process.env, DATABASE_URL: url },
-    }).then(
+    promisify(execFile)(
+      path.resolve(import.meta.dirname, "../../node_modules/.bin/tsx"),
+      [path.resolve(import.meta.dirname, "status.ts")],
+      {
+        env: { ...process.env, DATABASE_URL: url },
+      },
+    ).then(
       ({ stdout }) => ({ code: 0, stdout }),
       (err: { code: number; stdout: string }) => ({ code: err.code, stdout: err.stdout }),
     );
@@ -102,7 +121,10 @@ describe("npm run db:status", () => {
     expect(clean.code).toBe(0);
     expect(clean.stdout).toMatch(/up to date/);
 
-    await exec(url, `INSERT INTO "_prisma_migrations" (id, checksum, migration_name, finished_at, applied_steps_count) VALUES ('${randomUUID()}', 'x', '29990101000000_elsewhere', now(), 1)`);
+    await exec(
+      url,
+      `INSERT INTO "_prisma_migrations" (id, checksum, migration_name, finished_at, applied_steps_count) VALUES ('${randomUUID()}', 'x', '29990101000000_elsewhere', now(), 1)`,
+    );
     const drifted = await run(url);
     expect(drifted.code).toBe(1);
     expect(drifted.stdout).toContain("29990101000000_elsewhere: applied, but has no folder");

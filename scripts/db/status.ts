@@ -2,7 +2,14 @@ import path from "node:path";
 import pg from "pg";
 // Relative, not "@/…": tsx only maps tsconfig paths when started from the repository root.
 import { env } from "../../lib/env";
-import { databaseName, describeFailure, listMigrations, MIGRATIONS_DIR, sameChecksum, type MigrationFile } from "./migrate";
+import {
+  databaseName,
+  describeFailure,
+  listMigrations,
+  MIGRATIONS_DIR,
+  sameChecksum,
+  type MigrationFile,
+} from "./migrate";
 
 /**
  * `npm run db:status`: which migrations of prisma/migrations the database has, which are pending,
@@ -17,7 +24,10 @@ export interface AppliedMigration {
   finishedAt: Date | null;
 }
 
-export type Drift = { name: string; problem: "changed"; recorded: string; onDisk: string } | { name: string; problem: "missing_folder" } | { name: string; problem: "unfinished" };
+export type Drift =
+  | { name: string; problem: "changed"; recorded: string; onDisk: string }
+  | { name: string; problem: "missing_folder" }
+  | { name: string; problem: "unfinished" };
 
 export interface MigrationStatus {
   applied: string[];
@@ -36,7 +46,8 @@ export function compareMigrations(files: MigrationFile[], recorded: AppliedMigra
     // Prisma records a migration before it runs it: an unfinished row is a migration that failed.
     if (row.finishedAt === null) drift.push({ name: row.name, problem: "unfinished" });
     else if (!file) drift.push({ name: row.name, problem: "missing_folder" });
-    else if (!sameChecksum(file, row.checksum)) drift.push({ name: row.name, problem: "changed", recorded: row.checksum, onDisk: file.checksum });
+    else if (!sameChecksum(file, row.checksum))
+      drift.push({ name: row.name, problem: "changed", recorded: row.checksum, onDisk: file.checksum });
     if (row.finishedAt !== null) applied.push(row.name);
   }
   const done = new Set(applied);
@@ -51,7 +62,9 @@ export async function migrationStatus(databaseUrl: string, dir: string = MIGRATI
   client.on("error", () => {});
   await client.connect();
   try {
-    const table = await client.query<{ present: boolean }>(`SELECT to_regclass('"_prisma_migrations"') IS NOT NULL AS present`);
+    const table = await client.query<{ present: boolean }>(
+      `SELECT to_regclass('"_prisma_migrations"') IS NOT NULL AS present`,
+    );
     const rows = table.rows[0]?.present
       ? (
           await client.query<{ migration_name: string; checksum: string; finished_at: Date | null }>(
@@ -59,7 +72,10 @@ export async function migrationStatus(databaseUrl: string, dir: string = MIGRATI
           )
         ).rows
       : [];
-    return compareMigrations(files, rows.map((r) => ({ name: r.migration_name, checksum: r.checksum, finishedAt: r.finished_at })));
+    return compareMigrations(
+      files,
+      rows.map((r) => ({ name: r.migration_name, checksum: r.checksum, finishedAt: r.finished_at })),
+    );
   } finally {
     await client.end().catch(() => {});
   }
@@ -67,16 +83,31 @@ export async function migrationStatus(databaseUrl: string, dir: string = MIGRATI
 
 /** The report a person reads, one line per migration. */
 export function formatStatus(status: MigrationStatus, database: string): string[] {
-  const lines = [`database ${database}: ${status.applied.length} applied, ${status.pending.length} pending, ${status.drift.length} drifted`];
+  const lines = [
+    `database ${database}: ${status.applied.length} applied, ${status.pending.length} pending, ${status.drift.length} drifted`,
+  ];
   const drifted = new Map(status.drift.map((d) => [d.name, d]));
   for (const name of status.applied) if (!drifted.has(name)) lines.push(`  applied   ${name}`);
   for (const name of status.pending) lines.push(`  pending   ${name}`);
   for (const d of status.drift) {
-    if (d.problem === "changed") lines.push(`  DRIFT     ${d.name}: changed after it was applied (checksum ${d.recorded.slice(0, 12)}… in the database, ${d.onDisk.slice(0, 12)}… on disk)`);
-    else if (d.problem === "missing_folder") lines.push(`  DRIFT     ${d.name}: applied, but has no folder in prisma/migrations`);
-    else lines.push(`  DRIFT     ${d.name}: started but never finished (a failed migration); repair it, then mark it rolled back`);
+    if (d.problem === "changed")
+      lines.push(
+        `  DRIFT     ${d.name}: changed after it was applied (checksum ${d.recorded.slice(0, 12)}… in the database, ${d.onDisk.slice(0, 12)}… on disk)`,
+      );
+    else if (d.problem === "missing_folder")
+      lines.push(`  DRIFT     ${d.name}: applied, but has no folder in prisma/migrations`);
+    else
+      lines.push(
+        `  DRIFT     ${d.name}: started but never finished (a failed migration); repair it, then mark it rolled back`,
+      );
   }
-  lines.push(status.upToDate ? "up to date" : status.drift.length > 0 ? "drift found: the database and prisma/migrations disagree" : "pending migrations: run npm run db:migrate");
+  lines.push(
+    status.upToDate
+      ? "up to date"
+      : status.drift.length > 0
+        ? "drift found: the database and prisma/migrations disagree"
+        : "pending migrations: run npm run db:migrate",
+  );
   return lines;
 }
 
@@ -88,7 +119,9 @@ async function main(): Promise<void> {
     for (const line of formatStatus(status, databaseName(databaseUrl))) console.log(line);
     process.exitCode = status.upToDate ? 0 : 1;
   } catch (error) {
-    console.error(databaseUrl ? describeFailure(error, databaseUrl, "Reading the migration status") : (error as Error).message);
+    console.error(
+      databaseUrl ? describeFailure(error, databaseUrl, "Reading the migration status") : (error as Error).message,
+    );
     process.exitCode = 1;
   }
 }

@@ -46,9 +46,22 @@ export interface ChaosOptions {
 
 export interface ChaosReport {
   options: Omit<ChaosOptions, "log">;
-  did: { workerKills: number; redisDownMs: number; webDownMs: number; pgDownMs: number; unexpectedWorkerExits: number; resent: number; gaveUp: number };
+  did: {
+    workerKills: number;
+    redisDownMs: number;
+    webDownMs: number;
+    pgDownMs: number;
+    unexpectedWorkerExits: number;
+    resent: number;
+    gaveUp: number;
+  };
   /** The goals of a short outage: jobs done without a human, items exactly once, the web's answers by window. */
-  goals: { completedWithoutRetry: number; accepted: number; items: { expected: number; lost: number; doubled: number }; poll: PollSummary };
+  goals: {
+    completedWithoutRetry: number;
+    accepted: number;
+    items: { expected: number; lost: number; doubled: number };
+    poll: PollSummary;
+  };
   accepted: Accepted[];
   refused: Record<string, number>;
   /** Statuses when the chaos had settled, before any retry. */
@@ -72,7 +85,7 @@ const SETTLE_MS = 180_000;
 /** After an outage window closes, clients reconnect (Redis's retry step is up to 2 s): answers this soon after still count as inside. */
 const WINDOW_TOLERANCE_MS = 5_000;
 
-/** The reaper's timings at a time scale (lib/jobs/stuck.ts): interval, and the grace after the last sign of life. */
+/** The reaper's timings at a time scale (lib/jobs/liveness.ts): interval, and the grace after the last sign of life. */
 function reaperTimings(scale: number) {
   const interval = Math.max(60_000 * scale, 1_000);
   const silence = 3 * Math.max(30_000 * scale, 500);
@@ -114,6 +127,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     // more than in production: the chaos is about crashes, not deadlines (those have their own
     // tests). Each still bounds its rows, and the watch below holds them to it.
     BOUNDED_BUDGET_IMPORTS_SOFT_S: String(importBudgetS),
+    // Measured on direct calls: with this budget an import would otherwise take the batch lane.
+    BOUNDED_BATCH_LANE_KINDS: "none",
     BOUNDED_BUDGET_IMPORTS_HARD_S: String(Math.round(importBudgetS * 1.5)),
     BOUNDED_BUDGET_AGENT_INTERACTIVE_SOFT_S: "600",
     BOUNDED_BUDGET_AGENT_INTERACTIVE_HARD_S: "900",
@@ -122,18 +137,32 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
   };
   const { intervalMs, graceMs } = reaperTimings(o.timeScale);
 
-  say(`chaos: seed ${o.seed}; ${o.jobs} jobs over ${o.seconds} s; time scale ${o.timeScale}; ${o.workers} worker processes; logs in test-results/${o.database}/`);
+  say(
+    `chaos: seed ${o.seed}; ${o.jobs} jobs over ${o.seconds} s; time scale ${o.timeScale}; ${o.workers} worker processes; logs in test-results/${o.database}/`,
+  );
   await dropDatabase(databaseUrl);
   await migrate(databaseUrl);
   const system = new ChaosSystem(o.ports, env, o.workers);
-  const did = { workerKills: 0, redisDownMs: 0, webDownMs: 0, pgDownMs: 0, unexpectedWorkerExits: 0, resent: 0, gaveUp: 0 };
+  const did = {
+    workerKills: 0,
+    redisDownMs: 0,
+    webDownMs: 0,
+    pgDownMs: 0,
+    unexpectedWorkerExits: 0,
+    resent: 0,
+    gaveUp: 0,
+  };
   const overrunsById = new Map<string, Overrun>();
   let maxOver = -Infinity;
   const chaosDb = new ChaosDb(databaseUrl);
   try {
     // First start's operator token (BOUNDED_BOOTSTRAP_TOKEN), as `npm start` does it, once Redis runs.
     await system.start(() => {
-      const boot = spawnSync(process.execPath, ["--import", "tsx", "scripts/bootstrap.ts"], { cwd: ROOT, env: { ...process.env, ...system.env }, encoding: "utf8" });
+      const boot = spawnSync(process.execPath, ["--import", "tsx", "scripts/bootstrap.ts"], {
+        cwd: ROOT,
+        env: { ...process.env, ...system.env },
+        encoding: "utf8",
+      });
       if (boot.status !== 0) throw new Error(`bootstrap failed: ${boot.stderr}`);
     });
     const workload = new Workload(system.baseUrl, OPERATOR_TOKEN, random, o.importsOnly);
@@ -141,7 +170,12 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     const firstProgress = () => workload.stats.accepted.find((a) => a.progressToken)?.progressToken;
     const poller = new WebPoller(system.baseUrl, OPERATOR_TOKEN, () => {
       const token = firstProgress();
-      return ["/api/health", "/api/jobs?status=running", "/jobs", ...(token ? [`/api/progress/${token}`, `/progress/${token}`] : [])];
+      return [
+        "/api/health",
+        "/api/jobs?status=running",
+        "/jobs",
+        ...(token ? [`/api/progress/${token}`, `/progress/${token}`] : []),
+      ];
     });
     poller.start();
 
@@ -155,7 +189,11 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
       while (watching) {
         // Nor can a run write its heartbeat while PostgreSQL is stopped.
         const tolerance =
-          PASS_TOLERANCE_MS + did.redisDownMs + did.pgDownMs + (redisDownSince ? Date.now() - redisDownSince : 0) + (pgDownSince ? Date.now() - pgDownSince : 0);
+          PASS_TOLERANCE_MS +
+          did.redisDownMs +
+          did.pgDownMs +
+          (redisDownSince ? Date.now() - redisDownSince : 0) +
+          (pgDownSince ? Date.now() - pgDownSince : 0);
         for (const r of await chaosDb.overruns(o.timeScale, graceMs, intervalMs, tolerance).catch(() => [])) {
           const prev = overrunsById.get(r.id);
           if (!prev || prev.silentMs < r.silentMs) overrunsById.set(r.id, r);
@@ -165,7 +203,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     })();
     const watchMax = (async () => {
       while (watching) {
-        for (const r of await chaosDb.overruns(o.timeScale, graceMs, intervalMs, -1e12).catch(() => [])) maxOver = Math.max(maxOver, r.silentMs - r.boundMs);
+        for (const r of await chaosDb.overruns(o.timeScale, graceMs, intervalMs, -1e12).catch(() => []))
+          maxOver = Math.max(maxOver, r.silentMs - r.boundMs);
         await sleep(1_000);
       }
     })();
@@ -183,7 +222,11 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
         if (ready.length < 2) continue;
         const victim = ready[Math.floor(random() * ready.length)]!;
         did.workerKills++;
-        restarts.push(system.restart(victim, 200 + random() * 1_300).catch((err) => say(`chaos: ${victim} did not come back: ${err.message}`)));
+        restarts.push(
+          system
+            .restart(victim, 200 + random() * 1_300)
+            .catch((err) => say(`chaos: ${victim} did not come back: ${err.message}`)),
+        );
       }
       await Promise.all(restarts);
     })();
@@ -238,7 +281,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     did.resent = workload.stats.resent;
     did.gaveUp = workload.stats.gaveUp;
     did.unexpectedWorkerExits = system.unexpectedExits.length;
-    say(`chaos: over — ${did.workerKills} worker kills, Redis down ${(did.redisDownMs / 1000).toFixed(1)} s, web down ${(did.webDownMs / 1000).toFixed(1)} s; ${workload.stats.accepted.length} jobs accepted; settling…`);
+    say(
+      `chaos: over — ${did.workerKills} worker kills, Redis down ${(did.redisDownMs / 1000).toFixed(1)} s, web down ${(did.webDownMs / 1000).toFixed(1)} s; ${workload.stats.accepted.length} jobs accepted; settling…`,
+    );
 
     // Settle: every row terminal (the reaper finishes what the crashes left). A system that does
     // not settle fails the run with what was left, rather than hanging it.
@@ -259,13 +304,23 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     const afterChaos = await chaosDb.statusCounts();
     const acceptedIds = workload.stats.accepted.map((a) => a.jobId);
     const completedWithoutRetry = await chaosDb.completedOf(acceptedIds);
-    const ended = (await chaosDb.statusByKind()).filter((r) => r.status !== "completed" && r.status !== "completed_with_errors");
+    const ended = (await chaosDb.statusByKind()).filter(
+      (r) => r.status !== "completed" && r.status !== "completed_with_errors",
+    );
     say(`chaos: settled — ${fmtCounts(afterChaos)}`);
 
     // The operator retries what the chaos ended; each retry resumes at the job's cursor.
     const retries: { round: number; retried: number }[] = [];
     for (let round = 1; round <= 5 && unsettled.length === 0; round++) {
-      const res = await workload.send("/api/jobs/retry", () => ({ method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ filter: {} }) }), true);
+      const res = await workload.send(
+        "/api/jobs/retry",
+        () => ({
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ filter: {} }),
+        }),
+        true,
+      );
       const body = (await res?.json()) as { retried?: number; matched?: number };
       if (!res?.ok) throw new Error(`bulk retry answered ${res?.status}: ${JSON.stringify(body)}`);
       if (!body.matched) break;
@@ -286,24 +341,43 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     const goals = { completedWithoutRetry, accepted: acceptedIds.length, items, poll };
     const goalChecks: Check[] = o.noManualAction
       ? [
-          { name: "every job completed without manual action (before any operator retry)", ok: completedWithoutRetry === acceptedIds.length, detail: `${completedWithoutRetry}/${acceptedIds.length}` },
+          {
+            name: "every job completed without manual action (before any operator retry)",
+            ok: completedWithoutRetry === acceptedIds.length,
+            detail: `${completedWithoutRetry}/${acceptedIds.length}`,
+          },
           { name: "no item lost", ok: items.lost === 0, detail: `${items.lost} of ${items.expected} rows` },
           { name: "no item applied twice", ok: items.doubled === 0, detail: `${items.doubled}` },
           {
             name: "no 5xx answered outside the outage windows",
             ok: poll.errorsOutside.length === 0,
-            detail: poll.errorsOutside.length ? poll.errorsOutside.slice(0, 5).map((e) => `${e.status} ${e.path} at ${e.at}`).join("; ") : `${poll.answers} answers polled`,
+            detail: poll.errorsOutside.length
+              ? poll.errorsOutside
+                  .slice(0, 5)
+                  .map((e) => `${e.status} ${e.path} at ${e.at}`)
+                  .join("; ")
+              : `${poll.answers} answers polled`,
           },
         ]
       : [];
     const checks: Check[] = [
       ...goalChecks,
-      { name: "the system settled: every row terminal within 180 s of the chaos ending (and of each retry)", ok: unsettled.length === 0, detail: unsettled.join("; ") || "yes" },
+      {
+        name: "the system settled: every row terminal within 180 s of the chaos ending (and of each retry)",
+        ok: unsettled.length === 0,
+        detail: unsettled.join("; ") || "yes",
+      },
       {
         name: "no row non-terminal past its bound (hard limit + grace + one reaper interval after its last sign of life)",
         ok: overrunsById.size === 0,
         detail: overrunsById.size
-          ? `${overrunsById.size} rows: ${[...overrunsById.values()].slice(0, 5).map((r) => `${r.kind} ${r.id} ${r.status} silent ${(r.silentMs / 1000).toFixed(1)} s > ${(r.boundMs / 1000).toFixed(1)} s`).join("; ")}`
+          ? `${overrunsById.size} rows: ${[...overrunsById.values()]
+              .slice(0, 5)
+              .map(
+                (r) =>
+                  `${r.kind} ${r.id} ${r.status} silent ${(r.silentMs / 1000).toFixed(1)} s > ${(r.boundMs / 1000).toFixed(1)} s`,
+              )
+              .join("; ")}`
           : `worst: ${(maxOver / 1000).toFixed(1)} s against its bound`,
       },
       ...(await chaosDb.finalChecks(workload.stats.accepted)),

@@ -7,7 +7,15 @@ import pg from "pg";
 import { marketplaceItems } from "../../workers/simulators/marketplace";
 import type { Accepted } from "./workload";
 
-export const TERMINAL = ["completed", "completed_with_errors", "timed_out", "killed", "failed", "abandoned", "cancelled"];
+export const TERMINAL = [
+  "completed",
+  "completed_with_errors",
+  "timed_out",
+  "killed",
+  "failed",
+  "abandoned",
+  "cancelled",
+];
 /** The marketplace simulator's defaults (workers/simulators/marketplace.ts): pages per family and items per page. */
 const SIM_PAGES = 10;
 const SIM_ITEMS_PER_PAGE = 20;
@@ -60,20 +68,33 @@ export class ChaosDb {
     );
     return rows
       .filter((r) => r.silent_ms > r.bound_ms + toleranceMs)
-      .map((r) => ({ id: r.id, kind: r.kind, status: r.status, silentMs: Math.round(r.silent_ms), boundMs: Math.round(r.bound_ms) }));
+      .map((r) => ({
+        id: r.id,
+        kind: r.kind,
+        status: r.status,
+        silentMs: Math.round(r.silent_ms),
+        boundMs: Math.round(r.bound_ms),
+      }));
   }
 
   async statusCounts(): Promise<Record<string, number>> {
-    const rows = await this.rows<{ status: string; n: number }>(`SELECT status::text AS status, count(*)::int AS n FROM "Job" GROUP BY 1 ORDER BY 2 DESC`);
+    const rows = await this.rows<{ status: string; n: number }>(
+      `SELECT status::text AS status, count(*)::int AS n FROM "Job" GROUP BY 1 ORDER BY 2 DESC`,
+    );
     return Object.fromEntries(rows.map((r) => [r.status, r.n]));
   }
 
   async statusByKind(): Promise<{ kind: string; status: string; n: number }[]> {
-    return this.rows(`SELECT kind, status::text AS status, count(*)::int AS n FROM "Job" GROUP BY 1, 2 ORDER BY 1, 3 DESC`);
+    return this.rows(
+      `SELECT kind, status::text AS status, count(*)::int AS n FROM "Job" GROUP BY 1, 2 ORDER BY 1, 3 DESC`,
+    );
   }
 
   async nonTerminal(): Promise<number> {
-    const [r] = await this.rows<{ n: number }>(`SELECT count(*)::int AS n FROM "Job" WHERE NOT (status::text = ANY($1))`, [TERMINAL]);
+    const [r] = await this.rows<{ n: number }>(
+      `SELECT count(*)::int AS n FROM "Job" WHERE NOT (status::text = ANY($1))`,
+      [TERMINAL],
+    );
     return r!.n;
   }
 
@@ -84,7 +105,9 @@ export class ChaosDb {
 
   /** "tenant/adId" of every ad with a delivered card. */
   async deliveredAds(): Promise<string[]> {
-    const rows = await this.rows<{ k: string }>(`SELECT DISTINCT t.slug || '/' || a.id AS k FROM "CardImage" c JOIN "Ad" a ON a.id = c."adId" JOIN "Tenant" t ON t.id = a."tenantId"`);
+    const rows = await this.rows<{ k: string }>(
+      `SELECT DISTINCT t.slug || '/' || a.id AS k FROM "CardImage" c JOIN "Ad" a ON a.id = c."adId" JOIN "Tenant" t ON t.id = a."tenantId"`,
+    );
     return rows.map((r) => r.k);
   }
 
@@ -98,7 +121,10 @@ export class ChaosDb {
 
   /** Of these jobs, how many are completed (with or without item failures) right now. */
   async completedOf(ids: string[]): Promise<number> {
-    const [r] = await this.rows<{ n: number }>(`SELECT count(*)::int AS n FROM "Job" WHERE id = ANY($1::uuid[]) AND status IN ('completed', 'completed_with_errors')`, [ids]);
+    const [r] = await this.rows<{ n: number }>(
+      `SELECT count(*)::int AS n FROM "Job" WHERE id = ANY($1::uuid[]) AND status IN ('completed', 'completed_with_errors')`,
+      [ids],
+    );
     return r!.n;
   }
 
@@ -127,21 +153,61 @@ export class ChaosDb {
   /** The checks made once the system has settled. */
   async finalChecks(accepted: Accepted[]): Promise<Check[]> {
     const checks: Check[] = [];
-    const add = (name: string, bad: unknown[], okDetail: string, describe: (b: never) => string = (b) => JSON.stringify(b)) =>
-      checks.push({ name, ok: bad.length === 0, detail: bad.length ? `${bad.length} offending: ${bad.slice(0, 5).map((b) => describe(b as never)).join("; ")}` : okDetail });
+    const add = (
+      name: string,
+      bad: unknown[],
+      okDetail: string,
+      describe: (b: never) => string = (b) => JSON.stringify(b),
+    ) =>
+      checks.push({
+        name,
+        ok: bad.length === 0,
+        detail: bad.length
+          ? `${bad.length} offending: ${bad
+              .slice(0, 5)
+              .map((b) => describe(b as never))
+              .join("; ")}`
+          : okDetail,
+      });
 
     // No job lost: every accepted job has its row, and every row ended in a terminal state.
     const ids = accepted.map((a) => a.jobId);
-    const found = await this.rows<{ id: string; status: string; kind: string; message: string | null }>(`SELECT id, status::text AS status, kind, message FROM "Job" WHERE id = ANY($1::uuid[])`, [ids]);
+    const found = await this.rows<{ id: string; status: string; kind: string; message: string | null }>(
+      `SELECT id, status::text AS status, kind, message FROM "Job" WHERE id = ANY($1::uuid[])`,
+      [ids],
+    );
     const foundIds = new Set(found.map((r) => r.id));
-    add("every accepted job has its row", ids.filter((id) => !foundIds.has(id)), `${ids.length} accepted, ${found.length} found`);
-    const open = await this.rows<{ id: string; kind: string; status: string }>(`SELECT id, kind, status::text AS status FROM "Job" WHERE NOT (status::text = ANY($1))`, [TERMINAL]);
+    add(
+      "every accepted job has its row",
+      ids.filter((id) => !foundIds.has(id)),
+      `${ids.length} accepted, ${found.length} found`,
+    );
+    const open = await this.rows<{ id: string; kind: string; status: string }>(
+      `SELECT id, kind, status::text AS status FROM "Job" WHERE NOT (status::text = ANY($1))`,
+      [TERMINAL],
+    );
     add("every job row is terminal", open, "0 rows queued, running or delayed");
     const notDone = found.filter((r) => r.status !== "completed" && r.status !== "completed_with_errors");
-    add("every accepted job completed (after the operator's retries)", notDone, `${found.length - notDone.length} of ${found.length} completed`, (b: { id: string; kind: string; status: string; message: string | null }) => `${b.kind} ${b.id} ${b.status}: ${b.message}`);
+    add(
+      "every accepted job completed (after the operator's retries)",
+      notDone,
+      `${found.length - notDone.length} of ${found.length} completed`,
+      (b: { id: string; kind: string; status: string; message: string | null }) =>
+        `${b.kind} ${b.id} ${b.status}: ${b.message}`,
+    );
 
     // Counters agree with what was written: an item applied twice, or skipped, shows here.
-    const counts = await this.rows<{ id: string; kind: string; status: string; total: number | null; processed: number; failed: number; cursor: number; written: number; failures: number }>(
+    const counts = await this.rows<{
+      id: string;
+      kind: string;
+      status: string;
+      total: number | null;
+      processed: number;
+      failed: number;
+      cursor: number;
+      written: number;
+      failures: number;
+    }>(
       `SELECT j.id, j.kind, j.status::text AS status, j.total, j.processed, j.failed, j.cursor,
               CASE j.kind WHEN 'csv_import' THEN (SELECT count(*) FROM "Transaction" x WHERE x."jobId" = j.id)
                           WHEN 'bulk_ocr' THEN (SELECT count(*) FROM "JobFile" f WHERE f."jobId" = j.id AND f.summary IS NOT NULL)
@@ -150,7 +216,12 @@ export class ChaosDb {
               (SELECT count(*) FROM "JobItemFailure" f WHERE f."jobId" = j.id)::int AS failures
        FROM "Job" j`,
     );
-    add("items written = items counted (no item applied twice)", counts.filter((c) => c.written !== c.processed), `${counts.reduce((s, c) => s + c.written, 0)} items written across ${counts.length} jobs`, (c: (typeof counts)[number]) => `${c.kind} ${c.id}: ${c.written} written, processed ${c.processed}`);
+    add(
+      "items written = items counted (no item applied twice)",
+      counts.filter((c) => c.written !== c.processed),
+      `${counts.reduce((s, c) => s + c.written, 0)} items written across ${counts.length} jobs`,
+      (c: (typeof counts)[number]) => `${c.kind} ${c.id}: ${c.written} written, processed ${c.processed}`,
+    );
     add(
       "failures recorded = failures counted",
       counts.filter((c) => (c.kind === "csv_import" || c.kind === "bulk_ocr") && c.failures !== c.failed),
@@ -159,17 +230,44 @@ export class ChaosDb {
     );
     add(
       "a completed job went through every item once",
-      counts.filter((c) => (c.status === "completed" || c.status === "completed_with_errors") && c.total !== null && c.kind !== "marketplace_sync" && (c.processed + c.failed !== c.total || c.cursor !== c.total)),
+      counts.filter(
+        (c) =>
+          (c.status === "completed" || c.status === "completed_with_errors") &&
+          c.total !== null &&
+          c.kind !== "marketplace_sync" &&
+          (c.processed + c.failed !== c.total || c.cursor !== c.total),
+      ),
       "processed + failed = cursor = total on every completed job",
-      (c: (typeof counts)[number]) => `${c.kind} ${c.id}: ${c.processed} + ${c.failed} of ${c.total}, cursor ${c.cursor}`,
+      (c: (typeof counts)[number]) =>
+        `${c.kind} ${c.id}: ${c.processed} + ${c.failed} of ${c.total}, cursor ${c.cursor}`,
     );
 
     // What each accepted import and OCR batch must have produced, exactly.
     const byId = new Map(counts.map((c) => [c.id, c]));
-    const wrongImports = accepted.filter((a) => a.rows && byId.get(a.jobId) && (byId.get(a.jobId)!.written !== a.rows.good || byId.get(a.jobId)!.failures !== a.rows.bad));
-    add("each import wrote exactly its good rows and recorded its bad ones", wrongImports, `${accepted.filter((a) => a.rows).length} imports, ${accepted.reduce((s, a) => s + (a.rows?.good ?? 0), 0)} transactions as uploaded`, (a: Accepted) => `${a.jobId}: ${byId.get(a.jobId)?.written} written of ${a.rows!.good}, ${byId.get(a.jobId)?.failures} failures of ${a.rows!.bad}`);
-    const wrongBatches = accepted.filter((a) => a.files && byId.get(a.jobId) && (byId.get(a.jobId)!.total !== a.files.total || byId.get(a.jobId)!.failures < a.files.damaged));
-    add("each OCR batch read every file, the damaged ones as failures", wrongBatches, `${accepted.filter((a) => a.files).length} batches`);
+    const wrongImports = accepted.filter(
+      (a) =>
+        a.rows &&
+        byId.get(a.jobId) &&
+        (byId.get(a.jobId)!.written !== a.rows.good || byId.get(a.jobId)!.failures !== a.rows.bad),
+    );
+    add(
+      "each import wrote exactly its good rows and recorded its bad ones",
+      wrongImports,
+      `${accepted.filter((a) => a.rows).length} imports, ${accepted.reduce((s, a) => s + (a.rows?.good ?? 0), 0)} transactions as uploaded`,
+      (a: Accepted) =>
+        `${a.jobId}: ${byId.get(a.jobId)?.written} written of ${a.rows!.good}, ${byId.get(a.jobId)?.failures} failures of ${a.rows!.bad}`,
+    );
+    const wrongBatches = accepted.filter(
+      (a) =>
+        a.files &&
+        byId.get(a.jobId) &&
+        (byId.get(a.jobId)!.total !== a.files.total || byId.get(a.jobId)!.failures < a.files.damaged),
+    );
+    add(
+      "each OCR batch read every file, the damaged ones as failures",
+      wrongBatches,
+      `${accepted.filter((a) => a.files).length} batches`,
+    );
 
     // Syncs: each completed sync stored its family's records once (upserted by id).
     const syncs = await this.rows<{ id: string; tenant: string; family: string; records: number }>(
@@ -178,8 +276,17 @@ export class ChaosDb {
        FROM "Job" j JOIN "Tenant" t ON t.id = j."tenantId" WHERE j.kind = 'marketplace_sync' AND j.status = 'completed'`,
     );
     const expected = (tenant: string, family: string) =>
-      new Set(Array.from({ length: SIM_PAGES }, (_, p) => marketplaceItems(family as never, tenant, p + 1, SIM_ITEMS_PER_PAGE).map((i) => i.id)).flat()).size;
-    add("each completed sync stored every record of its family", syncs.filter((s) => s.records !== expected(s.tenant, s.family)), `${syncs.length} syncs, ${syncs.reduce((s, x) => s + x.records, 0)} records`, (s: (typeof syncs)[number]) => `${s.family}:${s.tenant} ${s.records} of ${expected(s.tenant, s.family)}`);
+      new Set(
+        Array.from({ length: SIM_PAGES }, (_, p) =>
+          marketplaceItems(family as never, tenant, p + 1, SIM_ITEMS_PER_PAGE).map((i) => i.id),
+        ).flat(),
+      ).size;
+    add(
+      "each completed sync stored every record of its family",
+      syncs.filter((s) => s.records !== expected(s.tenant, s.family)),
+      `${syncs.length} syncs, ${syncs.reduce((s, x) => s + x.records, 0)} records`,
+      (s: (typeof syncs)[number]) => `${s.family}:${s.tenant} ${s.records} of ${expected(s.tenant, s.family)}`,
+    );
 
     // Quota: the books of every pack balance, nothing is still held, no generation paid twice.
     const packs = await this.rows<{ tenant: string; size: number; remaining: number; spent: number; live: number }>(
@@ -187,11 +294,23 @@ export class ChaosDb {
               (SELECT count(*) FROM "QuotaReserve" r WHERE r."packId" = p.id)::int AS live
        FROM "QuotaPack" p JOIN "Tenant" t ON t.id = p."tenantId"`,
     );
-    add("quota: remaining + spent + live = size for every pack", packs.filter((p) => p.remaining + p.spent + p.live !== p.size), `${packs.length} packs balance, ${packs.reduce((s, p) => s + p.spent, 0)} units spent`);
-    add("quota: no reserve still held once every generation ended", packs.filter((p) => p.live > 0), "0 live reserves");
-    const doubles = await this.rows<{ jobId: string; spends: number }>(`SELECT "jobId", count(*)::int AS spends FROM "QuotaSpend" WHERE "jobId" IS NOT NULL GROUP BY 1 HAVING count(*) > 1`);
+    add(
+      "quota: remaining + spent + live = size for every pack",
+      packs.filter((p) => p.remaining + p.spent + p.live !== p.size),
+      `${packs.length} packs balance, ${packs.reduce((s, p) => s + p.spent, 0)} units spent`,
+    );
+    add(
+      "quota: no reserve still held once every generation ended",
+      packs.filter((p) => p.live > 0),
+      "0 live reserves",
+    );
+    const doubles = await this.rows<{ jobId: string; spends: number }>(
+      `SELECT "jobId", count(*)::int AS spends FROM "QuotaSpend" WHERE "jobId" IS NOT NULL GROUP BY 1 HAVING count(*) > 1`,
+    );
     add("quota: no generation charged twice", doubles, "at most one spend per generation job");
-    const flags = await this.rows<{ id: string }>(`SELECT id FROM "Ad" WHERE (params->>'aiDislikeRetryUsed')::boolean IS TRUE`);
+    const flags = await this.rows<{ id: string }>(
+      `SELECT id FROM "Ad" WHERE (params->>'aiDislikeRetryUsed')::boolean IS TRUE`,
+    );
     add("quota: no ad left flagged as being regenerated", flags, "every dislike flag cleared");
     return checks;
   }

@@ -45,7 +45,9 @@ try {
   process.exit(2);
 }
 if (!parsed.success) {
-  console.error(`test:chaos: ${parsed.error.issues.map((i) => `--${i.path.join(".")}: ${i.message}`).join("; ")}\n${usage}`);
+  console.error(
+    `test:chaos: ${parsed.error.issues.map((i) => `--${i.path.join(".")}: ${i.message}`).join("; ")}\n${usage}`,
+  );
   process.exit(2);
 }
 const args = parsed.data;

@@ -81,7 +81,11 @@ export class WebPoller {
     const from = Date.now();
     let status = 0;
     try {
-      const res = await fetch(`${this.baseUrl}${path}`, { headers: { authorization: `Bearer ${this.token}` }, signal: AbortSignal.timeout(POLL_TIMEOUT_MS), redirect: "manual" });
+      const res = await fetch(`${this.baseUrl}${path}`, {
+        headers: { authorization: `Bearer ${this.token}` },
+        signal: AbortSignal.timeout(POLL_TIMEOUT_MS),
+        redirect: "manual",
+      });
       status = res.status;
       await res.body?.cancel();
     } catch {
@@ -95,8 +99,16 @@ export class WebPoller {
    * by `toleranceMs` after it closed (clients reconnect after a dependency is back).
    */
   summary(toleranceMs: number): PollSummary {
-    const inside = (a: Answer) => this.windows.some((w) => a.to >= w.from && a.from <= (w.to ?? Date.now()) + toleranceMs);
-    const s: PollSummary = { answers: this.answers.length, errorsOutside: [], errorsInside: 0, noAnswerInside: 0, noAnswerOutside: 0, slowestErrorInsideMs: 0 };
+    const inside = (a: Answer) =>
+      this.windows.some((w) => a.to >= w.from && a.from <= (w.to ?? Date.now()) + toleranceMs);
+    const s: PollSummary = {
+      answers: this.answers.length,
+      errorsOutside: [],
+      errorsInside: 0,
+      noAnswerInside: 0,
+      noAnswerOutside: 0,
+      slowestErrorInsideMs: 0,
+    };
     for (const a of this.answers) {
       const isIn = inside(a);
       if (a.status === 0) {

@@ -33,7 +33,8 @@ export class PrivatePostgres {
 
   private run(tool: string, args: string[]): void {
     const cmd = join(BIN, tool);
-    if (this.asPostgres) execFileSync("runuser", ["-u", "postgres", "--", cmd, ...args], { stdio: "pipe", cwd: this.dir });
+    if (this.asPostgres)
+      execFileSync("runuser", ["-u", "postgres", "--", cmd, ...args], { stdio: "pipe", cwd: this.dir });
     else execFileSync(cmd, args, { stdio: "pipe", cwd: this.dir });
   }
 

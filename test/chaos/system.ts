@@ -105,13 +105,42 @@ export class ChaosSystem {
       // A SIGKILL can lose up to a second of writes; the restart replays the rest.
       return {
         cmd: "redis-server",
-        args: ["--port", String(this.ports.redis), "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes", "--appendfsync", "everysec", "--maxmemory-policy", "noeviction", "--dir", this.redisDir],
+        args: [
+          "--port",
+          String(this.ports.redis),
+          "--bind",
+          "127.0.0.1",
+          "--save",
+          "",
+          "--appendonly",
+          "yes",
+          "--appendfsync",
+          "everysec",
+          "--maxmemory-policy",
+          "noeviction",
+          "--dir",
+          this.redisDir,
+        ],
         readyWhen: (l) => l.includes("Ready to accept connections"),
       };
     }
-    if (part === "sim") return { cmd: process.execPath, args: [...tsx, "workers/simulators/main.ts"], readyWhen: (l) => l.includes("simulators listening") };
-    if (part === "web") return { cmd: process.execPath, args: [NEXT_BIN, "start", "--port", String(this.ports.web)], readyWhen: (l) => /Ready in|started server/i.test(l) };
-    return { cmd: process.execPath, args: [...tsx, "workers/main.ts"], readyWhen: (l) => l.includes('"workers started"') };
+    if (part === "sim")
+      return {
+        cmd: process.execPath,
+        args: [...tsx, "workers/simulators/main.ts"],
+        readyWhen: (l) => l.includes("simulators listening"),
+      };
+    if (part === "web")
+      return {
+        cmd: process.execPath,
+        args: [NEXT_BIN, "start", "--port", String(this.ports.web)],
+        readyWhen: (l) => /Ready in|started server/i.test(l),
+      };
+    return {
+      cmd: process.execPath,
+      args: [...tsx, "workers/main.ts"],
+      readyWhen: (l) => l.includes('"workers started"'),
+    };
   }
 
   private launch(part: Part): Promise<void> {
@@ -143,7 +172,12 @@ export class ChaosSystem {
       child.once("exit", (code, signal) => {
         proc.exited = true;
         log.end(`--- exit ${signal ?? code} at ${new Date().toISOString()}\n`);
-        if (!proc.isReady) rejectReady(new Error(`${part} exited (${signal ?? code}) before it was ready; see ${join(this.logDir, `${part}.log`)}`));
+        if (!proc.isReady)
+          rejectReady(
+            new Error(
+              `${part} exited (${signal ?? code}) before it was ready; see ${join(this.logDir, `${part}.log`)}`,
+            ),
+          );
         // A worker that dies on its own under chaos is replaced, as `npm start` does; counted.
         if (signal !== "SIGKILL" && !this.stopping && part.startsWith("worker-")) {
           this.unexpectedExits.push({ part, code, signal });
@@ -163,6 +197,10 @@ export class ChaosSystem {
 export function ensureBuild(): void {
   if (!needsBuild(ROOT)) return;
   console.log("chaos: building the web app (next build)…");
-  const r = spawnSync(process.execPath, [NEXT_BIN, "build"], { cwd: ROOT, stdio: "inherit", env: { ...process.env, NEXT_TELEMETRY_DISABLED: "1" } });
+  const r = spawnSync(process.execPath, [NEXT_BIN, "build"], {
+    cwd: ROOT,
+    stdio: "inherit",
+    env: { ...process.env, NEXT_TELEMETRY_DISABLED: "1" },
+  });
   if (r.status !== 0) throw new Error(`next build failed (exit ${r.status ?? r.signal})`);
 }

@@ -130,15 +130,33 @@ export class Workload {
     return this.generation();
   }
 
-  private async accept(res: Response | null, work: WorkKind, tenant: string, extra: Partial<Accepted> = {}): Promise<void> {
+  private async accept(
+    res: Response | null,
+    work: WorkKind,
+    tenant: string,
+    extra: Partial<Accepted> = {},
+  ): Promise<void> {
     if (!res) return;
-    const body = (await res.json().catch(() => ({}))) as { jobId?: string; progressToken?: string; code?: string; error?: { code?: string } };
+    const body = (await res.json().catch(() => ({}))) as {
+      jobId?: string;
+      progressToken?: string;
+      code?: string;
+      error?: { code?: string };
+    };
     // 201/202: created; 200: the open job answered (a sync sent again after its first answer was lost).
     if (res.ok && body.jobId) {
-      if (!this.stats.accepted.some((a) => a.jobId === body.jobId)) this.stats.accepted.push({ jobId: body.jobId, work, tenant, ...(body.progressToken ? { progressToken: body.progressToken } : {}), ...extra });
+      if (!this.stats.accepted.some((a) => a.jobId === body.jobId))
+        this.stats.accepted.push({
+          jobId: body.jobId,
+          work,
+          tenant,
+          ...(body.progressToken ? { progressToken: body.progressToken } : {}),
+          ...extra,
+        });
       return;
     }
-    if (res.status >= 500) throw new Error(`${work} for ${tenant}: the API answered ${res.status}: ${JSON.stringify(body)}`);
+    if (res.status >= 500)
+      throw new Error(`${work} for ${tenant}: the API answered ${res.status}: ${JSON.stringify(body)}`);
     const code = `${work} ${res.status} ${body.error?.code ?? body.code ?? ""}`.trim();
     this.stats.refused[code] = (this.stats.refused[code] ?? 0) + 1;
   }
@@ -173,7 +191,12 @@ export class Workload {
         damaged++;
         return { name: `scan-${n}-${i + 1}.pdf`, bytes: truncatedPdf(), type: "application/pdf" };
       }
-      if (r < 0.55) return { name: `invoice-${n}-${i + 1}.pdf`, bytes: samplePdf([`Invoice ${n}-${i + 1}`, `Total due: ${(this.random() * 900).toFixed(2)} EUR`]), type: "application/pdf" };
+      if (r < 0.55)
+        return {
+          name: `invoice-${n}-${i + 1}.pdf`,
+          bytes: samplePdf([`Invoice ${n}-${i + 1}`, `Total due: ${(this.random() * 900).toFixed(2)} EUR`]),
+          type: "application/pdf",
+        };
       if (r < 0.8) return { name: `receipt-${n}-${i + 1}.png`, bytes: samplePng(240, 160), type: "image/png" };
       return { name: `note-${n}-${i + 1}.txt`, bytes: sampleText(), type: "text/plain" };
     });
@@ -194,7 +217,11 @@ export class Workload {
     const tenant = pick(CHAOS_TENANTS, this.random);
     const interactive = this.random() < 0.5;
     const steps = interactive ? between(2, 5, this.random) : between(5, 14, this.random);
-    const res = await this.send("/api/agent-runs", () => json({ tenant, task: "Reconcile the chaos ledger", steps, interactive }), true);
+    const res = await this.send(
+      "/api/agent-runs",
+      () => json({ tenant, task: "Reconcile the chaos ledger", steps, interactive }),
+      true,
+    );
     await this.accept(res, "agent", tenant);
   }
 

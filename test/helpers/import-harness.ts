@@ -1,6 +1,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { vi } from "vitest";
+import { distinctWord } from "@/lib/format/distinct-word";
 
 /**
  * What an import test needs, against the real database and queue: the model simulator on a free
@@ -22,7 +23,7 @@ export async function startImportHarness(options: { budgetSoftS?: number; budget
     createImport: await import("@/lib/imports/create-import"),
     queues: await import("@/lib/queues/queues"),
     redis: await import("@/lib/redis/client"),
-    runtime: await import("@/workers/runtime"),
+    runtime: await import("@/lib/runs/run-job"),
     csv: await import("@/workers/processors/csv-import"),
     log: await import("@/lib/log"),
     tenants: await import("./tenants"),
@@ -36,17 +37,27 @@ export async function startImportHarness(options: { budgetSoftS?: number; budget
     /** An import of `rows` rows (good ones unless `lineFor` writes the row) for a new tenant; its queue job removed (tests run it themselves). */
     async importOf(rows: number, label: string, lineFor: (i: number) => string | null = () => null): Promise<string> {
       const lines = ["date,amount,currency,counterparty,description"];
-      for (let i = 1; i <= rows; i++) lines.push(lineFor(i) ?? `2026-03-${String((i % 28) + 1).padStart(2, "0")},-${i}.10,EUR,REWE Markt,row ${i}`);
+      for (let i = 1; i <= rows; i++)
+        lines.push(
+          lineFor(i) ??
+            `2026-03-${String((i % 28) + 1).padStart(2, "0")},-${i}.10,EUR,REWE Markt,row ${distinctWord(i)}`,
+        );
       const tenant = m.tenants.uniqueTenantSlug(label);
       tenants.push(tenant);
-      const created = await m.createImport.createImport({ tenant, filename: `${label}.csv`, bytes: new TextEncoder().encode(lines.join("\n")) });
+      const created = await m.createImport.createImport({
+        tenant,
+        filename: `${label}.csv`,
+        bytes: new TextEncoder().encode(lines.join("\n")),
+      });
       if (created.type !== "created") throw new Error(created.message);
       await m.queues.queue("imports").remove(created.jobId);
       return created.jobId;
     },
     /** Runs a job through the runtime as a worker would; resolves with the error when it throws. */
     run(jobId: string, signal = new AbortController().signal) {
-      return m.runtime.runJob({ csv_import: m.csv.csvImport }, m.jobs.queueJobFor(jobId), signal, m.log.logger("test")).catch((err: Error) => err);
+      return m.runtime
+        .runJob({ csv_import: m.csv.csvImport }, m.jobs.queueJobFor(jobId), signal, m.log.logger("test"))
+        .catch((err: Error) => err);
     },
     /**
      * Runs a job as workers would until it is terminal: a run that gave its slot back (the row
@@ -58,13 +69,17 @@ export async function startImportHarness(options: { budgetSoftS?: number; budget
       const until = Date.now() + deadlineMs;
       while (Date.now() < until) {
         const result = await this.run(jobId);
-        const row = await m.db.db().job.findUniqueOrThrow({ where: { id: jobId }, select: { status: true, wakeUpAt: true } });
+        const row = await m.db
+          .db()
+          .job.findUniqueOrThrow({ where: { id: jobId }, select: { status: true, wakeUpAt: true } });
         if (row.status !== "delayed") {
           if (result instanceof Error) throw result;
           return deferrals;
         }
         deferrals++;
-        await new Promise((resolve) => setTimeout(resolve, Math.max(1, (row.wakeUpAt?.getTime() ?? Date.now()) - Date.now())));
+        await new Promise((resolve) =>
+          setTimeout(resolve, Math.max(1, (row.wakeUpAt?.getTime() ?? Date.now()) - Date.now())),
+        );
       }
       throw new Error(`job ${jobId} did not end within ${deadlineMs} ms`);
     },

@@ -1,14 +1,17 @@
 import { randomBytes } from "node:crypto";
 import type { Job as QueueJob } from "bullmq";
 import { db } from "@/lib/db/client";
-import type { JobKind } from "@/lib/queues/catalog";
+import type { JobKind } from "@/lib/catalog/catalog";
 import { ensureTenant } from "@/lib/tenants/ensure-tenant";
 
 /**
  * A Job row for runtime tests, with a budget set as an operator would (so the worker keeps it
  * instead of resolving its own). Budgets are production milliseconds.
  */
-export async function makeJob(tenantSlug: string, opts: { kind?: JobKind; queue?: string; total?: number; softMs: number; hardMs: number }) {
+export async function makeJob(
+  tenantSlug: string,
+  opts: { kind?: JobKind; queue?: string; total?: number; softMs: number; hardMs: number },
+) {
   const tenant = { id: await ensureTenant(tenantSlug) };
   return db().job.create({
     data: {

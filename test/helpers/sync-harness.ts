@@ -10,7 +10,11 @@ import { waitFor } from "./wait";
  * jobs), a sync budget no test comes near unless it sets one, and the modules — imported only
  * after the environment is stubbed, because it is parsed once, on first use.
  */
-export async function startSyncHarness(options: { timeScale: number; pages: number; budget?: { softS: number; hardS: number } }) {
+export async function startSyncHarness(options: {
+  timeScale: number;
+  pages: number;
+  budget?: { softS: number; hardS: number };
+}) {
   const prefix = `bounded-test-sync-${randomUUID().slice(0, 8)}`;
   vi.stubEnv("BOUNDED_REDIS_PREFIX", prefix);
   if (process.env.SYNC_DEBUG) vi.stubEnv("LOG_LEVEL", "debug");
@@ -21,7 +25,11 @@ export async function startSyncHarness(options: { timeScale: number; pages: numb
   const port = await freePort();
   vi.stubEnv("MARKETPLACE_BASE_URL", `http://127.0.0.1:${port}/marketplace`);
   const { startSimulators } = await import("@/workers/simulators/server");
-  const sim = await startSimulators({ port, marketplace: { pages: options.pages, timeScale: options.timeScale }, model: { errorRate: 0, timeScale: options.timeScale } });
+  const sim = await startSimulators({
+    port,
+    marketplace: { pages: options.pages, timeScale: options.timeScale },
+    model: { errorRate: 0, timeScale: options.timeScale },
+  });
   const m = {
     bullmq: await import("bullmq"),
     db: await import("@/lib/db/client"),
@@ -30,9 +38,10 @@ export async function startSyncHarness(options: { timeScale: number; pages: numb
     redis: await import("@/lib/redis/client"),
     log: await import("@/lib/log"),
     syncs: await import("@/lib/syncs/create-sync"),
-    stuck: await import("@/lib/jobs/stuck"),
+    stuck: await import("@/lib/reports/stuck"),
+    reaper: await import("@/lib/runs/reaper"),
     processor: await import("@/workers/queue-processor"),
-    reschedule: await import("@/workers/reschedule"),
+    reschedule: await import("@/lib/runs/reschedule"),
     catalog: await import("@/workers/catalog"),
     tenants: await import("./tenants"),
   };
@@ -57,7 +66,11 @@ export async function startSyncHarness(options: { timeScale: number; pages: numb
       connections.push(connection);
       const w = new m.bullmq.Worker(
         "marketplace-sync",
-        m.processor.queueProcessor("marketplace-sync", { processors: m.catalog.PROCESSORS, shutdown: shutdown.signal, log: m.log.logger("test") }),
+        m.processor.queueProcessor("marketplace-sync", {
+          processors: m.catalog.PROCESSORS,
+          shutdown: shutdown.signal,
+          log: m.log.logger("test"),
+        }),
         {
           connection,
           prefix,

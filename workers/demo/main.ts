@@ -14,7 +14,10 @@ const stop = new AbortController();
 process.once("SIGTERM", () => stop.abort());
 process.once("SIGINT", () => stop.abort());
 
-log.warn({ timeScale: env().BOUNDED_TIME_SCALE }, "demo traffic on: starting imports, OCR batches, agent runs, syncs and card generations for demo-01 … demo-20");
+log.warn(
+  { timeScale: env().BOUNDED_TIME_SCALE },
+  "demo traffic on: starting imports, OCR batches, agent runs, syncs and card generations for demo-01 … demo-20",
+);
 await runDemoTraffic({ log, signal: stop.signal });
 await closeQueues();
 await closeRedis();

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { parseEnv } from "@/lib/env";
 import { SAFETY_FACTOR, SPLITTABLE } from "@/lib/jobs/projection";
-import { KINDS } from "@/lib/queues/catalog";
+import { KINDS } from "@/lib/catalog/catalog";
 import { providerLimits } from "@/lib/ratelimit/buckets";
 import { DEMO_ACTIONS, DEMO_IMPORT_SIZES, DEMO_INTERVAL_MS, importSize } from "./traffic";
 

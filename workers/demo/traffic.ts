@@ -1,14 +1,15 @@
 import { createAgentRun } from "@/lib/agents/create-run";
-import { KINDS, type JobKind } from "@/lib/queues/catalog";
+import { KINDS, type JobKind } from "@/lib/catalog/catalog";
 import { createDocumentBatch } from "@/lib/documents/create-batch";
 import { samplePdf, samplePng, sampleText, truncatedPdf } from "@/lib/documents/sample-documents";
 import { createImport } from "@/lib/imports/create-import";
 import type { Logger } from "@/lib/log";
 import { FAMILIES } from "@/lib/ratelimit/buckets";
-import { createGeneration } from "@/lib/quota/generations";
+import { createGeneration } from "@/lib/generations/create-generation";
 import { getPack, grantUnits } from "@/lib/quota/packs";
 import { startSync } from "@/lib/syncs/create-sync";
 import { scaled, sleep } from "@/lib/time";
+import { distinctWord } from "@/lib/format/distinct-word";
 
 /**
  * Demo traffic: a steady mix of the work the platform runs, so a fresh `npm start` shows every
@@ -24,8 +25,23 @@ export const DEMO_INTERVAL_MS = 8_000;
 /** A tenant's pack is topped up to this many units when it runs low. */
 const PACK_UNITS = 200;
 
-const COUNTERPARTIES = ["REWE Markt", "Uber BV", "DB Bahn", "ACME GmbH salary", "Amazon EU", "Stadtwerke Nord", "Pizzeria Roma", "Netflix", "Lufthansa"];
-const TASKS = ["Reconcile March card payments", "Summarise open invoices over 1,000 EUR", "Convert last week's expenses to EUR", "Find duplicate supplier payments"];
+const COUNTERPARTIES = [
+  "REWE Markt",
+  "Uber BV",
+  "DB Bahn",
+  "ACME GmbH salary",
+  "Amazon EU",
+  "Stadtwerke Nord",
+  "Pizzeria Roma",
+  "Netflix",
+  "Lufthansa",
+];
+const TASKS = [
+  "Reconcile March card payments",
+  "Summarise open invoices over 1,000 EUR",
+  "Convert last week's expenses to EUR",
+  "Find duplicate supplier payments",
+];
 
 type Random = () => number;
 
@@ -66,11 +82,22 @@ export function demoCsv(rows: number, badEvery: number | null, random: Random): 
   const lines = ["date,amount,currency,counterparty,description"];
   for (let i = 1; i <= rows; i++) {
     if (badEvery && i % badEvery === 0) {
-      lines.push(pick(["2026-02-30,12.00,EUR,REWE Markt,impossible date", "2026-01-05,twelve,EUR,Uber BV,amount in words", "2026-01-05,12.00,XYZ,DB Bahn,unknown currency"], random));
+      lines.push(
+        pick(
+          [
+            "2026-02-30,12.00,EUR,REWE Markt,impossible date",
+            "2026-01-05,twelve,EUR,Uber BV,amount in words",
+            "2026-01-05,12.00,XYZ,DB Bahn,unknown currency",
+          ],
+          random,
+        ),
+      );
       continue;
     }
     const amount = (random() * 400 - 300).toFixed(2);
-    lines.push(`2026-03-${String(between(1, 28, random)).padStart(2, "0")},${amount === "0.00" ? "1.00" : amount},EUR,${pick(COUNTERPARTIES, random)},demo row ${i}`);
+    lines.push(
+      `2026-03-${String(between(1, 28, random)).padStart(2, "0")},${amount === "0.00" ? "1.00" : amount},EUR,${pick(COUNTERPARTIES, random)},demo row ${distinctWord(i)}`,
+    );
   }
   return new TextEncoder().encode(lines.join("\n"));
 }
@@ -96,7 +123,11 @@ const DEMO_STARTERS: Record<DemoKind, (random: Random) => Promise<string>> = {
     const size = importSize(random());
     const rows = between(size.rows[0], size.rows[1], random);
     const badEvery = size.bad ? between(7, 15, random) : null;
-    const r = await createImport({ tenant, filename: `${size.name}-${between(1000, 9999, random)}.csv`, bytes: demoCsv(rows, badEvery, random) });
+    const r = await createImport({
+      tenant,
+      filename: `${size.name}-${between(1000, 9999, random)}.csv`,
+      bytes: demoCsv(rows, badEvery, random),
+    });
     return r.type === "created" ? `import of ${rows} rows for ${tenant} (${size.why})` : `import refused: ${r.message}`;
   },
   bulk_ocr: async (random) => {
@@ -105,7 +136,14 @@ const DEMO_STARTERS: Record<DemoKind, (random: Random) => Promise<string>> = {
     const files = Array.from({ length: n }, (_, i) => {
       const kind = random();
       if (kind < 0.05) return { filename: `scan-${i + 1}.pdf`, bytes: truncatedPdf() };
-      if (kind < 0.5) return { filename: `invoice-${i + 1}.pdf`, bytes: samplePdf([`Invoice ${between(1, 999, random)} from ${pick(COUNTERPARTIES, random)}`, `Total due: ${(random() * 2000).toFixed(2)} EUR`]) };
+      if (kind < 0.5)
+        return {
+          filename: `invoice-${i + 1}.pdf`,
+          bytes: samplePdf([
+            `Invoice ${between(1, 999, random)} from ${pick(COUNTERPARTIES, random)}`,
+            `Total due: ${(random() * 2000).toFixed(2)} EUR`,
+          ]),
+        };
       if (kind < 0.8) return { filename: `receipt-${i + 1}.png`, bytes: samplePng(320, 200) };
       return { filename: `contract-${i + 1}.txt`, bytes: sampleText() };
     });
@@ -149,7 +187,6 @@ export const DEMO_ACTIONS: readonly DemoAction[] = (Object.keys(DEMO_STARTERS) a
   run: DEMO_STARTERS[kind],
 }));
 
-
 /** Picks the next action by weight. */
 export function nextAction(random: Random, actions: readonly DemoAction[] = DEMO_ACTIONS): DemoAction {
   const total = actions.reduce((s, a) => s + a.weight, 0);
@@ -165,7 +202,12 @@ export function nextAction(random: Random, actions: readonly DemoAction[] = DEMO
  * Runs the demo until `signal` aborts: first one of each kind of work (and a sync per family for
  * five tenants, so the limiter has buckets to show at once), then one piece every interval.
  */
-export async function runDemoTraffic(options: { log: Logger; signal: AbortSignal; random?: Random; intervalMs?: number }): Promise<void> {
+export async function runDemoTraffic(options: {
+  log: Logger;
+  signal: AbortSignal;
+  random?: Random;
+  intervalMs?: number;
+}): Promise<void> {
   const { log, signal } = options;
   const random = options.random ?? Math.random;
   const intervalMs = options.intervalMs ?? Math.max(250, scaled(DEMO_INTERVAL_MS));
@@ -178,7 +220,15 @@ export async function runDemoTraffic(options: { log: Logger; signal: AbortSignal
   };
   for (const action of DEMO_ACTIONS) await attempt(action);
   for (const tenant of DEMO_TENANTS.slice(0, 5)) {
-    for (const family of FAMILIES) await attempt({ name: "marketplace_sync", weight: 0, run: async () => (await startSync({ tenant, family }), `sync ${family}:${tenant}`) });
+    for (const family of FAMILIES)
+      await attempt({
+        name: "marketplace_sync",
+        weight: 0,
+        run: async () => {
+          await startSync({ tenant, family });
+          return `sync ${family}:${tenant}`;
+        },
+      });
   }
   while (!signal.aborted) {
     await sleep(intervalMs, signal).catch(() => undefined);

@@ -20,13 +20,14 @@ type Modules = {
   log: typeof import("@/lib/log");
   createRun: typeof import("@/lib/agents/create-run");
   plan: typeof import("@/lib/agents/plan");
-  errors: typeof import("@/lib/jobs/errors");
+  errors: typeof import("@/lib/core/signals");
   queues: typeof import("@/lib/queues/queues");
   redis: typeof import("@/lib/redis/client");
   record: typeof import("@/lib/modelcalls/record");
-  runtime: typeof import("@/workers/runtime");
+  runtime: typeof import("@/lib/runs/run-job");
   agent: typeof import("./agent-run");
   tenants: typeof import("@/test/helpers/tenants");
+  answering: typeof import("@/test/helpers/answering-service");
 };
 let m: Modules;
 
@@ -49,20 +50,25 @@ beforeAll(async () => {
     log: await import("@/lib/log"),
     createRun: await import("@/lib/agents/create-run"),
     plan: await import("@/lib/agents/plan"),
-    errors: await import("@/lib/jobs/errors"),
+    errors: await import("@/lib/core/signals"),
     queues: await import("@/lib/queues/queues"),
     redis: await import("@/lib/redis/client"),
     record: await import("@/lib/modelcalls/record"),
-    runtime: await import("@/workers/runtime"),
+    runtime: await import("@/lib/runs/run-job"),
     agent: await import("./agent-run"),
     tenants: await import("@/test/helpers/tenants"),
+    answering: await import("@/test/helpers/answering-service"),
   };
   expect(m.env.env().BOUNDED_BUDGET_AGENT_INTERACTIVE_SOFT_S).toBe(200);
 
   const { createRouter } = await import("@/workers/simulators/router");
   const { createModelSimulator, sampleModelLatencyMs } = await import("@/workers/simulators/model");
   const simulator = createRouter(
-    createModelSimulator({ errorRate: 0, timeScale: m.env.env().BOUNDED_TIME_SCALE, latencyMs: () => modelLatencyMs ?? sampleModelLatencyMs() }).routes,
+    createModelSimulator({
+      errorRate: 0,
+      timeScale: m.env.env().BOUNDED_TIME_SCALE,
+      latencyMs: () => modelLatencyMs ?? sampleModelLatencyMs(),
+    }).routes,
   );
   handle = (req, res) => {
     if (req.url !== "/v1/chat/completions") return simulator(req, res);
@@ -106,15 +112,33 @@ const runOnce = (jobId: string, signal: AbortSignal = new AbortController().sign
 const jobRow = (jobId: string) =>
   m.db.db().job.findUniqueOrThrow({
     where: { id: jobId },
-    select: { status: true, queue: true, total: true, processed: true, failed: true, cursor: true, message: true, result: true, budgetSoftMs: true },
+    select: {
+      status: true,
+      queue: true,
+      total: true,
+      processed: true,
+      failed: true,
+      cursor: true,
+      message: true,
+      result: true,
+      budgetSoftMs: true,
+    },
   });
 
 async function calls(jobId: string) {
   await m.record.flushModelCallRecords();
-  return m.db.db().modelCall.findMany({ where: { jobId }, select: { type: true, model: true, outcome: true, jobKind: true, queue: true }, orderBy: { id: "asc" } });
+  return m.db.db().modelCall.findMany({
+    where: { jobId },
+    select: { type: true, model: true, outcome: true, jobKind: true, queue: true },
+    orderBy: { id: "asc" },
+  });
 }
 
-type Result = { task: string; answer: string; steps: { step: number; note: string; tools: { tool: string; output: Record<string, unknown> }[] }[] };
+type Result = {
+  task: string;
+  answer: string;
+  steps: { step: number; note: string; tools: { tool: string; output: Record<string, unknown> }[] }[];
+};
 
 describe("agent_run through the runtime, against the model simulator", () => {
   it("runs every step (one model call, then 1–3 tools) and stores the final answer in the job's result", async () => {
@@ -124,7 +148,15 @@ describe("agent_run through the runtime, against the model simulator", () => {
     await runOnce(jobId);
 
     const job = await jobRow(jobId);
-    expect(job).toMatchObject({ status: "completed", queue: "agent-batch", total: 6, processed: 6, failed: 0, cursor: 6, message: "Finished all 6 steps." });
+    expect(job).toMatchObject({
+      status: "completed",
+      queue: "agent-batch",
+      total: 6,
+      processed: 6,
+      failed: 0,
+      cursor: 6,
+      message: "Finished all 6 steps.",
+    });
     const result = job.result as unknown as Result;
     expect(result.steps.map((s) => [s.step, s.tools.map((t) => t.tool)])).toEqual([
       [1, ["lookup_rate"]],
@@ -150,7 +182,9 @@ describe("agent_run through the runtime, against the model simulator", () => {
     const rows = await calls(jobId);
     expect(rows.filter((c) => c.type === "model")).toHaveLength(6);
     const tools = rows.filter((c) => c.type === "tool");
-    expect(tools.map((c) => c.model).sort()).toEqual([...Array(6).fill("lookup_rate"), ...Array(4).fill("convert_amount"), ...Array(2).fill("format_line")].sort());
+    expect(tools.map((c) => c.model).sort()).toEqual(
+      [...Array(6).fill("lookup_rate"), ...Array(4).fill("convert_amount"), ...Array(2).fill("format_line")].sort(),
+    );
     for (const c of rows) expect(c).toMatchObject({ outcome: "ok", jobKind: "agent_run", queue: "agent-batch" });
     expect(modelRequests).toBe(6);
   });
@@ -162,9 +196,19 @@ describe("agent_run through the runtime, against the model simulator", () => {
     await runOnce(jobId);
 
     const job = await jobRow(jobId);
-    expect(job).toMatchObject({ status: "completed_with_errors", processed: 2, failed: 2, message: "Finished 2 of 4 steps; 2 steps failed (see the list below)." });
-    const reason = "tool lookup_rate failed: no exchange rate for “XYZ” (known: EUR, USD, GBP, CHF, SEK, NOK, DKK, PLN, CZK, JPY, CAD, AUD)";
-    expect(await m.db.db().jobItemFailure.findMany({ where: { jobId }, select: { row: true, reason: true }, orderBy: { row: "asc" } })).toEqual([
+    expect(job).toMatchObject({
+      status: "completed_with_errors",
+      processed: 2,
+      failed: 2,
+      message: "Finished 2 of 4 steps; 2 steps failed (see the list below).",
+    });
+    const reason =
+      "tool lookup_rate failed: no exchange rate for “XYZ” (known: EUR, USD, GBP, CHF, SEK, NOK, DKK, PLN, CZK, JPY, CAD, AUD)";
+    expect(
+      await m.db
+        .db()
+        .jobItemFailure.findMany({ where: { jobId }, select: { row: true, reason: true }, orderBy: { row: "asc" } }),
+    ).toEqual([
       { row: 2, reason: `step 2: ${reason}` },
       { row: 4, reason: `step 4: ${reason}` },
     ]);
@@ -173,19 +217,37 @@ describe("agent_run through the runtime, against the model simulator", () => {
     expect(toolRows.filter((c) => c.outcome === "error").map((c) => c.model)).toEqual(["lookup_rate", "lookup_rate"]);
   });
 
-  it("an interactive run goes to agent-interactive; at its tight soft limit the in-flight model call is aborted and the job is timed_out", async () => {
+  it("an interactive run goes to agent-interactive; at its tight soft limit the in-flight model call, slow while the service answers other callers, is aborted and the job is timed_out", async () => {
     const jobId = await start("deadline", { task: "Convert 5 CHF", steps: 5, interactive: true });
     // 1,000 s per model call in production time (1 s here): far past the 200 s budget.
     modelLatencyMs = 1_000_000;
 
+    // Slow, not silent: the model service answers other callers meanwhile.
+    const stopAnswering = m.answering.answeringService("model");
     const startedAt = Date.now();
-    await expect(runOnce(jobId)).rejects.toThrow("soft limit reached");
+    await expect(runOnce(jobId)).rejects.toThrow("soft limit reached").finally(stopAnswering);
 
     expect(Date.now() - startedAt).toBeLessThan(1_000);
     const job = await jobRow(jobId);
-    expect(job).toMatchObject({ status: "timed_out", queue: "agent-interactive", budgetSoftMs: 200_000, processed: 0, failed: 0 });
-    expect(job.message).toBe("Timed out after 0 of 5 steps (budget 200 s). Retry with a larger budget or give the agent a smaller task.");
-    expect(await calls(jobId)).toEqual([{ type: "model", model: m.env.env().MODEL_NAME, outcome: "aborted", jobKind: "agent_run", queue: "agent-interactive" }]);
+    expect(job).toMatchObject({
+      status: "timed_out",
+      queue: "agent-interactive",
+      budgetSoftMs: 200_000,
+      processed: 0,
+      failed: 0,
+    });
+    expect(job.message).toBe(
+      "Timed out after 0 of 5 steps (budget 200 s). Retry with a larger budget or give the agent a smaller task.",
+    );
+    expect(await calls(jobId)).toEqual([
+      {
+        type: "model",
+        model: m.env.env().MODEL_NAME,
+        outcome: "aborted",
+        jobKind: "agent_run",
+        queue: "agent-interactive",
+      },
+    ]);
     // The deadline is not a failed step.
     expect(await m.db.db().jobItemFailure.count({ where: { jobId } })).toBe(0);
   });
@@ -226,7 +288,10 @@ describe("createAgentRun validates before anything is created", () => {
     const tenant = m.tenants.uniqueTenantSlug("invalid");
     const error = await m.createRun.createAgentRun({ tenant, ...body }).catch((e: unknown) => e);
     expect((error as Error).name).toBe("ZodError");
-    expect((error as { issues: { path: string[]; message: string }[] }).issues[0]).toMatchObject({ path: [path], message });
+    expect((error as { issues: { path: string[]; message: string }[] }).issues[0]).toMatchObject({
+      path: [path],
+      message,
+    });
     expect(await m.db.db().tenant.findUnique({ where: { slug: tenant } })).toBeNull();
   });
 });

@@ -1,14 +1,15 @@
+import { formatCount } from "@/lib/format/number";
 import { z } from "zod";
 import { buildStepPrompt, cleanNote, composeAnswer, planStep } from "@/lib/agents/plan";
 import { agentRunParamsSchema, agentStepSchema, type AgentStep, type ToolUse } from "@/lib/agents/schemas";
 import { callTool, ToolError } from "@/lib/agents/tools";
 import { db, type Prisma } from "@/lib/db/client";
-import { ItemError, JobFailed } from "@/lib/jobs/errors";
-import { forEachItem } from "@/lib/jobs/for-each-item";
+import { ItemError, JobFailed } from "@/lib/core/signals";
+import { forEachItem } from "@/lib/runs/for-each-item";
 import { countLabel } from "@/lib/jobs/messages";
 import { chatCompletion } from "@/lib/modelcalls/chat-completion";
 import { ModelCallError } from "@/lib/modelcalls/errors";
-import type { Processor } from "../processor";
+import type { Processor } from "@/lib/runs/processor";
 
 const storedStepsSchema = z.object({ steps: z.array(agentStepSchema) }).partial();
 
@@ -44,44 +45,67 @@ async function appendStep(tx: Prisma.TransactionClient, jobId: string, step: Age
  */
 export const agentRun: Processor = async ({ run, loop }) => {
   const parsed = agentRunParamsSchema.safeParse(run.params);
-  if (!parsed.success) throw new JobFailed(`The agent run cannot start: ${parsed.error.issues[0]?.message ?? "its parameters are invalid"}.`);
+  if (!parsed.success)
+    throw new JobFailed(
+      `The agent run cannot start: ${parsed.error.issues[0]?.message ?? "its parameters are invalid"}.`,
+    );
   const { task, steps } = parsed.data;
   const context = { queue: run.queue, jobKind: run.kind, jobId: run.jobId };
   const trail = await committedSteps(run.jobId);
 
-  await forEachItem(loop, Array.from({ length: steps }, (_, i) => i + 1), async (step, { signal }) => {
-    const plan = planStep(task, step);
-    let note: string;
-    try {
-      const { content } = await chatCompletion({ messages: buildStepPrompt(task, plan, steps, trail), temperature: 0, signal, context });
-      note = cleanNote(content);
-    } catch (err) {
-      if (err instanceof ModelCallError) throw new ItemError(`step ${step}: the model service did not answer`);
-      throw err;
-    }
-
-    const tools: ToolUse[] = [];
-    try {
-      const rate = await callTool("lookup_rate", { currency: plan.currency }, { signal, context });
-      tools.push(rate);
-      if (plan.tools.includes("convert_amount")) {
-        const converted = await callTool("convert_amount", { amount: plan.amount, perEur: rate.output.perEur! }, { signal, context });
-        tools.push(converted);
-        if (plan.tools.includes("format_line")) {
-          tools.push(await callTool("format_line", { amount: plan.amount, currency: plan.currency, eur: converted.output.eur! }, { signal, context }));
-        }
+  await forEachItem(
+    loop,
+    Array.from({ length: steps }, (_, i) => i + 1),
+    async (step, { signal }) => {
+      const plan = planStep(task, step);
+      let note: string;
+      try {
+        const { content } = await chatCompletion({
+          messages: buildStepPrompt(task, plan, steps, trail),
+          temperature: 0,
+          signal,
+          context,
+        });
+        note = cleanNote(content);
+      } catch (err) {
+        if (err instanceof ModelCallError) throw new ItemError(`step ${step}: the model service did not answer`);
+        throw err;
       }
-    } catch (err) {
-      if (err instanceof ToolError) throw new ItemError(`step ${step}: tool ${plan.tools[tools.length]} failed: ${err.message}`);
-      throw err;
-    }
 
-    const record: AgentStep = { step, note, tools };
-    return async (tx) => {
-      await appendStep(tx, run.jobId, record);
-      trail.push(record);
-    };
-  });
+      const tools: ToolUse[] = [];
+      try {
+        const rate = await callTool("lookup_rate", { currency: plan.currency }, { signal, context });
+        tools.push(rate);
+        if (plan.tools.includes("convert_amount")) {
+          const converted = await callTool(
+            "convert_amount",
+            { amount: plan.amount, perEur: rate.output.perEur! },
+            { signal, context },
+          );
+          tools.push(converted);
+          if (plan.tools.includes("format_line")) {
+            tools.push(
+              await callTool(
+                "format_line",
+                { amount: plan.amount, currency: plan.currency, eur: converted.output.eur! },
+                { signal, context },
+              ),
+            );
+          }
+        }
+      } catch (err) {
+        if (err instanceof ToolError)
+          throw new ItemError(`step ${step}: tool ${plan.tools[tools.length]} failed: ${err.message}`);
+        throw err;
+      }
+
+      const record: AgentStep = { step, note, tools };
+      return async (tx) => {
+        await appendStep(tx, run.jobId, record);
+        trail.push(record);
+      };
+    },
+  );
 
   const done = await committedSteps(run.jobId);
   const answer = composeAnswer(task, done, steps);
@@ -89,7 +113,7 @@ export const agentRun: Processor = async ({ run, loop }) => {
     result: { task, answer, steps: done } as unknown as Prisma.InputJsonValue,
     message: (row) =>
       row.failed > 0
-        ? `Finished ${row.processed.toLocaleString("en-US")} of ${countLabel(row.processed + row.failed, "step")}; ${countLabel(row.failed, "step")} failed (see the list below).`
+        ? `Finished ${formatCount(row.processed)} of ${countLabel(row.processed + row.failed, "step")}; ${countLabel(row.failed, "step")} failed (see the list below).`
         : `Finished all ${countLabel(row.processed, "step")}.`,
   };
 };

@@ -19,11 +19,11 @@ type Modules = {
   batch: typeof import("@/lib/documents/create-batch");
   samples: typeof import("@/lib/documents/sample-documents");
   settings: typeof import("@/lib/documents/settings");
-  errors: typeof import("@/lib/jobs/errors");
+  errors: typeof import("@/lib/core/signals");
   queues: typeof import("@/lib/queues/queues");
   redis: typeof import("@/lib/redis/client");
   record: typeof import("@/lib/modelcalls/record");
-  runtime: typeof import("@/workers/runtime");
+  runtime: typeof import("@/lib/runs/run-job");
   ocr: typeof import("./bulk-ocr");
   tenants: typeof import("@/test/helpers/tenants");
 };
@@ -48,11 +48,11 @@ beforeAll(async () => {
     batch: await import("@/lib/documents/create-batch"),
     samples: await import("@/lib/documents/sample-documents"),
     settings: await import("@/lib/documents/settings"),
-    errors: await import("@/lib/jobs/errors"),
+    errors: await import("@/lib/core/signals"),
     queues: await import("@/lib/queues/queues"),
     redis: await import("@/lib/redis/client"),
     record: await import("@/lib/modelcalls/record"),
-    runtime: await import("@/workers/runtime"),
+    runtime: await import("@/lib/runs/run-job"),
     ocr: await import("./bulk-ocr"),
     tenants: await import("@/test/helpers/tenants"),
   };
@@ -62,7 +62,10 @@ beforeAll(async () => {
   const { createModelSimulator } = await import("@/workers/simulators/model");
   const { createOcrSimulator } = await import("@/workers/simulators/ocr");
   const timeScale = m.env.env().BOUNDED_TIME_SCALE;
-  const simulator = createRouter([...createModelSimulator({ errorRate: 0, timeScale }).routes, ...createOcrSimulator({ errorRate: 0, timeScale }).routes]);
+  const simulator = createRouter([
+    ...createModelSimulator({ errorRate: 0, timeScale }).routes,
+    ...createOcrSimulator({ errorRate: 0, timeScale }).routes,
+  ]);
   handle = (req, res) => {
     if (req.url === "/v1/chat/completions") requests.model += 1;
     if (req.url !== "/ocr") return simulator(req, res);
@@ -109,11 +112,18 @@ const runOnce = (jobId: string, signal: AbortSignal = new AbortController().sign
   m.runtime.runJob({ bulk_ocr: m.ocr.bulkOcr }, queueJobFor(jobId), signal, m.log.logger("test"));
 
 const jobRow = (jobId: string) =>
-  m.db.db().job.findUniqueOrThrow({ where: { id: jobId }, select: { status: true, total: true, processed: true, failed: true, cursor: true, message: true, queue: true } });
+  m.db.db().job.findUniqueOrThrow({
+    where: { id: jobId },
+    select: { status: true, total: true, processed: true, failed: true, cursor: true, message: true, queue: true },
+  });
 
 async function calls(jobId: string) {
   await m.record.flushModelCallRecords();
-  return m.db.db().modelCall.findMany({ where: { jobId }, select: { type: true, model: true, outcome: true, jobKind: true, queue: true }, orderBy: { id: "asc" } });
+  return m.db.db().modelCall.findMany({
+    where: { jobId },
+    select: { type: true, model: true, outcome: true, jobKind: true, queue: true },
+    orderBy: { id: "asc" },
+  });
 }
 
 function mixedBatch() {
@@ -146,7 +156,11 @@ describe("bulk_ocr through the runtime, against the OCR and model simulators", (
       { row: 3, reason: "scan-3.pdf: could not be read: the PDF is damaged (it ends before its end-of-file marker)" },
     ]);
 
-    const files = await m.db.db().jobFile.findMany({ where: { jobId }, select: { index: true, contentType: true, text: true, summary: true }, orderBy: { index: "asc" } });
+    const files = await m.db.db().jobFile.findMany({
+      where: { jobId },
+      select: { index: true, contentType: true, text: true, summary: true },
+      orderBy: { index: "asc" },
+    });
     expect(files.map((f) => [f.index, f.contentType])).toEqual([
       [1, "application/pdf"],
       [2, "image/png"],
@@ -174,7 +188,13 @@ describe("bulk_ocr through the runtime, against the OCR and model simulators", (
     expect(model).toHaveLength(4);
     expect(rows).toHaveLength(9);
     for (const c of ocr) expect(c).toMatchObject({ model: "ocr", jobKind: "bulk_ocr", queue: "documents" });
-    for (const c of model) expect(c).toMatchObject({ model: m.env.env().MODEL_NAME, jobKind: "bulk_ocr", queue: "documents", outcome: "ok" });
+    for (const c of model)
+      expect(c).toMatchObject({
+        model: m.env.env().MODEL_NAME,
+        jobKind: "bulk_ocr",
+        queue: "documents",
+        outcome: "ok",
+      });
     expect(requests).toEqual({ ocr: 5, model: 4 });
   });
 
@@ -182,13 +202,20 @@ describe("bulk_ocr through the runtime, against the OCR and model simulators", (
     const jobId = await upload("retry", [{ filename: "only.txt", bytes: m.samples.sampleText("one page") }]);
     onOcrRequest = (n, res) => {
       if (n > 1) return false;
-      res.writeHead(500, { "content-type": "application/json" }).end(JSON.stringify({ error: { message: "OCR worker restarted", type: "server_error" } }));
+      res
+        .writeHead(500, { "content-type": "application/json" })
+        .end(JSON.stringify({ error: { message: "OCR worker restarted", type: "server_error" } }));
       return true;
     };
 
     await runOnce(jobId);
 
-    expect(await jobRow(jobId)).toMatchObject({ status: "completed", processed: 1, failed: 0, message: "Read the 1 document." });
+    expect(await jobRow(jobId)).toMatchObject({
+      status: "completed",
+      processed: 1,
+      failed: 0,
+      message: "Read the 1 document.",
+    });
     expect((await calls(jobId)).filter((c) => c.type === "ocr").map((c) => c.outcome)).toEqual(["error", "ok"]);
   });
 
@@ -202,7 +229,9 @@ describe("bulk_ocr through the runtime, against the OCR and model simulators", (
     await runOnce(jobId);
 
     expect(await jobRow(jobId)).toMatchObject({ status: "completed_with_errors", processed: 1, failed: 1 });
-    expect(await m.db.db().jobItemFailure.findMany({ where: { jobId }, select: { row: true, reason: true } })).toEqual([{ row: 2, reason: "b.txt is empty" }]);
+    expect(await m.db.db().jobItemFailure.findMany({ where: { jobId }, select: { row: true, reason: true } })).toEqual([
+      { row: 2, reason: "b.txt is empty" },
+    ]);
     expect(requests.ocr).toBe(1);
   });
 
@@ -231,11 +260,23 @@ describe("bulk_ocr through the runtime, against the OCR and model simulators", (
 describe("createDocumentBatch refuses a bad batch before anything is created", () => {
   it.each([
     ["an empty file", () => new Uint8Array(0), 422, "empty_file", "File 2 (“bad”) is empty. Nothing was uploaded."],
-    ["a Word document", () => Uint8Array.from([0x50, 0x4b, 0x03, 0x04, 0, 0]), 415, "unsupported_type", "File 2 (“bad”) is a Word or Excel document or a ZIP archive; upload PDF, PNG, JPEG, TIFF or plain text. Nothing was uploaded."],
+    [
+      "a Word document",
+      () => Uint8Array.from([0x50, 0x4b, 0x03, 0x04, 0, 0]),
+      415,
+      "unsupported_type",
+      "File 2 (“bad”) is a Word or Excel document or a ZIP archive; upload PDF, PNG, JPEG, TIFF or plain text. Nothing was uploaded.",
+    ],
   ])("%s → %i, no tenant, no job, no file", async (_name, bytes, status, code, message) => {
     const tenant = m.tenants.uniqueTenantSlug("refused");
     tenants.push(tenant);
-    const result = await m.batch.createDocumentBatch({ tenant, files: [{ filename: "ok.pdf", bytes: m.samples.samplePdf() }, { filename: "bad", bytes: bytes() }] });
+    const result = await m.batch.createDocumentBatch({
+      tenant,
+      files: [
+        { filename: "ok.pdf", bytes: m.samples.samplePdf() },
+        { filename: "bad", bytes: bytes() },
+      ],
+    });
     expect(result).toEqual({ type: "rejected", status, code, message });
     expect(await m.db.db().tenant.findUnique({ where: { slug: tenant } })).toBeNull();
   });

@@ -1,14 +1,15 @@
+import { formatCount } from "@/lib/format/number";
 import { db } from "@/lib/db/client";
 import { documentProblem } from "@/lib/documents/inspect-documents";
 import { OcrError, ocrDocument } from "@/lib/documents/ocr-client";
 import { documentLimits } from "@/lib/documents/settings";
 import { summariseDocument } from "@/lib/documents/summarise";
-import { ItemError, JobFailed } from "@/lib/jobs/errors";
-import { forEachItem } from "@/lib/jobs/for-each-item";
+import { ItemError, JobFailed } from "@/lib/core/signals";
+import { forEachItem } from "@/lib/runs/for-each-item";
 import { itemSourceOf } from "@/lib/jobs/parts";
 import { countLabel } from "@/lib/jobs/messages";
 import { ModelCallError } from "@/lib/modelcalls/errors";
-import type { Processor } from "../processor";
+import type { Processor } from "@/lib/runs/processor";
 
 /**
  * `bulk_ocr`: for each stored document (JobFile, numbered 1…n), OCR, then one model pass that
@@ -23,7 +24,8 @@ export const bulkOcr: Processor = async ({ run, signal, loop }) => {
     select: { id: true, index: true, filename: true, contentType: true },
     orderBy: { index: "asc" },
   });
-  if (files.length === 0) throw new JobFailed("The uploaded documents are missing, so they cannot be read. Upload them again.");
+  if (files.length === 0)
+    throw new JobFailed("The uploaded documents are missing, so they cannot be read. Upload them again.");
   const { maxFileBytes } = documentLimits();
   const context = { queue: run.queue, jobKind: run.kind, jobId: run.jobId };
 
@@ -45,7 +47,9 @@ export const bulkOcr: Processor = async ({ run, signal, loop }) => {
         // the customer's to read; a service that kept failing is ours, said without its internals.
         if (err instanceof OcrError) {
           const refused = err.details.status !== undefined && err.details.status >= 400 && err.details.status < 500;
-          throw new ItemError(`${file.filename}: could not be read: ${refused ? err.message : "the OCR service did not answer"}`);
+          throw new ItemError(
+            `${file.filename}: could not be read: ${refused ? err.message : "the OCR service did not answer"}`,
+          );
         }
         throw err;
       }
@@ -55,7 +59,10 @@ export const bulkOcr: Processor = async ({ run, signal, loop }) => {
       try {
         summary = await summariseDocument({ filename: file.filename, text, signal, context });
       } catch (err) {
-        if (err instanceof ModelCallError) throw new ItemError(`${file.filename}: was read but could not be summarised: the model service did not answer`);
+        if (err instanceof ModelCallError)
+          throw new ItemError(
+            `${file.filename}: was read but could not be summarised: the model service did not answer`,
+          );
         throw err;
       }
       if (!summary) throw new ItemError(`${file.filename}: was read but the model gave an empty summary`);
@@ -68,7 +75,7 @@ export const bulkOcr: Processor = async ({ run, signal, loop }) => {
     message: (row) => {
       const total = row.processed + row.failed;
       if (row.failed > 0) {
-        return `Read ${row.processed.toLocaleString("en-US")} of ${countLabel(total, "document")}; ${countLabel(row.failed, "document")} could not be read (see the list below).`;
+        return `Read ${formatCount(row.processed)} of ${countLabel(total, "document")}; ${countLabel(row.failed, "document")} could not be read (see the list below).`;
       }
       return total === 1 ? "Read the 1 document." : `Read all ${countLabel(total, "document")}.`;
     },

@@ -2,14 +2,15 @@ import { z } from "zod";
 import { env } from "@/lib/env";
 import type { Logger } from "@/lib/log";
 import { formatDuration } from "@/lib/format/duration";
-import { describeError, snippet } from "@/lib/http/describe";
-import { guardCall } from "@/lib/ratelimit/breaker";
+import { describeError, snippet } from "@/lib/format/describe";
+import { breakers, guardCall } from "@/lib/ratelimit/breaker";
 import { isOutsideServiceDown } from "@/lib/ratelimit/errors";
-import { PROVIDER_DOWNLOAD, PROVIDER_POLL, QA_CHECK, type PhasePolicy } from "@/lib/quota/policy";
+import { sendTracked } from "@/lib/ratelimit/silence";
+import { PROVIDER_DOWNLOAD, PROVIDER_POLL, QA_CHECK, type PhasePolicy } from "@/lib/catalog/generation-policy";
 import { scaled, sleep } from "@/lib/time";
 
 /**
- * The image provider's client. Every wait is bounded by the phase policies of lib/quota/policy.ts
+ * The image provider's client. Every wait is bounded by the phase policies of lib/catalog/generation-policy.ts
  * — the very objects the worst case (and so the sweep window) is computed from: a phase makes at
  * most `attempts` attempts of at most `attemptTimeoutMs` each, with no pause between them that
  * the worst case does not count. The provider has no cancel.
@@ -29,7 +30,11 @@ export class ProviderError extends Error {
 /** How often the poll asks for the status, within an attempt (production time). */
 const POLL_EVERY_MS = 2_000;
 
-const statusSchema = z.object({ id: z.string(), status: z.enum(["running", "succeeded", "failed"]), error: z.string().optional() });
+const statusSchema = z.object({
+  id: z.string(),
+  status: z.enum(["running", "succeeded", "failed"]),
+  error: z.string().optional(),
+});
 const submitSchema = z.object({ id: z.string().min(1) });
 const qaSchema = z.object({ verdict: z.enum(["ok", "defect"]) });
 
@@ -51,45 +56,102 @@ export interface ProviderOptions {
 /**
  * Runs `fn` with up to `phase.attempts` attempts, each under its own timeout; the job's signal
  * ends everything at once (rejecting with its reason, unchanged). A refusal (4xx) is not retried.
+ *
+ * An attempt whose time ran out without one answer from the provider (`answeredSince`) is the
+ * provider's silence, not a failure of this generation: its requests (a submit, a status poll, a
+ * QA check) answer within seconds, so no answer at all for the whole attempt limit is a provider
+ * that accepts connections and answers nothing. When the last attempt ended so, the image
+ * provider's breaker opens as silent and the generation waits for it (`OutsideServiceDown`)
+ * instead of failing — one generation is a single call at a time, too few for the shared check.
  */
-async function withAttempts<T>(name: string, phase: PhasePolicy, signal: AbortSignal, timeScale: number, log: Logger, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+async function withAttempts<T>(
+  name: string,
+  phase: PhasePolicy,
+  signal: AbortSignal,
+  timeScale: number,
+  log: Logger,
+  answeredSince: (at: number) => boolean,
+  fn: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
   let last: unknown;
+  let silentSince: number | undefined;
   for (let attempt = 1; attempt <= phase.attempts; attempt++) {
     signal.throwIfAborted();
     const timeout = AbortSignal.timeout(Math.max(1, scaled(phase.attemptTimeoutMs, timeScale)));
+    const attemptStart = Date.now();
     try {
       return await fn(AbortSignal.any([signal, timeout]));
     } catch (err) {
       if (signal.aborted) throw signal.reason;
       // The provider is down (its circuit breaker is open): no attempt is spent on it.
       if (isOutsideServiceDown(err) || (err instanceof ProviderError && !err.retryable)) throw err;
-      last = timeout.aborted ? new ProviderError(`${name} attempt ${attempt} timed out after ${formatDuration(phase.attemptTimeoutMs)}`, true) : err;
-      log.warn({ phase: name, attempt, of: phase.attempts, error: describeError(last) }, `image provider ${name} attempt failed`);
+      const silent = timeout.aborted && !answeredSince(attemptStart);
+      silentSince = silent ? (silentSince ?? attemptStart) : undefined;
+      last = timeout.aborted
+        ? new ProviderError(
+            `${name} attempt ${attempt} timed out after ${formatDuration(phase.attemptTimeoutMs)}`,
+            true,
+          )
+        : err;
+      log.warn(
+        { phase: name, attempt, of: phase.attempts, silent, error: describeError(last) },
+        `image provider ${name} attempt failed`,
+      );
     }
   }
-  throw new ProviderError(`the image provider's ${name} failed ${phase.attempts} times (last: ${describeError(last)})`, true);
+  if (silentSince !== undefined) {
+    throw await breakers().markSilent(
+      "images",
+      `no answer to the ${name} within ${formatDuration(phase.attemptTimeoutMs)}, attempt after attempt`,
+      new Date(silentSince),
+    );
+  }
+  throw new ProviderError(
+    `the image provider's ${name} failed ${phase.attempts} times (last: ${describeError(last)})`,
+    true,
+  );
 }
 
 export function createProviderClient(options: ProviderOptions): ProviderClient {
   const base = (options.baseUrl ?? env().IMAGE_PROVIDER_BASE_URL).replace(/\/+$/, "");
   const timeScale = options.timeScale ?? env().BOUNDED_TIME_SCALE;
   const { log } = options;
+  /** When the provider last answered this client (any status), real ms. */
+  let lastAnswer = 0;
+  const answeredSince = (at: number) => lastAnswer >= at;
 
   async function call(method: string, path: string, signal: AbortSignal, body?: unknown): Promise<Response> {
     let response: Response;
     try {
-      // Through the image provider's circuit breaker: a 5xx or no answer feeds it, an open one sends nothing.
+      // Through the image provider's circuit breaker: a 5xx or no answer feeds it, an open one
+      // sends nothing; a 401 or 403 is its misconfiguration. The request is a call in flight of
+      // the provider (silence detection), cut when the breaker opens.
       response = await guardCall(
         "images",
         () =>
-          fetch(`${base}${path}`, {
-            method,
-            signal,
-            headers: body === undefined ? { accept: "application/json" } : { "content-type": "application/json", accept: "application/json" },
-            body: body === undefined ? undefined : JSON.stringify(body),
-          }),
-        { signal, failureOf: (r) => (r.status >= 500 || r.status === 408 ? { status: r.status } : undefined) },
+          sendTracked(
+            `${method} ${base}${path.replace(/\/generations\/[^/]+/, "/generations/{id}")}`,
+            (outage) =>
+              fetch(`${base}${path}`, {
+                method,
+                signal: outage ? AbortSignal.any([signal, outage]) : signal,
+                headers:
+                  body === undefined
+                    ? { accept: "application/json" }
+                    : { "content-type": "application/json", accept: "application/json" },
+                body: body === undefined ? undefined : JSON.stringify(body),
+              }),
+            (outcome) => "value" in outcome,
+          ),
+        {
+          signal,
+          failureOf: (r) =>
+            r.status >= 500 || r.status === 408 || r.status === 401 || r.status === 403
+              ? { status: r.status, message: `HTTP ${r.status}` }
+              : undefined,
+        },
       );
+      lastAnswer = Date.now();
     } catch (err) {
       if (signal.aborted) throw signal.reason;
       if (isOutsideServiceDown(err)) throw err;
@@ -97,7 +159,10 @@ export function createProviderClient(options: ProviderOptions): ProviderClient {
     }
     if (!response.ok) {
       const text = await response.text().catch(() => "");
-      throw new ProviderError(`the image provider answered HTTP ${response.status}${text ? `: ${snippet(text)}` : ""}`, response.status >= 500 || response.status === 429 || response.status === 408);
+      throw new ProviderError(
+        `the image provider answered HTTP ${response.status}${text ? `: ${snippet(text)}` : ""}`,
+        response.status >= 500 || response.status === 429 || response.status === 408,
+      );
     }
     return response;
   }
@@ -107,7 +172,7 @@ export function createProviderClient(options: ProviderOptions): ProviderClient {
    * timeout (retried by `withAttempts`), not "something unexpected" (which is final).
    */
   async function json<T>(schema: z.ZodType<T>, response: Response, signal: AbortSignal): Promise<T> {
-    const body = await response.json().catch((err: unknown) => {
+    const body = await response.json().catch(() => {
       if (signal.aborted) throw signal.reason;
       return undefined;
     });
@@ -119,19 +184,28 @@ export function createProviderClient(options: ProviderOptions): ProviderClient {
   return {
     async render(prompt, signal) {
       let id: string | undefined;
-      return withAttempts("poll", PROVIDER_POLL, signal, timeScale, log, async (attemptSignal) => {
+      return withAttempts("poll", PROVIDER_POLL, signal, timeScale, log, answeredSince, async (attemptSignal) => {
         // Submitted once: a second attempt keeps polling the same render (a new submit pays twice).
-        id ??= (await json(submitSchema, await call("POST", "/generations", attemptSignal, { prompt }), attemptSignal)).id;
+        id ??= (await json(submitSchema, await call("POST", "/generations", attemptSignal, { prompt }), attemptSignal))
+          .id;
         for (;;) {
-          const s = await json(statusSchema, await call("GET", `/generations/${encodeURIComponent(id)}`, attemptSignal), attemptSignal);
+          const s = await json(
+            statusSchema,
+            await call("GET", `/generations/${encodeURIComponent(id)}`, attemptSignal),
+            attemptSignal,
+          );
           if (s.status === "succeeded") return id;
-          if (s.status === "failed") throw new ProviderError(`the image provider could not render the card (${s.error ?? "no reason given"})`, false);
+          if (s.status === "failed")
+            throw new ProviderError(
+              `the image provider could not render the card (${s.error ?? "no reason given"})`,
+              false,
+            );
           await sleep(Math.max(1, scaled(POLL_EVERY_MS, timeScale)), attemptSignal);
         }
       });
     },
     download: (id, signal) =>
-      withAttempts("download", PROVIDER_DOWNLOAD, signal, timeScale, log, async (attemptSignal) => {
+      withAttempts("download", PROVIDER_DOWNLOAD, signal, timeScale, log, answeredSince, async (attemptSignal) => {
         const response = await call("GET", `/generations/${encodeURIComponent(id)}/image`, attemptSignal);
         try {
           return Buffer.from(await response.arrayBuffer());
@@ -141,6 +215,22 @@ export function createProviderClient(options: ProviderOptions): ProviderClient {
         }
       }),
     qa: (id, signal) =>
-      withAttempts("QA check", QA_CHECK, signal, timeScale, log, async (attemptSignal) => (await json(qaSchema, await call("POST", `/generations/${encodeURIComponent(id)}/qa`, attemptSignal, {}), attemptSignal)).verdict),
+      // A silent QA check is no reason to wait: the image is delivered unchecked (card-generation.ts).
+      withAttempts(
+        "QA check",
+        QA_CHECK,
+        signal,
+        timeScale,
+        log,
+        () => true,
+        async (attemptSignal) =>
+          (
+            await json(
+              qaSchema,
+              await call("POST", `/generations/${encodeURIComponent(id)}/qa`, attemptSignal, {}),
+              attemptSignal,
+            )
+          ).verdict,
+      ),
   };
 }

@@ -6,7 +6,7 @@ import { logger } from "@/lib/log";
 import { dislikeRetryUsed } from "@/lib/quota/ads";
 import { books, dropQuotaTenants, quotaTenant } from "@/lib/quota/test-fixtures";
 import { queueJobFor } from "@/test/helpers/jobs";
-import { runJob } from "../runtime";
+import { runJob } from "@/lib/runs/run-job";
 import { createRouter } from "../simulators/router";
 import { createImageSimulator, type ImageSimulatorOptions } from "../simulators/images";
 import { cardGenerationWith } from "./card-generation";
@@ -25,13 +25,29 @@ let baseUrl = "";
 const SCALE = 0.005;
 let sim = createImageSimulator({ timeScale: SCALE });
 const setSim = (options: ImageSimulatorOptions) => {
-  sim = createImageSimulator({ timeScale: SCALE, defectRate: 0, failRate: 0, renderMs: () => 30_000, pollMs: () => 100, downloadMs: () => 1_000, qaMs: () => 5_000, ...options });
+  sim = createImageSimulator({
+    timeScale: SCALE,
+    defectRate: 0,
+    failRate: 0,
+    renderMs: () => 30_000,
+    pollMs: () => 100,
+    downloadMs: () => 1_000,
+    qaMs: () => 5_000,
+    ...options,
+  });
 };
 
 const processor = cardGenerationWith((log) => createProviderClient({ log, baseUrl, timeScale: SCALE }));
 
+/** While set, the provider takes the submit and then answers nothing (a frozen provider). */
+let silentAfterSubmit = false;
+const held: http.ServerResponse[] = [];
+
 beforeAll(async () => {
-  server = http.createServer((req, res) => createRouter(sim.routes)(req, res));
+  server = http.createServer((req, res) => {
+    if (silentAfterSubmit && !(req.method === "POST" && req.url?.endsWith("/generations"))) return void held.push(res);
+    createRouter(sim.routes)(req, res);
+  });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/images`;
 });
@@ -43,7 +59,11 @@ afterAll(async () => {
   await closeDb();
 });
 
-async function generation(units: number, kind: "generate" | "dislike" = "generate", existing?: Awaited<ReturnType<typeof quotaTenant>>) {
+async function generation(
+  units: number,
+  kind: "generate" | "dislike" = "generate",
+  existing?: Awaited<ReturnType<typeof quotaTenant>>,
+) {
   const t = existing ?? (await quotaTenant("cardgen", units));
   const job = await db().job.create({
     data: {
@@ -59,9 +79,20 @@ async function generation(units: number, kind: "generate" | "dislike" = "generat
     },
     select: { id: true },
   });
-  const error = await runJob({ card_generation: processor }, queueJobFor(job.id, "generations", "card_generation"), new AbortController().signal, logger("test")).catch((e: Error) => e);
-  const row = await db().job.findUniqueOrThrow({ where: { id: job.id }, select: { status: true, message: true, result: true } });
-  const images = await db().cardImage.findMany({ where: { jobId: job.id }, select: { passes: true, kind: true, sizeBytes: true, content: true } });
+  const error = await runJob(
+    { card_generation: processor },
+    queueJobFor(job.id, "generations", "card_generation"),
+    new AbortController().signal,
+    logger("test"),
+  ).catch((e: Error) => e);
+  const row = await db().job.findUniqueOrThrow({
+    where: { id: job.id },
+    select: { status: true, message: true, result: true },
+  });
+  const images = await db().cardImage.findMany({
+    where: { jobId: job.id },
+    select: { passes: true, kind: true, sizeBytes: true, content: true },
+  });
   return { t, jobId: job.id, row, images, error };
 }
 
@@ -90,7 +121,9 @@ describe("card_generation: a paid generation under a quota reserve", () => {
     const t = await quotaTenant("cardgen-slow", 1);
     const beats: Date[] = [];
     const watch = setInterval(() => {
-      void db().quotaReserve.findFirst({ where: { tenantId: t.tenantId }, select: { heartbeatAt: true } }).then((r) => r && beats.push(r.heartbeatAt));
+      void db()
+        .quotaReserve.findFirst({ where: { tenantId: t.tenantId }, select: { heartbeatAt: true } })
+        .then((r) => r && beats.push(r.heartbeatAt));
     }, 20);
     const g = await generation(1, "generate", t).finally(() => clearInterval(watch));
     expect(g.row.status).toBe("completed");
@@ -106,7 +139,12 @@ describe("card_generation: a paid generation under a quota reserve", () => {
     // The worker died between the release (image + spend, committed) and finishing the row: the
     // reaper abandoned it with cursor 1, and an operator retries it.
     await db().job.update({ where: { id: g.jobId }, data: { status: "queued", finishedAt: null } });
-    await runJob({ card_generation: processor }, queueJobFor(g.jobId, "generations", "card_generation"), new AbortController().signal, logger("test"));
+    await runJob(
+      { card_generation: processor },
+      queueJobFor(g.jobId, "generations", "card_generation"),
+      new AbortController().signal,
+      logger("test"),
+    );
     const row = await db().job.findUniqueOrThrow({ where: { id: g.jobId }, select: { status: true, message: true } });
     expect(row.status).toBe("completed");
     expect(row.message).toContain("already delivered");
@@ -138,7 +176,9 @@ describe("card_generation: a paid generation under a quota reserve", () => {
     setSim({});
     const g = await generation(0);
     expect(g.row.status).toBe("failed");
-    expect(g.row.message).toBe("This tenant's image generation pack is used up (all 0 generations are spent or running). Nothing was generated.");
+    expect(g.row.message).toBe(
+      "This tenant's image generation pack is used up (all 0 generations are spent or running). Nothing was generated.",
+    );
     expect(sim.submitted()).toBe(0);
   });
 
@@ -156,5 +196,28 @@ describe("card_generation: a paid generation under a quota reserve", () => {
     const again = await generation(3, "dislike", t);
     expect(again.row.message).toContain("The one free regeneration after a dislike");
     expect(await books(t.packId)).toMatchObject({ remaining: 1, spent: 2, live: 0 });
+  });
+
+  it("a provider that takes the submit and then answers nothing is an outage, not a failed generation: the job waits for the image provider and the unit goes back", async () => {
+    setSim({});
+    silentAfterSubmit = true;
+    try {
+      const { t, row, images, error } = await generation(3);
+      expect((error as Error | undefined)?.name).toBe("OutsideServiceDown");
+      expect(row.status).toBe("delayed");
+      expect(row.message).toMatch(
+        /^Waiting for the image provider, down since .* \(not answering: no answer to the poll within 2 min 30 s, attempt after attempt\)/,
+      );
+      expect(row.message).not.toMatch(/timed out|could not be generated/);
+      expect(images).toHaveLength(0);
+      // Nothing delivered, nothing charged: the unit is back for the run that resumes it.
+      expect(await books(t.packId)).toMatchObject({ remaining: 3, spent: 0, live: 0 });
+    } finally {
+      silentAfterSubmit = false;
+      for (const res of held.splice(0)) res.destroy();
+      const { breakerKey } = await import("@/lib/ratelimit/breaker");
+      const { redis } = await import("@/lib/redis/client");
+      await redis().del(breakerKey("images"));
+    }
   });
 });

@@ -1,11 +1,11 @@
-import { AttemptFenced, JobFailed } from "@/lib/jobs/errors";
+import { AttemptFenced, JobFailed } from "@/lib/core/signals";
 import { QuotaRefused } from "@/lib/quota/errors";
-import { generationParamsSchema } from "@/lib/quota/generations";
-import { GENERATION_POLICY, WRITES } from "@/lib/quota/policy";
+import { generationParamsSchema } from "@/lib/generations/create-generation";
+import { GENERATION_POLICY, WRITES } from "@/lib/catalog/generation-policy";
 import { claim, heartbeat, release, type Reserve } from "@/lib/quota/reserves";
 import { reserveTimings } from "@/lib/quota/settings";
 import { scaled } from "@/lib/time";
-import type { Processor } from "../processor";
+import type { Processor } from "@/lib/runs/processor";
 import { createProviderClient, ProviderError, type ProviderClient } from "./card-generation-provider";
 
 /** Real time a write transaction always gets, whatever the time scale (a database round trip does not shrink). */
@@ -27,7 +27,11 @@ export function cardGenerationWith(provider: (log: Parameters<Processor>[0]["log
     const { adId, kind } = params.data;
     // The card is written, charged and counted in one transaction (cursor 1): a run that died
     // after it, before its row was finished, has nothing left to do — claiming again would pay twice.
-    if (run.cursor >= 1) return { message: `The card of ad ${adId} was already delivered by an earlier run of this job; nothing was generated or charged again.`, result: { adId, kind, alreadyDelivered: true } };
+    if (run.cursor >= 1)
+      return {
+        message: `The card of ad ${adId} was already delivered by an earlier run of this job; nothing was generated or charged again.`,
+        result: { adId, kind, alreadyDelivered: true },
+      };
     const started = Date.now();
 
     let reserve: Reserve;
@@ -50,7 +54,9 @@ export function cardGenerationWith(provider: (log: Parameters<Processor>[0]["log
         (alive) => {
           if (!alive && !lost) {
             lost = true;
-            reserveLog.warn("the reserve was taken back by the sweeper while the generation runs; its release will be late");
+            reserveLog.warn(
+              "the reserve was taken back by the sweeper while the generation runs; its release will be late",
+            );
           }
         },
         (err: unknown) => reserveLog.warn({ err }, "reserve heartbeat failed"),
@@ -64,7 +70,10 @@ export function cardGenerationWith(provider: (log: Parameters<Processor>[0]["log
       let providerId = "";
       for (let pass = 1; pass <= GENERATION_POLICY.passes; pass++) {
         passes = pass;
-        providerId = await client.render(`Card image for ad ${adId}${kind === "dislike" ? " (a new take: the customer disliked the last one)" : ""}${pass > 1 ? `, pass ${pass}` : ""}`, signal);
+        providerId = await client.render(
+          `Card image for ad ${adId}${kind === "dislike" ? " (a new take: the customer disliked the last one)" : ""}${pass > 1 ? `, pass ${pass}` : ""}`,
+          signal,
+        );
         image = await client.download(providerId, signal);
         if (pass === GENERATION_POLICY.passes) break;
         let verdict: "ok" | "defect";
@@ -85,26 +94,55 @@ export function cardGenerationWith(provider: (log: Parameters<Processor>[0]["log
       const result = await release(reserve, "succeeded", {
         timeoutMs: Math.max(scaled(WRITES.timeoutMs), MIN_WRITE_MS),
         effect: async (tx) => {
-          const { count } = await tx.job.updateMany({ where: { id: run.jobId, attempt: run.attempt, status: "running" }, data: { processed: 1, cursor: 1, heartbeatAt: new Date() } });
+          const { count } = await tx.job.updateMany({
+            where: { id: run.jobId, attempt: run.attempt, status: "running" },
+            data: { processed: 1, cursor: 1, heartbeatAt: new Date() },
+          });
           if (count === 0) throw new AttemptFenced(run.jobId, run.attempt);
           await tx.cardImage.create({
-            data: { adId, jobId: run.jobId, reserveId: reserve.id, kind, passes, providerJobId: providerId, contentType: "image/png", sizeBytes: bytes.length, content: new Uint8Array(bytes) },
+            data: {
+              adId,
+              jobId: run.jobId,
+              reserveId: reserve.id,
+              kind,
+              passes,
+              providerJobId: providerId,
+              contentType: "image/png",
+              sizeBytes: bytes.length,
+              content: new Uint8Array(bytes),
+            },
             select: { id: true },
           });
         },
       });
       clearInterval(beat);
-      const charge = result.type === "late" ? (result.resolution === "debt" ? " The pack was empty by then: it is recorded as a debt." : " Its reserve had been taken back meanwhile; it was charged again.") : "";
+      const charge =
+        result.type === "late"
+          ? result.resolution === "debt"
+            ? " The pack was empty by then: it is recorded as a debt."
+            : " Its reserve had been taken back meanwhile; it was charged again."
+          : "";
       return {
         message: `Generated the card of ad ${adId}${passes > 1 ? ` in ${passes} passes (QA found a defect in the first)` : ""}.${charge}`,
-        result: { adId, kind, passes, release: result.type, ...(result.type === "late" ? { resolution: result.resolution } : {}) },
+        result: {
+          adId,
+          kind,
+          passes,
+          release: result.type,
+          ...(result.type === "late" ? { resolution: result.resolution } : {}),
+        },
       };
     } catch (err) {
       clearInterval(beat);
       // Nothing delivered: the unit goes back (the flag of a dislike too). The provider cannot be
       // cancelled, so a render still running there is simply never fetched.
-      await release(reserve, "failed").catch((releaseErr: unknown) => reserveLog.error({ err: releaseErr }, "could not release the reserve; the sweeper will take it back"));
-      if (err instanceof ProviderError) throw new JobFailed(`The card could not be generated: ${err.message}. The reserved unit was returned to the pack.`);
+      await release(reserve, "failed").catch((releaseErr: unknown) =>
+        reserveLog.error({ err: releaseErr }, "could not release the reserve; the sweeper will take it back"),
+      );
+      if (err instanceof ProviderError)
+        throw new JobFailed(
+          `The card could not be generated: ${err.message}. The reserved unit was returned to the pack.`,
+        );
       throw err;
     }
   };

@@ -3,6 +3,7 @@ import type { AddressInfo } from "node:net";
 import { setTimeout as delay } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startImportHarness } from "@/test/helpers/import-harness";
+import { waitFor } from "@/test/helpers/wait";
 
 // One row per model call, so that a refusal names exactly one row.
 vi.stubEnv("BOUNDED_ITEMS_IN_FLIGHT_CSV_IMPORT", "1");
@@ -41,7 +42,13 @@ h.server.on("request", (req, res) => {
     res.end(
       JSON.stringify(
         status === null
-          ? { id: "c", object: "chat.completion", created: 0, model: "m", choices: [{ index: 0, finish_reason: "stop", message: { role: "assistant", content: "groceries" } }] }
+          ? {
+              id: "c",
+              object: "chat.completion",
+              created: 0,
+              model: "m",
+              choices: [{ index: 0, finish_reason: "stop", message: { role: "assistant", content: "groceries" } }],
+            }
           : { error: { message: "this transaction cannot be categorised" } },
       ),
     );
@@ -59,7 +66,11 @@ async function modelDown(): Promise<void> {
  * a few real milliseconds, which could pass without one call noticing.
  */
 async function breakerOpened(): Promise<void> {
-  while ((await redis().hget(breakerKey("model"), "state")) === null) await delay(5);
+  await waitFor(async () => (await redis().hget(breakerKey("model"), "state")) !== null, {
+    what: "the model's breaker to see the outage",
+    timeoutMs: 20_000,
+    intervalMs: 5,
+  });
 }
 /** Brings it back on the same port. */
 async function modelUp(): Promise<void> {
@@ -90,29 +101,48 @@ describe("csv_import while the model service is down (real database, Redis, HTTP
     const outageMs = scaled(120_000);
     let outage: Promise<void> | undefined;
     served = 0;
-    outageAt = { at: 30, start: () => (outage = modelDown().then(() => delay(outageMs)).then(breakerOpened).then(modelUp)) };
+    outageAt = {
+      at: 30,
+      start: () =>
+        (outage = modelDown()
+          .then(() => delay(outageMs))
+          .then(breakerOpened)
+          .then(modelUp)),
+    };
     const deferrals = await runToEnd(jobs, 60_000);
     await outage;
     expect(outage).toBeDefined();
 
-    const rows = await db().job.findMany({ where: { id: { in: jobs } }, select: { id: true, status: true, processed: true, failed: true, reschedules: true } });
+    const rows = await db().job.findMany({
+      where: { id: { in: jobs } },
+      select: { id: true, status: true, processed: true, failed: true, reschedules: true },
+    });
     expect(rows.map((r) => r.status)).toEqual(Array(10).fill("completed"));
     expect(rows.every((r) => r.processed === ROWS && r.failed === 0)).toBe(true);
     expect(await db().transaction.count({ where: { jobId: { in: jobs } } })).toBe(10 * ROWS);
     // The outage was met and waited out (slots given back), not failed through.
     expect([...deferrals.values()].reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
     expect(rows.some((r) => r.reschedules > 0)).toBe(true);
-    const events = await db().jobEvent.findMany({ where: { jobId: { in: jobs }, type: "delayed" }, select: { message: true } });
+    const events = await db().jobEvent.findMany({
+      where: { jobId: { in: jobs }, type: "delayed" },
+      select: { message: true },
+    });
     expect(events.some((e) => /model service, down since/.test(e.message ?? ""))).toBe(true);
   }, 120_000);
 
   it("a 4xx about one row fails only that row, and never opens the breaker", async () => {
     const POISON = [3, 5, 7, 9, 11];
-    const id = await h.importOf(12, "refused-rows", (i) => (POISON.includes(i) ? `2026-03-01,-${i}.10,EUR,REFUSE-ME,row ${i}` : null));
-    refuse = (body) => (body.includes("REFUSE-ME") ? 400 : null);
+    const id = await h.importOf(12, "refused-rows", (i) =>
+      POISON.includes(i) ? `2026-03-01,-${i}.10,EUR,REFUSE-ME,row ${i}` : null,
+    );
+    // The prompt shows the counterparty case-folded.
+    refuse = (body) => (/refuse-me/i.test(body) ? 400 : null);
     const deferrals = await runToEnd([id], 20_000);
     expect(deferrals.get(id)).toBe(0);
-    const row = await db().job.findUniqueOrThrow({ where: { id }, select: { status: true, processed: true, failed: true } });
+    const row = await db().job.findUniqueOrThrow({
+      where: { id },
+      select: { status: true, processed: true, failed: true },
+    });
     expect(row).toEqual({ status: "completed_with_errors", processed: 7, failed: 5 });
     expect(await redis().hget(breakerKey("model"), "state")).toBeNull();
   });

@@ -31,8 +31,26 @@ const extremeAmounts = fc.constantFrom(
   "",
 );
 const amount = fc.oneof(extremeAmounts, fc.stringMatching(/^-?\d{1,30}([.,]\d{1,3})?$/));
-const extremeDates = fc.constantFrom("0000-01-01", "9999-12-31", "275760-09-13", "-000001-01-01", "2026-02-30", "2026-13-01", "1899-12-31", "1900-01-01", "2199-12-31", "2200-01-01", "2026-3-4", "");
-const date = fc.oneof(extremeDates, fc.date({ min: new Date("1800-01-01"), max: new Date("2300-01-01"), noInvalidDate: true }).map((d) => d.toISOString().slice(0, 10)));
+const extremeDates = fc.constantFrom(
+  "0000-01-01",
+  "9999-12-31",
+  "275760-09-13",
+  "-000001-01-01",
+  "2026-02-30",
+  "2026-13-01",
+  "1899-12-31",
+  "1900-01-01",
+  "2199-12-31",
+  "2200-01-01",
+  "2026-3-4",
+  "",
+);
+const date = fc.oneof(
+  extremeDates,
+  fc
+    .date({ min: new Date("1800-01-01"), max: new Date("2300-01-01"), noInvalidDate: true })
+    .map((d) => d.toISOString().slice(0, 10)),
+);
 const oddText = fc.constantFrom(
   "\u0000",
   "a\u0000b",
@@ -51,13 +69,24 @@ const oddText = fc.constantFrom(
   "x".repeat(501),
   "",
 );
-const text = fc.oneof(oddText, fc.string({ unit: "grapheme", maxLength: 40 }), fc.string({ unit: "binary", maxLength: 20 }), fc.string({ maxLength: 20 }));
+const text = fc.oneof(
+  oddText,
+  fc.string({ unit: "grapheme", maxLength: 40 }),
+  fc.string({ unit: "binary", maxLength: 20 }),
+  fc.string({ maxLength: 20 }),
+);
 const currency = fc.constantFrom("EUR", "usd", "XXX", "", "EUR\u0000");
 /**
  * A row that is good but for one or two fields, which take an extreme value: a row that is wrong
  * everywhere would be refused for its first problem only, and the others would never be tried.
  */
-const good = { date: "2026-03-04", amount: "-12.50", currency: "EUR", counterparty: "REWE Markt", description: "card payment" };
+const good = {
+  date: "2026-03-04",
+  amount: "-12.50",
+  currency: "EUR",
+  counterparty: "REWE Markt",
+  description: "card payment",
+};
 const poison = fc.oneof(
   amount.map((amount) => ({ amount })),
   date.map((date) => ({ date })),
@@ -76,7 +105,10 @@ describe("csv_import with poison rows (real database, property)", () => {
     await fc.assert(
       fc.asyncProperty(fc.array(row, { minLength: 1, maxLength: 6 }), async (rows) => {
         // A good row first: the file's header and first line are never the only thing on trial.
-        const lines = [["2026-03-04", "-1.00", "EUR", "REWE Markt", "anchor"], ...rows.map((r) => [r.date, r.amount, r.currency, r.counterparty, r.description])];
+        const lines = [
+          ["2026-03-04", "-1.00", "EUR", "REWE Markt", "anchor"],
+          ...rows.map((r) => [r.date, r.amount, r.currency, r.counterparty, r.description]),
+        ];
         let jobId: string;
         try {
           jobId = await h.importOf(lines.length, `poison-${imports++}`, (i) => lines[i - 1]!.map(field).join(","));
@@ -87,7 +119,10 @@ describe("csv_import with poison rows (real database, property)", () => {
         }
         const result = await h.run(jobId);
         expect(result).toBeUndefined();
-        const job = await db().job.findUniqueOrThrow({ where: { id: jobId }, select: { status: true, total: true, processed: true, failed: true } });
+        const job = await db().job.findUniqueOrThrow({
+          where: { id: jobId },
+          select: { status: true, total: true, processed: true, failed: true },
+        });
         expect(["completed", "completed_with_errors"]).toContain(job.status);
         expect(job.processed + job.failed).toBe(job.total);
         expect(job.processed).toBeGreaterThanOrEqual(1);

@@ -27,12 +27,12 @@ type Modules = {
   env: typeof import("@/lib/env");
   log: typeof import("@/lib/log");
   createImport: typeof import("@/lib/imports/create-import");
-  run: typeof import("@/lib/jobs/run");
-  errors: typeof import("@/lib/jobs/errors");
+  run: typeof import("@/lib/runs/attempt");
+  errors: typeof import("@/lib/core/signals");
   queues: typeof import("@/lib/queues/queues");
   redis: typeof import("@/lib/redis/client");
   record: typeof import("@/lib/modelcalls/record");
-  runtime: typeof import("@/workers/runtime");
+  runtime: typeof import("@/lib/runs/run-job");
   csv: typeof import("./csv-import");
   tenants: typeof import("@/test/helpers/tenants");
 };
@@ -53,12 +53,12 @@ beforeAll(async () => {
     env: await import("@/lib/env"),
     log: await import("@/lib/log"),
     createImport: await import("@/lib/imports/create-import"),
-    run: await import("@/lib/jobs/run"),
-    errors: await import("@/lib/jobs/errors"),
+    run: await import("@/lib/runs/attempt"),
+    errors: await import("@/lib/core/signals"),
     queues: await import("@/lib/queues/queues"),
     redis: await import("@/lib/redis/client"),
     record: await import("@/lib/modelcalls/record"),
-    runtime: await import("@/workers/runtime"),
+    runtime: await import("@/lib/runs/run-job"),
     csv: await import("./csv-import"),
     tenants: await import("@/test/helpers/tenants"),
   };
@@ -67,7 +67,9 @@ beforeAll(async () => {
 
   const { createRouter } = await import("@/workers/simulators/router");
   const { createModelSimulator } = await import("@/workers/simulators/model");
-  const simulator = createRouter(createModelSimulator({ errorRate: 0, timeScale: m.env.env().BOUNDED_TIME_SCALE }).routes);
+  const simulator = createRouter(
+    createModelSimulator({ errorRate: 0, timeScale: m.env.env().BOUNDED_TIME_SCALE }).routes,
+  );
   handle = (req, res) => {
     if (req.method !== "POST" || req.url !== "/v1/chat/completions") return simulator(req, res);
     modelRequests += 1;
@@ -110,7 +112,10 @@ function bankCsv(bad: Record<number, BadRow>, dataRows = 30): Uint8Array {
   const lines = [HEADER];
   for (let row = 2; row <= dataRows + 1; row++) {
     const day = String(((row - 2) % 28) + 1).padStart(2, "0");
-    lines.push(bad[row]?.line ?? `2026-01-${day},-${row}.50,EUR,${COUNTERPARTIES[row % COUNTERPARTIES.length]},card payment ${row}`);
+    lines.push(
+      bad[row]?.line ??
+        `2026-01-${day},-${row}.50,EUR,${COUNTERPARTIES[row % COUNTERPARTIES.length]},card payment ${row}`,
+    );
   }
   return new TextEncoder().encode(`${lines.join("\n")}\n`);
 }
@@ -118,7 +123,10 @@ function bankCsv(bad: Record<number, BadRow>, dataRows = 30): Uint8Array {
 const BAD_ROWS: Record<number, BadRow> = {
   4: { line: "2026-02-30,-4.50,EUR,REWE Markt,x", reason: "date is not a real calendar date" },
   9: { line: "2026-01-08,twelve,EUR,REWE Markt,x", reason: "amount “twelve” is not a number" },
-  18: { line: "2026-01-17,-18.50,XYZ,REWE Markt,x", reason: "currency “XYZ” is not one of EUR, USD, GBP, CHF, SEK, NOK, DKK, PLN, CZK, JPY, CAD, AUD" },
+  18: {
+    line: "2026-01-17,-18.50,XYZ,REWE Markt,x",
+    reason: "currency “XYZ” is not one of EUR, USD, GBP, CHF, SEK, NOK, DKK, PLN, CZK, JPY, CAD, AUD",
+  },
   25: { line: "2026-01-24,-25.50,EUR,REWE Markt", reason: "row has 4 fields, expected 5" },
 };
 const GOOD_ROWS = Array.from({ length: 30 }, (_, i) => i + 2).filter((row) => !(row in BAD_ROWS));
@@ -146,23 +154,34 @@ const jobRow = (jobId: string) =>
   });
 
 async function transactionRows(jobId: string): Promise<number[]> {
-  const rows = await m.db.db().transaction.findMany({ where: { jobId }, select: { row: true }, orderBy: { row: "asc" } });
+  const rows = await m.db
+    .db()
+    .transaction.findMany({ where: { jobId }, select: { row: true }, orderBy: { row: "asc" } });
   return rows.map((r) => r.row);
 }
 
 /** Rows written more than once for this job, counted in the database rather than trusted to a constraint. */
 async function duplicatedTransactionRows(jobId: string): Promise<number[]> {
-  const groups = await m.db.db().transaction.groupBy({ by: ["jobId", "row"], where: { jobId }, _count: { _all: true } });
+  const groups = await m.db
+    .db()
+    .transaction.groupBy({ by: ["jobId", "row"], where: { jobId }, _count: { _all: true } });
   return groups.filter((g) => g._count._all > 1).map((g) => g.row);
 }
 
 async function failures(jobId: string) {
-  return m.db.db().jobItemFailure.findMany({ where: { jobId }, select: { row: true, reason: true, attempt: true }, orderBy: { row: "asc" } });
+  return m.db.db().jobItemFailure.findMany({
+    where: { jobId },
+    select: { row: true, reason: true, attempt: true },
+    orderBy: { row: "asc" },
+  });
 }
 
 async function modelCalls(jobId: string) {
   await m.record.flushModelCallRecords();
-  return m.db.db().modelCall.findMany({ where: { jobId }, select: { jobId: true, jobKind: true, queue: true, model: true, outcome: true } });
+  return m.db.db().modelCall.findMany({
+    where: { jobId },
+    select: { jobId: true, jobKind: true, queue: true, model: true, outcome: true },
+  });
 }
 
 describe("csv_import through the runtime, against the model simulator", () => {
@@ -172,11 +191,20 @@ describe("csv_import through the runtime, against the model simulator", () => {
     await runOnce(jobId);
 
     const job = await jobRow(jobId);
-    expect(job).toMatchObject({ status: "completed_with_errors", total: 30, processed: 26, failed: 4, cursor: 30, attempt: 1 });
+    expect(job).toMatchObject({
+      status: "completed_with_errors",
+      total: 30,
+      processed: 26,
+      failed: 4,
+      cursor: 30,
+      attempt: 1,
+    });
     expect(job.message).toBe("Imported 26 of 30 rows; 4 rows could not be imported (see the list below).");
 
     expect(await transactionRows(jobId)).toEqual(GOOD_ROWS);
-    expect(await failures(jobId)).toEqual(Object.entries(BAD_ROWS).map(([row, bad]) => ({ row: Number(row), reason: bad.reason, attempt: 1 })));
+    expect(await failures(jobId)).toEqual(
+      Object.entries(BAD_ROWS).map(([row, bad]) => ({ row: Number(row), reason: bad.reason, attempt: 1 })),
+    );
   });
 
   it("stores each good row's values and the category the model chose", async () => {
@@ -198,10 +226,14 @@ describe("csv_import through the runtime, against the model simulator", () => {
     });
     expect(rewe.date.toISOString()).toBe("2026-01-04T00:00:00.000Z");
     expect(rewe.category.slug).toBe("groceries");
-    const train = await m.db.db().transaction.findUniqueOrThrow({ where: { jobId_row: { jobId, row: 6 } }, include: { category: true } });
+    const train = await m.db
+      .db()
+      .transaction.findUniqueOrThrow({ where: { jobId_row: { jobId, row: 6 } }, include: { category: true } });
     expect(train.counterparty).toBe("Deutsche Bahn");
     expect(train.category.slug).toBe("transport");
-    const unknown = await m.db.db().transaction.findUniqueOrThrow({ where: { jobId_row: { jobId, row: 14 } }, include: { category: true } });
+    const unknown = await m.db
+      .db()
+      .transaction.findUniqueOrThrow({ where: { jobId_row: { jobId, row: 14 } }, include: { category: true } });
     expect(unknown.counterparty).toBe("Acme GmbH");
     expect(unknown.category.slug).toBe("other");
   });
@@ -214,7 +246,13 @@ describe("csv_import through the runtime, against the model simulator", () => {
     const calls = await modelCalls(jobId);
     expect(calls).toHaveLength(26);
     for (const call of calls) {
-      expect(call).toEqual({ jobId, jobKind: "csv_import", queue: "imports", model: m.env.env().MODEL_NAME, outcome: "ok" });
+      expect(call).toEqual({
+        jobId,
+        jobKind: "csv_import",
+        queue: "imports",
+        model: m.env.env().MODEL_NAME,
+        outcome: "ok",
+      });
     }
     expect(modelRequests).toBe(26);
   });
@@ -224,7 +262,13 @@ describe("csv_import through the runtime, against the model simulator", () => {
 
     await runOnce(jobId);
 
-    expect(await jobRow(jobId)).toMatchObject({ status: "completed", processed: 12, failed: 0, cursor: 12, message: "Imported all 12 rows." });
+    expect(await jobRow(jobId)).toMatchObject({
+      status: "completed",
+      processed: 12,
+      failed: 0,
+      cursor: 12,
+      message: "Imported all 12 rows.",
+    });
     expect(await failures(jobId)).toEqual([]);
   });
 
@@ -332,7 +376,14 @@ describe("csv_import retries resume at the cursor", () => {
 
     expect(newer).toMatchObject({ attempt: 2, cursor: 6 });
     // The old run neither finished the job nor marked it failed: attempt 2 owns it, still running.
-    expect(await jobRow(jobId)).toMatchObject({ status: "running", attempt: 2, cursor: 6, processed: 5, failed: 1, message: null });
+    expect(await jobRow(jobId)).toMatchObject({
+      status: "running",
+      attempt: 2,
+      cursor: 6,
+      processed: 5,
+      failed: 1,
+      message: null,
+    });
     expect(await transactionRows(jobId)).toEqual([2, 3, 5, 6, 7]);
     expect(modelRequests).toBe(6);
   });

@@ -1,33 +1,55 @@
+import { formatCount } from "@/lib/format/number";
 import { Readable } from "node:stream";
 import { parse } from "csv-parse";
 import { getCategories } from "@/lib/categories/cache";
 import { db } from "@/lib/db/client";
-import { ItemError, JobFailed } from "@/lib/jobs/errors";
-import { forEachItem } from "@/lib/jobs/for-each-item";
+import { ItemError, JobFailed } from "@/lib/core/signals";
+import { forEachItem } from "@/lib/runs/for-each-item";
 import { itemSourceOf } from "@/lib/jobs/parts";
 import { countLabel } from "@/lib/jobs/messages";
 import { REQUIRED_COLUMNS } from "@/lib/imports/inspect-upload";
 import { rowProblem, transactionRowSchema } from "@/lib/imports/rows";
 import { ModelCallError } from "@/lib/modelcalls/errors";
 import { createCategoriser } from "@/lib/modelcalls/categoriser";
-import { KINDS } from "@/lib/queues/catalog";
-import type { Processor } from "../processor";
+import { createJobAnswers } from "@/lib/answers/job";
+import { categoryAnswerKey } from "@/lib/answers/key";
+import * as batchService from "@/lib/modelcalls/batch-service";
+import { env } from "@/lib/env";
+import type { Categoriser, RowAnswer } from "@/lib/modelcalls/categoriser";
+import { buildCategoryPrompt, parseCategoryAnswer, type CategoryChoice } from "@/lib/modelcalls/choose-category";
+import { throughBatchLane, type BatchAnswer, type LaneItem } from "@/lib/runs/batch-lane";
+import { committedItems } from "@/lib/runs/commit";
+import type { RunStart } from "@/lib/runs/attempt";
+import { KINDS } from "@/lib/catalog/catalog";
+import type { Processor } from "@/lib/runs/processor";
 
 /**
- * `csv_import`: streams the stored file, validates each row, asks the model for a category and
- * writes a Transaction. A bad row is recorded and skipped; the import goes on. A new attempt
- * resumes at the cursor, so rows already done are not redone.
+ * `csv_import`: streams the stored file, validates each row, asks the model for a category (once
+ * per question: rows with the same question share one answer, and the tenant's stored answers are
+ * reused — lib/answers) and writes a Transaction with the record of where its category came from.
+ * A bad row is recorded and skipped; the import goes on. A new attempt resumes at the cursor, so
+ * rows already done are not redone.
  */
-export const csvImport: Processor = async ({ run, signal, loop }) => {
-  // A part of a split import reads the rows of the file uploaded for the job it was split from.
-  const upload = await db().upload.findUnique({ where: { jobId: itemSourceOf(run) }, select: { content: true, delimiter: true } });
-  if (!upload) throw new JobFailed("The uploaded file is missing, so the import cannot run. Upload the file again.");
+export const csvImport: Processor = async ({ run, signal, loop, log }) => {
   const categories = await getCategories();
+  // With room in its budget the job's rows that still need the model go to the provider's batch
+  // service first (lib/runs/batch-lane.ts): this run may give its slot back here, before it reads
+  // the file, so a wake-up that only looks at the batch stays cheap. The batch's answers are then
+  // this run's answers for those rows, and the rest is asked directly. The model is the one the
+  // categoriser asks (its default).
+  const model = env().MODEL_NAME;
+  const fromBatch = await throughBatchLane({
+    run,
+    signal,
+    log,
+    service: batchService,
+    model,
+    items: async () => rowsNeedingTheModel(run, await uploadOf(run), categories, model),
+  });
+  const upload = await uploadOf(run);
   const categoryIds = new Map(categories.map((c) => [c.slug, c.id]));
 
-  const records = Readable.from([Buffer.from(upload.content)]).pipe(
-    parse({ bom: true, delimiter: upload.delimiter, relax_column_count: true, skip_empty_lines: true, skip_records_with_empty_values: true }),
-  ) as AsyncIterable<string[]>;
+  const records = recordsOf(upload);
 
   let header: string[] | undefined;
   async function* dataRows() {
@@ -47,6 +69,12 @@ export const csvImport: Processor = async ({ run, signal, loop }) => {
     signal,
     context: { queue: run.queue, jobKind: run.kind, jobId: run.jobId },
   });
+  const answers = createJobAnswers({
+    tenantId: run.tenantId,
+    jobKind: run.kind,
+    categories,
+    categoriser: batchFirst(categoriser, fromBatch, categories),
+  });
 
   // The row number a person sees in a spreadsheet: the header is row 1, a quoted multi-line field
   // stays one row, blank lines are not rows.
@@ -56,20 +84,25 @@ export const csvImport: Processor = async ({ run, signal, loop }) => {
     async (record, { row }) => {
       const columns = header!;
       if (record.length !== columns.length) {
-        throw new ItemError(`row has ${record.length} field${record.length === 1 ? "" : "s"}, expected ${columns.length}`);
+        throw new ItemError(
+          `row has ${record.length} field${record.length === 1 ? "" : "s"}, expected ${columns.length}`,
+        );
       }
-      const parsed = transactionRowSchema.safeParse(Object.fromEntries(REQUIRED_COLUMNS.map((c) => [c, record[columns.indexOf(c)]])));
+      const parsed = transactionRowSchema.safeParse(
+        Object.fromEntries(REQUIRED_COLUMNS.map((c) => [c, record[columns.indexOf(c)]])),
+      );
       if (!parsed.success) throw new ItemError(rowProblem(parsed.error));
       const tx = parsed.data;
-      let slug: string;
+      let answer: Awaited<ReturnType<typeof answers.answer>>;
       try {
-        slug = await categoriser.categorise({ ...tx, amount: (Number(tx.amount) / 100).toFixed(2) }, row);
+        answer = await answers.answer({ ...tx, amount: (Number(tx.amount) / 100).toFixed(2) }, row);
       } catch (err) {
-        if (err instanceof ModelCallError) throw new ItemError("could not be categorised: the model service did not answer");
+        if (err instanceof ModelCallError)
+          throw new ItemError("could not be categorised: the model service did not answer");
         throw err;
       }
-      return (t) =>
-        t.transaction.create({
+      return async (t) => {
+        await t.transaction.create({
           data: {
             tenantId: run.tenantId,
             jobId: run.jobId,
@@ -79,9 +112,22 @@ export const csvImport: Processor = async ({ run, signal, loop }) => {
             currency: tx.currency,
             counterparty: tx.counterparty,
             description: tx.description,
-            categoryId: categoryIds.get(slug) ?? categoryIds.get("other")!,
+            categoryId: categoryIds.get(answer.slug) ?? categoryIds.get("other")!,
           },
         });
+        await t.categoryAnswerUse.create({
+          data: {
+            jobId: run.jobId,
+            row,
+            jobKind: run.kind,
+            source: answer.source,
+            model: answer.model,
+            promptTokens: Math.round(answer.promptTokens),
+            completionTokens: Math.round(answer.completionTokens),
+            callShare: answer.callShare,
+          },
+        });
+      };
     },
     (index) => index + 1,
   ).finally(() => categoriser.close());
@@ -90,10 +136,97 @@ export const csvImport: Processor = async ({ run, signal, loop }) => {
     message: (row) => {
       const total = row.processed + row.failed;
       return row.failed > 0
-        ? `Imported ${row.processed.toLocaleString("en-US")} of ${countLabel(total, "row")}; ${countLabel(row.failed, "row")} could not be imported (see the list below).`
+        ? `Imported ${formatCount(row.processed)} of ${countLabel(total, "row")}; ${countLabel(row.failed, "row")} could not be imported (see the list below).`
         : total === 1
           ? "Imported the 1 row."
           : `Imported all ${countLabel(total, "row")}.`;
     },
   };
 };
+
+/** The stored file; a part of a split import reads the file uploaded for the job it was split from. */
+async function uploadOf(run: RunStart): Promise<{ content: Uint8Array; delimiter: string }> {
+  const upload = await db().upload.findUnique({
+    where: { jobId: itemSourceOf(run) },
+    select: { content: true, delimiter: true },
+  });
+  if (!upload) throw new JobFailed("The uploaded file is missing, so the import cannot run. Upload the file again.");
+  return upload;
+}
+
+/** The stored file's records, header first. */
+function recordsOf(upload: { content: Uint8Array; delimiter: string }): AsyncIterable<string[]> {
+  return Readable.from([Buffer.from(upload.content)]).pipe(
+    parse({
+      bom: true,
+      delimiter: upload.delimiter,
+      relax_column_count: true,
+      skip_empty_lines: true,
+      skip_records_with_empty_values: true,
+    }),
+  ) as AsyncIterable<string[]>;
+}
+
+/**
+ * The rows the batch lane sends, each with the single-row prompt the direct path sends for a row
+ * on its own: valid rows not committed yet, one per question (rows with the same question share
+ * its answer, lib/answers), leaving out questions the tenant's stored answers already answer —
+ * every valid row when reuse is off (`BOUNDED_CATEGORY_ANSWER_REUSE=0`).
+ */
+async function rowsNeedingTheModel(
+  run: RunStart,
+  upload: { content: Uint8Array; delimiter: string },
+  categories: CategoryChoice[],
+  model: string,
+): Promise<LaneItem[]> {
+  const committed = new Set(await committedItems(run.jobId, run.cursor));
+  const reuse = env().BOUNDED_CATEGORY_ANSWER_REUSE;
+  const asked = new Map<string, LaneItem>();
+  let header: string[] | undefined;
+  let index = 0;
+  for await (const record of recordsOf(upload)) {
+    if (!header) {
+      header = record.map((c) => c.trim().toLowerCase());
+      continue;
+    }
+    index += 1;
+    if (index <= run.cursor || committed.has(index) || record.length !== header.length) continue;
+    const columns = header;
+    const parsed = transactionRowSchema.safeParse(
+      Object.fromEntries(REQUIRED_COLUMNS.map((c) => [c, record[columns.indexOf(c)]])),
+    );
+    if (!parsed.success) continue;
+    const transaction = { ...parsed.data, amount: (Number(parsed.data.amount) / 100).toFixed(2) };
+    const key = reuse ? categoryAnswerKey({ transaction, categories, model }) : String(index);
+    if (!asked.has(key)) asked.set(key, { row: index + 1, messages: buildCategoryPrompt(transaction, categories) });
+  }
+  if (asked.size === 0 || !reuse) return [...asked.values()];
+  const stored = await db().$queryRaw<{ key: string }[]>`
+    SELECT key FROM "CategoryAnswer"
+    WHERE "tenantId" = ${run.tenantId}::uuid AND key = ANY(${[...asked.keys()]}::text[]) AND "expiresAt" > now()`;
+  for (const { key } of stored) asked.delete(key);
+  return [...asked.values()];
+}
+
+/** The categoriser, answering first from the batch's answers (a row's answer is read as a direct single-row answer is). */
+function batchFirst(
+  categoriser: Categoriser,
+  fromBatch: Map<number, BatchAnswer>,
+  categories: CategoryChoice[],
+): Pick<Categoriser, "model" | "answer"> {
+  const slugs = categories.map((c) => c.slug);
+  return {
+    model: categoriser.model,
+    answer: (transaction, row) => {
+      const answer = fromBatch.get(row);
+      if (!answer) return categoriser.answer(transaction, row);
+      const answered: RowAnswer = {
+        slug: parseCategoryAnswer(answer.content, slugs),
+        promptTokens: answer.promptTokens,
+        completionTokens: answer.completionTokens,
+        callShare: 1 / fromBatch.size,
+      };
+      return Promise.resolve(answered);
+    },
+  };
+}

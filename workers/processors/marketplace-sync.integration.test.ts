@@ -40,12 +40,18 @@ describe("marketplace_sync under the reschedule policy", () => {
     });
     expect(seen.qj.attemptsMade).toBe(0);
     expect(seen.qj.attemptsStarted).toBeGreaterThanOrEqual(3);
-    expect(seen.r.message).toMatch(/^Waiting \d+ s for statistics:t-resched-[0-9a-f]{8} \(the marketplace's rate limit\)/);
+    expect(seen.r.message).toMatch(
+      /^Waiting \d+ s for statistics:t-resched-[0-9a-f]{8} \(the marketplace's rate limit\)/,
+    );
     expect(seen.r.wakeUpAt!.getTime()).toBeGreaterThan(seen.r.heartbeatAt!.getTime());
     // The end user is told what happens, in production seconds (a window is 60 s).
     const { getProgress } = await import("@/lib/jobs/queries");
     const progress = await getProgress(started.progressToken, seen.r.heartbeatAt!);
-    expect(progress).toMatchObject({ status: "delayed", title: "Syncing statistics from the marketplace", noun: "page" });
+    expect(progress).toMatchObject({
+      status: "delayed",
+      title: "Syncing statistics from the marketplace",
+      noun: "page",
+    });
     expect(progress!.message).toMatch(/^Waiting \d+ s for the marketplace's rate limit; it goes on by itself\.$/);
     expect(progress!.waitSeconds).toBeGreaterThan(20);
     expect(progress!.waitSeconds).toBeLessThanOrEqual(125);
@@ -68,34 +74,51 @@ describe("marketplace_sync under the reschedule policy", () => {
     expect(finished?.attemptsMade).toBe(1);
     // Each page asked for once: a resumed run starts at the page after the cursor.
     expect(h.sim.marketplace.stats()).toMatchObject({ accepted: PAGES, violations: { total: 0 } });
-    const records = await h.m.db.db().marketplaceRecord.groupBy({ by: ["page"], where: { jobId: started.jobId }, _count: { _all: true } });
-    expect(records.map((g) => [g.page, g._count._all]).sort((a, b) => a[0]! - b[0]!)).toEqual(Array.from({ length: PAGES }, (_, i) => [i + 1, 20]));
+    const records = await h.m.db
+      .db()
+      .marketplaceRecord.groupBy({ by: ["page"], where: { jobId: started.jobId }, _count: { _all: true } });
+    expect(records.map((g) => [g.page, g._count._all]).sort((a, b) => a[0]! - b[0]!)).toEqual(
+      Array.from({ length: PAGES }, (_, i) => [i + 1, 20]),
+    );
     // The timeline says what happened; the per-minute rollup counts it for the limiter page.
     const delayedEvents = await h.m.db.db().jobEvent.count({ where: { jobId: started.jobId, type: "delayed" } });
     expect(delayedEvents).toBe(done.reschedules);
-    const rollup = await h.m.db.db().rateLimitRollup.aggregate({ where: { tenant, family: "statistics", queue: "marketplace-sync" }, _sum: { reschedules: true } });
+    const rollup = await h.m.db.db().rateLimitRollup.aggregate({
+      where: { tenant, family: "statistics", queue: "marketplace-sync" },
+      _sum: { reschedules: true },
+    });
     expect(rollup._sum.reschedules).toBe(done.reschedules);
     // Prometheus: counted by queue and family (never by tenant), the waits in production seconds.
     const { processMetrics } = await import("@/lib/metrics/metrics");
     const registry = processMetrics().registry;
     const counter = await registry.getSingleMetric("bounded_rate_limit_reschedules_total")!.get();
-    expect(counter.values.find((v) => v.labels.family === "statistics" && v.labels.queue === "marketplace-sync")?.value).toBeGreaterThanOrEqual(done.reschedules);
+    expect(
+      counter.values.find((v) => v.labels.family === "statistics" && v.labels.queue === "marketplace-sync")?.value,
+    ).toBeGreaterThanOrEqual(done.reschedules);
     expect(counter.values.every((v) => !("tenant" in v.labels))).toBe(true);
     const waits = await registry.getSingleMetric("bounded_rate_limit_wait_seconds")!.get();
-    const named = (name: string) => waits.values.find((v) => (v as { metricName?: string }).metricName === name && v.labels.family === "statistics");
+    const named = (name: string) =>
+      waits.values.find((v) => (v as { metricName?: string }).metricName === name && v.labels.family === "statistics");
     const count = named("bounded_rate_limit_wait_seconds_count");
     const sum = named("bounded_rate_limit_wait_seconds_sum");
     expect(count?.value).toBeGreaterThanOrEqual(done.reschedules);
     expect(sum!.value / count!.value).toBeGreaterThan(20);
     // The limiter page reads the same: the series, the tenant's time lost, its bucket's state.
-    const { getLimiterReport } = await import("@/lib/ratelimit/report");
+    const { getLimiterReport } = await import("@/lib/reports/ratelimit");
     const report = await getLimiterReport({ range: "1h" });
-    expect(report.series.find((x) => x.key === "marketplace-sync · statistics")?.reschedules).toBeGreaterThanOrEqual(done.reschedules);
+    expect(report.series.find((x) => x.key === "marketplace-sync · statistics")?.reschedules).toBeGreaterThanOrEqual(
+      done.reschedules,
+    );
     const mine = report.topTenants.find((t) => t.tenant === tenant);
     expect(mine).toMatchObject({ reschedules: done.reschedules, families: ["statistics"] });
     expect(mine!.waitSeconds).toBeGreaterThan(done.reschedules * 20);
-    expect(report.points.reduce((n, p) => n + (p.counts["marketplace-sync · statistics"] ?? 0), 0)).toBe(report.series.find((x) => x.key === "marketplace-sync · statistics")!.reschedules);
-    expect(report.bucketStates?.find((b) => b.scope === `statistics:${tenant}`)).toMatchObject({ capacity: 1, family: "statistics" });
+    expect(report.points.reduce((n, p) => n + (p.counts["marketplace-sync · statistics"] ?? 0), 0)).toBe(
+      report.series.find((x) => x.key === "marketplace-sync · statistics")!.reschedules,
+    );
+    expect(report.bucketStates?.find((b) => b.scope === `statistics:${tenant}`)).toMatchObject({
+      capacity: 1,
+      family: "statistics",
+    });
   }, 60_000);
 
   it("one sync per tenant and family: while it is delayed, a second start answers the same job and a duplicate queue add is dropped", async () => {
@@ -117,7 +140,9 @@ describe("marketplace_sync under the reschedule policy", () => {
     const orders = await h.m.syncs.startSync({ tenant, family: "orders" });
     expect(orders.jobId).not.toBe(first.jobId);
     await h.waitFor("both syncs to complete", async () => {
-      const rows = await h.m.db.db().job.findMany({ where: { id: { in: [first.jobId, orders.jobId] } }, select: { status: true } });
+      const rows = await h.m.db
+        .db()
+        .job.findMany({ where: { id: { in: [first.jobId, orders.jobId] } }, select: { status: true } });
       return rows.every((r) => r.status === "completed");
     });
     // Once finished, the pair can be synced again: a new job, under the same queue job id.
@@ -130,7 +155,10 @@ describe("marketplace_sync under the reschedule policy", () => {
 
   it("two syncs started at the same moment for one tenant and family make one job", async () => {
     const tenant = h.tenant("race");
-    const [a, b] = await Promise.all([h.m.syncs.startSync({ tenant, family: "ads" }), h.m.syncs.startSync({ tenant, family: "ads" })]);
+    const [a, b] = await Promise.all([
+      h.m.syncs.startSync({ tenant, family: "ads" }),
+      h.m.syncs.startSync({ tenant, family: "ads" }),
+    ]);
     expect(a.jobId).toBe(b.jobId);
     expect([a.existing, b.existing].sort()).toEqual([false, true]);
     await queue().remove(h.m.syncs.syncQueueJobId(tenant, "ads"));
@@ -140,7 +168,9 @@ describe("marketplace_sync under the reschedule policy", () => {
     const { FAMILIES } = await import("@/lib/ratelimit/buckets");
     h.startWorker(10);
     const syncs = await Promise.all(
-      Array.from({ length: 50 }, (_, i) => h.m.syncs.startSync({ tenant: h.tenant(`fifty${i}`), family: FAMILIES[i % FAMILIES.length]! })),
+      Array.from({ length: 50 }, (_, i) =>
+        h.m.syncs.startSync({ tenant: h.tenant(`fifty${i}`), family: FAMILIES[i % FAMILIES.length]! }),
+      ),
     );
     const ids = syncs.map((s) => s.jobId);
     await h.waitFor(
@@ -152,13 +182,17 @@ describe("marketplace_sync under the reschedule policy", () => {
     expect(h.sim.marketplace.violations().total).toBe(0);
     // Every page fetched once — unless a run lost its lock on this loaded machine and another worker
     // took the job over (a `crash_resumed` event): its uncommitted page is fetched again, never written twice.
-    const takeovers = await h.m.db.db().jobEvent.count({ where: { jobId: { in: ids }, type: { in: ["crash_resumed", "requeued"] } } });
+    const takeovers = await h.m.db
+      .db()
+      .jobEvent.count({ where: { jobId: { in: ids }, type: { in: ["crash_resumed", "requeued"] } } });
     expect(h.sim.marketplace.stats().accepted).toBeGreaterThanOrEqual(50 * PAGES);
     expect(h.sim.marketplace.stats().accepted - 50 * PAGES).toBeLessThanOrEqual(takeovers);
   }, 150_000);
 
   it("bad input is refused before anything is created", async () => {
-    await expect(h.m.syncs.startSync({ tenant: "acme", family: "invoices" })).rejects.toThrow(/family must be one of statistics, orders, ads/);
+    await expect(h.m.syncs.startSync({ tenant: "acme", family: "invoices" })).rejects.toThrow(
+      /family must be one of statistics, orders, ads/,
+    );
     await expect(h.m.syncs.startSync({ tenant: "Not A Slug", family: "ads" })).rejects.toThrow(/tenant must be/);
     await expect(h.m.syncs.startSync({ tenant: "acme", family: "ads", extra: 1 })).rejects.toThrow();
   });

@@ -1,11 +1,11 @@
 import { db } from "@/lib/db/client";
-import { ItemError, JobFailed } from "@/lib/jobs/errors";
-import { forEachItem } from "@/lib/jobs/for-each-item";
+import { ItemError, JobFailed } from "@/lib/core/signals";
+import { forEachItem } from "@/lib/runs/for-each-item";
 import { countLabel } from "@/lib/jobs/messages";
 import { fetchMarketplacePage, type MarketplacePageResult } from "@/lib/marketplace/client";
 import type { MarketplaceItem } from "@/lib/marketplace/schemas";
 import { syncParamsSchema } from "@/lib/syncs/schemas";
-import type { Processor } from "../processor";
+import type { Processor } from "@/lib/runs/processor";
 
 interface FetchedPage {
   page: number;
@@ -28,7 +28,10 @@ interface FetchedPage {
  */
 export const marketplaceSync: Processor = async ({ run, loop, signal }) => {
   const params = syncParamsSchema.safeParse(run.params);
-  if (!params.success) throw new JobFailed(`This sync cannot run: ${params.error.issues[0]?.message ?? "its parameters are invalid"}. Start a new sync.`);
+  if (!params.success)
+    throw new JobFailed(
+      `This sync cannot run: ${params.error.issues[0]?.message ?? "its parameters are invalid"}. Start a new sync.`,
+    );
   const { family } = params.data;
   const { slug: tenant } = await db().tenant.findUniqueOrThrow({ where: { id: run.tenantId }, select: { slug: true } });
   // A run that committed the last page but ended before finalizing has nothing left to fetch.
@@ -47,7 +50,9 @@ export const marketplaceSync: Processor = async ({ run, loop, signal }) => {
       } catch (err) {
         if (err instanceof Error && err.name === "MarketplaceError") {
           // Without this page there is no next one to ask for: the job stops here, resumable.
-          throw new JobFailed(`Could not read page ${page} of ${family}: ${err.message}. Retry to resume at this page.`);
+          throw new JobFailed(
+            `Could not read page ${page} of ${family}: ${err.message}. Retry to resume at this page.`,
+          );
         }
         throw err;
       }
@@ -59,7 +64,9 @@ export const marketplaceSync: Processor = async ({ run, loop, signal }) => {
   await forEachItem(loop, pages(), async (fetched, { index }) => {
     if (!fetched) return null;
     if (fetched.refused.length > 0) {
-      throw new ItemError(`page ${fetched.page}: ${countLabel(fetched.refused.length, "record")} could not be stored (${fetched.refused.slice(0, 3).join("; ")})`);
+      throw new ItemError(
+        `page ${fetched.page}: ${countLabel(fetched.refused.length, "record")} could not be stored (${fetched.refused.slice(0, 3).join("; ")})`,
+      );
     }
     return async (tx) => {
       if (fetched.items.length > 0) {

@@ -12,7 +12,7 @@ type Modules = {
   seed: typeof import("@/lib/invoices/seed");
   queues: typeof import("@/lib/queues/queues");
   redis: typeof import("@/lib/redis/client");
-  runtime: typeof import("@/workers/runtime");
+  runtime: typeof import("@/lib/runs/run-job");
   sweep: typeof import("./overdue-invoices");
   tenants: typeof import("@/test/helpers/tenants");
 };
@@ -27,7 +27,7 @@ beforeAll(async () => {
     seed: await import("@/lib/invoices/seed"),
     queues: await import("@/lib/queues/queues"),
     redis: await import("@/lib/redis/client"),
-    runtime: await import("@/workers/runtime"),
+    runtime: await import("@/lib/runs/run-job"),
     sweep: await import("./overdue-invoices"),
     tenants: await import("@/test/helpers/tenants"),
   };
@@ -54,7 +54,8 @@ function capturingLogger() {
   const lines: Record<string, unknown>[] = [];
   const stream = new Writable({
     write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString("utf8").split("\n")) if (line.trim()) lines.push(JSON.parse(line) as Record<string, unknown>);
+      for (const line of chunk.toString("utf8").split("\n"))
+        if (line.trim()) lines.push(JSON.parse(line) as Record<string, unknown>);
       done();
     },
   });
@@ -69,7 +70,11 @@ const daysAgo = (n: number) => new Date(Date.parse(`${TODAY}T00:00:00Z`) - n * 8
  * `count` open invoices, invoice n due `count + 1 - n` days ago, so the sweep's list (oldest due
  * first) numbers them 1…count in invoice order; `poisoned` maps an invoice number to what breaks it.
  */
-async function seedDue(label: string, count: number, poisoned: Record<number, { currency?: string; amountMinor?: number }> = {}) {
+async function seedDue(
+  label: string,
+  count: number,
+  poisoned: Record<number, { currency?: string; amountMinor?: number }> = {},
+) {
   const tenant = m.tenants.uniqueTenantSlug(label);
   tenants.push(tenant);
   await m.seed.seedInvoices(
@@ -85,13 +90,19 @@ async function seedDue(label: string, count: number, poisoned: Record<number, { 
   return tenant;
 }
 
-async function startSweep(tenant: string, options: Partial<import("@/lib/invoices/schedule").ScheduleOverdueSweepOptions> = {}) {
+async function startSweep(
+  tenant: string,
+  options: Partial<import("@/lib/invoices/schedule").ScheduleOverdueSweepOptions> = {},
+) {
   const started = await m.schedule.scheduleOverdueSweep({ tenant, ...options });
   if (started.type === "created") await m.queues.queue("sweeps").remove(started.jobId);
   return started;
 }
 
-async function createdSweep(tenant: string, options: Partial<import("@/lib/invoices/schedule").ScheduleOverdueSweepOptions> = {}) {
+async function createdSweep(
+  tenant: string,
+  options: Partial<import("@/lib/invoices/schedule").ScheduleOverdueSweepOptions> = {},
+) {
   const started = await startSweep(tenant, options);
   if (started.type !== "created") throw new Error(`no sweep created: ${started.type}`);
   return started;
@@ -99,10 +110,27 @@ async function createdSweep(tenant: string, options: Partial<import("@/lib/invoi
 
 const queueJobFor = (jobId: string) => ({ id: jobId, data: { jobId } }) as unknown as QueueJob;
 const runOnce = (jobId: string, log = capturingLogger().log) =>
-  m.runtime.runJob({ overdue_invoices: m.sweep.overdueInvoices }, queueJobFor(jobId), new AbortController().signal, log);
+  m.runtime.runJob(
+    { overdue_invoices: m.sweep.overdueInvoices },
+    queueJobFor(jobId),
+    new AbortController().signal,
+    log,
+  );
 
 const jobRow = (jobId: string) =>
-  m.db.db().job.findUniqueOrThrow({ where: { id: jobId }, select: { status: true, total: true, processed: true, failed: true, cursor: true, message: true, result: true, queue: true } });
+  m.db.db().job.findUniqueOrThrow({
+    where: { id: jobId },
+    select: {
+      status: true,
+      total: true,
+      processed: true,
+      failed: true,
+      cursor: true,
+      message: true,
+      result: true,
+      queue: true,
+    },
+  });
 
 const invoices = (tenant: string) =>
   m.db.db().invoice.findMany({
@@ -131,7 +159,11 @@ describe("overdue_invoices: one poisoned row is that row's failure, never the sw
       message: "Marked 49 invoices overdue; 1 invoice could not be marked (see the list below).",
     });
     expect(await m.db.db().jobItemFailure.findMany({ where: { jobId }, select: { row: true, reason: true } })).toEqual([
-      { row: 17, reason: "invoice INV-017: currency “XYZ” is not one invoices are issued in (EUR, USD, GBP, CHF, SEK, NOK, DKK, PLN, CZK, JPY, CAD, AUD)" },
+      {
+        row: 17,
+        reason:
+          "invoice INV-017: currency “XYZ” is not one invoices are issued in (EUR, USD, GBP, CHF, SEK, NOK, DKK, PLN, CZK, JPY, CAD, AUD)",
+      },
     ]);
 
     const rows = await invoices(tenant);
@@ -153,8 +185,14 @@ describe("overdue_invoices: one poisoned row is that row's failure, never the sw
     const tenant = await seedDue("idempotent", 10, { 4: { amountMinor: -2_500 } });
     const first = await createdSweep(tenant);
     await runOnce(first.jobId);
-    expect(await m.db.db().jobItemFailure.findMany({ where: { jobId: first.jobId }, select: { row: true, reason: true } })).toEqual([
-      { row: 4, reason: "invoice INV-004: the amount is -25.00 EUR; only a positive amount can be overdue (is it a credit note?)" },
+    expect(
+      await m.db.db().jobItemFailure.findMany({ where: { jobId: first.jobId }, select: { row: true, reason: true } }),
+    ).toEqual([
+      {
+        row: 4,
+        reason:
+          "invoice INV-004: the amount is -25.00 EUR; only a positive amount can be overdue (is it a credit note?)",
+      },
     ]);
     const before = await invoices(tenant);
 
@@ -171,8 +209,13 @@ describe("overdue_invoices: one poisoned row is that row's failure, never the sw
     const tenant = await seedDue("settled", 5);
     const { jobId } = await createdSweep(tenant);
     const earlier = new Date("2026-01-01T00:00:00Z");
-    await m.db.db().invoice.updateMany({ where: { tenant: { slug: tenant }, number: "INV-002" }, data: { status: "overdue", overdueAt: earlier, reminder: "sent by hand" } });
-    await m.db.db().invoice.updateMany({ where: { tenant: { slug: tenant }, number: "INV-003" }, data: { status: "paid" } });
+    await m.db.db().invoice.updateMany({
+      where: { tenant: { slug: tenant }, number: "INV-002" },
+      data: { status: "overdue", overdueAt: earlier, reminder: "sent by hand" },
+    });
+    await m.db
+      .db()
+      .invoice.updateMany({ where: { tenant: { slug: tenant }, number: "INV-003" }, data: { status: "paid" } });
 
     await runOnce(jobId);
 
@@ -183,7 +226,11 @@ describe("overdue_invoices: one poisoned row is that row's failure, never the sw
       message: "Marked 3 invoices overdue; 2 invoices needed nothing (paid or already overdue).",
     });
     const rows = await invoices(tenant);
-    expect(rows.find((r) => r.number === "INV-002")).toMatchObject({ status: "overdue", overdueAt: earlier, reminder: "sent by hand" });
+    expect(rows.find((r) => r.number === "INV-002")).toMatchObject({
+      status: "overdue",
+      overdueAt: earlier,
+      reminder: "sent by hand",
+    });
     expect(rows.find((r) => r.number === "INV-003")).toMatchObject({ status: "paid", reminder: null });
   });
 
@@ -196,9 +243,23 @@ describe("overdue_invoices: one poisoned row is that row's failure, never the sw
 
     await runOnce(jobId);
 
-    expect(await jobRow(jobId)).toMatchObject({ status: "completed", total: 12, processed: 12, cursor: 12, result: { markedOverdue: 7 } });
+    expect(await jobRow(jobId)).toMatchObject({
+      status: "completed",
+      total: 12,
+      processed: 12,
+      cursor: 12,
+      result: { markedOverdue: 7 },
+    });
     const rows = await invoices(tenant);
-    expect(rows.filter((r) => r.status === "overdue").map((r) => r.number)).toEqual(["INV-006", "INV-007", "INV-008", "INV-009", "INV-010", "INV-011", "INV-012"]);
+    expect(rows.filter((r) => r.status === "overdue").map((r) => r.number)).toEqual([
+      "INV-006",
+      "INV-007",
+      "INV-008",
+      "INV-009",
+      "INV-010",
+      "INV-011",
+      "INV-012",
+    ]);
     expect(rows.find((r) => r.number === "INV-LATE")).toMatchObject({ status: "open" });
   });
 });
@@ -229,6 +290,10 @@ describe("scheduleOverdueSweep", () => {
 
     await runOnce(jobId);
 
-    expect(await jobRow(jobId)).toMatchObject({ status: "completed", total: 0, message: `No invoice was due before ${TODAY}.` });
+    expect(await jobRow(jobId)).toMatchObject({
+      status: "completed",
+      total: 0,
+      message: `No invoice was due before ${TODAY}.`,
+    });
   });
 });

@@ -3,10 +3,10 @@ import { db, type Prisma } from "@/lib/db/client";
 import { textProblem } from "@/lib/db/storable";
 import { formatReminder } from "@/lib/invoices/reminder";
 import { overdueSweepParamsSchema } from "@/lib/invoices/schemas";
-import { ItemError, JobFailed } from "@/lib/jobs/errors";
-import { forEachItem } from "@/lib/jobs/for-each-item";
+import { ItemError, JobFailed } from "@/lib/core/signals";
+import { forEachItem } from "@/lib/runs/for-each-item";
 import { countLabel } from "@/lib/jobs/messages";
-import type { Processor } from "../processor";
+import type { Processor } from "@/lib/runs/processor";
 
 /** What the sweep counts on its job's `result` as it goes (in each item's transaction). */
 const tallySchema = z.object({ markedOverdue: z.number().int(), unchanged: z.number().int() }).partial();
@@ -44,7 +44,7 @@ export const overdueInvoices: Processor = async ({ run, loop }) => {
       select: { number: true, amountMinor: true, currency: true, dueDate: true, status: true },
     });
     // Gone, paid or already overdue since the list was made: nothing to do, and nothing to redo.
-    if (!invoice || invoice.status !== "open" || invoice.dueDate >= dueBefore) return (tx) => count(tx, run.jobId, "unchanged");
+    if (invoice?.status !== "open" || invoice.dueDate >= dueBefore) return (tx) => count(tx, run.jobId, "unchanged");
     const reminder = formatReminder(invoice, asOf);
     // Checked before it is written: a text the database cannot hold fails this invoice alone.
     const unstorable = textProblem(reminder);
@@ -68,7 +68,8 @@ export const overdueInvoices: Processor = async ({ run, loop }) => {
       if (final.total === 0) return `No invoice was due before ${asOf}.`;
       const parts = [`Marked ${countLabel(markedOverdue, "invoice")} overdue`];
       if (unchanged > 0) parts.push(`${countLabel(unchanged, "invoice")} needed nothing (paid or already overdue)`);
-      if (final.failed > 0) parts.push(`${countLabel(final.failed, "invoice")} could not be marked (see the list below)`);
+      if (final.failed > 0)
+        parts.push(`${countLabel(final.failed, "invoice")} could not be marked (see the list below)`);
       return `${parts.join("; ")}.`;
     },
   };

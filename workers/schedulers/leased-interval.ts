@@ -15,7 +15,12 @@ export interface LeasedIntervalOptions {
  * 0.5 s), so the next pass is open to any process again. In one process a pass never overlaps the
  * previous one; a pass that throws is logged and the next one runs. Returns a function that stops it.
  */
-export function startLeasedInterval(redis: RedisClient, log: Logger, options: LeasedIntervalOptions, pass: () => Promise<void>): () => void {
+export function startLeasedInterval(
+  redis: RedisClient,
+  log: Logger,
+  options: LeasedIntervalOptions,
+  pass: () => Promise<void>,
+): () => void {
   const { intervalMs, failure } = options;
   const lease = key(options.name, "lease");
   const owner = `${process.pid}:${Math.random().toString(36).slice(2)}`;

@@ -28,9 +28,14 @@ describe("the reserve sweeper in the worker process", () => {
       passes.push(r.length);
       return r;
     };
-    const stops = [startReserveSweeper(redis, logger("test"), sweep), startReserveSweeper(redis, logger("test"), sweep)];
+    const stops = [
+      startReserveSweeper(redis, logger("test"), sweep),
+      startReserveSweeper(redis, logger("test"), sweep),
+    ];
     try {
-      await expect.poll(() => books(t.packId), { timeout: 10 * intervalMs + 5000, interval: 100 }).toMatchObject({ remaining: 1, live: 1, reclaimed: 1 });
+      await expect
+        .poll(() => books(t.packId), { timeout: 10 * intervalMs + 5000, interval: 100 })
+        .toMatchObject({ remaining: 1, live: 1, reclaimed: 1 });
       expect(passes.reduce((a, b) => a + b, 0)).toBe(1);
       expect(live.id).toBeTruthy();
     } finally {

@@ -1,7 +1,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PROVIDER_POLL } from "@/lib/quota/policy";
+import { PROVIDER_POLL } from "@/lib/catalog/generation-policy";
 import { waitFor } from "@/test/helpers/wait";
 import { cardPng, createImageSimulator, IMAGE_LATENCY, sampleRenderMs } from "./images";
 import { createRouter } from "./router";
@@ -22,7 +22,11 @@ afterAll(async () => {
 
 describe("the image provider simulator", () => {
   it("submit → running → succeeded → PNG download → QA verdict; every submit is paid; no cancel", async () => {
-    const submitted = await fetch(`${base}/generations`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ prompt: "a card" }) });
+    const submitted = await fetch(`${base}/generations`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ prompt: "a card" }),
+    });
     expect(submitted.status).toBe(202);
     const { id } = (await submitted.json()) as { id: string };
     expect(sim.submitted()).toBe(1);
@@ -39,7 +43,10 @@ describe("the image provider simulator", () => {
     expect(ended).toMatchObject({ status: "succeeded" });
     const image = Buffer.from(await (await fetch(`${base}/generations/${id}/image`)).arrayBuffer());
     expect(image.equals(cardPng(id))).toBe(true);
-    expect(await (await fetch(`${base}/generations/${id}/qa`, { method: "POST", body: "{}" })).json()).toEqual({ id, verdict: "defect" });
+    expect(await (await fetch(`${base}/generations/${id}/qa`, { method: "POST", body: "{}" })).json()).toEqual({
+      id,
+      verdict: "defect",
+    });
     expect((await fetch(`${base}/generations/${id}`, { method: "DELETE" })).status).toBe(405);
   });
 
@@ -50,7 +57,10 @@ describe("the image provider simulator", () => {
 
   it("renders in ~40 s at the median, with a tail past one poll attempt of the policy (150 s)", () => {
     let seed = 7;
-    const random = () => (seed = (seed * 16807) % 2147483647) / 2147483647;
+    const random = () => {
+      seed = (seed * 16807) % 2147483647;
+      return seed / 2147483647;
+    };
     const sample = Array.from({ length: 100_000 }, () => sampleRenderMs(random)).sort((a, b) => a - b);
     expect(sample[50_000]!).toBeGreaterThan(37_000);
     expect(sample[50_000]!).toBeLessThan(43_000);

@@ -66,7 +66,9 @@ export interface ImageSimulator {
   submitted(): number;
 }
 
-const submitSchema = z.object({ prompt: z.string().min(1).max(2_000), reference: z.string().max(200).optional() }).strict();
+const submitSchema = z
+  .object({ prompt: z.string().min(1).max(2_000), reference: z.string().max(200).optional() })
+  .strict();
 
 interface Render {
   id: string;
@@ -105,7 +107,12 @@ export function cardPng(seed: string, size = 16): Buffer {
   ihdr[9] = 2; // truecolour
   const row = Buffer.concat([Buffer.from([0]), Buffer.from(Array.from({ length: size }, () => [r, g, b]).flat())]);
   const raw = Buffer.concat(Array.from({ length: size }, () => row));
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk("IHDR", ihdr), chunk("IDAT", deflateSync(raw)), chunk("IEND", Buffer.alloc(0))]);
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk("IHDR", ihdr),
+    chunk("IDAT", deflateSync(raw)),
+    chunk("IEND", Buffer.alloc(0)),
+  ]);
 }
 
 /**
@@ -122,7 +129,9 @@ export function createImageSimulator(options: ImageSimulatorOptions = {}): Image
   const L = IMAGE_LATENCY;
   const renderMs = options.renderMs ?? (() => sampleRenderMs(random));
   const pollMs = options.pollMs ?? (() => (random() < L.pollHangShare ? L.pollHangMs : L.pollMs));
-  const downloadMs = options.downloadMs ?? (() => (random() < L.downloadStallShare ? L.downloadStallMs : L.downloadMs * (0.5 + random())));
+  const downloadMs =
+    options.downloadMs ??
+    (() => (random() < L.downloadStallShare ? L.downloadStallMs : L.downloadMs * (0.5 + random())));
   const qaMs = options.qaMs ?? (() => (random() < L.qaSlowShare ? L.qaSlowMs : L.qaMedianMs * (0.5 + random())));
   const renders = new Map<string, Render>();
   let paid = 0;
@@ -147,7 +156,8 @@ export function createImageSimulator(options: ImageSimulatorOptions = {}): Image
       path: "/images/generations",
       handler: async (ctx) => {
         const parsed = submitSchema.safeParse(await readJson(ctx.req));
-        if (!parsed.success) throw new HttpError(400, `invalid request: ${parsed.error.issues[0]?.message ?? "bad body"}`);
+        if (!parsed.success)
+          throw new HttpError(400, `invalid request: ${parsed.error.issues[0]?.message ?? "bad body"}`);
         const id = `img_${randomUUID()}`;
         paid++;
         renders.set(id, { id, readyAt: Date.now() + scaled(renderMs(), timeScale), failed: random() < failRate });
@@ -161,7 +171,11 @@ export function createImageSimulator(options: ImageSimulatorOptions = {}): Image
         const render = find(ctx.params.id!);
         if (!(await caller.wait(ctx, pollMs))) return;
         const status = Date.now() < render.readyAt ? "running" : render.failed ? "failed" : "succeeded";
-        sendJson(ctx.res, 200, { id: render.id, status, ...(status === "failed" ? { error: "the render failed on the provider's side" } : {}) });
+        sendJson(ctx.res, 200, {
+          id: render.id,
+          status,
+          ...(status === "failed" ? { error: "the render failed on the provider's side" } : {}),
+        });
       },
     },
     {

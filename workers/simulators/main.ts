@@ -7,7 +7,8 @@ import { logger } from "@/lib/log";
 import { startSimulators } from "./server";
 
 const log = logger("simulators");
-const { BOUNDED_SIM_PORT, BOUNDED_SIM_HOST, BOUNDED_TIME_SCALE, BOUNDED_SIM_MODEL_ERROR_RATE } = env();
+const { BOUNDED_SIM_PORT, BOUNDED_SIM_HOST, BOUNDED_TIME_SCALE, BOUNDED_SIM_MODEL_ERROR_RATE, BOUNDED_SIM_SILENT } =
+  env();
 
 let simulators: Awaited<ReturnType<typeof startSimulators>>;
 try {
@@ -22,6 +23,11 @@ log[BOUNDED_TIME_SCALE === 1 ? "info" : "warn"](
   { url: simulators.url, timeScale: BOUNDED_TIME_SCALE, modelErrorRate: BOUNDED_SIM_MODEL_ERROR_RATE },
   `simulators listening on ${simulators.url} (time scale ${BOUNDED_TIME_SCALE})`,
 );
+if (BOUNDED_SIM_SILENT.length > 0)
+  log.warn(
+    { silent: BOUNDED_SIM_SILENT },
+    `silent from the start (accepting calls, answering none): ${BOUNDED_SIM_SILENT.join(", ")}`,
+  );
 
 let stopping = false;
 async function shutdown(signal: NodeJS.Signals): Promise<void> {

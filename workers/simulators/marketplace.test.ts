@@ -8,7 +8,9 @@ let sim: RunningSimulators;
 beforeAll(async () => {
   // Production windows (statistics: one request a minute), no latency: a second request is
   // always refused, however slow the machine.
-  sim = await startSimulators({ marketplace: { timeScale: 1, latencyMs: () => 0, pages: (tenant) => (tenant.startsWith("three") ? 3 : 10) } });
+  sim = await startSimulators({
+    marketplace: { timeScale: 1, latencyMs: () => 0, pages: (tenant) => (tenant.startsWith("three") ? 3 : 10) },
+  });
 });
 afterAll(() => sim.close());
 beforeEach(() => sim.marketplace.reset());
@@ -25,7 +27,11 @@ describe("the marketplace simulator", () => {
       expect(response.status).toBe(200);
       pages.push(marketplacePageSchema.parse(await response.json()));
     }
-    expect(pages.map((p) => [p.page, p.nextPage])).toEqual([[1, 2], [2, 3], [3, null]]);
+    expect(pages.map((p) => [p.page, p.nextPage])).toEqual([
+      [1, 2],
+      [2, 3],
+      [3, null],
+    ]);
     expect(pages[1]!.items).toEqual(marketplaceItems("orders", t, 2, 20));
     expect(new Set(pages.flatMap((p) => storableRecords(p.items).items.map((i) => i.id))).size).toBe(60);
     const past = await get(`/marketplace/orders?tenant=${t}&page=4`);
@@ -45,14 +51,20 @@ describe("the marketplace simulator", () => {
     expect((await get(`/marketplace/statistics?tenant=${tenant("other")}`)).status).toBe(200);
     expect((await get(`/marketplace/orders?tenant=${t}`)).status).toBe(200);
 
-    expect(sim.marketplace.violations()).toEqual({ total: 1, byFamily: { statistics: 1, orders: 0, ads: 0 }, byScope: { [`statistics:${t}`]: 1 } });
+    expect(sim.marketplace.violations()).toEqual({
+      total: 1,
+      byFamily: { statistics: 1, orders: 0, ads: 0 },
+      byScope: { [`statistics:${t}`]: 1 },
+    });
     const overHttp = await (await get("/marketplace/_stats")).json();
     expect(overHttp).toEqual({ accepted: 3, violations: sim.marketplace.violations() });
   });
 
   it("allows a burst of the bucket's capacity, then refuses", async () => {
     const t = tenant("burst");
-    const statuses = await Promise.all(Array.from({ length: 7 }, (_, i) => get(`/marketplace/ads?tenant=${t}&page=${i + 1}`).then((r) => r.status)));
+    const statuses = await Promise.all(
+      Array.from({ length: 7 }, (_, i) => get(`/marketplace/ads?tenant=${t}&page=${i + 1}`).then((r) => r.status)),
+    );
     expect(statuses.filter((s) => s === 200)).toHaveLength(5);
     expect(statuses.filter((s) => s === 429)).toHaveLength(2);
     expect(sim.marketplace.violations().byFamily.ads).toBe(2);
@@ -64,7 +76,10 @@ describe("the marketplace simulator", () => {
     await get(`/marketplace/statistics?tenant=${t}`);
     expect(sim.marketplace.violations().total).toBe(1);
     const reset = await get("/marketplace/_stats", { method: "DELETE" });
-    expect(await reset.json()).toEqual({ accepted: 0, violations: { total: 0, byFamily: { statistics: 0, orders: 0, ads: 0 }, byScope: {} } });
+    expect(await reset.json()).toEqual({
+      accepted: 0,
+      violations: { total: 0, byFamily: { statistics: 0, orders: 0, ads: 0 }, byScope: {} },
+    });
     expect((await get(`/marketplace/statistics?tenant=${t}`)).status).toBe(200);
   });
 

@@ -2,7 +2,15 @@ import { createHash } from "node:crypto";
 import { env } from "@/lib/env";
 import { logger } from "@/lib/log";
 import type { MarketplaceItem, MarketplacePage } from "@/lib/marketplace/schemas";
-import { BUCKETS, FAMILIES, bucketRate, isFamily, scopeOf, type BucketSpec, type Family } from "@/lib/ratelimit/buckets";
+import {
+  BUCKETS,
+  FAMILIES,
+  bucketRate,
+  isFamily,
+  scopeOf,
+  type BucketSpec,
+  type Family,
+} from "@/lib/ratelimit/buckets";
 import { HttpError, errorBody, sendJson, type Route } from "./router";
 import { createCallerWait, sendServerError, type SimulatedService, type SimulatorOptions } from "./simulated-call";
 
@@ -77,7 +85,8 @@ export function createMarketplaceSimulator(options: MarketplaceSimulatorOptions 
   const errorRate = options.errorRate ?? 0;
   const itemsPerPage = options.itemsPerPage ?? 20;
   const specs = options.buckets ?? BUCKETS;
-  const pagesOf = typeof options.pages === "function" ? options.pages : () => (options.pages as number | undefined) ?? 10;
+  const pagesOf =
+    typeof options.pages === "function" ? options.pages : () => (options.pages as number | undefined) ?? 10;
 
   const buckets = new Map<string, { tokens: number; at: number }>();
   let accepted = 0;
@@ -139,12 +148,19 @@ export function createMarketplaceSimulator(options: MarketplaceSimulatorOptions 
     path: "/marketplace/:family",
     handler: async ({ req, res, url, params }) => {
       const family = params.family!;
-      if (!isFamily(family)) throw new HttpError(404, `unknown endpoint family ${JSON.stringify(family)}; there are ${FAMILIES.join(", ")}`, "not_found");
+      if (!isFamily(family))
+        throw new HttpError(
+          404,
+          `unknown endpoint family ${JSON.stringify(family)}; there are ${FAMILIES.join(", ")}`,
+          "not_found",
+        );
       const tenant = url.searchParams.get("tenant");
       if (!tenant) throw new HttpError(400, "the tenant query parameter is required (?tenant=<slug>)");
-      if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/.test(tenant)) throw new HttpError(400, `not a tenant slug: ${JSON.stringify(tenant.slice(0, 100))}`);
+      if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/.test(tenant))
+        throw new HttpError(400, `not a tenant slug: ${JSON.stringify(tenant.slice(0, 100))}`);
       const pageText = url.searchParams.get("page") ?? "1";
-      if (!/^[1-9][0-9]{0,8}$/.test(pageText)) throw new HttpError(400, `page must be a whole number from 1, got ${JSON.stringify(pageText.slice(0, 20))}`);
+      if (!/^[1-9][0-9]{0,8}$/.test(pageText))
+        throw new HttpError(400, `page must be a whole number from 1, got ${JSON.stringify(pageText.slice(0, 20))}`);
       const pageNumber = Number(pageText);
 
       const taken = take(family, tenant);
@@ -158,8 +174,14 @@ export function createMarketplaceSimulator(options: MarketplaceSimulatorOptions 
         sendJson(
           res,
           429,
-          errorBody(`rate limit exceeded for ${scope}: ${spec.refillPerWindow} requests per ${spec.windowMs / 1000} s; retry in ${taken.waitMs} ms`, "rate_limited"),
-          { "retry-after": String(Math.max(1, Math.ceil(taken.waitMs / 1000))), "retry-after-ms": String(taken.waitMs) },
+          errorBody(
+            `rate limit exceeded for ${scope}: ${spec.refillPerWindow} requests per ${spec.windowMs / 1000} s; retry in ${taken.waitMs} ms`,
+            "rate_limited",
+          ),
+          {
+            "retry-after": String(Math.max(1, Math.ceil(taken.waitMs / 1000))),
+            "retry-after-ms": String(taken.waitMs),
+          },
         );
         return;
       }
@@ -172,7 +194,12 @@ export function createMarketplaceSimulator(options: MarketplaceSimulatorOptions 
         return;
       }
       const pages = pagesOf(tenant, family);
-      if (pageNumber > pages) throw new HttpError(404, `page ${pageNumber} does not exist: ${tenant} has ${pages} pages of ${family}`, "not_found");
+      if (pageNumber > pages)
+        throw new HttpError(
+          404,
+          `page ${pageNumber} does not exist: ${tenant} has ${pages} pages of ${family}`,
+          "not_found",
+        );
       const body: MarketplacePage = {
         items: marketplaceItems(family, tenant, pageNumber, itemsPerPage),
         page: pageNumber,

@@ -38,7 +38,11 @@ describe("the simulated model's batch answers", () => {
   });
 
   it("leaves out a row marked sim:omit and answers a row marked sim:bad-slug with a slug not in the list", () => {
-    const answer = JSON.parse(simulateCategoryAnswer(batch(tx("REWE Markt"), tx("Deutsche Bahn", "sim:omit"), tx("REWE Markt", "sim:bad-slug"))));
+    const answer = JSON.parse(
+      simulateCategoryAnswer(
+        batch(tx("REWE Markt"), tx("Deutsche Bahn", "sim:omit"), tx("REWE Markt", "sim:bad-slug")),
+      ),
+    );
     expect(answer).toEqual({ 2: "groceries", 4: "not-a-listed-category" });
   });
 
@@ -48,7 +52,9 @@ describe("the simulated model's batch answers", () => {
   });
 
   it("ignores the markers in a single-row prompt, so rows asked again on their own are answered", () => {
-    expect(simulateCategoryAnswer(buildCategoryPrompt(tx("REWE Markt", "sim:garbage sim:omit"), CATEGORIES))).toBe("groceries");
+    expect(simulateCategoryAnswer(buildCategoryPrompt(tx("REWE Markt", "sim:garbage sim:omit"), CATEGORIES))).toBe(
+      "groceries",
+    );
   });
 
   it("takes 10 % of a single call longer per extra row", () => {
@@ -57,7 +63,7 @@ describe("the simulated model's batch answers", () => {
 
   it("waits a batch's latency out scaled by its size", async () => {
     // 1 s at time scale 0.1: a single call waits 100 ms, a batch of 11 rows 200 ms.
-    const sim = createModelSimulator({ errorRate: 0, timeScale: 0.1, latencyMs: () => 1_000 });
+    const sim = createModelSimulator({ errorRate: 0, timeScale: 0.1, latencyMs: () => 1_000, models: ["sim"] });
     const server = http.createServer(createRouter(sim.routes));
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     const { port } = server.address() as AddressInfo;

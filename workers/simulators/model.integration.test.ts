@@ -24,7 +24,9 @@ async function recorded(jobKind: string) {
   return db().modelCall.findMany({ where: { queue, jobKind }, orderBy: { id: "asc" } });
 }
 
-const messages = [{ role: "user" as const, content: "Allowed categories (slug: name):\n- other: Other\n\nTransaction:\nx" }];
+const messages = [
+  { role: "user" as const, content: "Allowed categories (slug: name):\n- other: Other\n\nTransaction:\nx" },
+];
 const sims: RunningSimulators[] = [];
 async function simulator(options: ModelSimulatorOptions): Promise<RunningSimulators> {
   const started = await startSimulators({ port: 0, model: options });
@@ -53,7 +55,13 @@ describe("model simulator through chatCompletion", () => {
 
   it("categorises a transaction and records the call as ok", async () => {
     const slug = await chooseCategory({
-      transaction: { date: "2024-03-01", amount: "-23.40", currency: "EUR", counterparty: "REWE Markt", description: "Einkauf" },
+      transaction: {
+        date: "2024-03-01",
+        amount: "-23.40",
+        currency: "EUR",
+        counterparty: "REWE Markt",
+        description: "Einkauf",
+      },
       categories: [
         { slug: "groceries", name: "Groceries" },
         { slug: "transport", name: "Transport" },
@@ -113,7 +121,12 @@ describe("model simulator through chatCompletion", () => {
     const slow = await simulator({ errorRate: 0, timeScale: 1, latencyMs: () => 60_000 });
     const controller = new AbortController();
     const reason = new DeadlineProbe("soft limit reached");
-    const pending = chatCompletion({ messages, signal: controller.signal, context: { queue, jobKind: "aborted" }, baseUrl: slow.modelBaseUrl });
+    const pending = chatCompletion({
+      messages,
+      signal: controller.signal,
+      context: { queue, jobKind: "aborted" },
+      baseUrl: slow.modelBaseUrl,
+    });
 
     await vi.waitFor(() => expect(slow.model.inFlight()).toBe(1));
     controller.abort(reason);

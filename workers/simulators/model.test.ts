@@ -48,7 +48,10 @@ describe("simulateCategoryAnswer", () => {
   }));
   const answer = (counterparty: string, description = "card payment") =>
     simulateCategoryAnswer(
-      buildCategoryPrompt({ date: "2024-03-01", amount: "-12.50", currency: "EUR", counterparty, description }, categories),
+      buildCategoryPrompt(
+        { date: "2024-03-01", amount: "-12.50", currency: "EUR", counterparty, description },
+        categories,
+      ),
     );
 
   it("answers from the transaction's words", () => {
@@ -68,7 +71,10 @@ describe("simulateCategoryAnswer", () => {
   it("only answers slugs the prompt allows", () => {
     const messages = buildCategoryPrompt(
       { date: "2024-03-01", amount: "-8.00", currency: "EUR", counterparty: "Uber", description: "ride" },
-      [{ slug: "travel", name: "Travel" }, { slug: "other", name: "Other" }],
+      [
+        { slug: "travel", name: "Travel" },
+        { slug: "other", name: "Other" },
+      ],
     );
     expect(simulateCategoryAnswer(messages)).toBe("travel");
   });

@@ -12,9 +12,18 @@ import {
   type RequestMessage,
   type ToolDefinition,
 } from "@/lib/modelcalls/schemas";
+import { countPromptTokens, countTextTokens } from "@/lib/modelcalls/tokens";
+import { completionLimitSchema, createModelRefusals, type ModelRefusals } from "./model-refusals";
 import { simulatedProviderLimits, type SimulatedLimitsOverrides } from "./provider-limits";
 import { HttpError, readJson, sendJson, type Route } from "./router";
-import { createCallerWait, sampleLatencyMs, sendServerError, type LatencyShape, type SimulatedService, type SimulatorOptions } from "./simulated-call";
+import {
+  createCallerWait,
+  sampleLatencyMs,
+  sendServerError,
+  type LatencyShape,
+  type SimulatedService,
+  type SimulatorOptions,
+} from "./simulated-call";
 
 const log = logger("simulators.model");
 
@@ -43,15 +52,84 @@ export function sampleModelLatencyMs(random: () => number = Math.random): number
  */
 const CATEGORY_RULES: { keywords: RegExp; slugs: string[] }[] = [
   { keywords: anyWord("salary", "payroll", "gehalt", "lohn", "wages"), slugs: ["salary", "income"] },
-  { keywords: anyWord("rewe", "edeka", "aldi", "lidl", "kaufland", "netto", "penny", "tesco", "supermarkt", "supermarket", "grocery", "groceries"), slugs: ["groceries"] },
-  { keywords: anyWord("uber", "lyft", "db bahn", "deutsche bahn", "bvg", "mvg", "hvv", "taxi", "flixbus", "train", "aral", "shell", "fuel"), slugs: ["transport", "travel"] },
+  {
+    keywords: anyWord(
+      "rewe",
+      "edeka",
+      "aldi",
+      "lidl",
+      "kaufland",
+      "netto",
+      "penny",
+      "tesco",
+      "supermarkt",
+      "supermarket",
+      "grocery",
+      "groceries",
+    ),
+    slugs: ["groceries"],
+  },
+  {
+    keywords: anyWord(
+      "uber",
+      "lyft",
+      "db bahn",
+      "deutsche bahn",
+      "bvg",
+      "mvg",
+      "hvv",
+      "taxi",
+      "flixbus",
+      "train",
+      "aral",
+      "shell",
+      "fuel",
+    ),
+    slugs: ["transport", "travel"],
+  },
   { keywords: anyWord("rent", "miete", "mortgage", "landlord", "vermieter"), slugs: ["rent", "housing"] },
-  { keywords: anyWord("restaurant", "café", "cafe", "pizza", "pizzeria", "burger", "mcdonald's", "starbucks", "lieferando", "wolt"), slugs: ["dining", "restaurants", "eating-out"] },
-  { keywords: anyWord("netflix", "spotify", "disney+", "cinema", "kino", "concert", "steam"), slugs: ["entertainment", "subscriptions"] },
-  { keywords: anyWord("stadtwerke", "vattenfall", "e.on", "electricity", "strom", "telekom", "vodafone", "o2", "internet"), slugs: ["utilities"] },
-  { keywords: anyWord("apotheke", "pharmacy", "doctor", "arzt", "dentist", "zahnarzt", "clinic"), slugs: ["health", "healthcare"] },
+  {
+    keywords: anyWord(
+      "restaurant",
+      "café",
+      "cafe",
+      "pizza",
+      "pizzeria",
+      "burger",
+      "mcdonald's",
+      "starbucks",
+      "lieferando",
+      "wolt",
+    ),
+    slugs: ["dining", "restaurants", "eating-out"],
+  },
+  {
+    keywords: anyWord("netflix", "spotify", "disney+", "cinema", "kino", "concert", "steam"),
+    slugs: ["entertainment", "subscriptions"],
+  },
+  {
+    keywords: anyWord(
+      "stadtwerke",
+      "vattenfall",
+      "e.on",
+      "electricity",
+      "strom",
+      "telekom",
+      "vodafone",
+      "o2",
+      "internet",
+    ),
+    slugs: ["utilities"],
+  },
+  {
+    keywords: anyWord("apotheke", "pharmacy", "doctor", "arzt", "dentist", "zahnarzt", "clinic"),
+    slugs: ["health", "healthcare"],
+  },
   { keywords: anyWord("amazon", "zalando", "ikea", "mediamarkt", "saturn", "otto"), slugs: ["shopping"] },
-  { keywords: anyWord("hotel", "airbnb", "lufthansa", "ryanair", "easyjet", "booking.com"), slugs: ["travel", "transport"] },
+  {
+    keywords: anyWord("hotel", "airbnb", "lufthansa", "ryanair", "easyjet", "booking.com"),
+    slugs: ["travel", "transport"],
+  },
   { keywords: anyWord("fee", "fees", "gebühr", "kontoführung", "overdraft"), slugs: ["fees"] },
   { keywords: anyWord("transfer", "überweisung", "sepa", "paypal"), slugs: ["transfers"] },
 ];
@@ -89,7 +167,11 @@ function categoryOf(text: string, allowed: string[]): string {
   return "other";
 }
 
-const userText = (messages: RequestMessage[]) => messages.filter((m) => m.role === "user").map(messageText).join("\n");
+const userText = (messages: RequestMessage[]) =>
+  messages
+    .filter((m) => m.role === "user")
+    .map(messageText)
+    .join("\n");
 
 /** One row of a batch prompt: its id and its transaction's text (counterparty, description…). */
 export interface BatchRow {
@@ -107,7 +189,10 @@ export function batchRowsOf(messages: RequestMessage[]): BatchRow[] | undefined 
   const heading = /^\s*transactions\b[^\n]*:\s*$/im.exec(user);
   if (!heading) return undefined;
   const rows: BatchRow[] = [];
-  for (const line of user.slice(heading.index + heading[0].length).replace(/^\s*\n/, "").split("\n")) {
+  for (const line of user
+    .slice(heading.index + heading[0].length)
+    .replace(/^\s*\n/, "")
+    .split("\n")) {
     let value: unknown;
     try {
       value = JSON.parse(line);
@@ -138,14 +223,17 @@ export const BATCH_ANSWER_MARKERS = {
 
 function simulateBatchAnswer(rows: BatchRow[], allowed: string[]): string {
   const has = (row: BatchRow, marker: string) => row.text.includes(marker);
-  if (rows.some((r) => has(r, BATCH_ANSWER_MARKERS.garbage))) return "These look like everyday card payments, mostly groceries.";
+  if (rows.some((r) => has(r, BATCH_ANSWER_MARKERS.garbage)))
+    return "These look like everyday card payments, mostly groceries.";
   const mapping: Record<string, string> = {};
   for (const row of rows) {
     if (has(row, BATCH_ANSWER_MARKERS.omit)) continue;
     mapping[row.id] = has(row, BATCH_ANSWER_MARKERS.badSlug) ? "not-a-listed-category" : categoryOf(row.text, allowed);
   }
   const json = JSON.stringify(mapping);
-  return rows.some((r) => has(r, BATCH_ANSWER_MARKERS.chatty)) ? `Here are the categories:\n\n\`\`\`json\n${json}\n\`\`\`\n\nLet me know if you need more.` : json;
+  return rows.some((r) => has(r, BATCH_ANSWER_MARKERS.chatty))
+    ? `Here are the categories:\n\n\`\`\`json\n${json}\n\`\`\`\n\nLet me know if you need more.`
+    : json;
 }
 
 /**
@@ -167,20 +255,25 @@ export interface ModelSimulatorOptions extends SimulatorOptions {
   latencyMs?: () => number;
   /** Calls in flight and requests per production second before a 429. @defaultValue `BOUNDED_SIM_MODEL_CONCURRENCY`, `_RPS` */
   limits?: SimulatedLimitsOverrides;
+  /** The key every call must carry (401 otherwise); undefined: any or none. @defaultValue `env().BOUNDED_SIM_API_KEY` */
+  apiKey?: string;
+  /** The model names served (404 `model_not_found` for others). @defaultValue `env().BOUNDED_SIM_MODELS` (unset: `MODEL_NAME`) */
+  models?: readonly string[];
+  /** Context length in tokens (400 `context_length_exceeded` beyond). @defaultValue `env().BOUNDED_SIM_MODEL_CONTEXT_TOKENS` */
+  contextTokens?: number;
 }
 
 export type ModelSimulator = SimulatedService;
 
-/** The models `GET /v1/models` lists: the default model name; any other name is answered too. */
-const LISTED_MODELS = () => [env().MODEL_NAME];
 /** `created` of the listed models: a fixed moment, so listings are the same from run to run. */
 const MODELS_CREATED_S = 1_764_547_200;
 
 /**
  * The model endpoint, in the shapes the official OpenAI client reads: `POST /v1/chat/completions`
  * (streamed as server-sent events with `stream: true`; tool calls when the request offers tools;
- * `usage` always), `GET /v1/models` and `/v1/models/:id`; 429 with Retry-After beyond its limits
- * (`GET /v1/_stats` counts them).
+ * `usage` always), `GET /v1/models` and `/v1/models/:id`; 429 with Retry-After beyond its limits,
+ * tokens per minute included, and OpenAI's `x-ratelimit-*` headers on every answer of the
+ * endpoint (`GET /v1/_stats` counts them).
  */
 export function createModelSimulator(options: ModelSimulatorOptions = {}): ModelSimulator {
   const errorRate = options.errorRate ?? env().BOUNDED_SIM_MODEL_ERROR_RATE;
@@ -189,15 +282,24 @@ export function createModelSimulator(options: ModelSimulatorOptions = {}): Model
   const latencyMs = options.latencyMs ?? (() => sampleModelLatencyMs(random));
   const caller = createCallerWait(timeScale, log);
   const limits = simulatedProviderLimits("model", timeScale, options.limits);
+  const refusals = modelRefusalsOf(options);
 
   const chatCompletions: Route = {
     method: "POST",
     path: "/v1/chat/completions",
     handler: async ({ req, res }) => {
-      if (!limits.admit(res)) return; // 429 beyond the provider's limits (./provider-limits.ts)
-      const parsed = chatCompletionRequestSchema.safeParse(await readJson(req));
-      if (!parsed.success) throw new HttpError(400, `invalid request: ${parsed.error.issues[0]?.message ?? "bad body"}`);
+      const body = await readJson(req);
+      const parsed = chatCompletionRequestSchema.safeParse(body);
+      if (!parsed.success)
+        throw new HttpError(400, `invalid request: ${parsed.error.issues[0]?.message ?? "bad body"}`);
       const request = parsed.data;
+      refusals.requireModel(request.model);
+      refusals.requireFits({
+        prompt: countPromptTokens(request.messages, request.tools),
+        completion: completionLimitSchema.parse(body),
+      });
+      // 429 beyond the provider's limits, tokens per minute included (./provider-limits.ts).
+      if (!limits.admit(res, countPromptTokens(request.messages, request.tools))) return;
 
       const rows = batchRowsOf(request.messages)?.length ?? 1;
       if (!(await caller.wait({ req, res }, () => latencyMs() * batchLatencyFactor(rows)))) return;
@@ -206,29 +308,50 @@ export function createModelSimulator(options: ModelSimulatorOptions = {}): Model
         return;
       }
       const answer = simulateAnswer(request);
+      // The completion's tokens count against the minute when they are produced, as usage reports them.
+      limits.charge(res, usageOf(request, answer).completion_tokens);
       if (request.stream) sendStream(res, request, answer);
       else sendJson(res, 200, completion(request, answer));
     },
   };
 
-  const model = (id: string): Model => ({ id, object: "model", created: MODELS_CREATED_S, owned_by: "bounded-simulator" });
+  const model = (id: string): Model => ({
+    id,
+    object: "model",
+    created: MODELS_CREATED_S,
+    owned_by: "bounded-simulator",
+  });
   const models: Route[] = [
-    { method: "GET", path: "/v1/models", handler: ({ res }) => sendJson(res, 200, { object: "list", data: LISTED_MODELS().map(model) }) },
+    {
+      method: "GET",
+      path: "/v1/models",
+      handler: ({ res }) => sendJson(res, 200, { object: "list", data: refusals.models.map(model) }),
+    },
     {
       method: "GET",
       path: "/v1/models/:id",
       handler: ({ res, params }) => {
-        if (!LISTED_MODELS().includes(params.id!)) throw new HttpError(404, `The model '${params.id}' does not exist`, "invalid_request_error");
+        refusals.requireModel(params.id!);
         sendJson(res, 200, model(params.id!));
       },
     },
   ];
 
-  return { routes: [chatCompletions, ...models, ...limits.routes], inFlight: caller.inFlight };
+  // The provider's API asks for the key; the simulator's own counters (`/v1/_stats`) do not.
+  return { routes: [chatCompletions, ...models].map(refusals.guard).concat(limits.routes), inFlight: caller.inFlight };
+}
+
+/** OpenAI's refusals of a wrong key, an unknown model, an oversized request (./model-refusals.ts), as configured. */
+export function modelRefusalsOf(options: ModelSimulatorOptions): ModelRefusals {
+  return createModelRefusals({
+    apiKey: "apiKey" in options ? options.apiKey : env().BOUNDED_SIM_API_KEY,
+    models: options.models ?? env().BOUNDED_SIM_MODELS,
+    contextTokens: options.contextTokens ?? env().BOUNDED_SIM_MODEL_CONTEXT_TOKENS,
+  });
 }
 
 /** What the simulated model answers: text, or a call of one of the request's tools. */
-type SimulatedAnswer = { content: string } | { toolCall: { id: string; name: string; arguments: string } };
+export type SimulatedAnswer = { content: string } | { toolCall: { id: string; name: string; arguments: string } };
 
 /**
  * A request that offers tools (and does not forbid them) is answered with a call of its first
@@ -240,7 +363,16 @@ export function simulateAnswer(request: ChatCompletionRequest): SimulatedAnswer 
   const tool = request.tools?.[0];
   if (tool && request.tool_choice !== "none" && request.messages.at(-1)?.role !== "tool") {
     const args = JSON.stringify(argumentsFor(tool, request.messages));
-    return { toolCall: { id: `call_${createHash("sha256").update(tool.function.name + args).digest("hex").slice(0, 24)}`, name: tool.function.name, arguments: args } };
+    return {
+      toolCall: {
+        id: `call_${createHash("sha256")
+          .update(tool.function.name + args)
+          .digest("hex")
+          .slice(0, 24)}`,
+        name: tool.function.name,
+        arguments: args,
+      },
+    };
   }
   return { content: simulateCategoryAnswer(request.messages) };
 }
@@ -257,23 +389,33 @@ function argumentsFor(tool: ToolDefinition, messages: RequestMessage[]): Record<
   return { [name]: text };
 }
 
-/** Roughly four characters a token: a deterministic estimate, enough for usage figures to look plausible. */
-export function estimateTokens(text: string): number {
-  return Math.ceil(text.length / 4);
-}
-
-function usageOf(request: ChatCompletionRequest, answer: SimulatedAnswer): CompletionUsage {
-  const promptText = request.messages.map((m) => messageText(m) + (m.role === "assistant" ? (m.tool_calls ?? []).map((c) => c.function.arguments).join("") : "")).join("");
-  const prompt = estimateTokens(promptText);
-  const completion = Math.max(1, estimateTokens("content" in answer ? answer.content : answer.toolCall.arguments));
+/** Usage as an OpenAI-style provider counts it: the prompt with its chat framing, the answer's text (lib/modelcalls/tokens.ts). */
+export function usageOf(request: ChatCompletionRequest, answer: SimulatedAnswer): CompletionUsage {
+  const prompt = countPromptTokens(request.messages, request.tools);
+  const completion = Math.max(
+    1,
+    countTextTokens("content" in answer ? answer.content : answer.toolCall.name + answer.toolCall.arguments),
+  );
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
 }
 
-function completion(request: ChatCompletionRequest, answer: SimulatedAnswer): ChatCompletion {
+/** The `chat.completion` body of an answer, as the endpoint sends it (and the batch service writes it). */
+export function completion(request: ChatCompletionRequest, answer: SimulatedAnswer): ChatCompletion {
   const message: ChatCompletionMessage =
     "content" in answer
       ? { role: "assistant", content: answer.content, refusal: null }
-      : { role: "assistant", content: null, refusal: null, tool_calls: [{ id: answer.toolCall.id, type: "function", function: { name: answer.toolCall.name, arguments: answer.toolCall.arguments } }] };
+      : {
+          role: "assistant",
+          content: null,
+          refusal: null,
+          tool_calls: [
+            {
+              id: answer.toolCall.id,
+              type: "function",
+              function: { name: answer.toolCall.name, arguments: answer.toolCall.arguments },
+            },
+          ],
+        };
   return {
     id: `chatcmpl-sim-${randomUUID()}`,
     object: "chat.completion",
@@ -299,9 +441,17 @@ function pieces(text: string): string[] {
  * a last chunk with no choices and the usage — and `data: [DONE]`.
  */
 function sendStream(res: ServerResponse, request: ChatCompletionRequest, answer: SimulatedAnswer): void {
-  const base = { id: `chatcmpl-sim-${randomUUID()}`, object: "chat.completion.chunk" as const, created: Math.floor(Date.now() / 1000), model: request.model };
+  const base = {
+    id: `chatcmpl-sim-${randomUUID()}`,
+    object: "chat.completion.chunk" as const,
+    created: Math.floor(Date.now() / 1000),
+    model: request.model,
+  };
   const withUsage = request.stream_options?.include_usage === true;
-  const chunk = (delta: ChatCompletionChunk.Choice.Delta, finish: ChatCompletionChunk.Choice["finish_reason"] = null): ChatCompletionChunk => ({
+  const chunk = (
+    delta: ChatCompletionChunk.Choice.Delta,
+    finish: ChatCompletionChunk.Choice["finish_reason"] = null,
+  ): ChatCompletionChunk => ({
     ...base,
     choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
     ...(withUsage ? { usage: null } : {}),
@@ -313,12 +463,17 @@ function sendStream(res: ServerResponse, request: ChatCompletionRequest, answer:
   } else {
     const { id, name, arguments: args } = answer.toolCall;
     chunks.push(chunk({ tool_calls: [{ index: 0, id, type: "function", function: { name, arguments: "" } }] }));
-    for (const piece of pieces(args)) chunks.push(chunk({ tool_calls: [{ index: 0, function: { arguments: piece } }] }));
+    for (const piece of pieces(args))
+      chunks.push(chunk({ tool_calls: [{ index: 0, function: { arguments: piece } }] }));
     chunks.push(chunk({}, "tool_calls"));
   }
   if (withUsage) chunks.push({ ...base, choices: [], usage: usageOf(request, answer) });
 
-  res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", connection: "keep-alive" });
+  res.writeHead(200, {
+    "content-type": "text/event-stream; charset=utf-8",
+    "cache-control": "no-cache",
+    connection: "keep-alive",
+  });
   for (const c of chunks) res.write(`data: ${JSON.stringify(c)}\n\n`);
   res.end("data: [DONE]\n\n");
 }

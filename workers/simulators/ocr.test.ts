@@ -1,5 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { encryptedPdf, sampleJpeg, samplePdf, samplePng, sampleText, sampleTiff, truncatedPdf } from "@/lib/documents/sample-documents";
+import {
+  encryptedPdf,
+  sampleJpeg,
+  samplePdf,
+  samplePng,
+  sampleText,
+  sampleTiff,
+  truncatedPdf,
+} from "@/lib/documents/sample-documents";
 import { OCR_LATENCY, readDocument, sampleOcrLatencyMs } from "./ocr";
 
 /** A seeded generator (mulberry32): the same sample on every run. */
@@ -47,11 +55,18 @@ describe("readDocument: what the simulated OCR service makes of a document", () 
     expect(png).toMatchObject({ ok: true, pages: 1 });
     expect(readDocument(samplePng())).toEqual(png);
     expect(readDocument(sampleJpeg())).toMatchObject({ ok: true, pages: 1, text: expect.stringContaining("Total:") });
-    expect(readDocument(sampleTiff(3))).toMatchObject({ ok: true, pages: 3, text: expect.stringContaining("Page 3 of 3") });
+    expect(readDocument(sampleTiff(3))).toMatchObject({
+      ok: true,
+      pages: 3,
+      text: expect.stringContaining("Page 3 of 3"),
+    });
   });
 
   it("cannot read damaged or password-protected documents", () => {
-    expect(readDocument(truncatedPdf())).toEqual({ ok: false, reason: "the PDF is damaged (it ends before its end-of-file marker)" });
+    expect(readDocument(truncatedPdf())).toEqual({
+      ok: false,
+      reason: "the PDF is damaged (it ends before its end-of-file marker)",
+    });
     expect(readDocument(encryptedPdf())).toEqual({ ok: false, reason: "the PDF is password-protected" });
     expect(readDocument(samplePng().subarray(0, 40))).toMatchObject({ ok: false });
     expect(readDocument(sampleJpeg().subarray(0, 10))).toMatchObject({ ok: false });

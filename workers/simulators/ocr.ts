@@ -6,7 +6,14 @@ import { env } from "@/lib/env";
 import { logger } from "@/lib/log";
 import { simulatedProviderLimits, type SimulatedLimitsOverrides } from "./provider-limits";
 import { HttpError, errorBody, sendJson, type Route } from "./router";
-import { createCallerWait, sampleLatencyMs, sendServerError, type LatencyShape, type SimulatedService, type SimulatorOptions } from "./simulated-call";
+import {
+  createCallerWait,
+  sampleLatencyMs,
+  sendServerError,
+  type LatencyShape,
+  type SimulatedService,
+  type SimulatorOptions,
+} from "./simulated-call";
 
 const log = logger("simulators.ocr");
 
@@ -54,18 +61,21 @@ export function readDocument(bytes: Uint8Array): OcrReading | null {
       return readPdf(bytes);
     case "image/png": {
       const text = latin1(bytes);
-      if (!text.includes("IEND", Math.max(0, bytes.length - 64))) return { ok: false, reason: "the PNG image is cut short (no end chunk)" };
+      if (!text.includes("IEND", Math.max(0, bytes.length - 64)))
+        return { ok: false, reason: "the PNG image is cut short (no end chunk)" };
       return { ok: true, text: madeUpText(bytes, 1), pages: 1 };
     }
     case "image/jpeg": {
       let end = bytes.length;
       while (end > 2 && bytes[end - 1] === 0) end--;
-      if (!(bytes[end - 2] === 0xff && bytes[end - 1] === 0xd9)) return { ok: false, reason: "the JPEG image is cut short (no end marker)" };
+      if (!(bytes[end - 2] === 0xff && bytes[end - 1] === 0xd9))
+        return { ok: false, reason: "the JPEG image is cut short (no end marker)" };
       return { ok: true, text: madeUpText(bytes, 1), pages: 1 };
     }
     case "image/tiff": {
       const pages = tiffPages(bytes);
-      if (pages === null) return { ok: false, reason: "the TIFF image is damaged (its page directory points outside the file)" };
+      if (pages === null)
+        return { ok: false, reason: "the TIFF image is damaged (its page directory points outside the file)" };
       return { ok: true, text: madeUpText(bytes, pages), pages };
     }
   }
@@ -75,14 +85,16 @@ const latin1 = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset
 
 function readPdf(bytes: Uint8Array): OcrReading {
   const text = latin1(bytes);
-  if (!text.slice(-1024).includes("%%EOF")) return { ok: false, reason: "the PDF is damaged (it ends before its end-of-file marker)" };
+  if (!text.slice(-1024).includes("%%EOF"))
+    return { ok: false, reason: "the PDF is damaged (it ends before its end-of-file marker)" };
   if (/\/Encrypt\b/.test(text)) return { ok: false, reason: "the PDF is password-protected" };
   const pages = Math.max(1, (text.match(/\/Type\s*\/Page(?![A-Za-z])/g) ?? []).length);
-  const unescape = (s: string) => s.replace(/\\([nrt()\\])/g, (_, c: string) => ({ n: "\n", r: "\r", t: "\t" })[c] ?? c);
+  const unescapePdf = (s: string) =>
+    s.replace(/\\([nrt()\\])/g, (_, c: string) => ({ n: "\n", r: "\r", t: "\t" })[c] ?? c);
   const lines: string[] = [];
   for (const m of text.matchAll(/\(((?:\\.|[^\\)])*)\)\s*Tj|\[((?:\\.|[^\]])*)\]\s*TJ/g)) {
-    if (m[1] !== undefined) lines.push(unescape(m[1]));
-    else lines.push([...m[2]!.matchAll(/\(((?:\\.|[^\\)])*)\)/g)].map((p) => unescape(p[1]!)).join(""));
+    if (m[1] !== undefined) lines.push(unescapePdf(m[1]));
+    else lines.push([...m[2]!.matchAll(/\(((?:\\.|[^\\)])*)\)/g)].map((p) => unescapePdf(p[1]!)).join(""));
   }
   const extracted = lines.join("\n").trim();
   return { ok: true, text: extracted || madeUpText(bytes, pages), pages };
@@ -118,7 +130,13 @@ function madeUpText(bytes: Uint8Array, pages: number): string {
     const shop = shops[n % shops.length]!;
     const total = ((n % 20_000) / 100).toFixed(2);
     const day = String((n % 28) + 1).padStart(2, "0");
-    return [pages > 1 ? `Page ${p + 1} of ${pages}` : null, shop, `Receipt no. ${n % 100_000}`, `Date: 2026-01-${day}`, `Total: ${total} EUR`]
+    return [
+      pages > 1 ? `Page ${p + 1} of ${pages}` : null,
+      shop,
+      `Receipt no. ${n % 100_000}`,
+      `Date: 2026-01-${day}`,
+      `Total: ${total} EUR`,
+    ]
       .filter(Boolean)
       .join("\n");
   }).join("\n\n");
@@ -168,7 +186,8 @@ export function createOcrSimulator(options: OcrSimulatorOptions = {}): OcrSimula
       if (!limits.admit(res)) return; // 429 beyond the provider's limits (./provider-limits.ts)
       const bytes = await readBody(req, OCR_MAX_BODY_BYTES);
       if (bytes.byteLength === 0) throw new HttpError(400, "the request body is empty: send the document's bytes");
-      if (!sniffDocumentType(bytes)) throw new HttpError(415, "not a PDF, PNG, JPEG, TIFF or UTF-8 text document", "unsupported_media_type");
+      if (!sniffDocumentType(bytes))
+        throw new HttpError(415, "not a PDF, PNG, JPEG, TIFF or UTF-8 text document", "unsupported_media_type");
 
       if (!(await caller.wait({ req, res }, latencyMs))) return;
       if (random() < errorRate) {

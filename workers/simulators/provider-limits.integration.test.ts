@@ -40,7 +40,10 @@ describe("Bounded's provider limiter against the simulated model (real Redis)", 
         ),
       );
       expect(results.every((r) => r.attempts === 1)).toBe(true);
-      const stats = (await (await fetch(`${baseUrl}/_stats`)).json()) as { admitted: number; rejected: { total: number } };
+      const stats = (await (await fetch(`${baseUrl}/_stats`)).json()) as {
+        admitted: number;
+        rejected: { total: number };
+      };
       expect(stats.admitted).toBe(300);
       expect(stats.rejected.total).toBe(0);
     } finally {

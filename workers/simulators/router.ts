@@ -24,23 +24,35 @@ export interface Route {
   handler: Handler;
 }
 
+/** OpenAI's `code` and `param` of an error body (`"invalid_api_key"`, `"messages"`…); null when it has none. */
+export interface ErrorDetail {
+  code?: string | null;
+  param?: string | null;
+}
+
 export class HttpError extends Error {
   override name = "HttpError";
   constructor(
     readonly status: number,
     message: string,
     readonly type = "invalid_request_error",
+    readonly detail: ErrorDetail = {},
   ) {
     super(message);
   }
 }
 
 /** The body the simulators answer errors with, shaped like OpenAI's so clients parse one format. */
-export function errorBody(message: string, type: string) {
-  return { error: { message, type, param: null, code: null } };
+export function errorBody(message: string, type: string, detail: ErrorDetail = {}) {
+  return { error: { message, type, param: detail.param ?? null, code: detail.code ?? null } };
 }
 
-export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
   const text = JSON.stringify(body);
   res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text), ...headers });
   res.end(text);
@@ -93,23 +105,29 @@ export function createRouter(routes: Route[]): RequestListener {
     if (!found) {
       if (matches.length > 0) {
         const allow = matches.map(({ route }) => route.method).join(", ");
-        sendJson(res, 405, errorBody(`${req.method} not allowed on ${url.pathname}`, "invalid_request_error"), { allow });
+        sendJson(res, 405, errorBody(`${req.method} not allowed on ${url.pathname}`, "invalid_request_error"), {
+          allow,
+        });
       } else {
-        sendJson(res, 404, errorBody(`no route for ${req.method} ${url.pathname}`, "not_found"));
+        // OpenAI's answer to a path it does not serve (a base URL without /v1, a typo): the same status, body and code.
+        const message = `Unknown request URL: ${req.method} ${url.pathname}. Please check the URL for typos, or see the docs at https://platform.openai.com/docs/api-reference/.`;
+        sendJson(res, 404, errorBody(message, "invalid_request_error", { code: "unknown_url" }));
       }
       return;
     }
     Promise.resolve()
       .then(() => {
         // Inside the chain: a malformed %-escape throws, and must become a 500, not a crash.
-        const params = Object.fromEntries(found.route.names.map((name, i) => [name, decodeURIComponent(found.match[i + 1]!)]));
+        const params = Object.fromEntries(
+          found.route.names.map((name, i) => [name, decodeURIComponent(found.match[i + 1]!)]),
+        );
         return found.route.handler({ req, res, url, params });
       })
       .catch((err: unknown) => {
         if (res.headersSent) {
           res.destroy();
         } else if (err instanceof HttpError) {
-          sendJson(res, err.status, errorBody(err.message, err.type));
+          sendJson(res, err.status, errorBody(err.message, err.type, err.detail));
         } else {
           log.error({ err, method: req.method, path: url.pathname }, "simulator handler failed");
           sendJson(res, 500, errorBody("simulator handler failed", "server_error"));

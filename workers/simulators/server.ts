@@ -1,9 +1,11 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { SIMULATOR_PATHS } from "@/lib/env";
+import { env, SIMULATOR_PATHS } from "@/lib/env";
+import { createSimulatorFaults, type SilenceableService, type SimulatorFaults } from "./faults";
 import { createMarketplaceSimulator, type MarketplaceSimulator, type MarketplaceSimulatorOptions } from "./marketplace";
 import { createImageSimulator, type ImageSimulator, type ImageSimulatorOptions } from "./images";
 import { createModelSimulator, type ModelSimulator, type ModelSimulatorOptions } from "./model";
+import { createModelBatches, type ModelBatches, type ModelBatchesOptions } from "./model-batches";
 import { createOcrSimulator, type OcrSimulator, type OcrSimulatorOptions } from "./ocr";
 import { createWebhookReceiver, type WebhookReceiver, type WebhookReceiverOptions } from "./webhook-receiver";
 import { createRouter, sendJson, type Route } from "./router";
@@ -14,10 +16,14 @@ export interface SimulatorsOptions {
   /** Loopback only: the simulators are for this machine's workers. @defaultValue "127.0.0.1" */
   host?: string;
   model?: ModelSimulatorOptions;
+  /** The model's batch service; what it leaves out is taken from `model`. */
+  modelBatches?: Omit<ModelBatchesOptions, keyof ModelSimulatorOptions>;
   ocr?: OcrSimulatorOptions;
   images?: ImageSimulatorOptions;
   marketplace?: MarketplaceSimulatorOptions;
   webhookReceiver?: WebhookReceiverOptions;
+  /** Services that answer nothing from the start (see ./faults.ts). @defaultValue `env().BOUNDED_SIM_SILENT` */
+  silent?: readonly SilenceableService[];
 }
 
 export interface RunningSimulators {
@@ -27,17 +33,23 @@ export interface RunningSimulators {
   modelBaseUrl: string;
   server: http.Server;
   model: ModelSimulator;
+  /** The model's batch service (`/v1/files`, `/v1/batches`; its faults at `/_control/model/batches`). */
+  modelBatches: ModelBatches;
   ocr: OcrSimulator;
   images: ImageSimulator;
   marketplace: MarketplaceSimulator;
   webhookReceiver: WebhookReceiver;
+  /** Silences a service's calls and says how many are held (also `GET`/`POST /_control/<service>`). */
+  faults: SimulatorFaults;
   /** Stops accepting, drops in-flight calls (their callers see a network error), resolves when closed. */
   close(): Promise<void>;
 }
 
 /** Starts every simulator of the outside services on one HTTP server. */
 export async function startSimulators(options: SimulatorsOptions = {}): Promise<RunningSimulators> {
+  const faults = createSimulatorFaults(options.silent ?? env().BOUNDED_SIM_SILENT);
   const model = createModelSimulator(options.model);
+  const modelBatches = createModelBatches({ ...options.model, ...options.modelBatches }, faults);
   const ocr = createOcrSimulator(options.ocr);
   const images = createImageSimulator(options.images);
   const marketplace = createMarketplaceSimulator(options.marketplace);
@@ -45,12 +57,18 @@ export async function startSimulators(options: SimulatorsOptions = {}): Promise<
   const routes: Route[] = [
     { method: "GET", path: "/healthz", handler: ({ res }) => sendJson(res, 200, { ok: true }) },
     ...model.routes,
+    ...modelBatches.routes,
     ...ocr.routes,
     ...images.routes,
     ...marketplace.routes,
     ...webhookReceiver.routes,
+    ...faults.routes,
   ];
-  const server = http.createServer(createRouter(routes));
+  const router = createRouter(routes);
+  // A silent service's calls are held before any route sees them: nothing is answered, not even a 404.
+  const server = http.createServer((req, res) => {
+    if (!faults.hold(req, res)) router(req, res);
+  });
 
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -67,10 +85,12 @@ export async function startSimulators(options: SimulatorsOptions = {}): Promise<
     modelBaseUrl: `${url}${SIMULATOR_PATHS.MODEL_BASE_URL}`,
     server,
     model,
+    modelBatches,
     ocr,
     images,
     marketplace,
     webhookReceiver,
+    faults,
     close: () =>
       new Promise<void>((resolve, reject) => {
         server.close((err) => (err ? reject(err) : resolve()));

@@ -79,7 +79,9 @@ export function createWebhookReceiver(initial: WebhookReceiverOptions = {}): Web
         const body = await readText(req);
         const signature = req.headers[SIGNATURE_HEADER.toLowerCase()];
         const header = Array.isArray(signature) ? signature[0] : signature;
-        const check = secret ? verifyWebhook({ body, header, secret }) : ({ ok: false, reason: "no secret configured" } as const);
+        const check = secret
+          ? verifyWebhook({ body, header, secret })
+          : ({ ok: false, reason: "no secret configured" } as const);
         const answered = !check.ok ? 401 : failuresLeft > 0 ? 500 : 200;
         if (check.ok && failuresLeft > 0) failuresLeft -= 1;
         const deliveryId = req.headers[DELIVERY_HEADER.toLowerCase()];
@@ -94,7 +96,13 @@ export function createWebhookReceiver(initial: WebhookReceiverOptions = {}): Web
         });
         if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
         if (answered === 200) sendJson(res, 200, { ok: true });
-        else sendJson(res, answered, { error: { message: answered === 401 ? `signature refused: ${check.ok ? "" : check.reason}` : "failing on purpose", type: "receiver" } });
+        else
+          sendJson(res, answered, {
+            error: {
+              message: answered === 401 ? `signature refused: ${check.ok ? "" : check.reason}` : "failing on purpose",
+              type: "receiver",
+            },
+          });
       },
     },
     { method: "GET", path: "/webhooks/receiver/_received", handler: ({ res }) => sendJson(res, 200, { received }) },
@@ -111,7 +119,8 @@ export function createWebhookReceiver(initial: WebhookReceiverOptions = {}): Web
       path: "/webhooks/receiver/_config",
       handler: async ({ req, res }) => {
         const parsed = configSchema.safeParse(await readJson(req));
-        if (!parsed.success) throw new HttpError(400, parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; "));
+        if (!parsed.success)
+          throw new HttpError(400, parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; "));
         configure(parsed.data);
         sendJson(res, 200, { ok: true, failuresLeft, delayMs, secret: secret ? "set" : "unset" });
       },

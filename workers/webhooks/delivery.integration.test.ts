@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { closeDb, db } from "@/lib/db/client";
-import { finalizeJob } from "@/lib/jobs/run";
+import { finalizeJob } from "@/lib/runs/finalize";
 import { logger } from "@/lib/log";
 import { closeRedis, createRedis, type RedisClient } from "@/lib/redis/client";
 import { removeWebhook, setWebhook } from "@/lib/webhooks/endpoints";
@@ -65,7 +65,10 @@ describe("signed webhooks when a job ends", () => {
   it("posts the job's summary, signed; the receiver verifies every delivery", async () => {
     const { tenant, secret } = await tenantWithWebhook("signed");
     const jobId = await endedJob(tenant);
-    const delivered = await waitFor(async () => (await deliveryOf(jobId)).status === "delivered" && deliveryOf(jobId), { timeoutMs: 20_000, what: "the delivery" });
+    const delivered = await waitFor(async () => (await deliveryOf(jobId)).status === "delivered" && deliveryOf(jobId), {
+      timeoutMs: 20_000,
+      what: "the delivery",
+    });
     expect(delivered).toMatchObject({ attempts: 1, lastStatusCode: 200, lastError: null, jobStatus: "completed" });
     const got = receivedFor(delivered.id);
     expect(got).toHaveLength(1);
@@ -73,8 +76,27 @@ describe("signed webhooks when a job ends", () => {
     // What a receiver would run, on the raw body it got.
     expect(verifyWebhook({ body: got[0]!.body, header: got[0]!.signature, secret }).ok).toBe(true);
     const body = JSON.parse(got[0]!.body) as Record<string, unknown>;
-    expect(Object.keys(body)).toEqual(["id", "kind", "tenant", "status", "total", "processed", "failed", "message", "finishedAt"]);
-    expect(body).toMatchObject({ id: jobId, kind: "csv_import", tenant, status: "completed", total: 3, processed: 3, failed: 0, message: "Finished: 3 of 3 rows." });
+    expect(Object.keys(body)).toEqual([
+      "id",
+      "kind",
+      "tenant",
+      "status",
+      "total",
+      "processed",
+      "failed",
+      "message",
+      "finishedAt",
+    ]);
+    expect(body).toMatchObject({
+      id: jobId,
+      kind: "csv_import",
+      tenant,
+      status: "completed",
+      total: 3,
+      processed: 3,
+      failed: 0,
+      message: "Finished: 3 of 3 rows.",
+    });
     const row = await db().job.findUniqueOrThrow({ where: { id: jobId } });
     expect(body.finishedAt).toBe(row.finishedAt!.toISOString());
     expect(got[0]!.body).not.toContain(row.progressToken);
@@ -85,7 +107,10 @@ describe("signed webhooks when a job ends", () => {
     const { tenant } = await tenantWithWebhook("retry");
     sim.webhookReceiver.configure({ failFirst: 2 });
     const jobId = await endedJob(tenant);
-    const delivered = await waitFor(async () => (await deliveryOf(jobId)).status === "delivered" && deliveryOf(jobId), { timeoutMs: 20_000, what: "the third try" });
+    const delivered = await waitFor(async () => (await deliveryOf(jobId)).status === "delivered" && deliveryOf(jobId), {
+      timeoutMs: 20_000,
+      what: "the third try",
+    });
     expect(delivered).toMatchObject({ attempts: 3, lastStatusCode: 200, lastError: null, nextAttemptAt: null });
     const got = receivedFor(delivered.id);
     expect(got.map((r) => r.answered)).toEqual([500, 500, 200]);
@@ -96,7 +121,10 @@ describe("signed webhooks when a job ends", () => {
     const { tenant } = await tenantWithWebhook("give-up");
     sim.webhookReceiver.configure({ failFirst: 100 });
     const jobId = await endedJob(tenant);
-    const failed = await waitFor(async () => (await deliveryOf(jobId)).status === "failed" && deliveryOf(jobId), { timeoutMs: 20_000, what: "the delivery to fail" });
+    const failed = await waitFor(async () => (await deliveryOf(jobId)).status === "failed" && deliveryOf(jobId), {
+      timeoutMs: 20_000,
+      what: "the delivery to fail",
+    });
     expect(failed).toMatchObject({ attempts: settings.attempts, lastStatusCode: 500, nextAttemptAt: null });
     expect(failed.lastError).toMatch(/failing on purpose/);
     expect(receivedFor(failed.id)).toHaveLength(settings.attempts);
@@ -108,17 +136,26 @@ describe("signed webhooks when a job ends", () => {
     const first = await endedJob(tenant);
     const d1 = await deliveryOf(first);
     // The receiver holds the first delivery's request…
-    await waitFor(() => receivedFor(d1.id).length === 1, { timeoutMs: 20_000, what: "the receiver to hold the request" });
+    await waitFor(() => receivedFor(d1.id).length === 1, {
+      timeoutMs: 20_000,
+      what: "the receiver to hold the request",
+    });
     // …and another job of the tenant ends all the same, its delivery already in the outbox.
     const second = await endedJob(tenant);
     expect((await db().job.findUniqueOrThrow({ where: { id: second } })).status).toBe("completed");
     expect(await deliveryOf(second)).toMatchObject({ status: "pending", attempts: 0 });
     expect(await deliveryOf(first)).toMatchObject({ status: "pending", attempts: 0 });
     // The held request times out (2 s), is recorded, and a later try gets through.
-    const timedOut = await waitFor(async () => (await deliveryOf(first)).attempts >= 1 && deliveryOf(first), { timeoutMs: 20_000, what: "the first try to time out" });
+    const timedOut = await waitFor(async () => (await deliveryOf(first)).attempts >= 1 && deliveryOf(first), {
+      timeoutMs: 20_000,
+      what: "the first try to time out",
+    });
     sim.webhookReceiver.configure({ delayMs: 0 });
     expect(timedOut.lastError ?? "").toMatch(/did not answer within/);
-    await waitFor(async () => (await deliveryOf(first)).status === "delivered" && (await deliveryOf(second)).status === "delivered", { timeoutMs: 30_000, what: "both deliveries" });
+    await waitFor(
+      async () => (await deliveryOf(first)).status === "delivered" && (await deliveryOf(second)).status === "delivered",
+      { timeoutMs: 30_000, what: "both deliveries" },
+    );
   });
 
   it("writes nothing for an ending that is rolled back, and nothing for a tenant without a webhook", async () => {
@@ -142,11 +179,24 @@ describe("signed webhooks when a job ends", () => {
   it("sends the message written after the status (a message that needs the final counts)", async () => {
     const { tenant } = await tenantWithWebhook("late-message");
     const job = await makeJob(tenant, { total: 3, softMs: 60_000, hardMs: 90_000 });
-    await db().job.update({ where: { id: job.id }, data: { status: "running", attempt: 1, processed: 2, message: "Running." } });
+    await db().job.update({
+      where: { id: job.id },
+      data: { status: "running", attempt: 1, processed: 2, message: "Running." },
+    });
     // No `known` row: the status flips first, the message follows in a second statement.
-    await finalizeJob(job.id, 1, { status: "timed_out", message: (row) => `Timed out after ${row.processed} of ${row.total}.`, from: ["running"] });
-    const d = await waitFor(async () => (await deliveryOf(job.id)).status === "delivered" && deliveryOf(job.id), { timeoutMs: 20_000, what: "the delivery" });
-    expect(JSON.parse(receivedFor(d.id)[0]!.body)).toMatchObject({ status: "timed_out", message: "Timed out after 2 of 3." });
+    await finalizeJob(job.id, 1, {
+      status: "timed_out",
+      message: (row) => `Timed out after ${row.processed} of ${row.total}.`,
+      from: ["running"],
+    });
+    const d = await waitFor(async () => (await deliveryOf(job.id)).status === "delivered" && deliveryOf(job.id), {
+      timeoutMs: 20_000,
+      what: "the delivery",
+    });
+    expect(JSON.parse(receivedFor(d.id)[0]!.body)).toMatchObject({
+      status: "timed_out",
+      message: "Timed out after 2 of 3.",
+    });
   });
 
   it("a removed endpoint's pending deliveries are given up", async () => {
@@ -155,7 +205,10 @@ describe("signed webhooks when a job ends", () => {
     const jobId = await endedJob(tenant);
     await waitFor(async () => (await deliveryOf(jobId)).attempts >= 1, { timeoutMs: 20_000, what: "a first try" });
     expect(await removeWebhook(tenant)).toEqual({ type: "removed", tenant });
-    const d = await waitFor(async () => (await deliveryOf(jobId)).status === "failed" && deliveryOf(jobId), { timeoutMs: 20_000, what: "the delivery to be given up" });
+    const d = await waitFor(async () => (await deliveryOf(jobId)).status === "failed" && deliveryOf(jobId), {
+      timeoutMs: 20_000,
+      what: "the delivery to be given up",
+    });
     expect(d.lastError).toMatch(/removed|failing on purpose/);
   });
 });
@@ -163,7 +216,13 @@ describe("signed webhooks when a job ends", () => {
 describe("registering an endpoint", () => {
   it("refuses a URL that is not http or https, or carries credentials, and writes nothing", async () => {
     const tenant = uniqueTenantSlug("bad-url");
-    for (const url of ["ftp://example.com/x", "javascript:alert(1)", "file:///etc/passwd", "not a url", "https://user:pw@example.com/"]) {
+    for (const url of [
+      "ftp://example.com/x",
+      "javascript:alert(1)",
+      "file:///etc/passwd",
+      "not a url",
+      "https://user:pw@example.com/",
+    ]) {
       await expect(setWebhook(tenant, { url })).rejects.toThrow();
     }
     expect(await db().tenant.count({ where: { slug: tenant } })).toBe(0);

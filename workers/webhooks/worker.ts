@@ -23,7 +23,13 @@ export interface WebhookDeliveryOptions {
  * attempt, BullMQ spacing the retries) and the relay that moves new outbox rows to that queue,
  * run by one process at a time (a leased interval). Returns a function that stops both.
  */
-export function startWebhookDelivery({ connection, log, settings = deliverySettings(), concurrency = 16, send }: WebhookDeliveryOptions): () => Promise<void> {
+export function startWebhookDelivery({
+  connection,
+  log,
+  settings = deliverySettings(),
+  concurrency = 16,
+  send,
+}: WebhookDeliveryOptions): () => Promise<void> {
   const worker = new Worker<DeliveryJobData>(
     WEBHOOK_QUEUE,
     async (job) => {
@@ -32,10 +38,15 @@ export function startWebhookDelivery({ connection, log, settings = deliverySetti
     { connection, prefix: env().BOUNDED_REDIS_PREFIX, concurrency },
   );
   worker.on("error", (err) => log.error({ err }, "webhook worker error"));
-  const stopRelay = startLeasedInterval(connection, log, { name: "webhook-relay", intervalMs: settings.relayIntervalMs, failure: "webhook relay pass failed" }, async () => {
-    const queued = await relayDeliveries(webhookQueue(), settings);
-    if (queued > 0) log.debug({ queued }, "webhook deliveries queued");
-  });
+  const stopRelay = startLeasedInterval(
+    connection,
+    log,
+    { name: "webhook-relay", intervalMs: settings.relayIntervalMs, failure: "webhook relay pass failed" },
+    async () => {
+      const queued = await relayDeliveries(webhookQueue(), settings);
+      if (queued > 0) log.debug({ queued }, "webhook deliveries queued");
+    },
+  );
   return async () => {
     stopRelay();
     await worker.close();

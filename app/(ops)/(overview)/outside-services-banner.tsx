@@ -7,8 +7,9 @@ const clock = (d: Date) => `${d.toISOString().slice(11, 16)} UTC`;
 const capitalised = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
 
 /**
- * A red banner per outside service that is down (its circuit breaker open or half-open): since
- * when, why, and that jobs wait for it rather than fail. Nothing at all while every service is up;
+ * A red banner per outside service that is down (its circuit breaker open, misconfigured or
+ * half-open): since when, why — refused calls, silence, or a configuration it refuses — and that
+ * jobs wait for it rather than fail. Nothing at all while every service is up;
  * a note when the breakers cannot be read (Redis away), since "nothing shown" would then mislead.
  */
 export async function OutsideServicesBanner({ now = new Date() }: { now?: Date }) {
@@ -27,10 +28,21 @@ export async function OutsideServicesBanner({ now = new Date() }: { now?: Date }
       {down.map((b) => (
         <p key={b.service} className="message bad" role="alert" data-service={b.service}>
           <strong>
-            {capitalised(SERVICE_NAMES[b.service].replace(/^the /, ""))} down since {b.since ? `${clock(b.since)} (${formatDurationRounded(Math.max(0, now.getTime() - b.since.getTime()))})` : "just now"}
+            {capitalised(SERVICE_NAMES[b.service].replace(/^the /, ""))}{" "}
+            {b.state === "misconfigured" ? "misconfigured" : "down"} since{" "}
+            {b.since
+              ? `${clock(b.since)} (${formatDurationRounded(Math.max(0, now.getTime() - b.since.getTime()))})`
+              : "just now"}
           </strong>{" "}
           — {outageCause(b.error)}; jobs are waiting, nothing is failed for it.
-          {b.state === "half_open" ? " A probe call is out now." : b.probeAt ? ` Next probe at ${b.probeAt.toISOString().slice(11, 19)} UTC.` : ""}
+          {b.state === "misconfigured"
+            ? ` Fix its configuration${b.service === "model" ? " (MODEL_BASE_URL, MODEL_API_KEY, MODEL_NAME)" : ""} and restart the workers: the next probe resumes every job by itself.`
+            : ""}
+          {b.state === "half_open"
+            ? " A probe call is out now."
+            : b.probeAt
+              ? ` Next probe at ${b.probeAt.toISOString().slice(11, 19)} UTC.`
+              : ""}
         </p>
       ))}
     </section>

@@ -1,14 +1,14 @@
 import Link from "next/link";
-import { getBudgetReport } from "@/lib/budgets/report";
+import { getBudgetReport } from "@/lib/reports/budgets";
 import { countLabel } from "@/lib/jobs/messages";
 import { countJobsByStatus, listJobs } from "@/lib/jobs/queries";
-import { countRecentFailures } from "@/lib/jobs/recent-failures";
-import { listStuckJobs } from "@/lib/jobs/stuck";
-import { JOB_STATUSES, STATUS_LABEL } from "@/lib/jobs/statuses";
-import { histogramInProductionTime } from "@/lib/modelcalls/production-time";
+import { countRecentFailures } from "@/lib/reports/recent-failures";
+import { listStuckJobs } from "@/lib/reports/stuck";
+import { JOB_STATUSES, STATUS_LABEL } from "@/lib/core/job-statuses";
+import { histogramInProductionTime } from "@/lib/reports/production-time";
 import { getLatencyHistogram } from "@/lib/modelcalls/queries";
 import { JobsTable } from "../../components/jobs-table";
-import { fmtInt } from "../../components/format";
+import { formatCount } from "@/lib/format/number";
 import { formatDurationRounded } from "@/lib/format/duration";
 import { requirePageViewer } from "@/lib/auth/principal";
 import { PageHead } from "../../components/page-head";
@@ -43,8 +43,10 @@ export default async function OverviewPage() {
         title="Overview"
         description={
           <>
-            {stuck.length > 0 ? `${fmtInt(stuck.length)} stuck. ` : "Nothing stuck. "}
-            {attention > 0 ? `${countLabel(attention, "job")} ended badly in the last 24 h (timed out, stopped, failed or abandoned).` : "No job ended badly in the last 24 h."}
+            {stuck.length > 0 ? `${formatCount(stuck.length)} stuck. ` : "Nothing stuck. "}
+            {attention > 0
+              ? `${countLabel(attention, "job")} ended badly in the last 24 h (timed out, stopped, failed or abandoned).`
+              : "No job ended badly in the last 24 h."}
           </>
         }
       />
@@ -52,7 +54,7 @@ export default async function OverviewPage() {
       <OutsideServicesBanner />
 
       <section className="grid cols-4" aria-label="Headlines">
-        <Stat href="/stuck" label="Stuck jobs" value={fmtInt(stuck.length)} alert={stuck.length > 0} />
+        <Stat href="/stuck" label="Stuck jobs" value={formatCount(stuck.length)} alert={stuck.length > 0} />
         <Stat
           href="/jobs?status=failed"
           label="Failed, last hour"
@@ -61,28 +63,53 @@ export default async function OverviewPage() {
           testId="recent-failures"
         >
           <div className="label">
-            {failures.jobs > 0 ? `and ${countLabel(failures.jobs, "job")} ended failed, timed out, stopped or abandoned` : "no job ended failed, timed out, stopped or abandoned"}
+            {failures.jobs > 0
+              ? `and ${countLabel(failures.jobs, "job")} ended failed, timed out, stopped or abandoned`
+              : "no job ended failed, timed out, stopped or abandoned"}
           </div>
         </Stat>
-        <Stat href="/model-calls" label="Model calls, 24 h: p50 / p99" value={s.p50 && s.p99 ? `${formatDurationRounded(s.p50.ms)} / ${formatDurationRounded(s.p99.ms)}` : "—"}>
+        <Stat
+          href="/model-calls"
+          label="Model calls, 24 h: p50 / p99"
+          value={s.p50 && s.p99 ? `${formatDurationRounded(s.p50.ms)} / ${formatDurationRounded(s.p99.ms)}` : "—"}
+        >
           <div className="label">
-            {fmtInt(s.total)} calls{failedCalls ? `, ${fmtInt(failedCalls)} failed or aborted` : ""}
+            {formatCount(s.total)} calls{failedCalls ? `, ${formatCount(failedCalls)} failed or aborted` : ""}
           </div>
         </Stat>
-        <Stat href="/budgets" label="Budgets: drifting / at risk" value={`${fmtInt(drifting)} / ${fmtInt(atRisk)}`} alert={drifting > 0 || atRisk > 0 || budgets.workers.length === 0}>
-          <div className="label">{budgets.workers.length === 0 ? "no worker is running" : `${fmtInt(budgets.workers.length)} live worker process${budgets.workers.length === 1 ? "" : "es"}`}</div>
+        <Stat
+          href="/budgets"
+          label="Budgets: drifting / at risk"
+          value={`${formatCount(drifting)} / ${formatCount(atRisk)}`}
+          alert={drifting > 0 || atRisk > 0 || budgets.workers.length === 0}
+        >
+          <div className="label">
+            {budgets.workers.length === 0
+              ? "no worker is running"
+              : `${formatCount(budgets.workers.length)} live worker process${budgets.workers.length === 1 ? "" : "es"}`}
+          </div>
         </Stat>
-        <Stat href="/jobs?status=running" label="Running / queued" value={`${fmtInt(counts.running)} / ${fmtInt(counts.queued)}`} />
+        <Stat
+          href="/jobs?status=running"
+          label="Running / queued"
+          value={`${formatCount(counts.running)} / ${formatCount(counts.queued)}`}
+        />
       </section>
 
       <h2 style={{ marginTop: "1.5rem" }}>Jobs by status</h2>
       <p className="muted">
-        Waiting and running now; finished in the last 24 hours. Each links to the full list. Queue by queue — depth, oldest wait, worker slots, pauses:{" "}
-        <Link href="/queues">Queues →</Link>
+        Waiting and running now; finished in the last 24 hours. Each links to the full list. Queue by queue — depth,
+        oldest wait, worker slots, pauses: <Link href="/queues">Queues →</Link>
       </p>
       <section className="grid cols-4" aria-label="Jobs by status">
         {JOB_STATUSES.map((st) => (
-          <Stat key={st} href={`/jobs?status=${st}`} label={STATUS_LABEL[st]} value={fmtInt(counts[st])} alert={ATTENTION.has(st) && counts[st] > 0} />
+          <Stat
+            key={st}
+            href={`/jobs?status=${st}`}
+            label={STATUS_LABEL[st]}
+            value={formatCount(counts[st])}
+            alert={ATTENTION.has(st) && counts[st] > 0}
+          />
         ))}
       </section>
       <section className="panel" style={{ marginTop: "1.25rem" }}>

@@ -17,7 +17,9 @@ const RESULTS = Object.keys(TONE);
 /** Every operator action, allowed or refused, newest first. Read-only: the table refuses edits. */
 export default async function AuditPage({ searchParams }: { searchParams: Promise<Search> }) {
   await requirePageViewer("/audit");
-  const raw = Object.fromEntries(Object.entries(await searchParams).filter(([, v]) => typeof v === "string" && v !== "")) as Record<string, string>;
+  const raw = Object.fromEntries(
+    Object.entries(await searchParams).filter(([, v]) => typeof v === "string" && v !== ""),
+  ) as Record<string, string>;
   const parsed = auditFilterSchema.safeParse(raw);
   const { entries, nextBefore } = await listAudit(parsed.success ? parsed.data : {});
   return (
@@ -43,7 +45,17 @@ export default async function AuditPage({ searchParams }: { searchParams: Promis
                 {e.actor} {e.role ? <span className="muted small">({e.role})</span> : null}
               </td>
               <td className="mono">{e.action}</td>
-              <td className="mono small">{e.target ? (e.target.length === 36 ? <Link href={`/jobs/${e.target}`}>{e.target.slice(0, 8)}</Link> : e.target) : "—"}</td>
+              <td className="mono small">
+                {e.target ? (
+                  e.target.length === 36 ? (
+                    <Link href={`/jobs/${e.target}`}>{e.target.slice(0, 8)}</Link>
+                  ) : (
+                    e.target
+                  )
+                ) : (
+                  "—"
+                )}
+              </td>
               <td className="mono small">{e.params ? JSON.stringify(e.params) : "—"}</td>
               <td>
                 <span className={`badge ${TONE[e.result]}`}>{e.result}</span>

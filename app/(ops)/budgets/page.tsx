@@ -1,7 +1,15 @@
 import { formatBudget } from "@/lib/budgets/format";
 import { formatAgo, formatDuration } from "@/lib/format/duration";
-import { formatRatio, getBudgetReport, type BudgetRisk, type BudgetRow, type LiveWorker, type RiskEstimate } from "@/lib/budgets/report";
-import { fmtInt, fmtTime } from "../../components/format";
+import {
+  formatRatio,
+  getBudgetReport,
+  type BudgetRisk,
+  type BudgetRow,
+  type LiveWorker,
+  type RiskEstimate,
+} from "@/lib/reports/budgets";
+import { formatCount } from "@/lib/format/number";
+import { fmtTime } from "../../components/format";
 import { requirePageViewer } from "@/lib/auth/principal";
 import { PageHead } from "../../components/page-head";
 import { Stat } from "../../components/stat";
@@ -25,8 +33,9 @@ export default async function BudgetsPage() {
         title="Budgets"
         description={
           <>
-            How long each job may run. At the <strong>soft</strong> limit a job ends cleanly as “timed out”; at the <strong>hard</strong> limit the
-            runtime stops it. Durations are production values. Updated {fmtTime(report.generatedAt)} — reload for fresh numbers.
+            How long each job may run. At the <strong>soft</strong> limit a job ends cleanly as “timed out”; at the{" "}
+            <strong>hard</strong> limit the runtime stops it. Durations are production values. Updated{" "}
+            {fmtTime(report.generatedAt)} — reload for fresh numbers.
           </>
         }
       />
@@ -37,8 +46,8 @@ export default async function BudgetsPage() {
         </p>
       ) : noWorkers ? (
         <p className="message bad" role="alert">
-          No worker process is publishing its budgets — workers are down or not started. Nothing below is confirmed by a running worker; jobs
-          wait in their queues until a worker starts.
+          No worker process is publishing its budgets — workers are down or not started. Nothing below is confirmed by a
+          running worker; jobs wait in their queues until a worker starts.
         </p>
       ) : null}
       {report.configurationProblems.length > 0 ? (
@@ -53,39 +62,54 @@ export default async function BudgetsPage() {
       ) : null}
       {drifting.length > 0 ? (
         <p className="message bad" role="alert">
-          {drifting.length === 1 ? "1 queue runs" : `${drifting.length} queues run`} with budgets that differ from the configuration or between workers:{" "}
-          {drifting.map((r) => `${r.queue}/${r.kind}`).join(", ")}. See “Live workers use” below.
+          {drifting.length === 1 ? "1 queue runs" : `${drifting.length} queues run`} with budgets that differ from the
+          configuration or between workers: {drifting.map((r) => `${r.queue}/${r.kind}`).join(", ")}. See “Live workers
+          use” below.
         </p>
       ) : null}
       {report.timeScale !== 1 ? (
         <p className="message warn">
-          Time scale: <span className="mono">BOUNDED_TIME_SCALE={report.timeScale}</span> in this process. Budgets are shown in production time; jobs
-          really get {report.timeScale}× of them (10 min → {formatDuration(scaledMs(600_000, report.timeScale))}). Recorded call durations are divided by{" "}
+          Time scale: <span className="mono">BOUNDED_TIME_SCALE={report.timeScale}</span> in this process. Budgets are
+          shown in production time; jobs really get {report.timeScale}× of them (10 min →{" "}
+          {formatDuration(scaledMs(600_000, report.timeScale))}). Recorded call durations are divided by{" "}
           {report.timeScale} for the risk estimates.
         </p>
       ) : null}
 
       <section className="grid cols-4" aria-label="Summary" style={{ marginBottom: "1.25rem" }}>
-        <Stat label="Live workers" value={fmtInt(report.workers.length)} alert={noWorkers} />
-        <Stat label="Budgets drifting" value={fmtInt(drifting.length)} alert={drifting.length > 0} />
-        <Stat label="At risk of timing out" value={fmtInt(atRisk.length)} alert={atRisk.length > 0} />
-        <Stat label="Not served by a live worker" value={fmtInt(notServed.length)} />
+        <Stat label="Live workers" value={formatCount(report.workers.length)} alert={noWorkers} />
+        <Stat label="Budgets drifting" value={formatCount(drifting.length)} alert={drifting.length > 0} />
+        <Stat label="At risk of timing out" value={formatCount(atRisk.length)} alert={atRisk.length > 0} />
+        <Stat label="Not served by a live worker" value={formatCount(notServed.length)} />
       </section>
 
       <section className="panel">
         <h2>Effective budgets</h2>
         <p className="small muted">
-          One row per queue and job kind. Precedence: environment override of the queue › task › queue › global default (10 min / 15 min).
+          One row per queue and job kind. Precedence: environment override of the queue › task › queue › global default
+          (10 min / 15 min).
         </p>
         <DataTable
-          headings={["Queue / kind", "Soft / hard", "Source and why", "Live workers use", `Risk (last ${report.windowDays} days)`]}
+          headings={[
+            "Queue / kind",
+            "Soft / hard",
+            "Source and why",
+            "Live workers use",
+            `Risk (last ${report.windowDays} days)`,
+          ]}
           rows={report.rows}
           label="Effective budgets"
           style={{ tableLayout: "fixed", overflowWrap: "anywhere" }}
           columnWidths={["14%", "14%", "26%", "26%", "20%"]}
         >
           {(row) => (
-            <tr key={`${row.queue}/${row.kind}`} data-queue={row.queue} data-kind={row.kind} data-status={row.status} data-risk={row.risk.status}>
+            <tr
+              key={`${row.queue}/${row.kind}`}
+              data-queue={row.queue}
+              data-kind={row.kind}
+              data-status={row.status}
+              data-risk={row.risk.status}
+            >
               <td>
                 <div className="mono">{row.queue}</div>
                 <div className="small muted mono">{row.kind}</div>
@@ -103,7 +127,11 @@ export default async function BudgetsPage() {
                   {row.configuration.source}
                 </div>
                 <div className="small muted">{row.configuration.why}</div>
-                {row.configuration.problem ? <div className="small" style={{ color: "var(--bad)" }}>{row.configuration.problem}</div> : null}
+                {row.configuration.problem ? (
+                  <div className="small" style={{ color: "var(--bad)" }}>
+                    {row.configuration.problem}
+                  </div>
+                ) : null}
               </td>
               <td>
                 <RuntimeCell row={row} />
@@ -120,13 +148,25 @@ export default async function BudgetsPage() {
       <section className="panel">
         <h2>Will the jobs fit? (last {report.windowDays} days)</h2>
         <p className="small muted">
-          Expected time = items × per-item p99, where per-item p99 = p99 of one model call × model calls per item (recorded calls of the last{" "}
-          {report.windowDays} days); for imports and document batches, whose items run side by side, the projection each job makes at its start (its
-          rate from items in flight and the provider's limits, plus its slowest item). Shown for the largest and the median job of the window, with the
-          ratio to the soft budget: above 1× a job that size is expected to time out — or, for those two kinds, splits itself into parts that fit.
+          Expected time = items × per-item p99, where per-item p99 = p99 of one model call × model calls per item
+          (recorded calls of the last {report.windowDays} days); for imports and document batches, whose items run side
+          by side, the projection each job makes at its start (its rate from items in flight and the provider's limits,
+          plus its slowest item). Shown for the largest and the median job of the window, with the ratio to the soft
+          budget: above 1× a job that size is expected to time out — or, for those two kinds, splits itself into parts
+          that fit.
         </p>
         <DataTable
-          headings={["Queue / kind", num("Jobs"), num("p99 per call"), num("Calls per item"), num("p99 per item"), num("Largest job"), num("Median job"), num("Soft budget"), ""]}
+          headings={[
+            "Queue / kind",
+            num("Jobs"),
+            num("p99 per call"),
+            num("Calls per item"),
+            num("p99 per item"),
+            num("Largest job"),
+            num("Median job"),
+            num("Soft budget"),
+            "",
+          ]}
           rows={report.rows}
           label="Risk per queue and kind"
         >
@@ -137,16 +177,25 @@ export default async function BudgetsPage() {
       <section className="panel">
         <h2>Live workers</h2>
         <DataTable
-          headings={["Worker (host:pid)", "Queues", num("Concurrency"), num("Time scale"), "Started", num("Last publish")]}
+          headings={[
+            "Worker (host:pid)",
+            "Queues",
+            num("Concurrency"),
+            num("Time scale"),
+            "Started",
+            num("Last publish"),
+          ]}
           rows={report.workers}
-          empty={report.workersError ?? "No worker process is publishing its budgets — workers are down or not started."}
+          empty={
+            report.workersError ?? "No worker process is publishing its budgets — workers are down or not started."
+          }
           label="Live workers"
         >
           {(w) => <WorkerRow key={w.id} worker={w} timeScale={report.timeScale} />}
         </DataTable>
         <p className="small muted">
-          Each worker process publishes the budgets it really resolved every 10 s (scaled); a worker that stops publishing disappears after three missed
-          publications.
+          Each worker process publishes the budgets it really resolved every 10 s (scaled); a worker that stops
+          publishing disappears after three missed publications.
         </p>
       </section>
 
@@ -188,8 +237,10 @@ function RuntimeCell({ row }: { row: BudgetRow }) {
     <>
       <span className="badge ok">matches</span>
       <div className="small muted">
-        {row.runtime.length === 1 ? `1 worker uses ${formatBudget(row.runtime[0]!)}` : `All ${row.runtime.length} workers use ${formatBudget(row.runtime[0]!)}`}:{" "}
-        {row.runtime.map((r) => r.worker).join(", ")}
+        {row.runtime.length === 1
+          ? `1 worker uses ${formatBudget(row.runtime[0]!)}`
+          : `All ${row.runtime.length} workers use ${formatBudget(row.runtime[0]!)}`}
+        : {row.runtime.map((r) => r.worker).join(", ")}
       </div>
     </>
   );
@@ -211,7 +262,7 @@ function RiskRow({ row }: { row: BudgetRow }) {
         <div className="mono">{row.queue}</div>
         <div className="small muted mono">{row.kind}</div>
       </td>
-      <td className="num">{fmtInt(r.jobs)}</td>
+      <td className="num">{formatCount(r.jobs)}</td>
       <td className="num">{r.p99CallMs !== null ? formatDuration(r.p99CallMs) : dash}</td>
       <td className="num">{r.callsPerItem !== null ? r.callsPerItem.toFixed(2) : dash}</td>
       <td className="num">{r.perItemP99Ms !== null ? formatDuration(r.perItemP99Ms) : dash}</td>
@@ -240,7 +291,7 @@ function Estimate({ estimate, noun, over }: { estimate: RiskEstimate; noun: stri
   return (
     <>
       <div>
-        {fmtInt(items)} {noun}
+        {formatCount(items)} {noun}
         {items === 1 ? "" : "s"}
       </div>
       <div className="small" style={{ color: over && estimate.ratio > 1 ? "var(--bad)" : "var(--muted)" }}>

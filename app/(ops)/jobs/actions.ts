@@ -2,8 +2,8 @@
 
 import { z } from "zod";
 import { operatorAction, type ActionState } from "@/lib/http/operator";
-import { bulkRetryFilterSchema, previewBulkRetry, retryJobs } from "@/lib/jobs/bulk-retry";
-import { describeBulkRetry, type BulkRetryOutcome } from "@/lib/jobs/bulk-retry-messages";
+import { bulkRetryFilterSchema, previewBulkRetry, retryJobs } from "@/lib/actions/bulk-retry";
+import { describeBulkRetry, type BulkRetryOutcome } from "@/lib/actions/bulk-retry-messages";
 
 export interface BulkRetryState extends ActionState {
   /** Set after a preview: how many jobs the confirmed retry would take, whether that is over the cap, and the filter counted. */
@@ -24,7 +24,13 @@ const utcField = z
 const formSchema = z.object({
   intent: z.enum(["preview", "retry"]),
   filter: z
-    .object({ kind: z.string().trim(), status: z.string().trim(), tenant: z.string().trim(), from: utcField, to: utcField })
+    .object({
+      kind: z.string().trim(),
+      status: z.string().trim(),
+      tenant: z.string().trim(),
+      from: utcField,
+      to: utcField,
+    })
     .transform((f) => Object.fromEntries(Object.entries(f).filter(([, v]) => v !== undefined && v !== "")))
     .pipe(bulkRetryFilterSchema),
   /** The canonical filter of the preview the operator confirmed. */
@@ -43,7 +49,13 @@ const bulkRetry = operatorAction({
     };
     return {
       intent: field("intent") || "preview",
-      filter: { kind: field("kind"), status: field("status"), tenant: field("tenant"), from: field("from"), to: field("to") },
+      filter: {
+        kind: field("kind"),
+        status: field("status"),
+        tenant: field("tenant"),
+        from: field("from"),
+        to: field("to"),
+      },
       confirmed: field("confirmed"),
     };
   },
@@ -52,7 +64,10 @@ const bulkRetry = operatorAction({
   invalid: (error) => {
     const issue = error.issues[0];
     // Only the intent can make the form itself unreadable; every other issue is the filter's.
-    const problem = issue?.path[0] === "filter" ? `${issue.path.slice(1).join(".")}: ${issue.message}` : "The form could not be read.";
+    const problem =
+      issue?.path[0] === "filter"
+        ? `${issue.path.slice(1).join(".")}: ${issue.message}`
+        : "The form could not be read.";
     return { problem, message: `Check the filter: ${problem}` };
   },
   run: async (input, principal): Promise<BulkRetryOutcome> => {
@@ -64,7 +79,11 @@ const bulkRetry = operatorAction({
   describe: describeBulkRetry,
   state: (r, d, input): BulkRetryState =>
     r.type === "preview"
-      ? { ok: !r.overCap && r.count > 0, message: d.message, preview: { count: r.count, cap: r.cap, overCap: r.overCap, filter: canonical(input.filter) } }
+      ? {
+          ok: !r.overCap && r.count > 0,
+          message: d.message,
+          preview: { count: r.count, cap: r.cap, overCap: r.overCap, filter: canonical(input.filter) },
+        }
       : { ok: d.ok, message: d.message },
   revalidate: (raw) => (raw.intent === "retry" ? "/jobs" : null),
 });

@@ -3,12 +3,18 @@
 import { startTransition, useActionState, useState, type FormEvent } from "react";
 import { bulkRetryAction, type BulkRetryState } from "./actions";
 import { SelectField, TextField } from "../../components/field";
+import { formatCount } from "@/lib/format/number";
 
 /**
  * Retry every job matching a filter: Preview shows how many match (and the cap); only then can
  * the retry be confirmed, and changing the filter asks for a new preview.
  */
-export function BulkRetryForm(props: { kinds: readonly string[]; statuses: readonly { value: string; label: string }[]; canAct: boolean; disabledReason: string | null }) {
+export function BulkRetryForm(props: {
+  kinds: readonly string[];
+  statuses: readonly { value: string; label: string }[];
+  canAct: boolean;
+  disabledReason: string | null;
+}) {
   const [state, action, pending] = useActionState<BulkRetryState, FormData>(bulkRetryAction, {});
   // Controlled fields, and the action dispatched by hand: a `<form action>` resets its fields after
   // each submission, and the page must always show the filter that will be sent.
@@ -39,16 +45,34 @@ export function BulkRetryForm(props: { kinds: readonly string[]; statuses: reado
       <TextField label="Tenant" placeholder="any" {...bind("tenant")} />
       <TextField label="Created from (UTC)" type="datetime-local" {...bind("from")} />
       <TextField label="to (UTC)" type="datetime-local" {...bind("to")} />
-      <button type="submit" name="intent" value="preview" className="secondary" disabled={disabled} title={props.disabledReason ?? undefined}>
+      <button
+        type="submit"
+        name="intent"
+        value="preview"
+        className="secondary"
+        disabled={disabled}
+        title={props.disabledReason ?? undefined}
+      >
         {pending ? "Counting…" : "Preview"}
       </button>
-      <button type="submit" name="intent" value="retry" disabled={disabled || !previewed} title={previewed ? undefined : "Preview first: see how many jobs match"}>
-        {previewed ? `Retry ${state.preview!.count.toLocaleString("en-US")} job${state.preview!.count === 1 ? "" : "s"}` : "Retry matching jobs"}
+      <button
+        type="submit"
+        name="intent"
+        value="retry"
+        disabled={disabled || !previewed}
+        title={previewed ? undefined : "Preview first: see how many jobs match"}
+      >
+        {previewed
+          ? `Retry ${formatCount(state.preview!.count)} job${state.preview!.count === 1 ? "" : "s"}`
+          : "Retry matching jobs"}
       </button>
       <div aria-live="polite" style={{ flexBasis: "100%" }}>
         {props.disabledReason ? <p className="muted small">{props.disabledReason}</p> : null}
         {state.message ? (
-          <p className={state.ok || (state.preview && !state.preview.overCap) ? "message ok" : "form-error"} role={state.ok ? "status" : "alert"}>
+          <p
+            className={state.ok || (state.preview && !state.preview.overCap) ? "message ok" : "form-error"}
+            role={state.ok ? "status" : "alert"}
+          >
             {state.message}
           </p>
         ) : null}

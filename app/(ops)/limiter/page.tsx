@@ -1,8 +1,15 @@
 import Link from "next/link";
 import { requirePageViewer } from "@/lib/auth/principal";
-import { getLimiterReport, LIMITER_RANGES, limiterQuerySchema, type LimiterRange, type LimiterReport } from "@/lib/ratelimit/report";
+import {
+  getLimiterReport,
+  LIMITER_RANGES,
+  limiterQuerySchema,
+  type LimiterRange,
+  type LimiterReport,
+} from "@/lib/reports/ratelimit";
 import { formatDuration, formatSeconds } from "@/lib/format/duration";
-import { fmtInt, fmtOutOf, fmtTime } from "../../components/format";
+import { formatCount } from "@/lib/format/number";
+import { fmtOutOf, fmtTime } from "../../components/format";
 import { PageHead } from "../../components/page-head";
 import { Stat } from "../../components/stat";
 import { ChartWithSummary } from "../../components/chart-with-summary";
@@ -10,6 +17,7 @@ import { DataTable, num } from "../../components/data-table";
 import { JobLink } from "../../components/job-link";
 import { ProviderLimits } from "./provider-limits";
 import { RescheduleChart } from "./reschedule-chart";
+import { TokenLimits } from "./token-limits";
 import styles from "./limiter.module.css";
 
 export const dynamic = "force-dynamic";
@@ -17,11 +25,11 @@ export const metadata = { title: "Limiter" };
 
 type Search = Record<string, string | string[] | undefined>;
 
-const fmtTokens = (n: number) => (n >= 10 || Number.isInteger(n) ? fmtInt(Math.floor(n)) : n.toFixed(2));
+const fmtTokens = (n: number) => (n >= 10 || Number.isInteger(n) ? formatCount(Math.floor(n)) : n.toFixed(2));
 
 function chartLabel(r: LimiterReport): string {
   if (r.totals.reschedules === 0) return `No reschedules in the last ${r.window.rangeLabel}.`;
-  const parts = r.series.map((s) => `${s.key}: ${fmtInt(s.reschedules)}`).join("; ");
+  const parts = r.series.map((s) => `${s.key}: ${formatCount(s.reschedules)}`).join("; ");
   return `Reschedules per ${r.window.stepLabel}, last ${r.window.rangeLabel}: ${parts}.`;
 }
 
@@ -38,7 +46,8 @@ export default async function LimiterPage({ searchParams }: { searchParams: Prom
         title="Limiter"
         description={
           <>
-            Marketplace calls take a token from their tenant’s bucket first. A job that would wait longer than 5 s gives its worker slot back and waits in
+            Marketplace calls take a token from their tenant’s bucket first. A job that would wait longer than 5 s gives
+            its worker slot back and waits in
             <em> delayed</em> until the window opens (a reschedule), without spending a retry. As of {fmtTime(r.asOf)}.
             {r.timeScale !== 1 ? ` Times are in production units (time scale ${r.timeScale}).` : ""}
           </>
@@ -60,10 +69,14 @@ export default async function LimiterPage({ searchParams }: { searchParams: Prom
       ) : null}
 
       <section className={`grid cols-4 ${styles.grid}`} aria-label="Summary">
-        <Stat label={`Reschedules, last ${r.window.rangeLabel}`} value={fmtInt(r.totals.reschedules)} testId="reschedules-total" />
+        <Stat
+          label={`Reschedules, last ${r.window.rangeLabel}`}
+          value={formatCount(r.totals.reschedules)}
+          testId="reschedules-total"
+        />
         <Stat label="Time spent waiting for windows" value={formatDuration(r.totals.waitSeconds * 1000)} />
-        <Stat label="Waiting in delayed now" value={fmtInt(r.delayed.length)} testId="delayed-count" />
-        <Stat label="Past their wake-up time" value={fmtInt(overdue)} alert={overdue > 0} />
+        <Stat label="Waiting in delayed now" value={formatCount(r.delayed.length)} testId="delayed-count" />
+        <Stat label="Past their wake-up time" value={formatCount(overdue)} alert={overdue > 0} />
       </section>
 
       <ChartWithSummary
@@ -82,7 +95,7 @@ export default async function LimiterPage({ searchParams }: { searchParams: Prom
                 <h3 className="mono">{s.key}</h3>
                 <dl className="facts">
                   <dt>reschedules</dt>
-                  <dd data-series={s.key}>{fmtInt(s.reschedules)}</dd>
+                  <dd data-series={s.key}>{formatCount(s.reschedules)}</dd>
                   <dt>time waiting</dt>
                   <dd>{formatDuration(s.waitSeconds * 1000)}</dd>
                   <dt>mean wait</dt>
@@ -98,7 +111,12 @@ export default async function LimiterPage({ searchParams }: { searchParams: Prom
         {r.totals.reschedules === 0 ? (
           <div className="empty">No job had to wait for a rate-limit window in the last {r.window.rangeLabel}.</div>
         ) : (
-          <RescheduleChart points={r.points} series={r.series.map((s) => s.key)} stepSeconds={r.window.stepSeconds} label={chartLabel(r)} />
+          <RescheduleChart
+            points={r.points}
+            series={r.series.map((s) => s.key)}
+            stepSeconds={r.window.stepSeconds}
+            label={chartLabel(r)}
+          />
         )}
       </ChartWithSummary>
 
@@ -131,25 +149,31 @@ export default async function LimiterPage({ searchParams }: { searchParams: Prom
                 )}
                 <div className="small muted">{fmtTime(d.wakeUpAt)}</div>
               </td>
-              <td className="num">{fmtInt(d.reschedules)}</td>
+              <td className="num">{formatCount(d.reschedules)}</td>
               <td className="num">{fmtOutOf(d.processed, d.total)}</td>
             </tr>
           )}
         </DataTable>
         <p className="small muted" style={{ marginBottom: 0 }}>
-          A delayed job is never reaped; one still delayed {formatDuration(r.overdueAfterSeconds * 1000)} after its wake-up time is flagged here and on the stuck page.
+          A delayed job is never reaped; one still delayed {formatDuration(r.overdueAfterSeconds * 1000)} after its
+          wake-up time is flagged here and on the stuck page.
         </p>
       </section>
 
       <div className={styles.two}>
         <section className="panel" aria-labelledby="tenants-title">
           <h2 id="tenants-title">Tenants that waited longest, last {r.window.rangeLabel}</h2>
-          <DataTable headings={["Tenant", "Families", num("Reschedules"), num("Time waiting")]} rows={r.topTenants} empty="No tenant waited." testId="top-tenants">
+          <DataTable
+            headings={["Tenant", "Families", num("Reschedules"), num("Time waiting")]}
+            rows={r.topTenants}
+            empty="No tenant waited."
+            testId="top-tenants"
+          >
             {(t) => (
               <tr key={t.tenant}>
                 <td>{t.tenant}</td>
                 <td className={`mono small ${styles.nowrap}`}>{t.families.join(", ")}</td>
-                <td className="num">{fmtInt(t.reschedules)}</td>
+                <td className="num">{formatCount(t.reschedules)}</td>
                 <td className="num">{formatDuration(t.waitSeconds * 1000)}</td>
               </tr>
             )}
@@ -158,15 +182,19 @@ export default async function LimiterPage({ searchParams }: { searchParams: Prom
 
         <section className="panel" aria-labelledby="buckets-title">
           <h2 id="buckets-title">Buckets per tenant</h2>
-          <DataTable headings={["Family", num("Capacity"), num("Refill"), "Why"]} rows={r.buckets} testId="bucket-specs">
+          <DataTable
+            headings={["Family", num("Capacity"), num("Refill"), "Why"]}
+            rows={r.buckets}
+            testId="bucket-specs"
+          >
             {(b) => (
               <tr key={b.family}>
                 <td className={`mono ${styles.nowrap}`}>{b.family}</td>
                 <td className={`num ${styles.nowrap}`}>
-                  {fmtInt(b.capacity)} token{b.capacity === 1 ? "" : "s"}
+                  {formatCount(b.capacity)} token{b.capacity === 1 ? "" : "s"}
                 </td>
                 <td className={`num ${styles.nowrap}`}>
-                  {fmtInt(b.refillPerWindow)} per {formatSeconds(b.windowSeconds * 1000)}
+                  {formatCount(b.refillPerWindow)} per {formatSeconds(b.windowSeconds * 1000)}
                 </td>
                 <td className={`small muted ${styles.why}`}>{b.why}</td>
               </tr>
@@ -195,9 +223,11 @@ export default async function LimiterPage({ searchParams }: { searchParams: Prom
                   <span className={styles.meter} aria-hidden="true">
                     <span style={{ width: `${Math.min(100, (b.tokens / b.capacity) * 100)}%` }} />
                   </span>
-                  {fmtTokens(b.tokens)} of {fmtInt(b.capacity)}
+                  {fmtTokens(b.tokens)} of {formatCount(b.capacity)}
                 </td>
-                <td className="num">{b.nextTokenSeconds <= 0 ? "available" : `in ${formatDuration(b.nextTokenSeconds * 1000)}`}</td>
+                <td className="num">
+                  {b.nextTokenSeconds <= 0 ? "available" : `in ${formatDuration(b.nextTokenSeconds * 1000)}`}
+                </td>
                 <td className="num">{b.fullSeconds <= 0 ? "full" : `in ${formatDuration(b.fullSeconds * 1000)}`}</td>
               </tr>
             )}
@@ -206,6 +236,7 @@ export default async function LimiterPage({ searchParams }: { searchParams: Prom
       </section>
 
       <ProviderLimits providers={r.providers} />
+      <TokenLimits providers={r.providers} asOf={r.asOf} timeScale={r.timeScale} />
     </main>
   );
 }

@@ -1,11 +1,11 @@
 import type { ProviderState } from "@/lib/ratelimit/provider";
 import { formatDuration } from "@/lib/format/duration";
-import { fmtInt } from "../../components/format";
+import { formatCount } from "@/lib/format/number";
 import { DataTable, num } from "../../components/data-table";
 import styles from "./limiter.module.css";
 
-const fmtTokens = (n: number) => (n >= 10 || Number.isInteger(n) ? fmtInt(Math.floor(n)) : n.toFixed(2));
-const fmtRate = (rps: number) => (Number.isInteger(rps) ? fmtInt(rps) : rps.toFixed(2));
+const fmtTokens = (n: number) => (n >= 10 || Number.isInteger(n) ? formatCount(Math.floor(n)) : n.toFixed(2));
+const fmtRate = (rps: number) => (Number.isInteger(rps) ? formatCount(rps) : rps.toFixed(2));
 
 /**
  * The outside providers' shared limits (model, OCR): calls in flight now of C, tokens now of the
@@ -17,8 +17,8 @@ export function ProviderLimits({ providers }: { providers: ProviderState[] | nul
     <section className="panel" aria-labelledby="providers-title">
       <h2 id="providers-title">Provider limits (all workers)</h2>
       <p className="small muted">
-        Every model and OCR call takes a provider slot first: at most C calls in flight and R requests per second, shared by every worker. A short wait is
-        waited; inside a rescheduling job a long one gives the worker slot back.
+        Every model and OCR call takes a provider slot first: at most C calls in flight and R requests per second,
+        shared by every worker. A short wait is waited; inside a rescheduling job a long one gives the worker slot back.
       </p>
       {providers === null ? (
         <p className="form-error" role="alert">
@@ -26,7 +26,15 @@ export function ProviderLimits({ providers }: { providers: ProviderState[] | nul
         </p>
       ) : (
         <DataTable
-          headings={["Provider", "In flight now", "Tokens now", num("Calls that waited"), num("Time waiting"), num("Mean wait"), num("Gave up waiting")]}
+          headings={[
+            "Provider",
+            "In flight now",
+            "Tokens now",
+            num("Calls that waited"),
+            num("Time waiting"),
+            num("Mean wait"),
+            num("Gave up waiting"),
+          ]}
           rows={providers}
           testId="provider-limits"
           label="Provider limits"
@@ -38,16 +46,16 @@ export function ProviderLimits({ providers }: { providers: ProviderState[] | nul
                 <span className={styles.meter} aria-hidden="true">
                   <span style={{ width: `${Math.min(100, (p.inFlight / p.concurrency) * 100)}%` }} />
                 </span>
-                {fmtInt(p.inFlight)} of {fmtInt(p.concurrency)} calls
+                {formatCount(p.inFlight)} of {formatCount(p.concurrency)} calls
               </td>
               <td className={styles.nowrap}>
-                {fmtTokens(p.tokens)} of {fmtInt(p.capacity)} tokens
+                {fmtTokens(p.tokens)} of {formatCount(p.capacity)} tokens
                 <div className="small muted">refill {fmtRate(p.rps)} requests/s</div>
               </td>
-              <td className="num">{fmtInt(p.waits)} calls</td>
+              <td className="num">{formatCount(p.waits)} calls</td>
               <td className="num">{formatDuration(p.waitSeconds * 1000)}</td>
               <td className="num">{p.waits === 0 ? "—" : formatDuration((p.waitSeconds * 1000) / p.waits)}</td>
-              <td className="num">{fmtInt(p.gaveUp)} calls</td>
+              <td className="num">{formatCount(p.gaveUp)} calls</td>
             </tr>
           )}
         </DataTable>

@@ -1,3 +1,5 @@
+import { formatCount } from "@/lib/format/number";
+
 /** Labels shared by the model-calls page and its chart; durations come from `@/lib/format/duration`. */
 
 /** The axis labels of the latency chart: round values people reason in. */
@@ -17,7 +19,7 @@ export const RANGE_LABEL = { "1h": "1 h", "24h": "24 h", "7d": "7 d", "30d": "30
 
 /** A token count with its unit: "12,400 tokens". */
 export function formatTokens(n: number): string {
-  return `${n.toLocaleString("en-US")} ${n === 1 ? "token" : "tokens"}`;
+  return `${formatCount(n)} ${n === 1 ? "token" : "tokens"}`;
 }
 
 /**
@@ -30,5 +32,5 @@ export function formatUsd(usd: number | null): string {
   if (usd < 0.001) return "<$0.001";
   if (usd < 1) return `$${usd.toFixed(3)}`;
   if (usd < 100) return `$${usd.toFixed(2)}`;
-  return `$${Math.round(usd).toLocaleString("en-US")}`;
+  return `$${formatCount(Math.round(usd))}`;
 }

@@ -1,12 +1,23 @@
 "use client";
 
 import { useRouter } from "next/navigation";
-import { Bar, BarChart, CartesianGrid, Legend, ReferenceLine, Tooltip, XAxis, YAxis, type TooltipContentProps } from "recharts";
+import {
+  Bar,
+  BarChart,
+  CartesianGrid,
+  Legend,
+  ReferenceLine,
+  Tooltip,
+  XAxis,
+  YAxis,
+  type TooltipContentProps,
+} from "recharts";
 import { BUCKET_COUNT, logPosition } from "@/lib/modelcalls/buckets";
 import { formatDuration, formatDurationRounded } from "@/lib/format/duration";
 import { AXIS, GRID, LEGEND } from "../../components/chart-theme";
 import { AXIS_TICKS_MS } from "./format";
 import styles from "./model-calls.module.css";
+import { formatCount } from "@/lib/format/number";
 
 /** One bar: a latency bucket with its calls per outcome (a plain DTO from the server page). */
 export interface ChartBucket {
@@ -32,7 +43,9 @@ const OUTCOME_ORDER = ["ok", "error", "aborted"] as const;
  * duration the chart shows: a production duration sits where `ms × timeScale` was recorded.
  */
 function axisTicks(timeScale: number) {
-  return AXIS_TICKS_MS.map((t) => ({ ...t, x: logPosition(t.ms * timeScale) })).filter((t) => t.x > 0 && t.x < BUCKET_COUNT);
+  return AXIS_TICKS_MS.map((t) => ({ ...t, x: logPosition(t.ms * timeScale) })).filter(
+    (t) => t.x > 0 && t.x < BUCKET_COUNT,
+  );
 }
 
 function BucketTooltip({ active, payload }: TooltipContentProps) {
@@ -44,19 +57,19 @@ function BucketTooltip({ active, payload }: TooltipContentProps) {
       <div>
         <strong>
           {p.bucket === 0
-            ? "under " + formatDurationRounded(p.upperMs ?? 0)
+            ? `under ${formatDurationRounded(p.upperMs ?? 0)}`
             : p.upperMs === null
               ? `${formatDurationRounded(p.lowerMs)} and more`
               : `${formatDurationRounded(p.lowerMs)} – ${formatDurationRounded(p.upperMs)}`}
         </strong>
       </div>
       <div>
-        {total.toLocaleString("en-US")} {total === 1 ? "call" : "calls"}
+        {formatCount(total)} {total === 1 ? "call" : "calls"}
       </div>
       {OUTCOME_ORDER.map((o) =>
         p[o] > 0 ? (
           <div key={o} style={{ color: COLORS[o] }}>
-            {o}: {p[o].toLocaleString("en-US")}
+            {o}: {formatCount(p[o])}
           </div>
         ) : null,
       )}
@@ -70,7 +83,17 @@ function BucketTooltip({ active, payload }: TooltipContentProps) {
  * vertical line. The numbers are also in the text summary beside it (for screen readers and
  * for people who want figures, not shapes). A bar opens the list of the calls it counts.
  */
-export function LatencyChart({ buckets, perItemMs, timeScale, label }: { buckets: ChartBucket[]; perItemMs: number | null; timeScale: number; label: string }) {
+export function LatencyChart({
+  buckets,
+  perItemMs,
+  timeScale,
+  label,
+}: {
+  buckets: ChartBucket[];
+  perItemMs: number | null;
+  timeScale: number;
+  label: string;
+}) {
   const data: Point[] = buckets.map((b) => ({ ...b, x: b.bucket + 0.5 }));
   const ticks = axisTicks(timeScale);
   const tickLabel = (x: number) => ticks.find((t) => Math.abs(t.x - x) < 1e-6)?.label ?? "";
@@ -84,14 +107,41 @@ export function LatencyChart({ buckets, perItemMs, timeScale, label }: { buckets
   const clickable = data.some((b) => b.href !== null);
   return (
     <div className={styles.chart} role="img" aria-label={label} data-testid="latency-chart">
-      <BarChart responsive style={{ width: "100%", height: "100%" }} data={data} margin={{ top: 24, right: 24, bottom: 8, left: 8 }} barCategoryGap={1}>
+      <BarChart
+        responsive
+        style={{ width: "100%", height: "100%" }}
+        data={data}
+        margin={{ top: 24, right: 24, bottom: 8, left: 8 }}
+        barCategoryGap={1}
+      >
         <CartesianGrid {...GRID} />
-        <XAxis dataKey="x" type="number" domain={[0, BUCKET_COUNT]} ticks={ticks.map((t) => t.x)} tickFormatter={tickLabel} interval={0} allowDataOverflow {...AXIS} />
+        <XAxis
+          dataKey="x"
+          type="number"
+          domain={[0, BUCKET_COUNT]}
+          ticks={ticks.map((t) => t.x)}
+          tickFormatter={tickLabel}
+          interval={0}
+          allowDataOverflow
+          {...AXIS}
+        />
         <YAxis allowDecimals={false} {...AXIS} width={48} />
         <Tooltip content={BucketTooltip} cursor={{ fill: "rgba(36, 88, 211, 0.06)" }} isAnimationActive={false} />
-        <Legend {...LEGEND} itemSorter={(item) => OUTCOME_ORDER.indexOf(item.dataKey as (typeof OUTCOME_ORDER)[number])} />
+        <Legend
+          {...LEGEND}
+          itemSorter={(item) => OUTCOME_ORDER.indexOf(item.dataKey as (typeof OUTCOME_ORDER)[number])}
+        />
         {OUTCOME_ORDER.map((o) => (
-          <Bar key={o} dataKey={o} name={o} stackId="outcome" fill={COLORS[o]} isAnimationActive={false} onClick={open} style={clickable ? { cursor: "pointer" } : undefined} />
+          <Bar
+            key={o}
+            dataKey={o}
+            name={o}
+            stackId="outcome"
+            fill={COLORS[o]}
+            isAnimationActive={false}
+            onClick={open}
+            style={clickable ? { cursor: "pointer" } : undefined}
+          />
         ))}
         {budgetX !== null && perItemMs !== null ? (
           <ReferenceLine
@@ -100,7 +150,12 @@ export function LatencyChart({ buckets, perItemMs, timeScale, label }: { buckets
             strokeWidth={2}
             strokeDasharray="6 4"
             ifOverflow="extendDomain"
-            label={{ value: `per-item budget ${formatDuration(perItemMs)}`, position: "top", fill: "#2458d3", fontSize: 12 }}
+            label={{
+              value: `per-item budget ${formatDuration(perItemMs)}`,
+              position: "top",
+              fill: "#2458d3",
+              fontSize: 12,
+            }}
           />
         ) : null}
       </BarChart>

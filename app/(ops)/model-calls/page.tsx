@@ -10,7 +10,8 @@ import {
   type LatencyHistogram,
   type PerItemBudget,
 } from "@/lib/modelcalls/queries";
-import { fmtInt, fmtTime } from "../../components/format";
+import { formatCount } from "@/lib/format/number";
+import { fmtTime } from "../../components/format";
 import { PageHead } from "../../components/page-head";
 import { ChartWithSummary } from "../../components/chart-with-summary";
 import { FilterForm } from "../../components/filter-form";
@@ -19,22 +20,31 @@ import { formatDuration, formatDurationRounded, formatEstimate } from "@/lib/for
 import { RANGE_LABEL } from "./format";
 import { LatencyChart, type ChartBucket } from "./latency-chart";
 import { TokenUsageSection } from "./token-usage";
+import { AnswerReuseSection } from "./answer-reuse";
+import { hasRole } from "@/lib/auth/roles";
 import styles from "./model-calls.module.css";
 import { requirePageViewer } from "@/lib/auth/principal";
 import { env } from "@/lib/env";
-import { histogramInProductionTime } from "@/lib/modelcalls/production-time";
+import { histogramInProductionTime } from "@/lib/reports/production-time";
 
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Model calls" };
 
 type Search = Record<string, string | string[] | undefined>;
 
-const TYPE_LABEL = { model: "model calls", ocr: "OCR calls", tool: "tool calls", item: "whole items (dispatch to commit)" } as const;
+const TYPE_LABEL = {
+  model: "model calls",
+  ocr: "OCR calls",
+  tool: "tool calls",
+  item: "whole items (dispatch to commit)",
+} as const;
 
 export default async function ModelCallsPage({ searchParams }: { searchParams: Promise<Search> }) {
   // Checked here, not only in the layout: a client navigation renders the page without it.
-  await requirePageViewer("/model-calls");
-  const raw = Object.fromEntries(Object.entries(await searchParams).filter(([, v]) => typeof v === "string" && v !== "")) as Record<string, string>;
+  const principal = await requirePageViewer("/model-calls");
+  const raw = Object.fromEntries(
+    Object.entries(await searchParams).filter(([, v]) => typeof v === "string" && v !== ""),
+  ) as Record<string, string>;
   const parsed = latencyHistogramQuerySchema.safeParse(raw);
   const query = parsed.success ? parsed.data : latencyHistogramQuerySchema.parse({});
   // Recorded latencies in production time, the unit of the per-item budget they are drawn against.
@@ -46,7 +56,13 @@ export default async function ModelCallsPage({ searchParams }: { searchParams: P
   const what = TYPE_LABEL[h.type];
   // Tool calls happen between model (or OCR) calls; beside whole items they would compare unlike things.
   const showsTools = h.type === "model" || h.type === "ocr";
-  const chartBuckets: ChartBucket[] = h.buckets.map((b) => ({ bucket: b.bucket, lowerMs: b.lowerMs, upperMs: b.upperMs, ...b.byOutcome, href: b.count > 0 ? callsHref(h, b.bucket) : null }));
+  const chartBuckets: ChartBucket[] = h.buckets.map((b) => ({
+    bucket: b.bucket,
+    lowerMs: b.lowerMs,
+    upperMs: b.upperMs,
+    ...b.byOutcome,
+    href: b.count > 0 ? callsHref(h, b.bucket) : null,
+  }));
 
   return (
     <main className="page">
@@ -54,7 +70,8 @@ export default async function ModelCallsPage({ searchParams }: { searchParams: P
         title="Model calls"
         description={
           <>
-            How long {what} took, in production time, counted per latency bucket (six per decade) and per hour. As of {fmtTime(h.window.to)}.
+            How long {what} took, in production time, counted per latency bucket (six per decade) and per hour. As of{" "}
+            {fmtTime(h.window.to)}.
           </>
         }
       />
@@ -62,7 +79,8 @@ export default async function ModelCallsPage({ searchParams }: { searchParams: P
       <Filters h={h} raw={raw} />
       {!parsed.success ? (
         <p className="form-error" role="alert">
-          Some filters were not understood and were ignored: {parsed.error.issues.map((i) => i.path.join(".")).join(", ")}.
+          Some filters were not understood and were ignored:{" "}
+          {parsed.error.issues.map((i) => i.path.join(".")).join(", ")}.
         </p>
       ) : null}
       {h.window.note ? <p className={`small muted ${styles.note}`}>{h.window.note}</p> : null}
@@ -77,12 +95,20 @@ export default async function ModelCallsPage({ searchParams }: { searchParams: P
               </strong>
             </p>
             <p>
-              Choose a longer range{h.filters.queue || h.filters.kind || h.filters.model ? <> or <Link href="/model-calls">clear the filters</Link></> : null}. Calls
-              are recorded as workers make them: <Link href="/upload">upload a CSV</Link> to start an import, and its model calls appear here within
-              seconds.
+              Choose a longer range
+              {h.filters.queue || h.filters.kind || h.filters.model ? (
+                <>
+                  {" "}
+                  or <Link href="/model-calls">clear the filters</Link>
+                </>
+              ) : null}
+              . Calls are recorded as workers make them: <Link href="/upload">upload a CSV</Link> to start an import,
+              and its model calls appear here within seconds.
             </p>
             {showsTools && h.tools.total > 0 ? (
-              <p className="small">There were {fmtInt(h.tools.total)} tool calls in this window, summarised below.</p>
+              <p className="small">
+                There were {formatCount(h.tools.total)} tool calls in this window, summarised below.
+              </p>
             ) : null}
           </div>
           {showsTools && h.tools.total > 0 ? (
@@ -103,31 +129,68 @@ export default async function ModelCallsPage({ searchParams }: { searchParams: P
               <SummaryList title={capitalise(what)} s={h.summary} testId="model-summary" />
               {showsTools ? <SummaryList title="Tool calls beside them" s={h.tools} testId="tool-summary" /> : null}
               <p className={`small muted ${styles.section}`}>
-                Percentiles are read off the bucket counts: the bucket is exact, the value inside it interpolated (within ×1.47); max and mean are
-                exact.
+                Percentiles are read off the bucket counts: the bucket is exact, the value inside it interpolated
+                (within ×1.47); max and mean are exact.
               </p>
             </>
           }
         >
-          <LatencyChart buckets={chartBuckets} perItemMs={budget?.perItemMs ?? null} timeScale={timeScale} label={chartLabel(h)} />
+          <LatencyChart
+            buckets={chartBuckets}
+            perItemMs={budget?.perItemMs ?? null}
+            timeScale={timeScale}
+            label={chartLabel(h)}
+          />
           <BudgetNote kind={query.kind} budget={budget} />
           <BucketList buckets={chartBuckets} />
         </ChartWithSummary>
       )}
       {h.type === "model" ? <TokenUsageSection query={query} range={h.range} /> : null}
+      {h.type === "model" ? (
+        <AnswerReuseSection window={h.window} range={h.range} canClear={hasRole(principal, "operator")} />
+      ) : null}
     </main>
   );
 }
 
 function Filters({ h, raw }: { h: LatencyHistogram; raw: Record<string, string> }) {
-  const withCurrent = (values: string[], current: string | null) => (current && !values.includes(current) ? [current, ...values] : values);
+  const withCurrent = (values: string[], current: string | null) =>
+    current && !values.includes(current) ? [current, ...values] : values;
   return (
     <FilterForm clearHref="/model-calls" submitLabel="Show" label="Filters">
-      <SelectField label="Range" name="range" defaultValue={h.range} options={LATENCY_RANGES.map((r) => ({ value: r, label: `last ${RANGE_LABEL[r]}` }))} />
-      <SelectField label="Calls" name="type" defaultValue={h.type} options={HISTOGRAM_TYPES.map((t) => ({ value: t, label: TYPE_LABEL[t] }))} />
-      <SelectField label="Queue" name="queue" any="any" defaultValue={raw.queue ?? ""} options={withCurrent(h.options.queues, h.filters.queue)} />
-      <SelectField label="Kind" name="kind" any="any" defaultValue={raw.kind ?? ""} options={withCurrent(h.options.kinds, h.filters.kind)} />
-      <SelectField label={h.type === "tool" ? "Tool" : "Model"} name="model" any="any" defaultValue={raw.model ?? ""} options={withCurrent(h.options.models, h.filters.model)} />
+      <SelectField
+        label="Range"
+        name="range"
+        defaultValue={h.range}
+        options={LATENCY_RANGES.map((r) => ({ value: r, label: `last ${RANGE_LABEL[r]}` }))}
+      />
+      <SelectField
+        label="Calls"
+        name="type"
+        defaultValue={h.type}
+        options={HISTOGRAM_TYPES.map((t) => ({ value: t, label: TYPE_LABEL[t] }))}
+      />
+      <SelectField
+        label="Queue"
+        name="queue"
+        any="any"
+        defaultValue={raw.queue ?? ""}
+        options={withCurrent(h.options.queues, h.filters.queue)}
+      />
+      <SelectField
+        label="Kind"
+        name="kind"
+        any="any"
+        defaultValue={raw.kind ?? ""}
+        options={withCurrent(h.options.kinds, h.filters.kind)}
+      />
+      <SelectField
+        label={h.type === "tool" ? "Tool" : "Model"}
+        name="model"
+        any="any"
+        defaultValue={raw.model ?? ""}
+        options={withCurrent(h.options.models, h.filters.model)}
+      />
     </FilterForm>
   );
 }
@@ -157,19 +220,19 @@ function SummaryList({ title, s, testId }: { title: string; s: LatencySummary; t
             <dt>mean</dt>
             <dd data-stat="mean">{s.meanMs !== null ? formatDuration(s.meanMs) : "—"}</dd>
             <dt>calls</dt>
-            <dd data-stat="total">{fmtInt(s.total)}</dd>
+            <dd data-stat="total">{formatCount(s.total)}</dd>
           </dl>
-          <div className={styles.outcomes} aria-label="Calls per outcome">
-            <span className="badge ok" data-outcome="ok">
-              {fmtInt(s.byOutcome.ok)} ok
-            </span>
-            <span className={`badge ${s.byOutcome.error > 0 ? "bad" : "idle"}`} data-outcome="error">
-              {fmtInt(s.byOutcome.error)} error
-            </span>
-            <span className={`badge ${s.byOutcome.aborted > 0 ? "warn" : "idle"}`} data-outcome="aborted">
-              {fmtInt(s.byOutcome.aborted)} aborted
-            </span>
-          </div>
+          <ul className={styles.outcomes} aria-label="Calls per outcome">
+            <li className="badge ok" data-outcome="ok">
+              {formatCount(s.byOutcome.ok)} ok
+            </li>
+            <li className={`badge ${s.byOutcome.error > 0 ? "bad" : "idle"}`} data-outcome="error">
+              {formatCount(s.byOutcome.error)} error
+            </li>
+            <li className={`badge ${s.byOutcome.aborted > 0 ? "warn" : "idle"}`} data-outcome="aborted">
+              {formatCount(s.byOutcome.aborted)} aborted
+            </li>
+          </ul>
         </>
       )}
     </div>
@@ -178,21 +241,25 @@ function SummaryList({ title, s, testId }: { title: string; s: LatencySummary; t
 
 function BudgetNote({ kind, budget }: { kind: string | undefined; budget: PerItemBudget | null }) {
   if (!kind) {
-    return <p className={`small muted ${styles.budget}`}>Choose a kind to see its per-item budget as a line on the chart.</p>;
+    return (
+      <p className={`small muted ${styles.budget}`}>Choose a kind to see its per-item budget as a line on the chart.</p>
+    );
   }
   if (!budget) {
     return (
       <p className={`small muted ${styles.budget}`}>
-        No per-item budget for <span className="mono">{kind}</span>: no job of this kind with a known size in the last 7 days.
+        No per-item budget for <span className="mono">{kind}</span>: no job of this kind with a known size in the last 7
+        days.
       </p>
     );
   }
   return (
     <p className={`small ${styles.budget}`} data-testid="per-item-budget">
-      <strong>Per-item budget {formatDuration(budget.perItemMs)}</strong> (dashed line): the soft budget of <span className="mono">{budget.queue}</span>,{" "}
-      {formatDuration(budget.softMs)}, over the median job size of {fmtInt(Math.round(budget.medianItems))} items ({fmtInt(budget.jobs)}{" "}
-      {budget.jobs === 1 ? "job" : "jobs"} of the last 7 days): what one item may take on average for a typical job to fit its budget. When an item
-      costs about one call, calls right of the line are items typical jobs cannot afford.
+      <strong>Per-item budget {formatDuration(budget.perItemMs)}</strong> (dashed line): the soft budget of{" "}
+      <span className="mono">{budget.queue}</span>, {formatDuration(budget.softMs)}, over the median job size of{" "}
+      {formatCount(Math.round(budget.medianItems))} items ({formatCount(budget.jobs)}{" "}
+      {budget.jobs === 1 ? "job" : "jobs"} of the last 7 days): what one item may take on average for a typical job to
+      fit its budget. When an item costs about one call, calls right of the line are items typical jobs cannot afford.
     </p>
   );
 }
@@ -224,12 +291,12 @@ function BucketList({ buckets }: { buckets: ChartBucket[] }) {
               {range}:{" "}
               {b.href ? (
                 <Link href={b.href} data-bucket={b.bucket}>
-                  {fmtInt(total)} {total === 1 ? "call" : "calls"}
+                  {formatCount(total)} {total === 1 ? "call" : "calls"}
                 </Link>
               ) : (
-                `${fmtInt(total)} ${total === 1 ? "call" : "calls"}`
+                `${formatCount(total)} ${total === 1 ? "call" : "calls"}`
               )}
-              {b.error > 0 ? <span className="muted">, {fmtInt(b.error)} error</span> : null}
+              {b.error > 0 ? <span className="muted">, {formatCount(b.error)} error</span> : null}
             </li>
           );
         })}
@@ -240,7 +307,7 @@ function BucketList({ buckets }: { buckets: ChartBucket[] }) {
 
 function chartLabel(h: LatencyHistogram): string {
   const s = h.summary;
-  return `Histogram of ${fmtInt(s.total)} ${TYPE_LABEL[h.type]} by latency: p50 ${pct(s.p50)}, p99 ${pct(s.p99)}, max ${s.maxMs !== null ? formatDuration(s.maxMs) : "unknown"}.`;
+  return `Histogram of ${formatCount(s.total)} ${TYPE_LABEL[h.type]} by latency: p50 ${pct(s.p50)}, p99 ${pct(s.p99)}, max ${s.maxMs !== null ? formatDuration(s.maxMs) : "unknown"}.`;
 }
 
 const capitalise = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);

@@ -8,7 +8,8 @@ export type ActionState = OperatorActionState;
 
 const fields = (form: FormData) => ({ queue: form.get("queue") });
 const schema = z.object({ queue: queueNameInput.pipe(z.string().min(1, "Choose a queue")) });
-const target = (raw: { queue: FormDataEntryValue | null }) => (typeof raw.queue === "string" ? raw.queue.slice(0, 100) : null);
+const target = (raw: { queue: FormDataEntryValue | null }) =>
+  typeof raw.queue === "string" ? raw.queue.slice(0, 100) : null;
 
 const pause = operatorAction({
   action: "queue.pause",

@@ -3,19 +3,20 @@ import { requirePageViewer } from "@/lib/auth/principal";
 import { hasRole } from "@/lib/auth/roles";
 import { formatDuration, formatDurationRounded, formatEstimate } from "@/lib/format/duration";
 import { getQueuesOverview, RECENT_MINUTES, THROUGHPUT_MINUTES, type QueueOverview } from "@/lib/queues/overview";
+import { BLOCKED_BY_LABEL, mostCommonCauses, QUEUE_CAUSE_SAMPLE, type QueueCause } from "@/lib/jobs/blocked-by";
 import { DataTable, num } from "../../components/data-table";
-import { fmtInt, fmtTime } from "../../components/format";
+import { formatCount } from "@/lib/format/number";
+import { fmtTime } from "../../components/format";
 import { PageHead } from "../../components/page-head";
 import { Stat } from "../../components/stat";
 import { OutsideServicesBanner } from "../(overview)/outside-services-banner";
 import { PauseForm } from "./pause-form";
 import { ThroughputChart } from "./throughput-chart";
 import styles from "./queues.module.css";
+import { formatPerMinute } from "@/lib/format/rate";
 
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Queues" };
-
-const perMinute = (n: number) => `${n >= 10 || Number.isInteger(n) ? fmtInt(Math.round(n)) : n.toFixed(1)} / min`;
 
 function drainText(q: QueueOverview): string {
   switch (q.drain.state) {
@@ -34,26 +35,59 @@ function drainText(q: QueueOverview): string {
  * The oldest waiting job against the queue's smallest soft budget: past it, the backlog alone
  * makes jobs late. A paused queue's backlog is on purpose, as in the alert.
  */
-const overBudget = (q: QueueOverview) => q.paused === null && q.oldestWaitingSeconds !== null && q.oldestWaitingSeconds > q.softBudgetSeconds;
+const overBudget = (q: QueueOverview) =>
+  q.paused === null && q.oldestWaitingSeconds !== null && q.oldestWaitingSeconds > q.softBudgetSeconds;
 
 function throughputLabel(q: QueueOverview): string {
   const t = q.throughput;
   if (t.lastHour === 0) return `${q.queue}: no job completed in the last hour.`;
-  return `${q.queue}: ${fmtInt(t.lastHour)} completed in the last hour, at most ${fmtInt(Math.max(...t.perMinute))} in one minute; ${perMinute(t.recentPerMinute)} over the last ${RECENT_MINUTES} minutes.`;
+  return `${q.queue}: ${formatCount(t.lastHour)} completed in the last hour, at most ${formatCount(Math.max(...t.perMinute))} in one minute; ${formatPerMinute(t.recentPerMinute)} over the last ${RECENT_MINUTES} minutes.`;
+}
+
+/**
+ * Why this queue's jobs wait, right now: the most common cause among its longest-waiting queued or
+ * delayed jobs (a sample of QUEUE_CAUSE_SAMPLE, not every job: lib/jobs/blocked-by.ts), and one
+ * of those jobs' sentences.
+ */
+function WaitCause({ cause }: { cause: QueueCause | undefined }) {
+  if (!cause || cause.type === null) return null;
+  const sample =
+    cause.waiting > cause.sampled
+      ? `${formatCount(cause.count)} of the ${formatCount(cause.sampled)} longest-waiting of ${formatCount(cause.waiting)} waiting jobs`
+      : `${formatCount(cause.count)} of ${formatCount(cause.waiting)} waiting job${cause.waiting === 1 ? "" : "s"}`;
+  return (
+    <p
+      className="small"
+      style={{ margin: "0.25rem 0 0" }}
+      data-testid={`queue-${cause.queue}-cause`}
+      data-type={cause.type}
+    >
+      <strong>Jobs wait for: {BLOCKED_BY_LABEL[cause.type]}</strong> ({sample}).
+      {/* A paused queue's line above already says who paused it and since when. */}
+      {cause.type === "queue_paused" ? null : <span className="muted"> {cause.message}</span>}
+    </p>
+  );
 }
 
 export default async function QueuesPage() {
   // Checked here, not only in the layout: a client navigation renders the page without it.
   const principal = await requirePageViewer("/queues");
   const isOperator = hasRole(principal, "operator");
-  const o = await getQueuesOverview();
+  const [o, causes] = await Promise.all([getQueuesOverview(), mostCommonCauses()]);
+  const causeOf = new Map<string, QueueCause>(causes.map((c) => [c.queue, c]));
   const total = (f: (q: QueueOverview) => number) => o.queues.reduce((n, q) => n + f(q), 0);
   const waiting = total((q) => q.counts.waiting);
   const busy = total((q) => q.slots.busy);
   const slots = total((q) => q.slots.total);
   const late = o.queues.filter(overBudget);
   const paused = o.queues.filter((q) => q.paused);
-  const oldest = o.queues.reduce<QueueOverview | null>((best, q) => (q.oldestWaitingSeconds !== null && (best === null || q.oldestWaitingSeconds > best.oldestWaitingSeconds!) ? q : best), null);
+  const oldest = o.queues.reduce<QueueOverview | null>(
+    (best, q) =>
+      q.oldestWaitingSeconds !== null && (best === null || q.oldestWaitingSeconds > best.oldestWaitingSeconds!)
+        ? q
+        : best,
+    null,
+  );
 
   return (
     <main className="page">
@@ -61,9 +95,11 @@ export default async function QueuesPage() {
         title="Queues"
         description={
           <>
-            What each queue holds now (BullMQ’s counts), how long its oldest queued job has waited and what completes per minute (the job table), and the worker
-            slots of the live workers. As of {fmtTime(o.asOf)}.
-            {o.timeScale !== 1 ? ` Ages and drain times in production units (time scale ${o.timeScale}); throughput per minute of real time.` : ""}
+            What each queue holds now (BullMQ’s counts), how long its oldest queued job has waited and what completes
+            per minute (the job table), and the worker slots of the live workers. As of {fmtTime(o.asOf)}.
+            {o.timeScale !== 1
+              ? ` Ages and drain times in production units (time scale ${o.timeScale}); throughput per minute of real time.`
+              : ""}
           </>
         }
       />
@@ -71,17 +107,29 @@ export default async function QueuesPage() {
       <OutsideServicesBanner />
 
       <section className={`grid cols-4 ${styles.grid}`} aria-label="Summary">
-        <Stat label="Waiting, all queues" value={fmtInt(waiting)} testId="waiting-total" />
-        <Stat label="Worker slots busy / total" value={`${fmtInt(busy)} / ${fmtInt(slots)}`} alert={o.workers === 0}>
-          <div className="label">{o.workers === 0 ? "no worker is running" : `${fmtInt(o.workers)} live worker process${o.workers === 1 ? "" : "es"}`}</div>
-        </Stat>
-        <Stat label="Oldest waiting" value={oldest ? formatDurationRounded(oldest.oldestWaitingSeconds! * 1000) : "—"} alert={late.length > 0}>
+        <Stat label="Waiting, all queues" value={formatCount(waiting)} testId="waiting-total" />
+        <Stat
+          label="Worker slots busy / total"
+          value={`${formatCount(busy)} / ${formatCount(slots)}`}
+          alert={o.workers === 0}
+        >
           <div className="label">
-            {oldest ? `on ${oldest.queue}` : "nothing queued"}
-            {late.length > 0 ? ` · ${fmtInt(late.length)} queue${late.length === 1 ? "" : "s"} past budget` : ""}
+            {o.workers === 0
+              ? "no worker is running"
+              : `${formatCount(o.workers)} live worker process${o.workers === 1 ? "" : "es"}`}
           </div>
         </Stat>
-        <Stat label="Paused queues" value={fmtInt(paused.length)} alert={paused.length > 0} testId="paused-total">
+        <Stat
+          label="Oldest waiting"
+          value={oldest ? formatDurationRounded(oldest.oldestWaitingSeconds! * 1000) : "—"}
+          alert={late.length > 0}
+        >
+          <div className="label">
+            {oldest ? `on ${oldest.queue}` : "nothing queued"}
+            {late.length > 0 ? ` · ${formatCount(late.length)} queue${late.length === 1 ? "" : "s"} past budget` : ""}
+          </div>
+        </Stat>
+        <Stat label="Paused queues" value={formatCount(paused.length)} alert={paused.length > 0} testId="paused-total">
           <div className="label">{paused.length > 0 ? paused.map((q) => q.queue).join(", ") : "all running"}</div>
         </Stat>
       </section>
@@ -89,7 +137,16 @@ export default async function QueuesPage() {
       <section className="panel" aria-labelledby="now-title">
         <h2 id="now-title">Queues now</h2>
         <DataTable
-          headings={["Queue", num("Waiting"), num("Active"), num("Delayed"), num("Failed"), num("Oldest waiting / budget"), num("Slots busy / total"), num("Drain")]}
+          headings={[
+            "Queue",
+            num("Waiting"),
+            num("Active"),
+            num("Delayed"),
+            num("Failed"),
+            num("Oldest waiting / budget"),
+            num("Slots busy / total"),
+            num("Drain"),
+          ]}
           rows={o.queues}
           testId="queues-table"
           label="Queues now"
@@ -111,11 +168,11 @@ export default async function QueuesPage() {
                 ) : null}
               </td>
               <td className="num" data-testid={`queue-${q.queue}-waiting`}>
-                {fmtInt(q.counts.waiting)}
+                {formatCount(q.counts.waiting)}
               </td>
-              <td className="num">{fmtInt(q.counts.active)}</td>
-              <td className="num">{fmtInt(q.counts.delayed)}</td>
-              <td className="num">{fmtInt(q.counts.failed)}</td>
+              <td className="num">{formatCount(q.counts.active)}</td>
+              <td className="num">{formatCount(q.counts.delayed)}</td>
+              <td className="num">{formatCount(q.counts.failed)}</td>
               <td className={`num ${styles.nowrap}`}>
                 {q.oldestWaitingSeconds === null ? (
                   "—"
@@ -127,9 +184,9 @@ export default async function QueuesPage() {
                 <div className="small muted">budget {formatDuration(q.softBudgetSeconds * 1000)}</div>
               </td>
               <td className="num">
-                {fmtInt(q.slots.busy)} / {fmtInt(q.slots.total)}
+                {formatCount(q.slots.busy)} / {formatCount(q.slots.total)}
                 <div className="small muted">
-                  {fmtInt(q.slots.workers)} worker{q.slots.workers === 1 ? "" : "s"}
+                  {formatCount(q.slots.workers)} worker{q.slots.workers === 1 ? "" : "s"}
                 </div>
               </td>
               <td className={`num ${styles.nowrap}`} data-testid={`queue-${q.queue}-drain`}>
@@ -139,35 +196,50 @@ export default async function QueuesPage() {
           )}
         </DataTable>
         <p className="small muted" style={{ marginBottom: 0 }}>
-          Waiting counts jobs ready for a worker (a paused queue’s included); failed is the queue’s failed set of the last 7 days — why each ended is on{" "}
-          <Link href="/jobs">Jobs</Link>. The oldest wait is measured from when a job last entered the queue, against the smallest soft budget of the
-          queue’s kinds. Drain divides the waiting jobs by what completed per minute over the last {RECENT_MINUTES} minutes.
+          Waiting counts jobs ready for a worker (a paused queue’s included); failed is the queue’s failed set of the
+          last 7 days — why each ended is on <Link href="/jobs">Jobs</Link>. The oldest wait is measured from when a job
+          last entered the queue, against the smallest soft budget of the queue’s kinds. Drain divides the waiting jobs
+          by what completed per minute over the last {RECENT_MINUTES} minutes. What jobs wait for (on each queue’s card)
+          is the most common cause among its {QUEUE_CAUSE_SAMPLE} longest-waiting jobs, read from the live state; each
+          job’s page says its own.
         </p>
       </section>
 
       <div className={styles.cards}>
         {o.queues.map((q) => (
-          <section key={q.queue} className="panel" aria-labelledby={`q-${q.queue}`} data-testid={`queue-card-${q.queue}`}>
+          <section
+            key={q.queue}
+            className="panel"
+            aria-labelledby={`q-${q.queue}`}
+            data-testid={`queue-card-${q.queue}`}
+          >
             <div className={styles.head}>
               <div>
                 <h2 id={`q-${q.queue}`} className="mono">
                   {q.queue}
                 </h2>
                 <p className="small muted" style={{ margin: 0 }} data-testid={`queue-${q.queue}-state`}>
-                  {q.paused ? `Paused by ${q.paused.by} since ${fmtTime(q.paused.since)}: running jobs finish, nothing new starts.` : "Running."}
+                  {q.paused
+                    ? `Paused by ${q.paused.by} since ${fmtTime(q.paused.since)}: running jobs finish, nothing new starts.`
+                    : "Running."}
                 </p>
+                <WaitCause cause={causeOf.get(q.queue)} />
               </div>
               <PauseForm queue={q.queue} paused={q.paused !== null} canAct={isOperator} />
             </div>
             <div className={styles.body}>
-              <ThroughputChart perMinute={q.throughput.perMinute} label={throughputLabel(q)} testId={`queue-${q.queue}-chart`} />
+              <ThroughputChart
+                perMinute={q.throughput.perMinute}
+                label={throughputLabel(q)}
+                testId={`queue-${q.queue}-chart`}
+              />
               <dl className="facts" aria-label={`${q.queue} throughput`}>
                 <dt>completed, last {THROUGHPUT_MINUTES === 60 ? "hour" : `${THROUGHPUT_MINUTES} min`}</dt>
-                <dd>{fmtInt(q.throughput.lastHour)}</dd>
+                <dd>{formatCount(q.throughput.lastHour)}</dd>
                 <dt>rate, last {RECENT_MINUTES} min</dt>
-                <dd>{perMinute(q.throughput.recentPerMinute)}</dd>
+                <dd>{formatPerMinute(q.throughput.recentPerMinute)}</dd>
                 <dt>busiest minute</dt>
-                <dd>{fmtInt(Math.max(...q.throughput.perMinute))}</dd>
+                <dd>{formatCount(Math.max(...q.throughput.perMinute))}</dd>
                 <dt>drain</dt>
                 <dd>{drainText(q)}</dd>
               </dl>
@@ -184,7 +256,7 @@ export default async function QueuesPage() {
                 {q.topTenants.map((t) => (
                   <li key={t.tenant}>
                     <Link href={`/jobs?status=queued&q=${encodeURIComponent(t.tenant)}`}>{t.tenant}</Link>
-                    <span>{fmtInt(t.waiting)} waiting</span>
+                    <span>{formatCount(t.waiting)} waiting</span>
                   </li>
                 ))}
               </ul>

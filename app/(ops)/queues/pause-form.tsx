@@ -6,7 +6,10 @@ import { pauseQueueAction, resumeQueueAction, type ActionState } from "./actions
 
 /** Pause or Resume one queue (operators only: the action checks the role again on the server). */
 export function PauseForm({ queue, paused, canAct }: { queue: string; paused: boolean; canAct: boolean }) {
-  const [state, action, pending] = useActionState<ActionState, FormData>(paused ? resumeQueueAction : pauseQueueAction, {});
+  const [state, action, pending] = useActionState<ActionState, FormData>(
+    paused ? resumeQueueAction : pauseQueueAction,
+    {},
+  );
   const label = paused ? `Resume ${queue}` : `Pause ${queue}`;
   return (
     <form action={action} className="inline-form" style={{ margin: 0 }}>

@@ -1,7 +1,8 @@
 import { requirePageViewer } from "@/lib/auth/principal";
-import { getReservesReport, type ReservesReport } from "@/lib/quota/report";
+import { getReservesReport, type ReservesReport } from "@/lib/reports/reserves";
 import { formatDuration, formatDurationRounded, formatSeconds } from "@/lib/format/duration";
-import { fmtInt, fmtTime } from "../../components/format";
+import { formatCount } from "@/lib/format/number";
+import { fmtTime } from "../../components/format";
 import { PageHead } from "../../components/page-head";
 import { Stat } from "../../components/stat";
 import { ChartWithSummary } from "../../components/chart-with-summary";
@@ -12,8 +13,8 @@ import styles from "./reserves.module.css";
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Reserves" };
 
-const units = (n: number) => `${fmtInt(n)} ${n === 1 ? "unit" : "units"}`;
-const releases = (n: number) => `${fmtInt(n)} ${n === 1 ? "release" : "releases"}`;
+const units = (n: number) => `${formatCount(n)} ${n === 1 ? "unit" : "units"}`;
+const releases = (n: number) => `${formatCount(n)} ${n === 1 ? "release" : "releases"}`;
 
 export default async function ReservesPage() {
   // Checked here, not only in the layout: a client navigation renders the page without it.
@@ -27,8 +28,8 @@ export default async function ReservesPage() {
         title="Reserves"
         description={
           <>
-            Quota units held by running image generations, against the worst case a generation can take and the window after which the sweeper may take a
-            silent one back. As of {fmtTime(r.asOf)} — reload for fresh numbers.
+            Quota units held by running image generations, against the worst case a generation can take and the window
+            after which the sweeper may take a silent one back. As of {fmtTime(r.asOf)} — reload for fresh numbers.
             {r.timeScale !== 1 ? ` Ages are in production time (this system runs at time scale ${r.timeScale}).` : ""}
           </>
         }
@@ -51,7 +52,11 @@ export default async function ReservesPage() {
         summary={<LiveSummary r={r} />}
       >
         <AgeChart
-          buckets={r.live.buckets.map((b) => ({ fromMin: b.fromMs / 60_000, generate: b.generate, dislike: b.dislike }))}
+          buckets={r.live.buckets.map((b) => ({
+            fromMin: b.fromMs / 60_000,
+            generate: b.generate,
+            dislike: b.dislike,
+          }))}
           worstCaseMin={p.worstCaseMs / 60_000}
           windowMin={p.windowMs / 60_000}
           label={ageLabel}
@@ -66,7 +71,10 @@ export default async function ReservesPage() {
         summaryClassName={styles.summary}
         summary={<LateSummary r={r} />}
       >
-        <ReclaimedChart hours={r.reclaimed.hours} label={`Reserves reclaimed per hour by kind: ${r.reclaimed.total24h} in the last 24 hours`} />
+        <ReclaimedChart
+          hours={r.reclaimed.hours}
+          label={`Reserves reclaimed per hour by kind: ${r.reclaimed.total24h} in the last 24 hours`}
+        />
       </ChartWithSummary>
 
       <PacksTable r={r} />
@@ -99,8 +107,9 @@ function LiveSummary({ r }: { r: ReservesReport }) {
         <dd>{units(r.live.silent)}</dd>
       </dl>
       <p className="small muted">
-        Taken back only when older than {formatDuration(p.windowMs)} <strong>and</strong> silent for more than {formatDuration(p.leaseMs)} (heartbeat every{" "}
-        {formatSeconds(p.heartbeatMs)}). A slow generation that still heartbeats keeps its unit.
+        Taken back only when older than {formatDuration(p.windowMs)} <strong>and</strong> silent for more than{" "}
+        {formatDuration(p.leaseMs)} (heartbeat every {formatSeconds(p.heartbeatMs)}). A slow generation that still
+        heartbeats keeps its unit.
       </p>
     </>
   );
@@ -132,7 +141,10 @@ function LateSummary({ r }: { r: ReservesReport }) {
         <dt>failed, nothing to charge</dt>
         <dd>{releases(r.late.counts.none)}</dd>
       </dl>
-      <p className="small muted">A late release is a generation that finished after the sweeper had taken its reserve: it should never happen with a safe window.</p>
+      <p className="small muted">
+        A late release is a generation that finished after the sweeper had taken its reserve: it should never happen
+        with a safe window.
+      </p>
     </>
   );
 }
@@ -142,7 +154,7 @@ function Headlines({ r }: { r: ReservesReport }) {
   const p = r.policy;
   const safe = p.windowMs >= p.neededMs;
   const late = r.late.counts.charged + r.late.counts.debt + r.late.counts.none;
-  const plural = (n: number, one: string, many: string) => `${fmtInt(n)} ${n === 1 ? one : many}`;
+  const plural = (n: number, one: string, many: string) => `${formatCount(n)} ${n === 1 ? one : many}`;
   return (
     <section className={`grid cols-4 ${styles.headlines}`} aria-label="Summary" data-testid="headlines">
       <Stat
@@ -152,19 +164,32 @@ function Headlines({ r }: { r: ReservesReport }) {
         alert={!safe}
       >
         <div className="small muted">
-          worst case {formatDuration(p.worstCaseMs)} ({formatSeconds(p.worstCaseMs)}); {safe ? `${formatSeconds(p.windowMs - p.neededMs)} to spare` : "too short: workers refuse to start"}
+          worst case {formatDuration(p.worstCaseMs)} ({formatSeconds(p.worstCaseMs)});{" "}
+          {safe ? `${formatSeconds(p.windowMs - p.neededMs)} to spare` : "too short: workers refuse to start"}
         </div>
       </Stat>
-      <Stat label="Units held by running generations" value={plural(r.live.count, "unit", "units")} alert={r.live.silent > 0}>
+      <Stat
+        label="Units held by running generations"
+        value={plural(r.live.count, "unit", "units")}
+        alert={r.live.silent > 0}
+      >
         <div className="small muted">
-          {plural(r.live.silent, "reserve", "reserves")} silent past the {formatDuration(p.leaseMs)} lease; oldest {r.live.oldestMs !== null ? formatDurationRounded(r.live.oldestMs) : "—"}
+          {plural(r.live.silent, "reserve", "reserves")} silent past the {formatDuration(p.leaseMs)} lease; oldest{" "}
+          {r.live.oldestMs !== null ? formatDurationRounded(r.live.oldestMs) : "—"}
         </div>
       </Stat>
       <Stat label="Reclaimed by the sweeper, last 24 h" value={plural(r.reclaimed.total24h, "unit", "units")}>
-        <div className="small muted">refunded to their packs; {fmtInt(r.reclaimed.totalAll)} all time</div>
+        <div className="small muted">refunded to their packs; {formatCount(r.reclaimed.totalAll)} all time</div>
       </Stat>
-      <Stat label="Late releases (should be none)" value={plural(late, "release", "releases")} stat="late-total" alert={late > 0 || r.late.counts.openDebts > 0}>
-        <div className="small muted">{plural(r.late.counts.openDebts, "open debt", "open debts")} (units owed by empty packs)</div>
+      <Stat
+        label="Late releases (should be none)"
+        value={plural(late, "release", "releases")}
+        stat="late-total"
+        alert={late > 0 || r.late.counts.openDebts > 0}
+      >
+        <div className="small muted">
+          {plural(r.late.counts.openDebts, "open debt", "open debts")} (units owed by empty packs)
+        </div>
       </Stat>
     </section>
   );
@@ -178,11 +203,19 @@ function PacksTable({ r }: { r: ReservesReport }) {
       <p className="small muted" data-testid="packs-summary">
         {count === 0
           ? "No tenant has a pack yet: grant one with npm run packs -- grant <tenant> <units>, or POST /api/packs."
-          : `${fmtInt(count)} ${count === 1 ? "pack" : "packs"}: ${fmtInt(totals.remaining)} of ${fmtInt(totals.size)} units remaining, ${fmtInt(totals.live)} held by running generations, ${fmtInt(totals.spent)} spent, ${fmtInt(totals.openDebts)} open ${totals.openDebts === 1 ? "debt" : "debts"}; ${fmtInt(empty)} ${empty === 1 ? "pack is" : "packs are"} empty.${count > rows.length ? ` The ${rows.length} changed last are listed.` : ""}`}
+          : `${formatCount(count)} ${count === 1 ? "pack" : "packs"}: ${formatCount(totals.remaining)} of ${formatCount(totals.size)} units remaining, ${formatCount(totals.live)} held by running generations, ${formatCount(totals.spent)} spent, ${formatCount(totals.openDebts)} open ${totals.openDebts === 1 ? "debt" : "debts"}; ${formatCount(empty)} ${empty === 1 ? "pack is" : "packs are"} empty.${count > rows.length ? ` The ${rows.length} changed last are listed.` : ""}`}
       </p>
       {rows.length > 0 ? (
         <DataTable
-          headings={["tenant", num("size (units)"), num("remaining (units)"), num("running (units)"), num("spent (units)"), num("open debts (units)"), "last change"]}
+          headings={[
+            "tenant",
+            num("size (units)"),
+            num("remaining (units)"),
+            num("running (units)"),
+            num("spent (units)"),
+            num("open debts (units)"),
+            "last change",
+          ]}
           rows={rows}
           className={styles.numbers}
           testId="packs-table"
@@ -190,13 +223,19 @@ function PacksTable({ r }: { r: ReservesReport }) {
           {(p) => (
             <tr key={p.tenant} data-tenant={p.tenant}>
               <td>{p.tenant}</td>
-              <td className="num">{fmtInt(p.size)}</td>
+              <td className="num">{formatCount(p.size)}</td>
               <td className="num" data-stat="remaining">
-                {p.remaining <= 0 ? <span className="badge bad">0 — empty</span> : fmtInt(p.remaining)}
+                {p.remaining <= 0 ? <span className="badge bad">0 — empty</span> : formatCount(p.remaining)}
               </td>
-              <td className="num" data-stat="running">{fmtInt(p.live)}</td>
-              <td className="num" data-stat="spent">{fmtInt(p.spent)}</td>
-              <td className="num" data-stat="debts">{p.openDebts > 0 ? <span className="badge bad">{fmtInt(p.openDebts)}</span> : "0"}</td>
+              <td className="num" data-stat="running">
+                {formatCount(p.live)}
+              </td>
+              <td className="num" data-stat="spent">
+                {formatCount(p.spent)}
+              </td>
+              <td className="num" data-stat="debts">
+                {p.openDebts > 0 ? <span className="badge bad">{formatCount(p.openDebts)}</span> : "0"}
+              </td>
               <td>{fmtTime(p.updatedAt)}</td>
             </tr>
           )}
@@ -236,7 +275,8 @@ function PolicyTable({ r }: { r: ReservesReport }) {
                 {formatSeconds(p.windowMs)}
               </td>
               <td className="small">
-                {formatDuration(p.windowMs)}: {p.windowWhy}. {p.windowMs >= p.neededMs ? `${formatSeconds(p.windowMs - p.neededMs)} to spare.` : "TOO SHORT."}
+                {formatDuration(p.windowMs)}: {p.windowWhy}.{" "}
+                {p.windowMs >= p.neededMs ? `${formatSeconds(p.windowMs - p.neededMs)} to spare.` : "TOO SHORT."}
               </td>
             </tr>
           </>
@@ -280,8 +320,16 @@ function LateTable({ r }: { r: ReservesReport }) {
               <td className="small">{l.adId}</td>
               <td>{l.outcome}</td>
               <td>
-                <span className={`badge ${l.resolution === "debt" ? (l.debtSettledAt ? "idle" : "bad") : l.resolution === "charged" ? "warn" : "idle"}`}>
-                  {l.resolution === "debt" ? (l.debtSettledAt ? "debt, settled" : "debt, open") : l.resolution === "charged" ? "charged again" : "nothing to charge"}
+                <span
+                  className={`badge ${l.resolution === "debt" ? (l.debtSettledAt ? "idle" : "bad") : l.resolution === "charged" ? "warn" : "idle"}`}
+                >
+                  {l.resolution === "debt"
+                    ? l.debtSettledAt
+                      ? "debt, settled"
+                      : "debt, open"
+                    : l.resolution === "charged"
+                      ? "charged again"
+                      : "nothing to charge"}
                 </span>
               </td>
               <td className="num">{formatDurationRounded(l.heldMs)}</td>

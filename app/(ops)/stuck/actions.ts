@@ -2,8 +2,8 @@
 
 import { z } from "zod";
 import { operatorAction, type ActionState } from "@/lib/http/operator";
-import { runStuckAction, stuckSelectionSchema } from "@/lib/jobs/mark-failed";
-import { describeStuckAction } from "@/lib/jobs/stuck-messages";
+import { runStuckAction, stuckSelectionSchema } from "@/lib/actions/mark-failed";
+import { describeStuckAction } from "@/lib/actions/stuck-messages";
 
 export type StuckActionState = ActionState;
 
@@ -19,26 +19,37 @@ const idsField = z.string().transform((s, ctx) => {
 
 const formSchema = z.object({
   cause: z.string().max(40),
-  intent: z.enum(["fail", "retry"]),
-  selection: z.object({ jobIds: idsField.pipe(stuckSelectionSchema.shape.jobIds), reason: stuckSelectionSchema.shape.reason }),
+  intent: z.enum(["fail", "retry", "handle"]),
+  selection: z.object({
+    jobIds: idsField.pipe(stuckSelectionSchema.shape.jobIds),
+    reason: stuckSelectionSchema.shape.reason,
+  }),
 });
 
 type Fields = { cause: string; intent: string; selection: { jobIds: string; reason?: string } };
 
 const stuckAction = operatorAction({
   // An unreadable intent is audited as the harmless-sounding name of what it tried; it is refused below.
-  action: (raw: Fields) => `stuck.${raw.intent === "retry" ? "retry" : "fail"}`,
+  action: (raw: Fields) => `stuck.${raw.intent === "retry" || raw.intent === "handle" ? raw.intent : "fail"}`,
   fields: (form): Fields => {
     const field = (name: string) => {
       const v = form.get(name);
       return typeof v === "string" ? v : "";
     };
     const reason = field("reason");
-    return { cause: field("cause"), intent: field("intent"), selection: { jobIds: field("jobIds"), ...(reason ? { reason } : {}) } };
+    return {
+      cause: field("cause"),
+      intent: field("intent"),
+      selection: { jobIds: field("jobIds"), ...(reason ? { reason } : {}) },
+    };
   },
   schema: formSchema,
   target: (raw) => raw.cause.slice(0, 40) || null,
-  params: (input) => ({ jobIds: input.selection.jobIds, count: input.selection.jobIds.length, reason: input.selection.reason ?? null }),
+  params: (input) => ({
+    jobIds: input.selection.jobIds,
+    count: input.selection.jobIds.length,
+    reason: input.selection.reason ?? null,
+  }),
   invalid: (error) => {
     const problem = error.issues[0]?.message ?? "The form could not be read.";
     return { problem, message: `Nothing was done: ${problem}` };
@@ -49,8 +60,8 @@ const stuckAction = operatorAction({
 });
 
 /**
- * A stuck group's bulk action (mark failed, or retry for the reaper's group): the same lib
- * function and audit action as POST /api/stuck/:cause/fail and /retry.
+ * A stuck group's bulk action (mark failed; retry or mark handled for jobs awaiting an operator):
+ * the same lib function and audit action as POST /api/stuck/:cause/fail, /retry and /handled.
  */
 export async function stuckGroupAction(prev: StuckActionState, form: FormData): Promise<StuckActionState> {
   return stuckAction(prev, form);

@@ -1,13 +1,17 @@
 import Link from "next/link";
 import { env } from "@/lib/env";
 import { formatDuration, formatDurationRounded } from "@/lib/format/duration";
-import { getStuckCounts, listOverdueDelayedJobs, reapGraceMs, reaperIntervalMs } from "@/lib/jobs/stuck";
-import { getStuckOverview, STUCK_CAUSES, type StuckCause, type StuckGroup, type StuckGroupJob } from "@/lib/jobs/stuck-groups";
-import { STUCK_ACTION_CAP } from "@/lib/jobs/mark-failed";
+import { getStuckCounts, listOverdueDelayedJobs } from "@/lib/reports/stuck";
+import { reapGraceMs, reaperIntervalMs } from "@/lib/jobs/liveness";
+import { getStuckOverview, type StuckGroup } from "@/lib/reports/stuck-groups";
+import { STUCK_CAUSES, type StuckCause, type StuckGroupJob } from "@/lib/jobs/stuck-causes";
+import { STUCK_ACTION_CAP } from "@/lib/actions/mark-failed";
+import { ACTION_LABEL, type OperatorAction } from "@/lib/jobs/resume-policy";
 import { requirePageViewer } from "@/lib/auth/principal";
 import { hasRole } from "@/lib/auth/roles";
 import { StatusBadge } from "../../components/status-badge";
-import { fmtAgo, fmtInt, fmtOutOf, fmtTime } from "../../components/format";
+import { formatCount } from "@/lib/format/number";
+import { fmtAgo, fmtOutOf, fmtTime } from "../../components/format";
 import { PageHead } from "../../components/page-head";
 import { Stat } from "../../components/stat";
 import { DataTable, num } from "../../components/data-table";
@@ -19,13 +23,23 @@ export const metadata = { title: "Stuck jobs" };
 
 /** What each group means and what its action does, said once above its table. */
 const EXPLAIN: Record<StuckCause, string> = {
-  lost_from_queue: "The row says it is open but the queue no longer holds it: nothing would run it. The reaper queues these again on its next pass, to resume from where they stopped; mark them failed to end them instead.",
-  over_hard_limit: "Running longer than the hard limit: the runtime should have stopped them. Mark them failed to end them (they can be retried from their cursor).",
-  heartbeat_lost: "Running, but three heartbeats missed: the worker is probably gone. Past their hard limit the reaper resumes them on another worker (at most 3 times, then ends them as failed); mark them failed to end them now.",
+  awaiting_operator:
+    "These ended and nothing will continue them but a person: a cause of their own (a budget too small, a kind that cannot split, an input it cannot get past, a worker killed with it too often), or an outside service that kept failing through the platform's own resumes. Their customers were told our team will continue them. Do what the Action column says on each job's page, or retry them all with their usual budget; mark handled those you dealt with otherwise.",
+  lost_from_queue:
+    "The row says it is open but the queue no longer holds it: nothing would run it. The reaper queues these again on its next pass, to resume from where they stopped; mark them failed to end them instead.",
+  over_hard_limit:
+    "Running longer than the hard limit: the runtime should have stopped them. Mark them failed to end them (they can be retried from their cursor).",
+  heartbeat_lost:
+    "Running, but three heartbeats missed: the worker is probably gone. Past their hard limit the reaper resumes them on another worker (at most 3 times, then ends them as failed); mark them failed to end them now.",
   late_start:
     "Waiting far longer than their queue's pace explains (over 3× the expected wait given the jobs ahead of them, and over their soft budget). Jobs in a paused queue are never late.",
-  reaped: "Ended by the reaper (abandoned) in the last 24 h and not retried since. Retry resumes each from where it stopped.",
 };
+
+/** Where each action is done: a larger budget and a split are chosen on the job's page. */
+function ActionCell({ id, action }: { id: string; action: OperatorAction | undefined }) {
+  if (!action) return <>—</>;
+  return <Link href={`/jobs/${id}`}>{ACTION_LABEL[action]}</Link>;
+}
 
 function pageHref(pages: Partial<Record<StuckCause, number>>, cause: StuckCause, page: number): string {
   const next = new URLSearchParams();
@@ -38,63 +52,144 @@ function pageHref(pages: Partial<Record<StuckCause, number>>, cause: StuckCause,
 }
 
 function ageCell(cause: StuckCause, j: StuckGroupJob) {
-  if (cause === "late_start") return `waited ${formatDurationRounded(j.ageMs)}${j.expectedMs !== null ? ` / expected ${formatDurationRounded(j.expectedMs)}` : ""}`;
-  if (cause === "over_hard_limit") return `ran ${formatDurationRounded(j.ageMs)} / hard ${formatDuration(j.budgetHardMs)}`;
+  if (cause === "late_start")
+    return `waited ${formatDurationRounded(j.ageMs)}${j.expectedMs !== null ? ` / expected ${formatDurationRounded(j.expectedMs)}` : ""}`;
+  if (cause === "over_hard_limit")
+    return `ran ${formatDurationRounded(j.ageMs)} / hard ${formatDuration(j.budgetHardMs)}`;
   if (cause === "heartbeat_lost") return `silent ${formatDurationRounded(j.ageMs)}`;
-  // Real time, as the "Ended" column beside it.
-  if (cause === "reaped") return j.finishedAt ? fmtAgo(j.finishedAt) : "—";
   return `open ${formatDurationRounded(j.ageMs)}`;
 }
 
-function GroupSection({ group, pages, canAct }: { group: StuckGroup; pages: Partial<Record<StuckCause, number>>; canAct: boolean }) {
+function GroupSection({
+  group,
+  pages,
+  canAct,
+}: {
+  group: StuckGroup;
+  pages: Partial<Record<StuckCause, number>>;
+  canAct: boolean;
+}) {
   const { cause } = group;
   return (
     // An empty group stays on the page as one slim line: the result of the action that emptied it stays readable.
-    <section className="panel" id={cause} aria-labelledby={`${cause}-title`} data-testid={`group-${cause}`} style={group.count === 0 ? { padding: "0.6rem 1.25rem", marginBottom: "0.6rem" } : undefined}>
+    <section
+      className="panel"
+      id={cause}
+      aria-labelledby={`${cause}-title`}
+      data-testid={`group-${cause}`}
+      style={group.count === 0 ? { padding: "0.6rem 1.25rem", marginBottom: "0.6rem" } : undefined}
+    >
       <div className="page-head" style={{ marginBottom: group.count === 0 ? 0 : "0.5rem" }}>
-        <h2 id={`${cause}-title`} style={{ margin: 0, fontSize: group.count === 0 ? "1rem" : undefined, fontWeight: group.count === 0 ? 500 : undefined }}>
-          {group.title} <span data-testid={`count-${cause}`}>({fmtInt(group.count)})</span>
+        <h2
+          id={`${cause}-title`}
+          style={{
+            margin: 0,
+            fontSize: group.count === 0 ? "1rem" : undefined,
+            fontWeight: group.count === 0 ? 500 : undefined,
+          }}
+        >
+          {group.title} <span data-testid={`count-${cause}`}>({formatCount(group.count)})</span>
           {group.count === 0 ? <span className="muted"> — none</span> : null}
         </h2>
-        <GroupAction
-          cause={cause}
-          title={group.title}
-          intent={group.action}
-          ids={group.ids}
-          cap={STUCK_ACTION_CAP}
-          canAct={canAct}
-          disabledReason={canAct ? null : "Only operators can act on stuck jobs; you are signed in as a viewer."}
-        />
+        <div style={{ display: "flex", flexWrap: "wrap", gap: "0.5rem", alignItems: "flex-start" }}>
+          {group.actions.map((intent) => (
+            <GroupAction
+              key={intent}
+              cause={cause}
+              title={group.title}
+              intent={intent}
+              ids={group.ids}
+              cap={STUCK_ACTION_CAP}
+              canAct={canAct}
+              disabledReason={canAct ? null : "Only operators can act on stuck jobs; you are signed in as a viewer."}
+            />
+          ))}
+        </div>
       </div>
       {group.count === 0 ? null : (
         <>
           <p className="muted small">{EXPLAIN[cause]}</p>
-          <DataTable
-            headings={["Job", "Kind · tenant", "Status", "Why", num("How long"), cause === "reaped" ? "Ended" : "Last heartbeat", "Queue", num("Done / total")]}
-            rows={group.jobs}
-            label={`${group.title}, newest first`}
-            // Scrolls sideways on a phone rather than squeezing the reason into a sliver.
-            style={{ minWidth: "56rem" }}
-          >
-            {(j) => (
-              <tr key={j.id} data-job={j.id}>
-                <td>
-                  <JobLink id={j.id} />
-                </td>
-                <td>
-                  <span className="mono">{j.kind}</span> · {j.tenant}
-                </td>
-                <td>
-                  <StatusBadge status={j.status} />
-                </td>
-                <td>{j.why}</td>
-                <td className="num">{ageCell(cause, j)}</td>
-                <td className="small">{cause === "reaped" ? fmtTime(j.finishedAt) : j.heartbeatAt ? fmtAgo(j.heartbeatAt) : "never"}</td>
-                <td className="mono">{cause === "reaped" ? j.queue : `${j.queue}: ${j.queueState}`}</td>
-                <td className="num">{fmtOutOf(j.processed + j.failed, j.total)}</td>
-              </tr>
-            )}
-          </DataTable>
+          {cause === "awaiting_operator" ? (
+            <DataTable
+              // What to do first (the cause, the action, how long the customer has waited), then who: on a phone the first columns are what shows.
+              headings={[
+                "Job",
+                "Why it ended",
+                "Action",
+                num("Customer waiting"),
+                num("Waiting on us"),
+                "Kind · tenant",
+                num("Done / total"),
+              ]}
+              rows={group.jobs}
+              label={`${group.title}, newest first`}
+              style={{ minWidth: "50rem" }}
+            >
+              {(j) => (
+                <tr key={j.id} data-job={j.id}>
+                  <td>
+                    <JobLink id={j.id} />
+                  </td>
+                  <td>
+                    <StatusBadge status={j.status} /> {j.why}
+                  </td>
+                  <td data-testid="action">
+                    <ActionCell id={j.id} action={j.action} />
+                  </td>
+                  <td className="num" data-testid="customer-wait">
+                    {formatDurationRounded(j.customerWaitMs ?? 0)}
+                  </td>
+                  <td
+                    className="num"
+                    data-testid="our-wait"
+                    title={j.finishedAt ? `ended ${fmtTime(j.finishedAt)}` : undefined}
+                  >
+                    {formatDurationRounded(j.ageMs)}
+                  </td>
+                  <td>
+                    <span className="mono">{j.kind}</span> · {j.tenant}
+                  </td>
+                  <td className="num">{fmtOutOf(j.processed + j.failed, j.total)}</td>
+                </tr>
+              )}
+            </DataTable>
+          ) : (
+            <DataTable
+              headings={[
+                "Job",
+                "Kind · tenant",
+                "Status",
+                "Why",
+                num("How long"),
+                "Last heartbeat",
+                "Queue",
+                num("Done / total"),
+              ]}
+              rows={group.jobs}
+              label={`${group.title}, newest first`}
+              // Scrolls sideways on a phone rather than squeezing the reason into a sliver.
+              style={{ minWidth: "56rem" }}
+            >
+              {(j) => (
+                <tr key={j.id} data-job={j.id}>
+                  <td>
+                    <JobLink id={j.id} />
+                  </td>
+                  <td>
+                    <span className="mono">{j.kind}</span> · {j.tenant}
+                  </td>
+                  <td>
+                    <StatusBadge status={j.status} />
+                  </td>
+                  <td>{j.why}</td>
+                  <td className="num">{ageCell(cause, j)}</td>
+                  <td className="small">{j.heartbeatAt ? fmtAgo(j.heartbeatAt) : "never"}</td>
+                  <td className="mono">{`${j.queue}: ${j.queueState}`}</td>
+                  <td className="num">{fmtOutOf(j.processed + j.failed, j.total)}</td>
+                </tr>
+              )}
+            </DataTable>
+          )}
         </>
       )}
       {group.pages > 1 ? (
@@ -105,7 +200,7 @@ function GroupSection({ group, pages, canAct }: { group: StuckGroup; pages: Part
             </Link>
           ) : null}
           <span className="muted small">
-            Page {fmtInt(group.page)} of {fmtInt(group.pages)}
+            Page {formatCount(group.page)} of {formatCount(group.pages)}
           </span>
           {group.page < group.pages ? (
             <Link className="button secondary" href={pageHref(pages, cause, group.page + 1)}>
@@ -118,7 +213,11 @@ function GroupSection({ group, pages, canAct }: { group: StuckGroup; pages: Part
   );
 }
 
-export default async function StuckPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
+export default async function StuckPage({
+  searchParams,
+}: {
+  searchParams: Promise<Record<string, string | string[] | undefined>>;
+}) {
   // Checked here, not only in the layout: a client navigation renders the page without it.
   const principal = await requirePageViewer("/stuck");
   const raw = await searchParams;
@@ -127,53 +226,80 @@ export default async function StuckPage({ searchParams }: { searchParams: Promis
     const v = Number(raw[c]);
     if (Number.isInteger(v) && v > 1) pages[c] = Math.min(v, 10_000);
   }
-  const [overview, { delayed }, overdue] = await Promise.all([getStuckOverview(pages), getStuckCounts(), listOverdueDelayedJobs()]);
+  const [overview, { delayed }, overdue] = await Promise.all([
+    getStuckOverview(pages),
+    getStuckCounts(),
+    listOverdueDelayedJobs(),
+  ]);
   const canAct = hasRole(principal, "operator");
-  const open = overview.groups.filter((g) => g.cause !== "reaped");
+  const open = overview.groups.filter((g) => g.cause !== "awaiting_operator");
+  const awaiting = overview.groups.find((g) => g.cause === "awaiting_operator")!;
   const stuckNow = open.reduce((n, g) => n + g.count, 0);
   // Worst first: the causes' order is their severity; empty groups follow, one line each (kept,
   // not hidden, so the result of the action that emptied one stays on the screen).
   const shown = [...overview.groups.filter((g) => g.count > 0), ...overview.groups.filter((g) => g.count === 0)];
   const scale = env().BOUNDED_TIME_SCALE;
-  const { reaper } = overview;
   return (
     <main className="page">
       <PageHead
         title="Stuck jobs"
         description={
           <>
-            Open jobs grouped by why they are stuck, worst first, and the jobs the reaper ended. The reaper resumes a job silent past its hard limit and reconciles
-            rows with the queue (it looks every {formatDuration(reaperIntervalMs())}, with a grace of {formatDuration(reapGraceMs())}, real time).
+            First the jobs that ended and wait for a person, then open jobs grouped by why they are stuck, worst first.
+            The reaper resumes a job silent past its hard limit (at most 3 times, then it ends failed and waits here)
+            and reconciles rows with the queue (it looks every {formatDuration(reaperIntervalMs())}, with a grace of{" "}
+            {formatDuration(reapGraceMs())}, real time).
             {scale !== 1 ? ` Ages and budgets are in production units (time scale ${scale}).` : ""}
           </>
         }
       />
 
       <section className="grid cols-4" aria-label="Summary">
-        <Stat label="Stuck now (open jobs)" value={fmtInt(stuckNow)} alert={stuckNow > 0} testId="stuck-now">
+        <Stat label="Stuck now (open jobs)" value={formatCount(stuckNow)} alert={stuckNow > 0} testId="stuck-now">
           <div className="label">
             {stuckNow > 0
               ? open
                   .filter((g) => g.count > 0)
-                  .map((g) => `${fmtInt(g.count)} ${g.title.toLowerCase()}`)
+                  .map((g) => `${formatCount(g.count)} ${g.title.toLowerCase()}`)
                   .join(" · ")
               : "none lost, late, silent or over the limit"}
           </div>
         </Stat>
-        <Stat label="Finalised by the reaper, last 24 h" value={fmtInt(reaper.finalised)} href="#reaped" testId="reaper-finalised">
-          <div className="label">{fmtInt(reaper.stillAbandoned)} still abandoned (retry below)</div>
-        </Stat>
-        <Stat label="Waiting in paused queues (not late)" value={fmtInt(overview.waitingInPausedQueues)} href="/queues">
+        <Stat
+          label="Awaiting an operator (ended)"
+          value={formatCount(awaiting.count)}
+          alert={awaiting.count > 0}
+          href="#awaiting_operator"
+          testId="awaiting-operator"
+        >
           <div className="label">
-            {overview.paused.length ? overview.paused.map((p) => `${p.queue} paused by ${p.by} since ${fmtTime(p.since)}`).join("; ") : "no queue is paused"}
+            {awaiting.count > 0
+              ? "only a person continues these; see the first group"
+              : "no ended job waits for a person"}
           </div>
         </Stat>
-        <Stat label="Waiting for a rate-limit window (not stuck)" value={fmtInt(delayed)} href="/jobs?status=delayed" />
+        <Stat
+          label="Waiting in paused queues (not late)"
+          value={formatCount(overview.waitingInPausedQueues)}
+          href="/queues"
+        >
+          <div className="label">
+            {overview.paused.length
+              ? overview.paused.map((p) => `${p.queue} paused by ${p.by} since ${fmtTime(p.since)}`).join("; ")
+              : "no queue is paused"}
+          </div>
+        </Stat>
+        <Stat
+          label="Waiting for a rate-limit window (not stuck)"
+          value={formatCount(delayed)}
+          href="/jobs?status=delayed"
+        />
       </section>
 
-      {stuckNow === 0 ? (
+      {stuckNow === 0 && awaiting.count === 0 ? (
         <p className="message ok" style={{ marginBottom: "1.25rem" }}>
-          Nothing is stuck: no open job is lost, past its hard limit, silent, or waiting far past its expected start.
+          Nothing is stuck: no ended job waits for a person, and no open job is lost, past its hard limit, silent, or
+          waiting far past its expected start.
         </p>
       ) : null}
 
@@ -184,11 +310,16 @@ export default async function StuckPage({ searchParams }: { searchParams: Promis
       </div>
 
       {overdue.length > 0 ? (
-        <section className="panel" style={{ marginTop: "1.25rem" }} aria-labelledby="overdue-title" data-testid="overdue-delayed">
-          <h2 id="overdue-title">Delayed past their wake-up time ({fmtInt(overdue.length)})</h2>
+        <section
+          className="panel"
+          style={{ marginTop: "1.25rem" }}
+          aria-labelledby="overdue-title"
+          data-testid="overdue-delayed"
+        >
+          <h2 id="overdue-title">Delayed past their wake-up time ({formatCount(overdue.length)})</h2>
           <p className="muted small">
-            Waiting for a rate-limit window is not stuck, and these are never reaped; but they should have gone back to a worker by now (see{" "}
-            <Link href="/limiter">the limiter</Link>).
+            Waiting for a rate-limit window is not stuck, and these are never reaped; but they should have gone back to
+            a worker by now (see <Link href="/limiter">the limiter</Link>).
           </p>
           <DataTable headings={["Job", "Kind", "Tenant", "Due back", num("Overdue by"), "Queue state"]} rows={overdue}>
             {(d) => (

@@ -2,7 +2,14 @@
 
 import { z } from "zod";
 import { operatorAction, type ActionState as OperatorActionState } from "@/lib/http/operator";
-import { describeRemoveWebhook, describeSetWebhook, removeWebhook, setWebhook, tenantParamSchema, webhookUrlSchema } from "@/lib/webhooks/endpoints";
+import {
+  describeRemoveWebhook,
+  describeSetWebhook,
+  removeWebhook,
+  setWebhook,
+  tenantParamSchema,
+  webhookUrlSchema,
+} from "@/lib/webhooks/endpoints";
 
 /** The form's state: the secret of a new endpoint (or a rotated one) comes back this once. */
 export interface ActionState extends OperatorActionState {
@@ -17,13 +24,21 @@ const target = (raw: { tenant: string }) => raw.tenant.slice(0, 100) || null;
 
 const set = operatorAction({
   action: "webhook.set",
-  fields: (form) => ({ tenant: text(form, "tenant"), url: text(form, "url"), rotateSecret: form.get("rotateSecret") === "on" }),
+  fields: (form) => ({
+    tenant: text(form, "tenant"),
+    url: text(form, "url"),
+    rotateSecret: form.get("rotateSecret") === "on",
+  }),
   schema: z.object({ tenant: tenantParamSchema, url: webhookUrlSchema, rotateSecret: z.boolean() }),
   target,
   params: (input) => ({ tenant: input.tenant, url: input.url, rotateSecret: input.rotateSecret }),
   run: (input) => setWebhook(input.tenant, { url: input.url, rotateSecret: input.rotateSecret }),
   describe: describeSetWebhook,
-  state: (result, d): ActionState => ({ ok: d.ok, message: d.message, secret: "secret" in result ? result.secret : null }),
+  state: (result, d): ActionState => ({
+    ok: d.ok,
+    message: d.message,
+    secret: "secret" in result ? result.secret : null,
+  }),
   revalidate: () => "/webhooks",
 });
 

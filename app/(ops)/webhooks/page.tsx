@@ -4,7 +4,8 @@ import { listWebhooks } from "@/lib/webhooks/endpoints";
 import { WEBHOOK_POLICY } from "@/lib/webhooks/policy";
 import { formatDuration } from "@/lib/format/duration";
 import { DataTable, num } from "../../components/data-table";
-import { fmtInt, fmtTime } from "../../components/format";
+import { formatCount } from "@/lib/format/number";
+import { fmtTime } from "../../components/format";
 import { PageHead } from "../../components/page-head";
 import { RemoveWebhookForm, SetWebhookForm } from "./webhook-forms";
 
@@ -15,7 +16,9 @@ export default async function WebhooksPage() {
   const principal = await requirePageViewer("/webhooks");
   const canAct = hasRole(principal, "operator");
   const rows = await listWebhooks();
-  const retries = Array.from({ length: WEBHOOK_POLICY.attempts - 1 }, (_, i) => formatDuration(WEBHOOK_POLICY.backoffMs * 2 ** i)).join(", ");
+  const retries = Array.from({ length: WEBHOOK_POLICY.attempts - 1 }, (_, i) =>
+    formatDuration(WEBHOOK_POLICY.backoffMs * 2 ** i),
+  ).join(", ");
   return (
     <main className="page">
       <PageHead
@@ -28,7 +31,7 @@ export default async function WebhooksPage() {
       </section>
       <section className="panel" aria-labelledby="list-heading">
         <h2 id="list-heading">
-          Endpoints <span className="muted small">({fmtInt(rows.length)})</span>
+          Endpoints <span className="muted small">({formatCount(rows.length)})</span>
         </h2>
         <DataTable
           headings={["Tenant", "URL", num("Delivered"), num("Pending"), num("Failed"), "Last job ended", ""]}
@@ -42,10 +45,10 @@ export default async function WebhooksPage() {
               <td className="mono small" style={{ wordBreak: "break-all" }}>
                 {r.url}
               </td>
-              <td className="num">{fmtInt(r.delivered)}</td>
-              <td className="num">{fmtInt(r.pending)}</td>
+              <td className="num">{formatCount(r.delivered)}</td>
+              <td className="num">{formatCount(r.pending)}</td>
               <td className="num" style={{ color: r.failed ? "var(--bad)" : undefined }}>
-                {fmtInt(r.failed)}
+                {formatCount(r.failed)}
               </td>
               <td className="small">{r.lastDeliveryAt ? fmtTime(r.lastDeliveryAt.toISOString()) : "—"}</td>
               <td>

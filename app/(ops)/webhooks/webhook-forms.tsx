@@ -12,11 +12,25 @@ export function SetWebhookForm({ canAct }: { canAct: boolean }) {
       <div className="inline-form">
         <label className="field">
           Tenant
-          <input name="tenant" required placeholder="acme" autoComplete="off" disabled={!canAct} style={{ width: "10rem" }} />
+          <input
+            name="tenant"
+            required
+            placeholder="acme"
+            autoComplete="off"
+            disabled={!canAct}
+            style={{ width: "10rem" }}
+          />
         </label>
         <label className="field" style={{ flex: "1 1 18rem" }}>
           URL (http or https)
-          <input name="url" type="url" required placeholder="https://example.com/hooks/bounded" disabled={!canAct} style={{ width: "100%" }} />
+          <input
+            name="url"
+            type="url"
+            required
+            placeholder="https://example.com/hooks/bounded"
+            disabled={!canAct}
+            style={{ width: "100%" }}
+          />
         </label>
         <label className="small">
           <input type="checkbox" name="rotateSecret" disabled={!canAct} /> new secret
@@ -28,7 +42,9 @@ export function SetWebhookForm({ canAct }: { canAct: boolean }) {
       <ActionResult disabledReason={canAct ? null : "Registering webhooks needs the operator role."} state={state} />
       {state.ok && state.secret ? (
         <div className="message warn" role="status">
-          <p className="small">Signing secret — shown once. The receiver checks each delivery with it (lib/webhooks/verify.ts):</p>
+          <p className="small">
+            Signing secret — shown once. The receiver checks each delivery with it (lib/webhooks/verify.ts):
+          </p>
           <p>
             <code className="mono" data-testid="webhook-secret" style={{ wordBreak: "break-all" }}>
               {state.secret}
@@ -45,7 +61,12 @@ export function RemoveWebhookForm({ tenant, canAct }: { tenant: string; canAct: 
   return (
     <form action={action} style={{ margin: 0 }}>
       <input type="hidden" name="tenant" value={tenant} />
-      <button type="submit" className="secondary" disabled={!canAct || pending} aria-label={`Remove the webhook of ${tenant}`}>
+      <button
+        type="submit"
+        className="secondary"
+        disabled={!canAct || pending}
+        aria-label={`Remove the webhook of ${tenant}`}
+      >
         {pending ? "Removing…" : "Remove"}
       </button>
       <ActionResult disabledReason={null} state={state} />

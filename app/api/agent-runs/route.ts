@@ -21,6 +21,9 @@ export const POST = operatorRoute({
   describe: (r) => {
     if (r.type === "queue_unavailable") return describeQueueUnavailable(r, "agent run");
     const run = r.started;
-    return describeJobStarted(run, `agent_run ${run.jobId} queued on ${run.queue}`, { queue: run.queue, steps: run.steps });
+    return describeJobStarted(run, `agent_run ${run.jobId} queued on ${run.queue}`, {
+      queue: run.queue,
+      steps: run.steps,
+    });
   },
 });

@@ -1,4 +1,4 @@
-import { getBudgetReport } from "@/lib/budgets/report";
+import { getBudgetReport } from "@/lib/reports/budgets";
 import { route } from "@/lib/http/api";
 
 export const dynamic = "force-dynamic";

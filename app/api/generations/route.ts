@@ -1,7 +1,7 @@
 import { operatorRoute } from "@/lib/http/operator";
 import { describeJobStarted, describeQueueUnavailable, startOrQueueUnavailable } from "@/lib/jobs/start-outcome";
 import { QuotaRefused } from "@/lib/quota/errors";
-import { createGeneration, generationRequestSchema, type GenerationRequest } from "@/lib/quota/generations";
+import { createGeneration, generationRequestSchema, type GenerationRequest } from "@/lib/generations/create-generation";
 
 export const dynamic = "force-dynamic";
 

@@ -7,4 +7,8 @@ export const dynamic = "force-dynamic";
  * checked — a PostgreSQL or Redis outage must not get every web process restarted; readiness
  * (`/api/readyz`) takes it out of the load balancer instead.
  */
-export const GET = route("public", async () => Response.json({ status: "live" }, { headers: { "Cache-Control": "no-store" } }), "GET /api/livez");
+export const GET = route(
+  "public",
+  async () => Response.json({ status: "live" }, { headers: { "Cache-Control": "no-store" } }),
+  "GET /api/livez",
+);

@@ -17,6 +17,12 @@ export const POST = operatorRoute({
   run: (input) => grantUnits(input),
   describe: (g) => {
     const debts = g.debtsSettled > 0 ? `, ${g.debtsSettled} open debt(s) paid from them` : "";
-    return { ok: true, status: 201, code: "granted", message: `granted ${g.granted} unit(s) to ${g.tenant}${debts}: ${g.remaining} of ${g.size} remaining`, body: g };
+    return {
+      ok: true,
+      status: 201,
+      code: "granted",
+      message: `granted ${g.granted} unit(s) to ${g.tenant}${debts}: ${g.remaining} of ${g.size} remaining`,
+      body: g,
+    };
   },
 });

@@ -1,5 +1,5 @@
 import { route } from "@/lib/http/api";
-import { checkReadiness } from "@/lib/health";
+import { checkReadiness } from "@/lib/reports/health";
 
 export const dynamic = "force-dynamic";
 
@@ -12,7 +12,10 @@ export const GET = route(
   "public",
   async () => {
     const { ok, checks, failed } = await checkReadiness();
-    return Response.json(ok ? { status: "ready", checks } : { status: "not_ready", failed, checks }, { status: ok ? 200 : 503, headers: { "Cache-Control": "no-store" } });
+    return Response.json(ok ? { status: "ready", checks } : { status: "not_ready", failed, checks }, {
+      status: ok ? 200 : 503,
+      headers: { "Cache-Control": "no-store" },
+    });
   },
   "GET /api/readyz",
 );

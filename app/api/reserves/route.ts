@@ -1,5 +1,5 @@
 import { route } from "@/lib/http/api";
-import { getReservesReport } from "@/lib/quota/report";
+import { getReservesReport } from "@/lib/reports/reserves";
 
 export const dynamic = "force-dynamic";
 

@@ -18,8 +18,18 @@ export const POST = operatorRoute({
   target: (input) => (input ? `${input.tenant}:${input.family}` : null),
   run: (input) => startOrQueueUnavailable(startSync(input)),
   describe: (r) => {
-    if (r.type === "queue_unavailable") return describeQueueUnavailable(r, "sync", "the job queue is unavailable, or the previous run is still winding down");
+    if (r.type === "queue_unavailable")
+      return describeQueueUnavailable(
+        r,
+        "sync",
+        "the job queue is unavailable, or the previous run is still winding down",
+      );
     const s = r.started;
-    return describeJobStarted(s, s.existing ? `already ${s.status}: job ${s.jobId}` : `started job ${s.jobId}`, { status: s.status, existing: s.existing }, s.existing ? 200 : 201);
+    return describeJobStarted(
+      s,
+      s.existing ? `already ${s.status}: job ${s.jobId}` : `started job ${s.jobId}`,
+      { status: s.status, existing: s.existing },
+      s.existing ? 200 : 201,
+    );
   },
 });

@@ -6,13 +6,17 @@
  * reference (the error's digest) lets support find them.
  */
 export default function ProgressError({ error, retry }: { error: unknown; retry: () => void }) {
-  const digest = typeof error === "object" && error !== null && "digest" in error && typeof error.digest === "string" ? error.digest : null;
+  const digest =
+    typeof error === "object" && error !== null && "digest" in error && typeof error.digest === "string"
+      ? error.digest
+      : null;
   return (
     <main className="narrow">
       <h1>We could not show the progress just now</h1>
       <section className="panel" role="alert">
         <p style={{ marginTop: 0 }}>
-          Nothing is lost: the work goes on in the background, and this page shows where it stands as soon as it loads again. Please try again in a moment.
+          Nothing is lost: the work goes on in the background, and this page shows where it stands as soon as it loads
+          again. Please try again in a moment.
         </p>
         <button type="button" onClick={() => retry()}>
           Try again

@@ -1,12 +1,18 @@
 import { notFound } from "next/navigation";
 import type { ReactNode } from "react";
-import { progressTokenExists } from "@/lib/jobs/queries";
+import { getProgressSnapshot } from "@/lib/progress/snapshot";
 
 /**
  * Decides "no such job" before anything streams: the segment's loading state starts the response,
  * and a not-found found only inside the page would then go out with status 200.
  */
-export default async function ProgressLayout({ children, params }: { children: ReactNode; params: Promise<{ token: string }> }) {
-  if (!(await progressTokenExists((await params).token))) notFound();
+export default async function ProgressLayout({
+  children,
+  params,
+}: {
+  children: ReactNode;
+  params: Promise<{ token: string }>;
+}) {
+  if (!(await getProgressSnapshot((await params).token))) notFound();
   return children;
 }

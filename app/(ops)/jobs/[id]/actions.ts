@@ -2,11 +2,11 @@
 
 import { z } from "zod";
 import { operatorAction, type ActionState as OperatorActionState } from "@/lib/http/operator";
-import { cancelJob, describeCancel } from "@/lib/jobs/cancel";
-import { retryJob } from "@/lib/jobs/retry";
-import { describeRetry } from "@/lib/jobs/retry-messages";
-import { partsSchema, splitJob } from "@/lib/jobs/split";
-import { describeSplit } from "@/lib/jobs/split-messages";
+import { cancelJob, describeCancel } from "@/lib/actions/cancel";
+import { retryJob } from "@/lib/actions/retry";
+import { describeRetry } from "@/lib/actions/retry-messages";
+import { partsSchema, splitJob } from "@/lib/actions/split";
+import { describeSplit } from "@/lib/actions/split-messages";
 
 export type ActionState = OperatorActionState;
 
@@ -17,7 +17,8 @@ const optionalNumber = z
   .transform((s) => (s === "" ? undefined : Number(s)));
 
 /** The job a form acts on, as sent: audited and redrawn even when the rest of the form is invalid. */
-const jobIdField = (raw: { jobId: FormDataEntryValue | null }) => (typeof raw.jobId === "string" ? raw.jobId.slice(0, 64) : null);
+const jobIdField = (raw: { jobId: FormDataEntryValue | null }) =>
+  typeof raw.jobId === "string" ? raw.jobId.slice(0, 64) : null;
 const jobPage = (raw: { jobId: FormDataEntryValue | null }) => {
   const jobId = jobIdField(raw);
   return jobId ? `/jobs/${jobId}` : null;
@@ -29,7 +30,11 @@ const retry = operatorAction({
   schema: z.object({
     jobId: z.string().max(64),
     budgetSoftS: optionalNumber.pipe(
-      z.number({ error: "The budget must be a number of seconds" }).positive("The budget must be more than 0 s").max(86_400, "At most 86,400 s (24 h)").optional(),
+      z
+        .number({ error: "The budget must be a number of seconds" })
+        .positive("The budget must be more than 0 s")
+        .max(86_400, "At most 86,400 s (24 h)")
+        .optional(),
     ),
   }),
   target: jobIdField,
@@ -63,7 +68,10 @@ export async function splitJobAction(prev: ActionState, form: FormData): Promise
 const cancel = operatorAction({
   action: "job.cancel",
   fields: (form) => ({ jobId: form.get("jobId"), reason: form.get("reason") ?? "" }),
-  schema: z.object({ jobId: z.string().max(64), reason: z.string().trim().max(500, "The reason is at most 500 characters") }),
+  schema: z.object({
+    jobId: z.string().max(64),
+    reason: z.string().trim().max(500, "The reason is at most 500 characters"),
+  }),
   target: jobIdField,
   params: (input) => ({ reason: input.reason || null }),
   run: (input, principal) => cancelJob(input.jobId, principal, { reason: input.reason || undefined }),

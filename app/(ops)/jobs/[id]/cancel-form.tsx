@@ -2,9 +2,10 @@
 
 import { useRouter } from "next/navigation";
 import { useActionState, useEffect, useState } from "react";
-import type { JobStatus } from "@/lib/jobs/statuses";
+import type { JobStatus } from "@/lib/core/job-statuses";
 import { ActionResult } from "../../../components/action-result";
 import { cancelJobAction, type ActionState } from "./actions";
+import { formatCount } from "@/lib/format/number";
 
 const OPEN: readonly JobStatus[] = ["queued", "running", "delayed"];
 const confirmStyle = { background: "var(--bad)", borderColor: "var(--bad)", color: "#fff" };
@@ -14,7 +15,14 @@ const confirmStyle = { background: "var(--bad)", borderColor: "var(--bad)", colo
  * asks to confirm, saying what happens to the work done; the second cancels. A running job stops
  * within a second or two, so the page is drawn again shortly after.
  */
-export function CancelForm(props: { jobId: string; status: JobStatus; canAct: boolean; noun: string; done: number; parts: number }) {
+export function CancelForm(props: {
+  jobId: string;
+  status: JobStatus;
+  canAct: boolean;
+  noun: string;
+  done: number;
+  parts: number;
+}) {
   const [state, action, pending] = useActionState<ActionState, FormData>(cancelJobAction, {});
   const [confirming, setConfirming] = useState(false);
   const router = useRouter();
@@ -32,7 +40,7 @@ export function CancelForm(props: { jobId: string; status: JobStatus; canAct: bo
     props.parts > 0
       ? `Cancels the job and its open parts; no further part is made. The ${noun}s done are kept, and retrying a part continues from there.`
       : props.status === "running"
-        ? `Stops the run before its next ${noun}: ${noun}s in flight end, the ${props.done.toLocaleString("en-US")} done are kept, and a retry continues from there.`
+        ? `Stops the run before its next ${noun}: ${noun}s in flight end, the ${formatCount(props.done)} done are kept, and a retry continues from there.`
         : `Takes the job out of its queue before it ${props.status === "delayed" ? "resumes (it is waiting for a rate-limit window)" : "starts"}; a retry runs it later.`;
   const disabledReason = props.canAct ? null : "Only operators can cancel jobs; you are signed in as a viewer.";
   return (
@@ -61,7 +69,13 @@ export function CancelForm(props: { jobId: string; status: JobStatus; canAct: bo
           </>
         ) : (
           <div>
-            <button type="button" className="secondary" disabled={!props.canAct || state.ok === true} title={disabledReason ?? undefined} onClick={() => setConfirming(true)}>
+            <button
+              type="button"
+              className="secondary"
+              disabled={!props.canAct || state.ok === true}
+              title={disabledReason ?? undefined}
+              onClick={() => setConfirming(true)}
+            >
               Cancel job
             </button>
           </div>

@@ -6,7 +6,13 @@ import { jobExists } from "@/lib/jobs/queries";
  * Decides "no such job" before anything streams: the operator area's loading state starts the
  * response, and a not-found found only inside the page would then go out with status 200.
  */
-export default async function JobLayout({ children, params }: { children: ReactNode; params: Promise<{ id: string }> }) {
+export default async function JobLayout({
+  children,
+  params,
+}: {
+  children: ReactNode;
+  params: Promise<{ id: string }>;
+}) {
   if (!(await jobExists((await params).id))) notFound();
   return children;
 }

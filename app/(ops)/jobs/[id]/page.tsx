@@ -2,32 +2,52 @@ import Link from "next/link";
 import { notFound } from "next/navigation";
 import { getJob } from "@/lib/jobs/queries";
 import { StatusBadge, statusTone } from "../../../components/status-badge";
-import { fmtInt, fmtOutOf, fmtTime } from "../../../components/format";
+import { formatCount } from "@/lib/format/number";
+import { fmtOutOf, fmtTime } from "../../../components/format";
+import { env } from "@/lib/env";
+import { readJobFacts } from "@/lib/progress/operator";
+import { JobStream, LiveJobProgress, LiveJobStatus, type RenderedFacts } from "./job-live";
 import { DataTable, num } from "../../../components/data-table";
 import { formatDuration } from "@/lib/format/duration";
 import { requirePageViewer } from "@/lib/auth/principal";
 import { hasRole } from "@/lib/auth/roles";
-import { MAX_BUDGET_FACTOR, RETRYABLE_STATUSES } from "@/lib/jobs/retry";
-import { MAX_PARTS, MIN_PARTS, planSplit } from "@/lib/jobs/split";
+import { MAX_BUDGET_FACTOR } from "@/lib/actions/retry";
+import { RETRYABLE_STATUSES } from "@/lib/jobs/reopen";
+import { MAX_PARTS, MIN_PARTS } from "@/lib/jobs/split-plan";
+import { planSplit } from "@/lib/actions/split";
 import { nounOf } from "@/lib/jobs/messages";
-import { STATUS_LABEL } from "@/lib/jobs/statuses";
+import { serviceWaitSentence, serviceWaitsOf } from "@/lib/jobs/service-waits";
+import { isTerminal, STATUS_LABEL } from "@/lib/core/job-statuses";
 import { RetryForm } from "./retry-form";
 import { SplitForm } from "./split-form";
 import { CancelForm } from "./cancel-form";
 import { ForensicsSummary, Timeline } from "./timeline";
-import { getJobForensics } from "@/lib/jobs/forensics";
-import { forensicsInProductionTime } from "@/lib/modelcalls/production-time";
+import { BatchLanePanel } from "./batch-lane";
+import { getJobForensics } from "@/lib/reports/forensics";
+import { forensicsInProductionTime } from "@/lib/reports/production-time";
 import { deliveriesOfJob } from "@/lib/webhooks/deliveries";
 import { WebhookDeliveries } from "./webhook-deliveries";
 import { getJobTokenUsage } from "@/lib/modelcalls/usage";
+import { getJobAnswerReuse } from "@/lib/answers/stats";
 import { formatTokens, formatUsd } from "../../model-calls/format";
 
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Job" };
 
-export default async function JobPage({ params, searchParams }: { params: Promise<{ id: string }>; searchParams: Promise<{ parts?: string | string[] }> }) {
+/** Causes nothing clears by itself: a person resumes the queue, starts a worker or grants units. */
+const NEEDS_A_PERSON: ReadonlySet<string> = new Set(["queue_paused", "no_worker", "quota_empty"]);
+
+export default async function JobPage({
+  params,
+  searchParams,
+}: {
+  params: Promise<{ id: string }>;
+  searchParams: Promise<{ parts?: string | string[] }>;
+}) {
   // Checked here, not only in the layout: a client navigation renders the page without it.
   const principal = await requirePageViewer("/jobs");
+  // Before the row is read: facts the stream computed after this moment are at least as new.
+  const renderedAt = Date.now();
   const job = await getJob((await params).id);
   if (!job) notFound();
   const isOperator = hasRole(principal, "operator");
@@ -35,29 +55,48 @@ export default async function JobPage({ params, searchParams }: { params: Promis
   // The proposal for the k the operator asked to see (?parts=), or the one the latencies give.
   const asked = Number((await searchParams).parts);
   const askedParts = Number.isInteger(asked) && asked >= MIN_PARTS && asked <= MAX_PARTS ? asked : undefined;
-  const [split, forensics, deliveries, tokens] = await Promise.all([
+  const [split, forensics, deliveries, tokens, reuse, stored] = await Promise.all([
     job.partOf || job.children.length > 0 ? Promise.resolve(null) : planSplit(job.id, { parts: askedParts }),
     getJobForensics(job.id).then((recorded) => recorded && forensicsInProductionTime(recorded)),
     deliveriesOfJob(job.id),
     getJobTokenUsage(job.id),
+    getJobAnswerReuse(job.id),
+    // The pace and time left, as the customer's page reads them (only while it runs).
+    job.status === "running" ? readJobFacts(job.progressToken) : Promise.resolve(null),
   ]);
   if (!forensics) notFound();
   const done = job.processed + job.failed;
-  const pct = job.total ? Math.min(100, (done / job.total) * 100) : 0;
+  const rendered: RenderedFacts = {
+    at: renderedAt,
+    status: job.status,
+    terminal: isTerminal(job.status),
+    total: job.total,
+    processed: job.processed,
+    failed: job.failed,
+    perSecond: stored?.perSecond ?? null,
+    etaSeconds: stored?.etaSeconds ?? null,
+  };
   return (
     <main className="page">
+      {/* Operators follow a running job on its stream; viewers' pages, and ended jobs, refresh on the timer. */}
+      <JobStream jobId={job.id} follow={isOperator && job.status === "running"} />
       <div className="page-head">
         <div>
           <p className="small muted">
-            <Link href="/jobs">Jobs</Link> / {job.partOf ? (
+            <Link href="/jobs">Jobs</Link> /{" "}
+            {job.partOf ? (
               <>
-                <Link href={`/jobs/${job.partOf.jobId}`} className="mono">{job.partOf.jobId.slice(0, 8)}…</Link> / part {job.partOf.index} of {job.partOf.count} /{" "}
+                <Link href={`/jobs/${job.partOf.jobId}`} className="mono">
+                  {job.partOf.jobId.slice(0, 8)}…
+                </Link>{" "}
+                / part {job.partOf.index} of {job.partOf.count} /{" "}
               </>
             ) : null}
             <span className="mono">{job.id}</span>
           </p>
           <h1>
-            <span className="mono">{job.kind}</span> for {job.tenant} <StatusBadge status={job.status} />
+            <span className="mono">{job.kind}</span> for {job.tenant}{" "}
+            <LiveJobStatus jobId={job.id} rendered={rendered} />
           </h1>
         </div>
         <a className="button secondary" href={`/progress/${job.progressToken}`} target="_blank" rel="noreferrer">
@@ -65,43 +104,49 @@ export default async function JobPage({ params, searchParams }: { params: Promis
         </a>
       </div>
 
+      {job.blockedBy ? (
+        // Why a queued or delayed job is not running, from the live state (lib/jobs/blocked-by.ts).
+        <p
+          className={`message ${NEEDS_A_PERSON.has(job.blockedBy.type) ? "warn" : "info"}`}
+          role="status"
+          data-testid="blocked-by"
+          data-type={job.blockedBy.type}
+        >
+          <strong>Why it is waiting:</strong> {job.blockedBy.message}
+        </p>
+      ) : null}
+
       <section className="panel">
-        <div className={`bar ${job.status === "running" ? "running" : ""}`} aria-hidden="true">
-          <div className="done" style={{ width: `${job.total ? (job.processed / job.total) * 100 : 0}%` }} />
-          <div className="failed" style={{ width: `${job.total ? (job.failed / job.total) * 100 : 0}%` }} />
-        </div>
-        <div className="progress-numbers">
-          <div>
-            <span className="muted small">Done</span>
-            <span className="big">{fmtOutOf(done, job.total)}</span>
-            <span className="muted small">{pct.toFixed(0)} %</span>
-          </div>
-          <div>
-            <span className="muted small">Applied</span>
-            <span className="big">{fmtInt(job.processed)}</span>
-          </div>
-          <div>
-            <span className="muted small">Failed items</span>
-            <span className="big" style={{ color: job.failed ? "var(--bad)" : undefined }}>
-              {fmtInt(job.failed)}
-            </span>
-          </div>
-          <div>
-            <span className="muted small">Attempt</span>
-            <span className="big">{job.attempt}</span>
-          </div>
-        </div>
+        <LiveJobProgress
+          jobId={job.id}
+          rendered={rendered}
+          attempt={job.attempt}
+          noun={nounOf(job.kind)}
+          timeScale={env().BOUNDED_TIME_SCALE}
+        />
         {job.message ? <p className={`message ${statusTone(job.status)}`}>{job.message}</p> : null}
+        {serviceWaitsOf(job.events).map((w) => (
+          <p key={w.from} className="small" data-testid="service-wait">
+            {serviceWaitSentence(w, formatDuration)} Not charged to its budget.
+          </p>
+        ))}
       </section>
 
-      <CancelForm jobId={job.id} status={job.status} canAct={isOperator} noun={nounOf(job.kind)} done={done} parts={job.children.length} />
+      <CancelForm
+        jobId={job.id}
+        status={job.status}
+        canAct={isOperator}
+        noun={nounOf(job.kind)}
+        done={done}
+        parts={job.children.length}
+      />
 
       <div className="grid cols-2">
         <section className="panel" aria-labelledby="retry-heading">
           <h2 id="retry-heading">Retry</h2>
           <p className="muted small">
-            Puts the job back in its queue; it resumes after the {fmtInt(job.cursor)} items already done, with a fresh budget (or a larger one, up to{" "}
-            {MAX_BUDGET_FACTOR}×). The customer’s progress link keeps working.
+            Puts the job back in its queue; it resumes after the {formatCount(job.cursor)} items already done, with a
+            fresh budget (or a larger one, up to {MAX_BUDGET_FACTOR}×). The customer’s progress link keeps working.
           </p>
           <RetryForm
             jobId={job.id}
@@ -122,29 +167,40 @@ export default async function JobPage({ params, searchParams }: { params: Promis
         <section className="panel" aria-labelledby="split-heading">
           <h2 id="split-heading">Split the rest into parts</h2>
           {job.partOf ? (
-            <p className="muted small">This job is part {job.partOf.index} of {job.partOf.count} of a split job: retry it instead, with a larger budget if needed.</p>
+            <p className="muted small">
+              This job is part {job.partOf.index} of {job.partOf.count} of a split job: retry it instead, with a larger
+              budget if needed.
+            </p>
           ) : job.children.length > 0 ? (
             <p className="message info" role="status">
-              {job.splitBy === "auto" ? "Projected not to fit its budget, so it split itself" : "Split"} into {job.splitParts ?? job.children.length} parts, run one after another
-              {job.splitParts !== null && job.children.length < job.splitParts ? ` (${job.children.length} made so far, below)` : " (below)"}; the job ends when the last part ends.
+              {job.splitBy === "auto" ? "Projected not to fit its budget, so it split itself" : "Split"} into{" "}
+              {job.splitParts ?? job.children.length} parts, run one after another
+              {job.splitParts !== null && job.children.length < job.splitParts
+                ? ` (${job.children.length} made so far, below)`
+                : " (below)"}
+              ; the job ends when the last part ends.
             </p>
           ) : split?.type === "plan" ? (
             <>
               <p className="muted small">
-                Each part is a job of its own with a fresh budget; parts run one after another, each sized from the projected rate (what a{" "}
-                {split.plan.noun} really costs end to end, its concurrency and the provider's limits) so it finishes inside its budget with room to spare.
-                The customer’s progress page shows one job.
+                Each part is a job of its own with a fresh budget; parts run one after another, each sized from the
+                projected rate (what a {split.plan.noun} really costs end to end, its concurrency and the provider's
+                limits) so it finishes inside its budget with room to spare. The customer’s progress page shows one job.
               </p>
               <p className="plan" data-testid="split-arithmetic">
                 {split.plan.arithmetic}
               </p>
-              <p className="muted small">
-                Figures: {split.plan.projection.basis}.
-              </p>
+              <p className="muted small">Figures: {split.plan.projection.basis}.</p>
               <form method="get" className="inline-form">
                 <label className="field">
                   Parts ({MIN_PARTS}–{Math.min(MAX_PARTS, split.plan.remaining)})
-                  <input type="number" name="parts" min={MIN_PARTS} max={Math.min(MAX_PARTS, split.plan.remaining)} defaultValue={split.plan.parts} />
+                  <input
+                    type="number"
+                    name="parts"
+                    min={MIN_PARTS}
+                    max={Math.min(MAX_PARTS, split.plan.remaining)}
+                    defaultValue={split.plan.parts}
+                  />
                 </label>
                 <button type="submit" className="secondary">
                   Recalculate
@@ -158,7 +214,9 @@ export default async function JobPage({ params, searchParams }: { params: Promis
               />
             </>
           ) : (
-            <p className="muted small">{split?.type === "not_splittable" ? split.message : "This job cannot be split."}</p>
+            <p className="muted small">
+              {split?.type === "not_splittable" ? split.message : "This job cannot be split."}
+            </p>
           )}
         </section>
       </div>
@@ -166,10 +224,22 @@ export default async function JobPage({ params, searchParams }: { params: Promis
       {job.children.length > 0 ? (
         <section className="panel" aria-labelledby="parts-heading">
           <h2 id="parts-heading">
-            Parts <span className="muted small">({job.children.filter((c) => c.status === "completed" || c.status === "completed_with_errors").length} of {job.children.length} completed)</span>
+            Parts{" "}
+            <span className="muted small">
+              ({job.children.filter((c) => c.status === "completed" || c.status === "completed_with_errors").length} of{" "}
+              {job.children.length} completed)
+            </span>
           </h2>
           <DataTable
-            headings={[num("Part"), num(`${nounOf(job.kind)[0]!.toUpperCase() + nounOf(job.kind).slice(1)}s`), "Status", num("Done"), num("Failed"), num("Attempt"), "Message"]}
+            headings={[
+              num("Part"),
+              num(`${nounOf(job.kind)[0]!.toUpperCase() + nounOf(job.kind).slice(1)}s`),
+              "Status",
+              num("Done"),
+              num("Failed"),
+              num("Attempt"),
+              "Message",
+            ]}
             rows={job.children}
           >
             {(c) => (
@@ -178,13 +248,13 @@ export default async function JobPage({ params, searchParams }: { params: Promis
                   <Link href={`/jobs/${c.id}`}>{c.index}</Link>
                 </td>
                 <td className="num">
-                  {fmtInt(c.from + 1)}–{fmtInt(c.to)}
+                  {formatCount(c.from + 1)}–{formatCount(c.to)}
                 </td>
                 <td>
                   <StatusBadge status={c.status} />
                 </td>
                 <td className="num">{fmtOutOf(c.processed + c.failed, c.total)}</td>
-                <td className="num">{fmtInt(c.failed)}</td>
+                <td className="num">{formatCount(c.failed)}</td>
                 <td className="num">{c.attempt}</td>
                 <td className="small">{c.message ?? "—"}</td>
               </tr>
@@ -206,10 +276,14 @@ export default async function JobPage({ params, searchParams }: { params: Promis
             </dd>
             <dt>Cursor</dt>
             <dd className="num">
-              {fmtInt(job.cursor)} {job.cursor === 1 ? "item" : "items"} read
+              {formatCount(job.cursor)} {job.cursor === 1 ? "item" : "items"} read
             </dd>
             <dt>File</dt>
-            <dd>{job.upload ? `${job.upload.filename} (${fmtInt(job.upload.sizeBytes)} bytes, “${job.upload.delimiter}” separated)` : "—"}</dd>
+            <dd>
+              {job.upload
+                ? `${job.upload.filename} (${formatCount(job.upload.sizeBytes)} bytes, “${job.upload.delimiter}” separated)`
+                : "—"}
+            </dd>
             <dt>Created</dt>
             <dd>{fmtTime(job.createdAt)}</dd>
             <dt>Started</dt>
@@ -220,12 +294,29 @@ export default async function JobPage({ params, searchParams }: { params: Promis
             <dd>{fmtTime(job.heartbeatAt)}</dd>
             <dt>Model tokens</dt>
             <dd className="num" data-testid="job-tokens">
-              {tokens.calls === 0 ? "—" : `${formatTokens(tokens.promptTokens + tokens.completionTokens)}, estimated ${formatUsd(tokens.costUsd)}${tokens.unpriced ? " (some unpriced)" : ""}`}
+              {tokens.calls === 0
+                ? "—"
+                : `${formatTokens(tokens.promptTokens + tokens.completionTokens)}, estimated ${formatUsd(tokens.costUsd)}${tokens.unpriced ? " (some unpriced)" : ""}`}
             </dd>
+            {reuse.model + reuse.job + reuse.cache > 0 ? (
+              <>
+                <dt>Answers reused</dt>
+                <dd data-testid="job-answer-reuse">
+                  {formatCount(reuse.cache)} {reuse.cache === 1 ? "row" : "rows"} from stored answers,{" "}
+                  {formatCount(reuse.job)} shared within the job, {formatCount(reuse.model)} asked the model; saved{" "}
+                  {reuse.saved.calls.toFixed(1)} calls,{" "}
+                  {formatTokens(reuse.saved.promptTokens + reuse.saved.completionTokens)}, estimated{" "}
+                  {formatUsd(reuse.saved.costUsd)}
+                  {reuse.saved.unpriced ? " (some unpriced)" : ""}
+                </dd>
+              </>
+            ) : null}
           </dl>
         </section>
         <ForensicsSummary f={forensics} />
       </div>
+
+      <BatchLanePanel jobId={job.id} />
 
       <Timeline f={forensics} />
 
@@ -233,7 +324,7 @@ export default async function JobPage({ params, searchParams }: { params: Promis
 
       <section className="panel">
         <h2>
-          Item failures <span className="muted small">({fmtInt(job.failuresTotal)})</span>
+          Item failures <span className="muted small">({formatCount(job.failuresTotal)})</span>
         </h2>
         <DataTable
           headings={[num("Row"), "Reason", num("Attempt")]}
@@ -242,7 +333,7 @@ export default async function JobPage({ params, searchParams }: { params: Promis
           after={
             job.failuresTotal > job.failures.length ? (
               <p className="small muted" style={{ padding: "0 0.75rem" }}>
-                Showing the first {fmtInt(job.failures.length)} of {fmtInt(job.failuresTotal)}.
+                Showing the first {formatCount(job.failures.length)} of {formatCount(job.failuresTotal)}.
               </p>
             ) : null
           }

@@ -12,7 +12,11 @@ export function SplitForm(props: { jobId: string; parts: number; canAct: boolean
       <input type="hidden" name="jobId" value={props.jobId} />
       <input type="hidden" name="parts" value={props.parts} />
       <div>
-        <button type="submit" disabled={!props.canAct || pending || state.ok === true} title={props.disabledReason ?? undefined}>
+        <button
+          type="submit"
+          disabled={!props.canAct || pending || state.ok === true}
+          title={props.disabledReason ?? undefined}
+        >
           {pending ? "Splitting…" : `Split into ${props.parts} parts`}
         </button>
       </div>

@@ -1,8 +1,9 @@
 import Link from "next/link";
-import type { CallStats, EventCategory, JobForensics, TimelineEntry } from "@/lib/jobs/forensics";
+import type { CallStats, EventCategory, JobForensics, TimelineEntry } from "@/lib/reports/forensics";
 import { formatDuration } from "@/lib/format/duration";
 import { Stat } from "../../../components/stat";
-import { fmtInt, fmtTime } from "../../../components/format";
+import { formatCount } from "@/lib/format/number";
+import { fmtTime } from "../../../components/format";
 import { DataTable, num } from "../../../components/data-table";
 
 const TYPE_NOUN: Record<string, string> = { model: "model call", ocr: "OCR call", tool: "tool call" };
@@ -36,26 +37,42 @@ export function ForensicsSummary({ f }: { f: JobForensics }) {
     <section className="panel" aria-labelledby="forensics-heading">
       <h2 id="forensics-heading">Calls and runs</h2>
       <div className="grid cols-4" data-testid="forensics-summary">
-        <Stat label={main ? capitalise(noun(main.type, 2)) : "Calls"} value={fmtInt(main?.calls ?? 0)} stat="calls" alert={(main?.errors ?? 0) > 0}>
+        <Stat
+          label={main ? capitalise(noun(main.type, 2)) : "Calls"}
+          value={formatCount(main?.calls ?? 0)}
+          stat="calls"
+          alert={(main?.errors ?? 0) > 0}
+        >
           <div className="small muted">
-            {main ? `${fmtInt(main.errors)} ${main.errors === 1 ? "error" : "errors"}, ${fmtInt(main.aborted)} aborted, ${fmtInt(main.items)} items answered` : "none recorded"}
+            {main
+              ? `${formatCount(main.errors)} ${main.errors === 1 ? "error" : "errors"}, ${formatCount(main.aborted)} aborted, ${formatCount(main.items)} items answered`
+              : "none recorded"}
           </div>
         </Stat>
-        <Stat label="Latency p50 / max" value={main ? `${formatDuration(main.p50Ms)} / ${formatDuration(main.maxMs)}` : "—"} stat="latency">
+        <Stat
+          label="Latency p50 / max"
+          value={main ? `${formatDuration(main.p50Ms)} / ${formatDuration(main.maxMs)}` : "—"}
+          stat="latency"
+        >
           <div className="small muted">exact, over every call of the job</div>
         </Stat>
-        <Stat label="Reschedules" value={fmtInt(f.reschedules)} stat="reschedules">
+        <Stat label="Reschedules" value={formatCount(f.reschedules)} stat="reschedules">
           <div className="small muted">rate-limit waits with the worker slot given back</div>
         </Stat>
-        <Stat label="Attempts" value={fmtInt(f.attempts)} stat="attempts" alert={f.reaped > 0}>
-          <div className="small muted">{f.reaped > 0 ? `runs started; reaped ${fmtInt(f.reaped)}×` : "runs started"}</div>
+        <Stat label="Attempts" value={formatCount(f.attempts)} stat="attempts" alert={f.reaped > 0}>
+          <div className="small muted">
+            {f.reaped > 0 ? `runs started; reaped ${formatCount(f.reaped)}×` : "runs started"}
+          </div>
         </Stat>
       </div>
       {others.length > 0 ? (
         <p className="small muted" style={{ margin: "0.75rem 0 0" }}>
           Also{" "}
           {others
-            .map((c) => `${fmtInt(c.calls)} ${noun(c.type, c.calls)} (p50 ${formatDuration(c.p50Ms)}, max ${formatDuration(c.maxMs)}, ${fmtInt(c.errors)} ${c.errors === 1 ? "error" : "errors"})`)
+            .map(
+              (c) =>
+                `${formatCount(c.calls)} ${noun(c.type, c.calls)} (p50 ${formatDuration(c.p50Ms)}, max ${formatDuration(c.maxMs)}, ${formatCount(c.errors)} ${c.errors === 1 ? "error" : "errors"})`,
+            )
             .join("; ")}
           .
         </p>
@@ -73,11 +90,12 @@ function Row({ e, jobId }: { e: TimelineEntry; jobId: string }) {
           {clock(e.at)}
         </td>
         <td>
-          <span className="badge idle">{fmtInt(e.calls)} earlier calls</span>
+          <span className="badge idle">{formatCount(e.calls)} earlier calls</span>
         </td>
         <td colSpan={4}>
-          {fmtInt(e.calls)} calls ({fmtInt(e.errors)} {e.errors === 1 ? "error" : "errors"}) made from {clock(e.at)} until {clock(e.until)} are counted in the
-          summary, not listed here. <Link href={`/model-calls/calls?job=${jobId}`}>List every call</Link>
+          {formatCount(e.calls)} calls ({formatCount(e.errors)} {e.errors === 1 ? "error" : "errors"}) made from{" "}
+          {clock(e.at)} until {clock(e.until)} are counted in the summary, not listed here.{" "}
+          <Link href={`/model-calls/calls?job=${jobId}`}>List every call</Link>
         </td>
       </tr>
     );
@@ -113,10 +131,14 @@ function Row({ e, jobId }: { e: TimelineEntry; jobId: string }) {
       <td>
         <span className={`badge ${OUTCOME_TONE[e.outcome]}`}>{e.outcome}</span>
       </td>
-      <td className="num">{fmtInt(e.batchSize)}</td>
+      <td className="num">{formatCount(e.batchSize)}</td>
       <td>
         <span className="mono">{e.model}</span>
-        {e.error ? <div className="small" style={{ color: "var(--bad)" }}>{e.error}</div> : null}
+        {e.error ? (
+          <div className="small" style={{ color: "var(--bad)" }}>
+            {e.error}
+          </div>
+        ) : null}
       </td>
     </tr>
   );
@@ -133,8 +155,12 @@ export function Timeline({ f }: { f: JobForensics }) {
       <h2 id="timeline-heading">Timeline: attempts and events, with the job’s calls</h2>
       <p className="muted small">
         Oldest first; times in UTC{first ? `, from ${fmtTime(first)}` : ""}.{" "}
-        {f.callsTotal > f.callsShown ? `The latest ${fmtInt(f.callsShown)} of ${fmtInt(f.callsTotal)} calls are listed one by one. ` : ""}
-        {f.callsTotal > 0 ? <Link href={`/model-calls/calls?job=${f.jobId}`}>All {fmtInt(f.callsTotal)} calls, newest first →</Link> : null}
+        {f.callsTotal > f.callsShown
+          ? `The latest ${formatCount(f.callsShown)} of ${formatCount(f.callsTotal)} calls are listed one by one. `
+          : ""}
+        {f.callsTotal > 0 ? (
+          <Link href={`/model-calls/calls?job=${f.jobId}`}>All {formatCount(f.callsTotal)} calls, newest first →</Link>
+        ) : null}
       </p>
       <DataTable
         headings={["Time", "What", num("Latency"), "Status", num("Batch"), "Details"]}

@@ -1,6 +1,6 @@
 import type { DeliveryView } from "@/lib/webhooks/deliveries";
 import { WEBHOOK_POLICY } from "@/lib/webhooks/policy";
-import { STATUS_LABEL } from "@/lib/jobs/statuses";
+import { STATUS_LABEL } from "@/lib/core/job-statuses";
 import { DataTable, num } from "../../../components/data-table";
 import { fmtTime } from "../../../components/format";
 
@@ -35,8 +35,18 @@ export function WebhookDeliveries({ deliveries }: { deliveries: DeliveryView[] }
             <td className="num">
               {d.attempts} of {WEBHOOK_POLICY.attempts}
             </td>
-            <td className="small">{[d.lastStatusCode !== null ? `HTTP ${d.lastStatusCode}` : null, d.lastError].filter(Boolean).join(" — ") || "—"}</td>
-            <td className="small">{d.status === "pending" && d.nextAttemptAt ? fmtTime(d.nextAttemptAt.toISOString()) : d.status === "pending" ? "queued" : "—"}</td>
+            <td className="small">
+              {[d.lastStatusCode !== null ? `HTTP ${d.lastStatusCode}` : null, d.lastError]
+                .filter(Boolean)
+                .join(" — ") || "—"}
+            </td>
+            <td className="small">
+              {d.status === "pending" && d.nextAttemptAt
+                ? fmtTime(d.nextAttemptAt.toISOString())
+                : d.status === "pending"
+                  ? "queued"
+                  : "—"}
+            </td>
             <td className="mono small" style={{ wordBreak: "break-all" }}>
               {d.url}
             </td>

@@ -1,12 +1,13 @@
 import Link from "next/link";
-import { callListInProductionTime } from "@/lib/modelcalls/production-time";
+import { callListInProductionTime } from "@/lib/reports/production-time";
 import { callListQuerySchema, listCalls, type CallList, type CallListQuery } from "@/lib/modelcalls/queries";
 import { formatDuration, formatDurationRounded } from "@/lib/format/duration";
 import { requirePageViewer } from "@/lib/auth/principal";
 import { PageHead } from "../../../components/page-head";
 import { DataTable, num } from "../../../components/data-table";
 import { JobLink } from "../../../components/job-link";
-import { fmtInt, fmtTime } from "../../../components/format";
+import { formatCount } from "@/lib/format/number";
+import { fmtTime } from "../../../components/format";
 
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Calls" };
@@ -31,7 +32,9 @@ function describe(q: ReturnType<typeof callListQuerySchema.parse>, list: CallLis
     q.kind ? `of ${q.kind} jobs` : null,
     q.queue ? `on queue ${q.queue}` : null,
     q.model ? `to ${q.model}` : null,
-    q.from || q.to ? `started ${q.from ? `from ${fmtTime(q.from)}` : ""}${q.from && q.to ? " " : ""}${q.to ? `until ${fmtTime(q.to)}` : ""}` : null,
+    q.from || q.to
+      ? `started ${q.from ? `from ${fmtTime(q.from)}` : ""}${q.from && q.to ? " " : ""}${q.to ? `until ${fmtTime(q.to)}` : ""}`
+      : null,
   ].filter(Boolean);
   return `${capitalise(what)} ${parts.join(", ")}`.trim();
 }
@@ -39,15 +42,18 @@ function describe(q: ReturnType<typeof callListQuerySchema.parse>, list: CallLis
 export default async function CallsPage({ searchParams }: { searchParams: Promise<Search> }) {
   // Checked here, not only in the layout: a client navigation renders the page without it.
   await requirePageViewer("/model-calls");
-  const raw = Object.fromEntries(Object.entries(await searchParams).filter(([, v]) => typeof v === "string" && v !== "")) as Record<string, string>;
+  const raw = Object.fromEntries(
+    Object.entries(await searchParams).filter(([, v]) => typeof v === "string" && v !== ""),
+  ) as Record<string, string>;
   const parsed = callListQuerySchema.safeParse(raw);
   if (!parsed.success) {
     return (
       <main className="page">
         <PageHead title="Calls" description={<Link href="/model-calls">← Model calls</Link>} />
         <p className="form-error" role="alert">
-          This list’s address was not understood: {parsed.error.issues.map((i) => `${i.path.join(".") || "query"}: ${i.message}`).join("; ")}. Open it again from
-          a bar of the <Link href="/model-calls">latency histogram</Link> or from a job’s timeline.
+          This list’s address was not understood:{" "}
+          {parsed.error.issues.map((i) => `${i.path.join(".") || "query"}: ${i.message}`).join("; ")}. Open it again
+          from a bar of the <Link href="/model-calls">latency histogram</Link> or from a job’s timeline.
         </p>
       </main>
     );
@@ -55,7 +61,11 @@ export default async function CallsPage({ searchParams }: { searchParams: Promis
   const q = parsed.data;
   const list = callListInProductionTime(await listCalls(q));
   const next: CallListQuery = { ...raw, after: list.nextAfter ?? undefined };
-  const back = new URLSearchParams(Object.entries({ type: q.type, queue: q.queue, kind: q.kind, model: q.model }).filter((e): e is [string, string] => !!e[1]));
+  const back = new URLSearchParams(
+    Object.entries({ type: q.type, queue: q.queue, kind: q.kind, model: q.model }).filter(
+      (e): e is [string, string] => !!e[1],
+    ),
+  );
   return (
     <main className="page">
       <PageHead
@@ -69,19 +79,21 @@ export default async function CallsPage({ searchParams }: { searchParams: Promis
             ) : (
               <>{describe(q, list)}; newest first.</>
             )}{" "}
-            <Link href={q.job ? `/jobs/${q.job}` : `/model-calls?${back}`}>{q.job ? "← The job’s timeline" : "← The histogram"}</Link>
+            <Link href={q.job ? `/jobs/${q.job}` : `/model-calls?${back}`}>
+              {q.job ? "← The job’s timeline" : "← The histogram"}
+            </Link>
           </>
         }
       />
       <section className="panel" aria-labelledby="calls-heading">
         <h2 id="calls-heading">
-          <span data-testid="calls-total">{fmtInt(list.total)}</span> {list.total === 1 ? "call" : "calls"}
+          <span data-testid="calls-total">{formatCount(list.total)}</span> {list.total === 1 ? "call" : "calls"}
           {q.after ? <span className="muted small"> (a later page)</span> : null}
         </h2>
         {list.bucket ? (
           <p className="small muted">
-            The same calls the bar counts: latency {bucketRange(list.bucket)}, in the histogram’s window. Calls still running when the histogram was read are
-            listed too once they finish.
+            The same calls the bar counts: latency {bucketRange(list.bucket)}, in the histogram’s window. Calls still
+            running when the histogram was read are listed too once they finish.
           </p>
         ) : null}
         <DataTable
@@ -104,16 +116,23 @@ export default async function CallsPage({ searchParams }: { searchParams: Promis
               <td>
                 <span className="mono">{c.model}</span>
                 {c.type !== "model" ? <span className="muted small"> ({c.type})</span> : null}
-                {c.error ? <div className="small" style={{ color: "var(--bad)" }}>{c.error}</div> : null}
+                {c.error ? (
+                  <div className="small" style={{ color: "var(--bad)" }}>
+                    {c.error}
+                  </div>
+                ) : null}
               </td>
               <td className="mono">{c.kind ?? "—"}</td>
-              <td className="num">{fmtInt(c.batchSize)}</td>
+              <td className="num">{formatCount(c.batchSize)}</td>
             </tr>
           )}
         </DataTable>
         {list.nextAfter ? (
           <div className="pager">
-            <Link href={`/model-calls/calls?${new URLSearchParams(Object.entries(next).filter((e): e is [string, string] => typeof e[1] === "string"))}`} className="button secondary">
+            <Link
+              href={`/model-calls/calls?${new URLSearchParams(Object.entries(next).filter((e): e is [string, string] => typeof e[1] === "string"))}`}
+              className="button secondary"
+            >
               Older calls →
             </Link>
           </div>

@@ -1,4 +1,4 @@
-import { formLogin } from "@/lib/auth/form-login";
+import { formLogin } from "@/lib/http/form-login";
 import { route } from "@/lib/http/api";
 
 export const dynamic = "force-dynamic";

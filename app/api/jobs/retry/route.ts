@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { operatorRoute } from "@/lib/http/operator";
-import { bulkRetryFilterSchema, previewBulkRetry, retryJobs } from "@/lib/jobs/bulk-retry";
-import { describeBulkRetry, type BulkRetryOutcome } from "@/lib/jobs/bulk-retry-messages";
+import { bulkRetryFilterSchema, previewBulkRetry, retryJobs } from "@/lib/actions/bulk-retry";
+import { describeBulkRetry, type BulkRetryOutcome } from "@/lib/actions/bulk-retry-messages";
 
 export const dynamic = "force-dynamic";
 

@@ -20,7 +20,8 @@ export const GET = route(
     try {
       return Response.json(await previewMarketplacePage(query, request.signal));
     } catch (err) {
-      if (err instanceof Error && err.name === "MarketplaceError") throw new ApiError(502, "marketplace_failed", `The marketplace could not be read: ${err.message}`);
+      if (err instanceof Error && err.name === "MarketplaceError")
+        throw new ApiError(502, "marketplace_failed", `The marketplace could not be read: ${err.message}`);
       throw err;
     }
   },

@@ -1,5 +1,5 @@
 import { parseQuery, route } from "@/lib/http/api";
-import { histogramInProductionTime } from "@/lib/modelcalls/production-time";
+import { histogramInProductionTime } from "@/lib/reports/production-time";
 import { getLatencyHistogram, getPerItemBudget, latencyHistogramQuerySchema } from "@/lib/modelcalls/queries";
 
 export const dynamic = "force-dynamic";

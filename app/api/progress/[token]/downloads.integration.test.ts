@@ -1,6 +1,7 @@
 import { parse } from "csv-parse/sync";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startImportHarness } from "@/test/helpers/import-harness";
+import { waitFor } from "@/test/helpers/wait";
 
 // The download routes called as Next.js calls them, on an import run for real (database, queue,
 // the model simulator), and the failed rows, fixed, uploaded again.
@@ -29,8 +30,11 @@ afterAll(async () => {
   await h.close();
 });
 
-const get = (handler: { GET: (r: Request, c: { params: Promise<{ token: string }> }) => Promise<Response> }, token: string, file = "") =>
-  handler.GET(new Request(`http://localhost/api/progress/${token}${file}`), { params: Promise.resolve({ token }) });
+const get = (
+  handler: { GET: (r: Request, c: { params: Promise<{ token: string }> }) => Promise<Response> },
+  token: string,
+  file = "",
+) => handler.GET(new Request(`http://localhost/api/progress/${token}${file}`), { params: Promise.resolve({ token }) });
 
 /** Uploads a file as the API does and runs its import to the end, as a worker would. */
 async function imported(label: string, text: string, filename = `${label}.csv`) {
@@ -40,7 +44,10 @@ async function imported(label: string, text: string, filename = `${label}.csv`) 
   if (created.type !== "created") throw new Error(created.message);
   await h.m.queues.queue("imports").remove(created.jobId);
   await h.run(created.jobId);
-  const job = await h.m.db.db().job.findUniqueOrThrow({ where: { id: created.jobId }, select: { status: true, processed: true, failed: true, total: true } });
+  const job = await h.m.db.db().job.findUniqueOrThrow({
+    where: { id: created.jobId },
+    select: { status: true, processed: true, failed: true, total: true },
+  });
   return { ...created, job };
 }
 
@@ -51,7 +58,8 @@ async function textOf(response: Response): Promise<string> {
   return new TextDecoder().decode(bytes);
 }
 
-const records = (text: string, delimiter = ",") => parse(text, { bom: true, delimiter, relax_column_count: true }) as string[][];
+const records = (text: string, delimiter = ",") =>
+  parse(text, { bom: true, delimiter, relax_column_count: true }) as string[][];
 
 /** Every kind of cell a CSV writer can get wrong, and rows that fail for different reasons. */
 const MIXED = [
@@ -83,7 +91,7 @@ describe("GET /api/progress/:token/result.csv and failed-rows.csv", () => {
     expect(rows[0]).toEqual(["row", "date", "amount", "currency", "counterparty", "description", "category"]);
     expect(rows.slice(1).map((r) => r.slice(0, 6))).toEqual([
       ["2", "2026-01-05", "-12.50", "EUR", "Müller, Hans", 'He said "hi"'],
-      ["4", "2026-01-07", "10.00", "EUR", "'=HYPERLINK(\"http://x\")", "two\nlines"],
+      ["4", "2026-01-07", "10.00", "EUR", '\'=HYPERLINK("http://x")', "two\nlines"],
       ["8", "2026-01-10", "4.00", "EUR", "'-minus start", "desc"],
     ]);
     for (const r of rows.slice(1)) expect(categories).toContain(r[6]);
@@ -116,22 +124,34 @@ describe("GET /api/progress/:token/result.csv and failed-rows.csv", () => {
     fixed[1]![0] = "2026-02-28";
     fixed[2]![4] = "was short";
     fixed[3]![2] = "EUR";
-    const again = rows[0]!.map((c) => c).join(",") + "\r\n" + fixed.map((r) => routes.csv.csvLine(r)).join("");
+    const again = `${rows[0]!.map((c) => c).join(",")}\r\n${fixed.map((r) => routes.csv.csvLine(r)).join("")}`;
     const second = await imported("dl-again", again, "mixed-failed-rows.csv");
     expect(second.job).toMatchObject({ status: "completed", total: 4, processed: 4, failed: 0 });
   });
 
   it("a semicolon file's failed rows keep the semicolon and decimal commas, and import again once fixed", async () => {
-    const text = ["date;amount;currency;counterparty;description", "2026-01-05;-12,50;EUR;Bäcker;ok", "2026-01-06;1.234,56;EUR;;no counterparty"].join("\n");
+    const text = [
+      "date;amount;currency;counterparty;description",
+      "2026-01-05;-12,50;EUR;Bäcker;ok",
+      "2026-01-06;1.234,56;EUR;;no counterparty",
+    ].join("\n");
     const { progressToken } = await imported("dl-semicolon", text);
     const failedText = await textOf(await get(routes.failed, progressToken, "/failed-rows.csv"));
-    expect(failedText).toBe("date;amount;currency;counterparty;description;reason\r\n2026-01-06;1.234,56;EUR;;no counterparty;counterparty is empty\r\n");
-    const second = await imported("dl-semicolon-again", failedText.replace(";;no counterparty", ";Bank;no counterparty"));
+    expect(failedText).toBe(
+      "date;amount;currency;counterparty;description;reason\r\n2026-01-06;1.234,56;EUR;;no counterparty;counterparty is empty\r\n",
+    );
+    const second = await imported(
+      "dl-semicolon-again",
+      failedText.replace(";;no counterparty", ";Bank;no counterparty"),
+    );
     expect(second.job).toMatchObject({ status: "completed", processed: 1, failed: 0 });
   });
 
   it("a re-upload that still fails gets its reason column rewritten, not a second one", async () => {
-    const text = ["date,amount,currency,counterparty,description,Reason", "2026-01-06,12.00,EUR,,fixed?,amount “twelve” is not a number"].join("\n");
+    const text = [
+      "date,amount,currency,counterparty,description,Reason",
+      "2026-01-06,12.00,EUR,,fixed?,amount “twelve” is not a number",
+    ].join("\n");
     const { progressToken } = await imported("dl-reason-again", text);
     const rows = records(await textOf(await get(routes.failed, progressToken, "/failed-rows.csv")));
     expect(rows).toEqual([
@@ -142,7 +162,8 @@ describe("GET /api/progress/:token/result.csv and failed-rows.csv", () => {
 
   it("streams a page at a time: a file of many rows is never read from the database at once", async () => {
     const lines = ["date,amount,currency,counterparty,description"];
-    for (let i = 1; i <= 7; i++) lines.push(i % 2 ? `2026-01-0${i},${i}.00,EUR,Shop ${i},row ${i}` : `2026-01-0${i},zero,EUR,Shop ${i},row ${i}`);
+    for (let i = 1; i <= 7; i++)
+      lines.push(i % 2 ? `2026-01-0${i},${i}.00,EUR,Shop ${i},row ${i}` : `2026-01-0${i},zero,EUR,Shop ${i},row ${i}`);
     const { jobId } = await imported("dl-pages", lines.join("\n"));
     const chunks = async (stream: ReadableStream<Uint8Array>) => {
       const out: string[] = [];
@@ -160,7 +181,10 @@ describe("GET /api/progress/:token/result.csv and failed-rows.csv", () => {
 
   it("the progress link is the only key: an unknown or malformed link is a 404, an unfinished import a 409, another kind of job a 404", async () => {
     for (const token of ["0".repeat(32), "not-a-token", "A".repeat(32)]) {
-      for (const [handler, file] of [[routes.result, "/result.csv"], [routes.failed, "/failed-rows.csv"]] as const) {
+      for (const [handler, file] of [
+        [routes.result, "/result.csv"],
+        [routes.failed, "/failed-rows.csv"],
+      ] as const) {
         const response = await get(handler, token, file);
         expect(response.status, `${token}${file}`).toBe(404);
         expect(await response.json()).toMatchObject({ error: { code: "not_found" } });
@@ -169,13 +193,24 @@ describe("GET /api/progress/:token/result.csv and failed-rows.csv", () => {
     const tenant = h.m.tenants.uniqueTenantSlug("dl-kinds");
     tenants.push(tenant);
     const running = await h.m.jobs.makeJob(tenant, { softMs: 600_000, hardMs: 900_000 });
-    const runningRow = await h.m.db.db().job.update({ where: { id: running.id }, data: { status: "running" }, select: { progressToken: true } });
-    await h.m.db.db().upload.create({ data: { jobId: running.id, filename: "x.csv", delimiter: ",", sizeBytes: 1, content: Buffer.from("x") } });
+    const runningRow = await h.m.db
+      .db()
+      .job.update({ where: { id: running.id }, data: { status: "running" }, select: { progressToken: true } });
+    await h.m.db.db().upload.create({
+      data: { jobId: running.id, filename: "x.csv", delimiter: ",", sizeBytes: 1, content: Buffer.from("x") },
+    });
     const unfinished = await get(routes.result, runningRow.progressToken, "/result.csv");
     expect(unfinished.status).toBe(409);
     expect((await unfinished.json()).error.message).toMatch(/still running/);
-    const ocr = await h.m.jobs.makeJob(tenant, { kind: "bulk_ocr", queue: "documents", softMs: 600_000, hardMs: 900_000 });
-    const ocrRow = await h.m.db.db().job.update({ where: { id: ocr.id }, data: { status: "completed" }, select: { progressToken: true } });
+    const ocr = await h.m.jobs.makeJob(tenant, {
+      kind: "bulk_ocr",
+      queue: "documents",
+      softMs: 600_000,
+      hardMs: 900_000,
+    });
+    const ocrRow = await h.m.db
+      .db()
+      .job.update({ where: { id: ocr.id }, data: { status: "completed" }, select: { progressToken: true } });
     expect((await get(routes.failed, ocrRow.progressToken, "/failed-rows.csv")).status).toBe(404);
     // And the progress answer offers no download for it.
     expect((await (await get(routes.progress, ocrRow.progressToken)).json()).downloads).toBeNull();
@@ -183,10 +218,22 @@ describe("GET /api/progress/:token/result.csv and failed-rows.csv", () => {
 
   it("the progress answer: plain words and the two download links, never the operators' message", async () => {
     const { progressToken, jobId } = await imported("dl-progress", MIXED);
-    await h.m.db.db().job.update({ where: { id: jobId }, data: { message: "Split by admin into 3 parts; p99 35 s > soft budget" } });
-    const body = await (await get(routes.progress, progressToken)).json();
+    await h.m.db
+      .db()
+      .job.update({ where: { id: jobId }, data: { message: "Split by admin into 3 parts; p99 35 s > soft budget" } });
+    // The answer is rebuilt when the database announces the change: it follows the row within moments.
+    const body = await waitFor(
+      async () => {
+        const answer = await (await get(routes.progress, progressToken)).json();
+        return answer.terminal ? answer : null;
+      },
+      { timeoutMs: 10_000, what: "the progress answer of the finished import" },
+    );
     expect(body.message).toBe("Imported 3 of 7 rows; 4 rows could not be imported (see the list below).");
-    expect(body.downloads).toEqual({ result: `/api/progress/${progressToken}/result.csv`, failedRows: `/api/progress/${progressToken}/failed-rows.csv` });
+    expect(body.downloads).toEqual({
+      result: `/api/progress/${progressToken}/result.csv`,
+      failedRows: `/api/progress/${progressToken}/failed-rows.csv`,
+    });
     expect(JSON.stringify(body)).not.toMatch(/split|p99|budget|admin|soft|hard limit|reaper|attempt|cursor|tenant/i);
   });
 });

@@ -21,7 +21,13 @@ export const POST = operatorRoute({
       case "created":
         return describeJobStarted(s, `sweep ${s.jobId} queued`, { total: s.total, asOf: s.asOf });
       case "already_running":
-        return { ok: false, status: 409, code: "sweep_running", message: `A sweep is still running (job ${s.jobId}); wait for it to finish, then start another.`, audit: "refused: already_running" };
+        return {
+          ok: false,
+          status: 409,
+          code: "sweep_running",
+          message: `A sweep is still running (job ${s.jobId}); wait for it to finish, then start another.`,
+          audit: "refused: already_running",
+        };
       case "nothing_due":
         // An operator's sweep is created even with nothing due (`whenNothingDue: "create"`).
         throw new Error(`unexpected sweep outcome ${s.type}`);

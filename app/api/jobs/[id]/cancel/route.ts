@@ -1,5 +1,5 @@
 import { operatorRoute } from "@/lib/http/operator";
-import { cancelJob, cancelRequestSchema, describeCancel } from "@/lib/jobs/cancel";
+import { cancelJob, cancelRequestSchema, describeCancel } from "@/lib/actions/cancel";
 
 export const dynamic = "force-dynamic";
 

@@ -1,6 +1,6 @@
 import { operatorRoute } from "@/lib/http/operator";
-import { retryJob, retryRequestSchema } from "@/lib/jobs/retry";
-import { describeRetry } from "@/lib/jobs/retry-messages";
+import { retryJob, retryRequestSchema } from "@/lib/actions/retry";
+import { describeRetry } from "@/lib/actions/retry-messages";
 
 export const dynamic = "force-dynamic";
 

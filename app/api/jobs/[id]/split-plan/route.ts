@@ -1,6 +1,6 @@
 import { operatorRoute } from "@/lib/http/operator";
-import { planSplit, splitRequestSchema } from "@/lib/jobs/split";
-import { describeSplit } from "@/lib/jobs/split-messages";
+import { planSplit, splitRequestSchema } from "@/lib/actions/split";
+import { describeSplit } from "@/lib/actions/split-messages";
 
 export const dynamic = "force-dynamic";
 

@@ -1,6 +1,6 @@
 import { operatorRoute } from "@/lib/http/operator";
-import { runStuckAction, stuckSelectionSchema } from "@/lib/jobs/mark-failed";
-import { describeStuckAction } from "@/lib/jobs/stuck-messages";
+import { runStuckAction, stuckSelectionSchema } from "@/lib/actions/mark-failed";
+import { describeStuckAction } from "@/lib/actions/stuck-messages";
 
 export const dynamic = "force-dynamic";
 

@@ -1,11 +1,11 @@
 import { operatorRoute } from "@/lib/http/operator";
-import { runStuckAction, stuckSelectionSchema } from "@/lib/jobs/mark-failed";
-import { describeStuckAction } from "@/lib/jobs/stuck-messages";
+import { runStuckAction, stuckSelectionSchema } from "@/lib/actions/mark-failed";
+import { describeStuckAction } from "@/lib/actions/stuck-messages";
 
 export const dynamic = "force-dynamic";
 
 /**
- * Operator: retry the selected jobs the reaper abandoned, each from its cursor. The body names the jobs (`{ "jobIds": [...] }`, at most 1,000); an empty
+ * Operator: retry the selected jobs awaiting an operator (`POST /api/stuck/awaiting_operator/retry`), each from its cursor. The body names the jobs (`{ "jobIds": [...] }`, at most 1,000); an empty
  * selection is a 400, never "every job". The API twin of the stuck page's button.
  */
 export const POST = operatorRoute({

@@ -1,5 +1,11 @@
 import { operatorRoute } from "@/lib/http/operator";
-import { describeRemoveWebhook, describeSetWebhook, removeWebhook, setWebhook, webhookInputSchema } from "@/lib/webhooks/endpoints";
+import {
+  describeRemoveWebhook,
+  describeSetWebhook,
+  removeWebhook,
+  setWebhook,
+  webhookInputSchema,
+} from "@/lib/webhooks/endpoints";
 
 export const dynamic = "force-dynamic";
 

@@ -1,0 +1,132 @@
+import { env } from "@/lib/env";
+import { logger } from "@/lib/log";
+import { metrics } from "@/lib/metrics/metrics";
+import type { Categoriser } from "@/lib/modelcalls/categoriser";
+import {
+  CATEGORY_PROMPT_VERSION,
+  type CategorisableTransaction,
+  type CategoryChoice,
+} from "@/lib/modelcalls/choose-category";
+import { estimateCostUsd } from "@/lib/modelcalls/usage";
+import { categoryAnswerKey } from "./key";
+import { answerFromCache, rememberAnswer, type StoredAnswer } from "./store";
+
+const log = logger("answers");
+
+/**
+ * The most questions a job remembers the answers of (its in-flight map): past it the oldest are
+ * forgotten — a later row with one of them reads the stored answer instead. Bounds a job's memory
+ * (≈ 200 bytes an entry) whatever the size of its file.
+ */
+const MAX_JOB_ANSWERS = 20_000;
+
+/** Where a row's category came from (the `AnswerSource` of the schema). */
+export type AnswerSource = "model" | "job" | "cache";
+
+/** A row's category, where it came from, and the row's share of the call that first answered it. */
+export interface AnsweredRow extends StoredAnswer {
+  source: AnswerSource;
+}
+
+export interface JobAnswers {
+  /**
+   * The row's category, asked at most once per question: from an earlier row of the job with the
+   * same key (`job`: waits for that row's answer, no call of its own), else the tenant's stored
+   * answer (`cache`), else the categoriser (`model`), whose answer is then stored. Rejects as the
+   * categoriser does; a failed question is asked again by the next row that has it.
+   */
+  answer(transaction: CategorisableTransaction, row: number): Promise<AnsweredRow>;
+}
+
+export interface JobAnswersOptions {
+  tenantId: string;
+  /** For the metrics' `kind` label. */
+  jobKind: string;
+  categories: readonly CategoryChoice[];
+  /** Asks the model; its `model` is part of the key. */
+  categoriser: Pick<Categoriser, "model" | "answer">;
+}
+
+/** The stored answer for `key`, or null; a read that fails is logged and is a miss (the row is asked). */
+async function lookUp(tenantId: string, key: string): Promise<StoredAnswer | null> {
+  try {
+    return await answerFromCache(tenantId, key);
+  } catch (err) {
+    log.warn({ err, tenantId }, "could not read the stored category answers; asking the model");
+    return null;
+  }
+}
+
+/** Stores the model's answer; a write that fails is logged, never thrown (the row has its answer, only its reuse is lost). */
+async function store(tenantId: string, key: string, answer: StoredAnswer): Promise<void> {
+  try {
+    await rememberAnswer({ ...answer, tenantId, key, promptVersion: CATEGORY_PROMPT_VERSION });
+  } catch (err) {
+    log.warn({ err, tenantId }, "could not store a category answer");
+  }
+}
+
+/** `bounded_category_answers_total` and, for a reused answer, the tokens and cost it saved. */
+function countAnswer(kind: string, answer: AnsweredRow): void {
+  if (answer.source === "model") {
+    metrics.categoryAnswered({ kind, source: "model" });
+    return;
+  }
+  metrics.categoryAnswered(
+    { kind, source: answer.source },
+    {
+      promptTokens: answer.promptTokens,
+      completionTokens: answer.completionTokens,
+      costUsd: estimateCostUsd(answer.model, answer.promptTokens, answer.completionTokens, env().BOUNDED_MODEL_PRICES),
+    },
+  );
+}
+
+/**
+ * One job's answers: identical questions share one answer, and the tenant's stored ones are reused.
+ * With `BOUNDED_CATEGORY_ANSWER_REUSE=0` every row asks the model and nothing is stored.
+ */
+export function createJobAnswers(options: JobAnswersOptions): JobAnswers {
+  const { tenantId, jobKind, categories, categoriser } = options;
+  const model = categoriser.model;
+  if (!env().BOUNDED_CATEGORY_ANSWER_REUSE)
+    return {
+      async answer(transaction, row) {
+        const answer: AnsweredRow = { ...(await categoriser.answer(transaction, row)), model, source: "model" };
+        countAnswer(jobKind, answer);
+        return answer;
+      },
+    };
+  const asked = new Map<string, Promise<AnsweredRow>>();
+
+  const ask = async (transaction: CategorisableTransaction, row: number, key: string): Promise<AnsweredRow> => {
+    const stored = await lookUp(tenantId, key);
+    if (stored) return { ...stored, source: "cache" };
+    const answered = await categoriser.answer(transaction, row);
+    const answer: StoredAnswer = { ...answered, model };
+    await store(tenantId, key, answer);
+    return { ...answer, source: "model" };
+  };
+
+  return {
+    async answer(transaction, row) {
+      const key = categoryAnswerKey({ transaction, categories, model });
+      const earlier = asked.get(key);
+      if (earlier !== undefined) {
+        const answer: AnsweredRow = { ...(await earlier), source: "job" };
+        countAnswer(jobKind, answer);
+        return answer;
+      }
+      const pending = ask(transaction, row, key);
+      asked.set(key, pending);
+      if (asked.size > MAX_JOB_ANSWERS) asked.delete(asked.keys().next().value!);
+      // A failed question is not shared with later rows: they ask again.
+      pending.catch(() => {
+        if (asked.get(key) === pending) asked.delete(key);
+      });
+      const answer = await pending;
+      countAnswer(jobKind, answer);
+      return answer;
+    },
+  };
+}

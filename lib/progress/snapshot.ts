@@ -1,0 +1,249 @@
+import { createHash, randomUUID } from "node:crypto";
+import { type CustomerProgress, getCustomerProgress } from "@/lib/jobs/customer-progress";
+import { key, redis } from "@/lib/redis/client";
+
+/**
+ * The customer's progress answer, computed once per change of the job and kept in Redis where
+ * every web process reads it with one command, instead of once per request from PostgreSQL.
+ *
+ * A change is announced by the database itself (a trigger on "Job" and "JobEvent",
+ * prisma/migrations/…_progress_notifications, heard by ./listener.ts), so every writer is covered
+ * without the writers knowing. The rebuild is coalesced: within a process one at a time per job,
+ * at most one every `REBUILD_EVERY_MS`; across processes one at a time per job (a lock, and a
+ * "dirty" mark the holder checks after releasing it, so a change announced during a rebuild is
+ * never lost). A rebuilt answer that reads the same as the stored one keeps its version.
+ */
+
+export interface ProgressSnapshot {
+  /** Goes up by one with every change a watcher can see; the stream's event id. */
+  version: number;
+  /** The answer's content hash: the HTTP validator. */
+  etag: string;
+  /** When the answer was computed (ms since the epoch). */
+  computedAt: number;
+  /** The answer, exactly as `getCustomerProgress` gives it, as JSON. */
+  body: string;
+  terminal: boolean;
+}
+
+/**
+ * At most one rebuild per job every 150 ms in a process: an import commits rows far more often
+ * than a person can read them, and 150 ms keeps the watcher's lag inside a second on a busy host.
+ */
+export const REBUILD_EVERY_MS = 150;
+
+/**
+ * How old an answer may be before a read asks for a rebuild (and is still served meanwhile). The
+ * answer holds figures that move with the clock alone — the time left, a wait's countdown, "it
+ * continues by itself at …" — and a notification may have been missed while a listener
+ * reconnected; neither lags more than this.
+ */
+export const STALE_AFTER_MS = { running: 5_000, ended: 60_000 } as const;
+
+/** Longest a rebuild may hold its job's lock: more than the web's slowest query (10 s). */
+const LOCK_MS = 15_000;
+/** A job nobody has looked at for a day is dropped from Redis; the next look rebuilds it. */
+const KEEP_S = 24 * 3600;
+
+/** What a progress link looks like (16 random bytes in hex): anything else opens no job and touches nothing. */
+const PROGRESS_TOKEN = /^[0-9a-f]{32}$/;
+
+const snapshotKey = (token: string) => key("progress", token);
+const lockKey = (token: string) => key("progress", token, "lock");
+const dirtyKey = (token: string) => key("progress", token, "dirty");
+/** The one channel every web process subscribes to: "<token> <version>" per new version. */
+export const progressChannel = () => key("progress", "changed");
+
+const owner = randomUUID();
+
+/**
+ * This process's copy of the answers it read, trusted only while its subscription to
+ * `progressChannel` is live (./hub.ts): every rebuild publishes there, and the hub forgets the
+ * job's copy when it hears of it. A read then costs no round trip to Redis at all.
+ */
+const copies = globalThis as unknown as {
+  __boundedProgressCopies?: {
+    trusted: boolean;
+    byToken: Map<string, ProgressSnapshot>;
+    generation: Map<string, number>;
+  };
+};
+copies.__boundedProgressCopies ??= { trusted: false, byToken: new Map(), generation: new Map() };
+const local = copies.__boundedProgressCopies;
+/** Copies kept at most (oldest dropped first): the jobs being watched right now. */
+const COPIES_KEPT = 10_000;
+
+/** Forgets this process's copy of a job's answer (a new version was published). */
+export function forgetCopy(token: string): void {
+  local.byToken.delete(token);
+  local.generation.set(token, (local.generation.get(token) ?? 0) + 1);
+}
+
+/** Whether copies may be kept: only while the subscription that invalidates them is live. */
+export function trustCopies(trusted: boolean): void {
+  local.trusted = trusted;
+  local.byToken.clear();
+  local.generation.clear();
+}
+
+/** The stored answer for a progress link, or null when none is stored (yet). */
+export async function readSnapshot(token: string): Promise<ProgressSnapshot | null> {
+  const copy = local.trusted ? local.byToken.get(token) : undefined;
+  if (copy) return copy;
+  const generation = local.generation.get(token) ?? 0;
+  const [version, etag, computedAt, body, terminal] = await redis().hmget(
+    snapshotKey(token),
+    "version",
+    "etag",
+    "computedAt",
+    "body",
+    "terminal",
+  );
+  if (!version || !etag || !computedAt || !body) return null;
+  const snapshot = { version: Number(version), etag, computedAt: Number(computedAt), body, terminal: terminal === "1" };
+  // Kept unless a newer version was announced while this read was on its way.
+  if (local.trusted && (local.generation.get(token) ?? 0) === generation) {
+    if (local.byToken.size >= COPIES_KEPT) local.byToken.delete(local.byToken.keys().next().value!);
+    local.byToken.set(token, snapshot);
+  }
+  return snapshot;
+}
+
+/** The HTTP validator of an answer: a strong ETag over its exact bytes. */
+export function etagOf(body: string): string {
+  return `"${createHash("sha256").update(body).digest("base64url").slice(0, 22)}"`;
+}
+
+/**
+ * Computes the answer from PostgreSQL and stores it as the next version when it differs from the
+ * stored one (then announces it on `progressChannel`). Null when the link opens no job. Only the
+ * holder of the job's lock calls this, so versions never race.
+ */
+async function rebuild(token: string): Promise<ProgressSnapshot | null> {
+  const progress = await getCustomerProgress(token);
+  if (!progress) return null;
+  const body = JSON.stringify(progress);
+  const etag = etagOf(body);
+  const computedAt = Date.now();
+  const k = snapshotKey(token);
+  const stored = await readSnapshot(token);
+  const terminal = progress.terminal ? "1" : "0";
+  if (stored?.etag === etag) {
+    // Same answer, same version; announced all the same, so copies learn it is fresh.
+    await redis()
+      .multi()
+      .hset(k, "computedAt", computedAt)
+      .expire(k, KEEP_S)
+      .publish(progressChannel(), `${token} ${stored.version}`)
+      .exec();
+    return { ...stored, computedAt };
+  }
+  const version = (stored?.version ?? 0) + 1;
+  await redis()
+    .multi()
+    .hset(k, { version, etag, computedAt, body, terminal })
+    .expire(k, KEEP_S)
+    .publish(progressChannel(), `${token} ${version}`)
+    .exec();
+  return { version, etag, computedAt, body, terminal: progress.terminal };
+}
+
+/**
+ * Rebuilds a job's answer unless another process is already doing so, in which case that process
+ * rebuilds once more after it is done (the dirty mark). Returns the answer when this call built it.
+ */
+async function rebuildAcrossProcesses(token: string): Promise<ProgressSnapshot | null | undefined> {
+  const r = redis();
+  await r.set(dirtyKey(token), "1", "PX", LOCK_MS);
+  let built: ProgressSnapshot | null | undefined;
+  while ((await r.set(lockKey(token), owner, "PX", LOCK_MS, "NX")) === "OK") {
+    try {
+      await r.del(dirtyKey(token));
+      built = await rebuild(token);
+    } finally {
+      if ((await r.get(lockKey(token))) === owner) await r.del(lockKey(token));
+    }
+    // Marked while the lock was held: the holder (this process) rebuilds once more.
+    if (!(await r.exists(dirtyKey(token)))) break;
+  }
+  return built;
+}
+
+const inFlight = globalThis as unknown as {
+  __boundedProgressRebuilds?: Map<string, { again: boolean; done: Promise<void> }>;
+};
+inFlight.__boundedProgressRebuilds ??= new Map();
+const rebuilding = inFlight.__boundedProgressRebuilds;
+
+/**
+ * Asks for a job's answer to be rebuilt. Within a process, calls while one is under way are folded
+ * into one more rebuild after it, no sooner than `REBUILD_EVERY_MS` after the last one started.
+ * Resolves when the answer reflects every change announced before the call.
+ */
+export function requestRebuild(token: string): Promise<void> {
+  const running = rebuilding.get(token);
+  if (running) {
+    running.again = true;
+    return running.done;
+  }
+  const entry = { again: true, done: Promise.resolve() };
+  entry.done = (async () => {
+    try {
+      while (entry.again) {
+        entry.again = false;
+        const started = Date.now();
+        await rebuildAcrossProcesses(token);
+        if (entry.again)
+          await new Promise((resolve) => setTimeout(resolve, Math.max(0, started + REBUILD_EVERY_MS - Date.now())));
+      }
+    } finally {
+      rebuilding.delete(token);
+    }
+  })();
+  rebuilding.set(token, entry);
+  return entry.done;
+}
+
+/** Whether an answer is old enough that a read should ask for a fresh one. */
+export function isStale(snapshot: ProgressSnapshot, now = Date.now()): boolean {
+  return now - snapshot.computedAt > (snapshot.terminal ? STALE_AFTER_MS.ended : STALE_AFTER_MS.running);
+}
+
+/**
+ * The progress answer for a link, as the page, the API and the stream serve it: the stored
+ * snapshot (rebuilt in the background when it is old), or, the first time a job is looked at, one
+ * built now. Null for a link that opens no job — the same answer as `getCustomerProgress`.
+ */
+export async function getProgressSnapshot(token: string): Promise<ProgressSnapshot | null> {
+  if (!PROGRESS_TOKEN.test(token)) return null;
+  const stored = await readSnapshot(token);
+  if (stored) {
+    // A page that reads "ended" stops watching: while this process rebuilds the job (a change was
+    // announced), an ended answer waits for the rebuild rather than be the last word.
+    const running = rebuilding.get(token);
+    if (stored.terminal && running) {
+      // A rebuild that failed leaves the stored answer as the best there is.
+      await running.done.catch(() => undefined);
+      return (await readSnapshot(token)) ?? stored;
+    }
+    if (isStale(stored)) void requestRebuild(token).catch(() => undefined);
+    return stored;
+  }
+  // The first look at a job: a rebuild this process already runs (its creation was announced) is
+  // waited for rather than repeated.
+  await rebuilding.get(token)?.done.catch(() => undefined);
+  const settled = await readSnapshot(token);
+  if (settled) return settled;
+  const built = await rebuildAcrossProcesses(token);
+  if (built !== undefined) return built;
+  // Another process is building it right now: this request computes its own copy.
+  const progress = await getCustomerProgress(token);
+  if (!progress) return null;
+  const body = JSON.stringify(progress);
+  return { version: 0, etag: etagOf(body), computedAt: Date.now(), body, terminal: progress.terminal };
+}
+
+/** The parsed answer of a snapshot. */
+export function progressOf(snapshot: ProgressSnapshot): CustomerProgress {
+  return JSON.parse(snapshot.body) as CustomerProgress;
+}

@@ -1,0 +1,133 @@
+import { errorResponse } from "@/lib/http/api";
+import { watch } from "./hub";
+import { ensureProgressListener } from "./listener";
+import { PROGRESS_NOT_FOUND } from "./respond";
+import { getProgressSnapshot, type ProgressSnapshot, readSnapshot } from "./snapshot";
+
+/**
+ * Open streams one address may hold in one web process. A customer keeps a few tabs open, an
+ * office behind one address a few dozen; beyond that a caller is answered 429 and its page checks
+ * by polling instead, which is cheap (a 304 from Redis).
+ */
+export const MAX_STREAMS_PER_ADDRESS = 32;
+/** A comment line this often keeps proxies and load balancers from closing an idle stream. */
+const HEARTBEAT_MS = 15_000;
+/** How long the browser waits before it reconnects a dropped stream. */
+const RECONNECT_MS = 3_000;
+/** When the cap is reached: the caller may try again after this. */
+const RETRY_AFTER_S = 60;
+
+const state = globalThis as unknown as { __boundedProgressStreams?: Map<string, number> };
+state.__boundedProgressStreams ??= new Map();
+const openByAddress = state.__boundedProgressStreams;
+
+/** How many streams an address holds open in this process. */
+export function openStreams(address: string): number {
+  return openByAddress.get(address) ?? 0;
+}
+
+function release(address: string): void {
+  const n = openStreams(address) - 1;
+  if (n > 0) openByAddress.set(address, n);
+  else openByAddress.delete(address);
+}
+
+/** The version the browser last saw, from `Last-Event-ID` (sent by EventSource on a reconnect). */
+function lastSeenVersion(request: Request): number {
+  const id = Number(request.headers.get("last-event-id") ?? "");
+  return Number.isSafeInteger(id) && id > 0 ? id : 0;
+}
+
+const encoder = new TextEncoder();
+
+/**
+ * `GET /api/progress/:token/events`: server-sent events of one job's answer. The link is checked
+ * as for the page (404, same words); an address over `MAX_STREAMS_PER_ADDRESS` gets 429. The
+ * stream first sends the current answer (or, on a reconnect that already has it, a `ready` event),
+ * then each new version as `progress` events with the version as id, and ends by itself once the
+ * job has ended. It only ever carries the answer of the token it was opened for.
+ */
+export async function progressEventsResponse(request: Request, token: string, address: string): Promise<Response> {
+  void ensureProgressListener();
+  const initial = await getProgressSnapshot(token);
+  if (!initial) return errorResponse(404, "not_found", PROGRESS_NOT_FOUND);
+  return snapshotEvents(request, token, address, initial, (snapshot) => snapshot.body);
+}
+
+/**
+ * The events of one job's snapshot, each version's data as `data` words it: the customer's stream
+ * sends the answer itself, the operator's (./operator.ts) the facts the job page draws from it.
+ */
+export function snapshotEvents(
+  request: Request,
+  token: string,
+  address: string,
+  initial: ProgressSnapshot,
+  data: (snapshot: ProgressSnapshot) => string,
+): Response {
+  if (openStreams(address) >= MAX_STREAMS_PER_ADDRESS) {
+    return errorResponse(
+      429,
+      "too_many_streams",
+      `Too many live progress pages are open from your address (at most ${MAX_STREAMS_PER_ADDRESS}). Close a few; the pages still update by checking every few seconds.`,
+      { headers: { "Retry-After": String(RETRY_AFTER_S) } },
+    );
+  }
+  openByAddress.set(address, openStreams(address) + 1);
+  let sentVersion = lastSeenVersion(request);
+  let closed = false;
+  let cleanup = () => {};
+  const body = new ReadableStream<Uint8Array>({
+    async start(controller) {
+      const send = (text: string) => {
+        if (!closed) controller.enqueue(encoder.encode(text));
+      };
+      const close = () => {
+        if (closed) return;
+        closed = true;
+        cleanup();
+        try {
+          controller.close();
+        } catch {
+          // Already cancelled by the reader.
+        }
+      };
+      const deliver = (snapshot: ProgressSnapshot) => {
+        if (snapshot.version > sentVersion) {
+          sentVersion = snapshot.version;
+          send(`id: ${snapshot.version}\nevent: progress\ndata: ${data(snapshot)}\n\n`);
+        }
+        if (snapshot.terminal) close();
+      };
+      const heartbeat = setInterval(() => send(": keep-alive\n\n"), HEARTBEAT_MS);
+      let unwatch = () => {};
+      cleanup = () => {
+        clearInterval(heartbeat);
+        unwatch();
+        release(address);
+      };
+      request.signal.addEventListener("abort", close);
+      unwatch = await watch(token, { deliver, close });
+      if (closed) return unwatch();
+      send(`retry: ${RECONNECT_MS}\n\n`);
+      // Read again now that the subscription is live: a version published in between is not missed.
+      const current = (await readSnapshot(token).catch(() => null)) ?? initial;
+      if (current.version <= sentVersion && !current.terminal)
+        send(`event: ready\ndata: {"version":${current.version}}\n\n`);
+      deliver(current);
+    },
+    cancel() {
+      if (closed) return;
+      closed = true;
+      cleanup();
+    },
+  });
+  return new Response(body, {
+    headers: {
+      "Content-Type": "text/event-stream; charset=utf-8",
+      "Cache-Control": "private, no-cache, no-transform",
+      // nginx and others pass the events through at once instead of buffering them.
+      "X-Accel-Buffering": "no",
+    },
+  });
+}

@@ -1,0 +1,133 @@
+import { createServer, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
+import { attemptRequest } from "@/lib/http/outbound";
+import { closeRedis, createRedis } from "@/lib/redis/client";
+import { waitFor } from "@/test/helpers/wait";
+import { breakerKey, createBreaker, type Breaker } from "./breaker";
+import { OUTSIDE_SERVICES } from "./breaker-services";
+import { isOutsideServiceDown, type OutsideServiceDown } from "./errors";
+import { outstanding, silenceKeys } from "./silence";
+
+/**
+ * Silence detection against real Redis and a real HTTP server. Time scale 0.01: the model's
+ * default threshold (40 s) is 400 ms, under the 2 s real floor, so the threshold is 2 s; the
+ * check runs every 100 ms.
+ */
+const redis = createRedis("producer", { enableOfflineQueue: true });
+const keys = OUTSIDE_SERVICES.flatMap((s) => silenceKeys(s, breakerKey(s)));
+const THRESHOLD_MS = 2_000;
+
+let server: Server;
+let url: URL;
+/** Requests to /hang are accepted and never answered (a frozen provider); /slow/<ms> answers after that long; anything else at once. */
+const hanging: ServerResponse[] = [];
+
+beforeEach(async () => {
+  await redis.del(...keys);
+  server = createServer((req, res) => {
+    if (req.url === "/hang") return void hanging.push(res);
+    const slow = /^\/slow\/(\d+)$/.exec(req.url ?? "");
+    setTimeout(() => res.writeHead(200, { "content-type": "application/json" }).end("{}"), slow ? Number(slow[1]) : 5);
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  url = new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+});
+
+afterEach(async () => {
+  for (const res of hanging.splice(0)) res.destroy();
+  server.closeAllConnections();
+  await new Promise<void>((r) => server.close(() => r()));
+});
+
+afterAll(async () => {
+  await redis.del(...keys);
+  await redis.quit();
+  await closeRedis();
+});
+
+const breakerOf = (cooldownMs = 60_000): Breaker => createBreaker({ redis, timeScale: 0.01, cooldownMs });
+const call = (b: Breaker, path: string) =>
+  b.guard("model", () => attemptRequest({ url: new URL(path, url) }), { failureOf: (a) => (a.ok ? undefined : a) });
+
+async function settled<T>(p: Promise<T>): Promise<{ value?: T; error?: unknown; ms: number }> {
+  const started = Date.now();
+  try {
+    return { value: await p, ms: Date.now() - started };
+  } catch (error) {
+    return { error, ms: Date.now() - started };
+  }
+}
+
+describe("silence detection (real Redis, a provider that accepts calls and answers none)", () => {
+  it("calls in flight with no answer past the threshold open the breaker with its own reason, and every call out ends as the outage, not as its item's failure", async () => {
+    const b = breakerOf();
+    // The service answered a moment ago, then froze with three calls out.
+    await call(b, "/fast");
+    const started = Date.now();
+    const calls = await Promise.all([call(b, "/hang"), call(b, "/hang"), call(b, "/hang")].map(settled));
+    for (const c of calls) expect(isOutsideServiceDown(c.error)).toBe(true);
+    // Opened past the threshold and well before any attempt timeout (there is none here at all).
+    expect(Date.now() - started).toBeGreaterThanOrEqual(THRESHOLD_MS);
+    expect(Date.now() - started).toBeLessThan(THRESHOLD_MS + 2_000);
+    const down = calls[0]!.error as OutsideServiceDown;
+    expect(down.error).toMatch(/^not answering: 3 calls in flight, none answered for \d/);
+    const [model] = await b.read();
+    expect(model).toMatchObject({ state: "open" });
+    expect(model!.error).toMatch(/^not answering: 3 calls in flight/);
+    // The hung sockets were cut: nothing of this process is out any more, nor registered in Redis.
+    expect([...outstanding.values()].filter((c) => c.service === "model")).toHaveLength(0);
+    await waitFor(async () => (await redis.zcard(keys[0]!)) === 0, {
+      timeoutMs: 10_000,
+      what: "the registrations of the cut calls are gone",
+    });
+    // New calls do not go out while it is open.
+    expect(isOutsideServiceDown((await settled(call(b, "/fast"))).error)).toBe(true);
+  });
+
+  it("a normal long tail is not silence: one slow call alone, or slow calls while others are answered, never open the breaker", async () => {
+    const b = breakerOf();
+    // One call half again past the threshold with nothing else out.
+    const lone = await settled(call(b, `/slow/${1.5 * THRESHOLD_MS}`));
+    expect(lone.error).toBeUndefined();
+    expect(lone.ms).toBeGreaterThanOrEqual(1.5 * THRESHOLD_MS - 50);
+    // Two slow calls while fast answers keep coming.
+    let answering = true;
+    const traffic = (async () => {
+      while (answering) await call(b, "/fast");
+    })();
+    const slow = await Promise.all(
+      [call(b, `/slow/${1.25 * THRESHOLD_MS}`), call(b, `/slow/${1.25 * THRESHOLD_MS}`)].map(settled),
+    );
+    answering = false;
+    await traffic;
+    for (const s of slow) expect(s.error).toBeUndefined();
+    expect((await b.read())[0]).toMatchObject({ state: "closed" });
+  });
+
+  it("a half-open probe that hangs past the threshold counts as a failure: the breaker opens again and the probe ends as the outage", async () => {
+    const b = breakerOf(300);
+    await call(b, "/fast");
+    await Promise.all([call(b, "/hang"), call(b, "/hang")].map(settled));
+    const opened = (await b.read())[0]!;
+    expect(opened.state).toBe("open");
+    await waitFor(async () => Date.now() >= opened.probeAt!.getTime(), {
+      timeoutMs: 10_000,
+      what: "the cool-down is over",
+    });
+    const probe = await settled(call(b, "/hang"));
+    expect(isOutsideServiceDown(probe.error)).toBe(true);
+    expect(probe.ms).toBeGreaterThanOrEqual(THRESHOLD_MS);
+    const reopened = (await b.read())[0]!;
+    expect(reopened.state).toBe("open");
+    // Still the same outage: it began when the service fell silent, not at the probe.
+    expect(reopened.since!.getTime()).toBe(opened.since!.getTime());
+    // A probe that is answered closes it.
+    await waitFor(async () => Date.now() >= reopened.probeAt!.getTime(), {
+      timeoutMs: 10_000,
+      what: "the second cool-down is over",
+    });
+    await expect(call(b, "/fast")).resolves.toMatchObject({ ok: true });
+    expect((await b.read())[0]).toMatchObject({ state: "closed" });
+  });
+});

@@ -1,0 +1,110 @@
+-- Silence detection of one outside service, shared by every process (lib/ratelimit/silence.ts).
+-- KEYS[1]  calls in flight: sorted set, member = call id, score = when it was sent (ms)
+-- KEYS[2]  their leases: sorted set, member = call id, score = lease end (ms); a crashed process's
+--          calls stop being renewed and are pruned when their lease runs out
+-- KEYS[3]  the service's answers: hash, lastAnswer (ms), lastAnsweredSent (ms: the latest send time
+--          of any call that was answered — the service was alive for calls sent until then)
+-- KEYS[4]  latencies of recent answered calls: list of ms, newest first
+-- KEYS[5]  the service's breaker hash (read only: its state)
+-- ARGV[1]  mode: start | finish | renew | check
+--   start   ARGV[2] call id, ARGV[3] lease (ms)
+--   finish  ARGV[2] call id, ARGV[3] 1 when the service answered (any HTTP status), else 0,
+--           ARGV[4] latencies kept
+--   renew   ARGV[2] lease (ms), ARGV[3..] call ids
+--   check   ARGV[2] floor (ms), ARGV[3] default threshold (ms), ARGV[4] samples needed to measure,
+--           ARGV[5] calls past 2x the threshold at once that are silence even with answers,
+--           ARGV[6] maximum age of an entry (ms), ARGV[7] calls waiting past the threshold needed
+--           while the breaker is closed (a half-open probe alone is enough)
+-- Returns:
+--   start, finish, renew: now (ms)
+--   check: { verdict ('silent' | 'ok'), inFlight, waiting (ignored calls past the threshold), quietMs
+--           (how long the oldest ignored call has waited), since (ms: when it was sent — when the
+--           silence began), thresholdMs, measured (1 when from latencies), breakerState,
+--           answeredSent (ms: the latest send time of a call the service answered) }
+--   An ignored call is one sent after every call the service answered: a slow call while later
+--   calls are answered is the service's long tail, not its silence.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local inflight, leases, answers, latencies, breaker = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local mode = ARGV[1]
+
+if mode == 'start' then
+  redis.call('ZADD', inflight, now, ARGV[2])
+  redis.call('ZADD', leases, now + tonumber(ARGV[3]), ARGV[2])
+  return now
+end
+
+if mode == 'finish' then
+  local sent = redis.call('ZSCORE', inflight, ARGV[2])
+  redis.call('ZREM', inflight, ARGV[2])
+  redis.call('ZREM', leases, ARGV[2])
+  if ARGV[3] == '1' then
+    redis.call('HSET', answers, 'lastAnswer', now)
+    if sent then
+      local latest = tonumber(redis.call('HGET', answers, 'lastAnsweredSent') or '0')
+      if tonumber(sent) > latest then redis.call('HSET', answers, 'lastAnsweredSent', sent) end
+      redis.call('LPUSH', latencies, now - tonumber(sent))
+      redis.call('LTRIM', latencies, 0, tonumber(ARGV[4]) - 1)
+    end
+    -- A day without answers (a service no longer called, a test run long gone) forgets what it
+    -- measured: the next run starts from the stated default, never from another run's latencies.
+    redis.call('PEXPIRE', answers, 86400000)
+    redis.call('PEXPIRE', latencies, 86400000)
+  end
+  return now
+end
+
+if mode == 'renew' then
+  local until_ = now + tonumber(ARGV[2])
+  for i = 3, #ARGV do redis.call('ZADD', leases, 'XX', until_, ARGV[i]) end
+  return now
+end
+
+-- check
+local floorMs = tonumber(ARGV[2])
+local defaultMs = tonumber(ARGV[3])
+local samplesNeeded = tonumber(ARGV[4])
+local several = tonumber(ARGV[5])
+local maxAgeMs = tonumber(ARGV[6])
+local needWaiting = tonumber(ARGV[7])
+
+-- Prune calls whose process stopped renewing them, and any entry past the maximum age.
+local expired = redis.call('ZRANGEBYSCORE', leases, '-inf', now)
+for _, id in ipairs(expired) do redis.call('ZREM', inflight, id) end
+if #expired > 0 then redis.call('ZREMRANGEBYSCORE', leases, '-inf', now) end
+local ancient = redis.call('ZRANGEBYSCORE', inflight, '-inf', now - maxAgeMs)
+for _, id in ipairs(ancient) do
+  redis.call('ZREM', inflight, id)
+  redis.call('ZREM', leases, id)
+end
+
+-- The service's normal slowest answer: the p99 of its recent answered calls, once there are enough.
+local threshold = defaultMs
+local measured = 0
+local samples = redis.call('LRANGE', latencies, 0, -1)
+if #samples >= samplesNeeded then
+  local values = {}
+  for i, v in ipairs(samples) do values[i] = tonumber(v) end
+  table.sort(values)
+  threshold = values[math.max(1, math.ceil(#values * 0.99))]
+  measured = 1
+end
+if threshold < floorMs then threshold = floorMs end
+
+local state = redis.call('HGET', breaker, 'state') or 'closed'
+local inFlight = redis.call('ZCARD', inflight)
+local answeredSent = tonumber(redis.call('HGET', answers, 'lastAnsweredSent') or '0')
+local ignoredFrom = '(' .. answeredSent
+local waiting = 0
+if now - threshold > answeredSent then waiting = redis.call('ZCOUNT', inflight, ignoredFrom, now - threshold) end
+local longWaiting = redis.call('ZCOUNT', inflight, '-inf', now - 2 * threshold)
+local oldest = redis.call('ZRANGEBYSCORE', inflight, ignoredFrom, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+local since = now
+if oldest[2] then since = tonumber(oldest[2]) end
+local quietMs = now - since
+
+local need = needWaiting
+if state == 'half_open' then need = 1 end
+local silent = (waiting >= need)
+  or (longWaiting >= several and 2 * longWaiting >= inFlight)
+return { silent and 'silent' or 'ok', inFlight, waiting, quietMs, since, threshold, measured, state, answeredSent }

@@ -1,0 +1,111 @@
+import { countStuckByKind } from "@/lib/reports/stuck";
+import { countAwaitingOperatorByKind } from "@/lib/reports/stuck-awaiting";
+import { getPerItemBudget } from "@/lib/modelcalls/queries";
+import { catalogPairs, KINDS, kindsOfQueue, RESCHEDULE_QUEUES } from "@/lib/catalog/catalog";
+import {
+  installLabelValues,
+  installScrapeSources,
+  type BoundedMetrics,
+  type DomainLabelValues,
+  type ItemBudget,
+  type ListItemBudgets,
+  type ScrapeSources,
+} from "@/lib/metrics/metrics";
+import { readQueueGauges } from "@/lib/queues/overview";
+import type { ReleaseResult, ReserveKind } from "@/lib/quota/reserves";
+import { sweepPolicy } from "@/lib/quota/settings";
+import { readBreakers } from "@/lib/ratelimit/breaker";
+import { BREAKER_STATES, OUTSIDE_SERVICES } from "@/lib/ratelimit/breaker-services";
+import { FAMILIES, LIMITED_PROVIDERS } from "@/lib/ratelimit/buckets";
+
+/**
+ * What the metrics learn from the domains: where the scrape-time gauges read the database and the
+ * settings, and the label values some counters start at 0. Kept out of lib/metrics/metrics.ts so
+ * that the registry imports no domain module: everything that records a metric (the job runtime,
+ * the reaper, the limiters, the reserves) can import it without a cycle back through the readers.
+ */
+
+/** The reserve kinds and late-release resolutions of lib/quota/reserves, as label values. */
+const RESERVE_KINDS = ["generate", "dislike"] as const satisfies readonly ReserveKind[];
+const LATE_RESOLUTIONS = ["charged", "debt", "none"] as const satisfies readonly Extract<
+  ReleaseResult,
+  { type: "late" }
+>["resolution"][];
+
+/**
+ * The (queue, family) pairs a rescheduled job is counted under (lib/runs/reschedule.ts): the
+ * marketplace's endpoint families on queues whose kinds call it, `provider:<name>` for a limited provider.
+ */
+function rescheduleLabelSets(): { queue: string; family: string }[] {
+  return [...RESCHEDULE_QUEUES].flatMap((queue) =>
+    [
+      ...new Set(
+        kindsOfQueue(queue).flatMap((kind): string[] => {
+          const provider = KINDS[kind].provider;
+          if (provider === "marketplace") return FAMILIES;
+          return (LIMITED_PROVIDERS as readonly string[]).includes(provider) ? [`provider:${provider}`] : [];
+        }),
+      ),
+    ].map((family) => ({ queue, family })),
+  );
+}
+
+/** The label values only the domains know, for the counters that start every known series at 0. */
+export const DOMAIN_LABEL_VALUES: DomainLabelValues = {
+  reschedules: rescheduleLabelSets(),
+  providers: LIMITED_PROVIDERS,
+  outsideServices: OUTSIDE_SERVICES,
+  breakerStates: BREAKER_STATES,
+  reserveKinds: RESERVE_KINDS,
+  lateResolutions: LATE_RESOLUTIONS,
+};
+
+/**
+ * The median job size a per-item budget divides by moves slowly (7 days of jobs), so one
+ * computation serves every scrape for a minute instead of a median query per queue and kind on each.
+ */
+const ITEM_BUDGET_REFRESH_MS = 60_000;
+let itemBudgetMemo: { at: number; value: Promise<ItemBudget[]> } | undefined;
+
+const itemBudgetsFromJobs: ListItemBudgets = () => {
+  if (itemBudgetMemo && Date.now() - itemBudgetMemo.at < ITEM_BUDGET_REFRESH_MS) return itemBudgetMemo.value;
+  const value = (async () => {
+    const budgets = await Promise.all(
+      catalogPairs().map(async ({ queue, kind }) => ({ queue, kind, budget: await getPerItemBudget(kind, queue) })),
+    );
+    return budgets.flatMap(({ queue, kind, budget }) =>
+      budget ? [{ queue, kind, seconds: budget.perItemMs / 1000 }] : [],
+    );
+  })();
+  itemBudgetMemo = { at: Date.now(), value };
+  // A failed computation is not remembered: the next scrape tries again.
+  value.catch(() => {
+    if (itemBudgetMemo?.value === value) itemBudgetMemo = undefined;
+  });
+  return value;
+};
+
+/** `bounded_jobs_stuck` from lib/reports/stuck, `bounded_jobs_awaiting_operator` from lib/reports/stuck-awaiting, `bounded_item_budget_seconds` from lib/modelcalls/queries, `bounded_queue_*` from lib/queues/overview, `bounded_outside_service_up` from the circuit breakers, `bounded_reserve_sweep_window_seconds` from lib/quota/settings. */
+export const DATABASE_SOURCES: Required<ScrapeSources> = {
+  countStuck: countStuckByKind,
+  countAwaitingOperator: () => countAwaitingOperatorByKind(),
+  itemBudgets: itemBudgetsFromJobs,
+  queueGauges: () => readQueueGauges(),
+  outsideServices: async () =>
+    (await readBreakers())?.map((b) => ({ service: b.service, up: b.state === "closed" })) ?? [],
+  sweepWindowSeconds: () => sweepPolicy().windowMs / 1000,
+};
+
+/** Makes this process's metrics read the database at scrape time (the process that serves scrapes). */
+export function installDatabaseSources(): void {
+  installScrapeSources(DATABASE_SOURCES);
+}
+
+/**
+ * Makes this process's metrics, and `m` if given, start the domain's label values at 0: every
+ * process that publishes or serves its metrics calls it before the first snapshot or scrape.
+ */
+export function installDomainLabelValues(m?: BoundedMetrics): void {
+  installLabelValues(DOMAIN_LABEL_VALUES);
+  m?.seedLabels(DOMAIN_LABEL_VALUES);
+}

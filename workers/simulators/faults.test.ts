@@ -1,0 +1,116 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { waitFor } from "@/test/helpers/wait";
+import type { ServiceFaultState } from "./faults";
+import { startSimulators, type RunningSimulators } from "./server";
+
+let sim: RunningSimulators;
+beforeAll(async () => {
+  sim = await startSimulators({
+    model: { errorRate: 0, timeScale: 0.001, latencyMs: () => 1_000 },
+    marketplace: { latencyMs: () => 0 },
+  });
+});
+afterAll(() => sim.close());
+
+const chat = { model: "bounded-sim-1", messages: [{ role: "user", content: "REWE" }] };
+const call = (signal?: AbortSignal) =>
+  fetch(`${sim.modelBaseUrl}/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(chat),
+    signal,
+  });
+const control = async (service: string, body?: unknown) => {
+  const response = await fetch(
+    `${sim.url}/_control/${service}`,
+    body === undefined
+      ? {}
+      : { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) },
+  );
+  return {
+    status: response.status,
+    body: (await response.json()) as ServiceFaultState & { error?: { message: string } },
+  };
+};
+
+describe("a silent simulated service", () => {
+  it("accepts the calls of a silenced service and answers none, while other services go on answering", async () => {
+    expect(await control("model", { silent: true })).toEqual({
+      status: 200,
+      body: { service: "model", silent: true, held: 0 },
+    });
+    const caller = new AbortController();
+    const pending = call(caller.signal).then(
+      () => "answered",
+      (e: Error) => e.name,
+    );
+    // The connection was accepted and the request read: the call is held, not refused.
+    await waitFor(async () => (await control("model")).body.held === 1, {
+      timeoutMs: 5_000,
+      what: "the call to be held",
+    });
+    expect((await fetch(`${sim.url}/marketplace/orders?tenant=t-silence`)).status).toBe(200);
+    expect((await fetch(`${sim.url}/healthz`)).status).toBe(200);
+    // Not even an unknown path of the silent service is answered.
+    const unknown = await fetch(`${sim.modelBaseUrl}/nothing-here`, { signal: AbortSignal.timeout(200) }).catch(
+      (e: Error) => e.name,
+    );
+    expect(unknown).toBe("TimeoutError");
+
+    caller.abort();
+    expect(await pending).toBe("AbortError");
+    await waitFor(async () => (await control("model")).body.held === 0, {
+      timeoutMs: 5_000,
+      what: "the abandoned call to be let go",
+    });
+  });
+
+  it("answers new calls once switched back, and never the calls it held", async () => {
+    await control("model", { silent: true });
+    const caller = new AbortController();
+    let answered = false;
+    const held = call(caller.signal).then(
+      () => (answered = true),
+      () => undefined,
+    );
+    await waitFor(async () => (await control("model")).body.held === 1, {
+      timeoutMs: 5_000,
+      what: "the call to be held",
+    });
+
+    expect(await control("model", { silent: false })).toEqual({
+      status: 200,
+      body: { service: "model", silent: false, held: 1 },
+    });
+    expect((await call()).status).toBe(200);
+    expect(answered).toBe(false);
+    expect((await control("model")).body.held).toBe(1);
+    caller.abort();
+    await held;
+  });
+
+  it("is silent from the start when started so (BOUNDED_SIM_SILENT)", async () => {
+    const silent = await startSimulators({ silent: ["ocr"] });
+    try {
+      const state = await fetch(`${silent.url}/_control/ocr`).then((r) => r.json());
+      expect(state).toEqual({ service: "ocr", silent: true, held: 0 });
+      const ocr = await fetch(`${silent.url}/ocr`, {
+        method: "POST",
+        body: "x",
+        signal: AbortSignal.timeout(200),
+      }).catch((e: Error) => e.name);
+      expect(ocr).toBe("TimeoutError");
+    } finally {
+      await silent.close();
+    }
+  });
+
+  it("refuses a control request it does not understand with a 4xx that says what it takes", async () => {
+    const bad = await control("model", { silent: "yes" });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error?.message).toContain('{"silent": true}');
+    const unknown = await control("weather", { silent: true });
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.error?.message).toContain("model, ocr, images, marketplace");
+  });
+});

@@ -1,0 +1,182 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { z } from "zod";
+import { SILENCEABLE_SIMULATORS } from "@/lib/env";
+import { logger } from "@/lib/log";
+import { HttpError, readJson, sendJson, type Route } from "./router";
+
+const log = logger("simulators.faults");
+
+/**
+ * The failures of an outside service that are not an answer: the simulators can stop answering
+ * a service's calls without refusing them — connections accepted, requests read, nothing sent
+ * back — which is what a frozen or degraded provider looks like from the caller's side (no
+ * error, no status, only time passing).
+ *
+ * Switched per service, from a shell or another process (`POST /_control/<service>` with
+ * `{"silent": true}`), in process (`faults.setSilent`), or from the start (`BOUNDED_SIM_SILENT`).
+ * A call that arrived while its service was silent is never answered, also not once the silence
+ * ends: the provider lost it, and only its caller's own timeout (or closing the connection) ends
+ * it. Calls that arrive after the silence ends are answered as usual.
+ */
+
+/** The services that can be silenced, and the path prefix each one's calls arrive under. */
+export type SilenceableService = (typeof SILENCEABLE_SIMULATORS)[number];
+export const SILENCEABLE_SERVICES: Record<SilenceableService, string> = {
+  model: "/v1",
+  ocr: "/ocr",
+  images: "/images",
+  marketplace: "/marketplace",
+};
+const silenceableServiceSchema = z.enum(SILENCEABLE_SIMULATORS);
+
+/** What `GET`/`POST /_control/<service>` answer. */
+export interface ServiceFaultState {
+  service: SilenceableService;
+  silent: boolean;
+  /** Calls of this service received while it was silent whose callers are still waiting. */
+  held: number;
+}
+
+/**
+ * What the model simulator's batch service is made to do (./model-batches.ts), for tests and
+ * benches: `GET`/`POST /_control/model/batches` (a POST changes the fields it names).
+ */
+export interface BatchFaultState {
+  /** Every batch created from now on expires at its 24 h window, with part of its requests done. */
+  expire: boolean;
+  /** Production ms every batch created from now on takes, instead of a draw; null: drawn. */
+  turnaroundMs: number | null;
+  /** Every call of the batch service (`/v1/files`, `/v1/batches`) answers 500, as an outage of it does. */
+  failing: boolean;
+  /** Only a batch's cancel answers 500: the service shows the batch but will not stop it. */
+  failingCancel: boolean;
+}
+
+const batchFaultsBodySchema = z
+  .strictObject({
+    expire: z.boolean(),
+    turnaroundMs: z
+      .number()
+      .int()
+      .min(0)
+      .max(30 * 24 * 3_600_000)
+      .nullable(),
+    failing: z.boolean(),
+    failingCancel: z.boolean(),
+  })
+  .partial();
+
+export interface SimulatorFaults {
+  setSilent(service: SilenceableService, silent: boolean): ServiceFaultState;
+  /** The batch service's faults now. */
+  batches(): BatchFaultState;
+  /** Changes the fields given of the batch service's faults; the state after. */
+  setBatches(change: Partial<BatchFaultState>): BatchFaultState;
+  state(service: SilenceableService): ServiceFaultState;
+  /**
+   * Takes a request of a silent service and keeps it unanswered (true: the caller of `hold` must
+   * send nothing); false for a request it is not to hold.
+   */
+  hold(req: IncomingMessage, res: ServerResponse): boolean;
+  /** `GET` and `POST /_control/:service`, and `/_control/model/batches`. */
+  routes: Route[];
+}
+
+const controlBodySchema = z.strictObject({ silent: z.boolean() });
+
+function serviceOf(pathname: string): SilenceableService | undefined {
+  for (const [service, prefix] of Object.entries(SILENCEABLE_SERVICES) as [SilenceableService, string][]) {
+    if (pathname === prefix || pathname.startsWith(`${prefix}/`)) return service;
+  }
+  return undefined;
+}
+
+export function createSimulatorFaults(initiallySilent: readonly SilenceableService[] = []): SimulatorFaults {
+  const silent = new Set<SilenceableService>(initiallySilent);
+  const held = new Map<SilenceableService, Set<ServerResponse>>();
+  const heldOf = (service: SilenceableService) => held.get(service) ?? held.set(service, new Set()).get(service)!;
+
+  const batchFaults: BatchFaultState = { expire: false, turnaroundMs: null, failing: false, failingCancel: false };
+  const setBatches = (change: Partial<BatchFaultState>): BatchFaultState => {
+    Object.assign(batchFaults, change);
+    log.warn({ batches: batchFaults }, "batch service faults changed");
+    return { ...batchFaults };
+  };
+
+  const state = (service: SilenceableService): ServiceFaultState => ({
+    service,
+    silent: silent.has(service),
+    held: heldOf(service).size,
+  });
+  const setSilent = (service: SilenceableService, on: boolean): ServiceFaultState => {
+    if (on !== silent.has(service))
+      log.warn(
+        { service, silent: on },
+        on ? `${service} simulator stops answering` : `${service} simulator answers again`,
+      );
+    if (on) silent.add(service);
+    else silent.delete(service);
+    return state(service);
+  };
+
+  const parseService = (name: string | undefined): SilenceableService => {
+    const parsed = silenceableServiceSchema.safeParse(name);
+    if (!parsed.success)
+      throw new HttpError(
+        404,
+        `no such simulated service '${name}': one of ${Object.keys(SILENCEABLE_SERVICES).join(", ")}`,
+      );
+    return parsed.data;
+  };
+
+  const routes: Route[] = [
+    {
+      method: "GET",
+      path: "/_control/:service",
+      handler: ({ res, params }) => sendJson(res, 200, state(parseService(params.service))),
+    },
+    {
+      method: "POST",
+      path: "/_control/:service",
+      handler: async ({ req, res, params }) => {
+        const service = parseService(params.service);
+        const body = controlBodySchema.safeParse(await readJson(req));
+        if (!body.success) throw new HttpError(400, 'the body must be {"silent": true} or {"silent": false}');
+        sendJson(res, 200, setSilent(service, body.data.silent));
+      },
+    },
+    { method: "GET", path: "/_control/model/batches", handler: ({ res }) => sendJson(res, 200, { ...batchFaults }) },
+    {
+      method: "POST",
+      path: "/_control/model/batches",
+      handler: async ({ req, res }) => {
+        const body = batchFaultsBodySchema.safeParse(await readJson(req));
+        if (!body.success)
+          throw new HttpError(
+            400,
+            'the body names any of {"expire": boolean, "turnaroundMs": production ms or null, "failing": boolean, "failingCancel": boolean}',
+          );
+        sendJson(res, 200, setBatches(body.data));
+      },
+    },
+  ];
+
+  return {
+    setSilent,
+    state,
+    batches: () => ({ ...batchFaults }),
+    setBatches,
+    routes,
+    hold(req, res) {
+      const service = serviceOf(new URL(req.url ?? "/", "http://simulator.local").pathname);
+      if (!service || !silent.has(service)) return false;
+      const calls = heldOf(service);
+      calls.add(res);
+      res.on("close", () => calls.delete(res));
+      // Read the body as a server that received it would, so the caller's upload completes and
+      // it waits for an answer, the way a call to a frozen provider waits.
+      req.resume();
+      return true;
+    },
+  };
+}
