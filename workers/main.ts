@@ -22,6 +22,7 @@ import { PROCESSORS } from "./catalog";
 import { queueProcessor } from "./queue-processor";
 import { rescheduleWorkerOptions } from "@/lib/runs/reschedule";
 import { startReaper } from "./schedulers/reaper";
+import { startAnswersPruner } from "./schedulers/answers-pruner";
 import { startReserveSweeper } from "./schedulers/sweeper";
 import { startWatchdog } from "@/lib/runs/watchdog";
 import { startWebhookDelivery } from "./webhooks/worker";
@@ -110,6 +111,7 @@ async function main() {
     metrics.jobsReaped.inc({ kind }),
   );
   const stopReserveSweeper = startReserveSweeper(connection, log.child({ scheduler: "reserve-sweeper" }));
+  const stopAnswersPruner = startAnswersPruner(connection, log.child({ scheduler: "answers-pruner" }));
   const stopSweeps = startOverdueSweepSchedule(log.child({ scheduler: "overdue-invoices" }));
   // Job endings to tenants' endpoints, on their own queue: a job never waits on a receiver.
   const stopWebhooks = startWebhookDelivery({ connection, log: log.child({ component: "webhooks" }) });
@@ -146,6 +148,7 @@ async function main() {
     clearInterval(presenceTimer);
     stopReaper();
     stopReserveSweeper();
+    stopAnswersPruner();
     await stopSweeps();
     const grace = setTimeout(() => {
       log.warn("running jobs did not finish in time; handing them back so they resume elsewhere");

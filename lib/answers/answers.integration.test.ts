@@ -19,7 +19,7 @@ import { batchRowsOf } from "@/workers/simulators/model";
 import { startSimulators, type RunningSimulators } from "@/workers/simulators/server";
 import { createJobAnswers } from "./job";
 import { categoryAnswerKey } from "./key";
-import { answerFromCache, rememberAnswer } from "./store";
+import { answerFromCache, PRUNE_CHUNK, pruneExpiredAnswers, rememberAnswer } from "./store";
 
 /**
  * The answers of one job and of a tenant, against the model simulator and the real database:
@@ -280,5 +280,34 @@ describe("rememberAnswer", () => {
     expect(await answerFromCache(tenantId, base.key)).toMatchObject({ slug: "transport" });
     await rememberAnswer({ ...base, slug: "other" });
     expect(await answerFromCache(tenantId, base.key)).toMatchObject({ slug: "other" });
+  });
+});
+
+describe("pruneExpiredAnswers", () => {
+  it("deletes expired answers of every tenant, in chunks, and keeps the live ones", async () => {
+    const [a, b] = [await tenant("prune-a"), await tenant("prune-b")];
+    const base = {
+      model: "bounded-sim-1",
+      promptVersion: CATEGORY_PROMPT_VERSION,
+      promptTokens: 10,
+      completionTokens: 2,
+      callShare: 1,
+    };
+    const old = new Date(Date.now() - 3 * 86_400_000);
+    // More expired rows than one statement deletes, so the pass has to go round again.
+    await db().categoryAnswer.createMany({
+      data: Array.from({ length: PRUNE_CHUNK + 3 }, (_, i) => ({
+        ...base,
+        tenantId: i % 2 ? a : b,
+        key: i.toString(16).padStart(64, "0"),
+        slug: "groceries",
+        createdAt: old,
+        expiresAt: new Date(old.getTime() + 86_400_000),
+      })),
+    });
+    await rememberAnswer({ ...base, tenantId: a, key: "f".repeat(64), slug: "transport" });
+    expect(await pruneExpiredAnswers()).toBeGreaterThanOrEqual(PRUNE_CHUNK + 3);
+    expect(await db().categoryAnswer.count({ where: { tenantId: { in: [a, b] } } })).toBe(1);
+    expect(await answerFromCache(a, "f".repeat(64))).toMatchObject({ slug: "transport" });
   });
 });

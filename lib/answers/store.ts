@@ -63,6 +63,24 @@ export async function rememberAnswer(answer: RememberedAnswer): Promise<void> {
     WHERE "CategoryAnswer"."createdAt" < EXCLUDED."createdAt"`;
 }
 
+/** How many expired answers one statement deletes: a pass never holds a long lock on the table. */
+export const PRUNE_CHUNK = 5_000;
+
+/**
+ * Deletes expired answers (they are misses already; this only gives their space back), in chunks
+ * of `PRUNE_CHUNK` until none is left. Returns how many went. Run by the workers' answers pruner.
+ */
+export async function pruneExpiredAnswers(now = new Date()): Promise<number> {
+  let removed = 0;
+  for (;;) {
+    const n = await db().$executeRaw`
+      DELETE FROM "CategoryAnswer" WHERE id IN (
+        SELECT id FROM "CategoryAnswer" WHERE "expiresAt" <= ${now} ORDER BY "expiresAt" LIMIT ${PRUNE_CHUNK})`;
+    removed += n;
+    if (n < PRUNE_CHUNK) return removed;
+  }
+}
+
 export type ClearCategoryAnswersResult =
   | { type: "invalid_tenant"; message: string }
   | { type: "not_found"; tenant: string }

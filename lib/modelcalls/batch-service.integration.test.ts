@@ -3,7 +3,7 @@ import { breakerKey } from "@/lib/ratelimit/breaker";
 import { closeRedis, redis } from "@/lib/redis/client";
 import type { ModelSimulatorOptions } from "@/workers/simulators/model";
 import { startSimulators, type RunningSimulators } from "@/workers/simulators/server";
-import { batchAnswers, type BatchRequest, cancelBatch, getBatch, submitBatch } from "./batch-service";
+import { batchAnswers, type BatchRequest, cancelBatch, findBatch, getBatch, submitBatch } from "./batch-service";
 import { chatCompletion } from "./chat-completion";
 import { ModelCallError } from "./errors";
 import { countPromptTokens } from "./tokens";
@@ -106,6 +106,17 @@ describe("the batch service client", () => {
     expect([...(await batchAnswers(cancelled, options)).keys()]).toEqual(["row-0", "row-1"]);
     // Cancelling again, or a batch that has ended, answers its state.
     expect((await cancelBatch(batch.id, options)).status).toBe("cancelled");
+  });
+
+  it("finds the newest batch whose metadata names a job, through the provider's list, and none for another job", async () => {
+    const { options } = await simulator();
+    const first = await submitBatch(REQUESTS, { ...options, context: { jobId: "j-find" } });
+    const other = await submitBatch(REQUESTS, { ...options, context: { jobId: "j-other" } });
+    const second = await submitBatch(REQUESTS, { ...options, context: { jobId: "j-find" } });
+    expect(first.id).not.toBe(second.id);
+    expect(await findBatch("jobId", "j-find", options)).toMatchObject({ id: second.id, status: "validating" });
+    expect(await findBatch("jobId", "j-other", options)).toMatchObject({ id: other.id });
+    expect(await findBatch("jobId", "j-none", options)).toBeNull();
   });
 
   it("answers the state of a completed batch when asked to cancel it", async () => {

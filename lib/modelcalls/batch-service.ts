@@ -211,6 +211,29 @@ export async function getBatch(id: string, options: BatchServiceOptions = {}): P
   );
 }
 
+/** How many of the newest batches `findBatch` reads: one page of OpenAI's list. */
+export const FIND_BATCH_PAGE = 100;
+
+/**
+ * The newest of the provider's latest `FIND_BATCH_PAGE` batches whose metadata has `key` set to
+ * `value` (as `submitBatch` wrote its context), or null. How a job finds a batch it submitted but
+ * could not write down (its process stopped, or the create's answer was lost).
+ */
+export async function findBatch(
+  key: string,
+  value: string,
+  options: BatchServiceOptions = {},
+): Promise<BatchState | null> {
+  const page = await call(
+    "list",
+    "GET /batches",
+    async (client, signal) => (await client.batches.list({ limit: FIND_BATCH_PAGE }, { signal })).data,
+    options,
+  );
+  const found = page.find((b) => b.metadata?.[key] === value);
+  return found ? stateOf(found) : null;
+}
+
 /**
  * Asks the provider to stop the batch; it goes `cancelling`, then `cancelled` with the answers
  * done so far. A batch that already ended (or is being cancelled) is answered as it is.

@@ -9,6 +9,7 @@ import { describeProjection, projectItems, SAFETY_FACTOR } from "@/lib/jobs/proj
 import { nounOf } from "@/lib/jobs/messages";
 import type { Logger } from "@/lib/log";
 import { metrics } from "@/lib/metrics/metrics";
+import { ModelCallError } from "@/lib/modelcalls/errors";
 import { recordModelCall } from "@/lib/modelcalls/record";
 import * as batchService from "@/lib/modelcalls/batch-service";
 import type { BatchAnswer, BatchRequest, BatchState, BatchStatus } from "@/lib/modelcalls/batch-service";
@@ -51,6 +52,7 @@ export interface BatchService {
   getBatch(id: string, options?: { signal?: AbortSignal }): Promise<BatchState>;
   cancelBatch(id: string, options?: { signal?: AbortSignal }): Promise<BatchState>;
   batchAnswers(state: BatchState, options?: { signal?: AbortSignal }): Promise<Map<string, BatchAnswer>>;
+  findBatch(key: string, value: string, options?: { signal?: AbortSignal }): Promise<BatchState | null>;
 }
 /**
  * The lane's turnaround until enough batches were measured, production ms: 1 h. Providers promise
@@ -230,24 +232,26 @@ async function start(input: BatchLaneInput): Promise<void> {
     metrics.batchLaneDecided.inc({ kind: run.kind, lane: "direct" });
     return;
   }
-  let state: BatchState;
-  try {
-    state = await service.submitBatch(
-      items.map((item) => ({ customId: customIdOf(item.row), messages: item.messages })),
-      { signal, context: { queue: run.queue, jobKind: run.kind, jobId: run.jobId } },
-    );
-  } catch (err) {
-    // The job's own stop (deadline, cancel, shutdown) or an outage the run waits out goes on up,
-    // with nothing written: the next run decides again.
-    if (signal.aborted || isControlSignal(err)) throw err;
-    // No batch service there (a provider without one answers 404), or it refused this batch: the
-    // rows run directly, as they would have without the lane.
-    const text = `Direct lane after all: the provider's batch service did not take the batch (${err instanceof Error ? err.message : String(err)}).`;
-    await db().jobEvent.createMany({ data: [laneEvent(decision.text), laneEvent(text)] });
-    log.warn({ err }, text);
-    metrics.batchLaneDecided.inc({ kind: run.kind, lane: "direct" });
-    return;
-  }
+  // A batch this job submitted and could not write down (its process stopped between the two) is
+  // taken up again, never sent and paid for twice.
+  let state = await ownBatch(input);
+  if (state) log.warn({ batchId: state.id }, "took up the batch an earlier run of this job submitted");
+  else
+    try {
+      state = await service.submitBatch(
+        items.map((item) => ({ customId: customIdOf(item.row), messages: item.messages })),
+        { signal, context: { queue: run.queue, jobKind: run.kind, jobId: run.jobId } },
+      );
+    } catch (err) {
+      // The job's own stop (deadline, cancel, shutdown) or an outage the run waits out goes on up,
+      // with nothing written: the next run decides again (and takes up a batch that was created).
+      if (signal.aborted || isControlSignal(err)) throw err;
+      // A create whose answer was lost (no status: a timeout, a dropped connection) may have made
+      // the batch all the same; one the provider refused did not.
+      const answered = err instanceof ModelCallError && err.status !== undefined;
+      state = answered ? null : await ownBatch(input);
+      if (!state) return directAfterAll(input, decision.text, err);
+    }
   metrics.batchLaneDecided.inc({ kind: run.kind, lane: "batch" });
   // The decision and the batch are written together: a job with a lane event has its batch.
   await db().$transaction([
@@ -270,6 +274,38 @@ async function start(input: BatchLaneInput): Promise<void> {
   ]);
   log.info({ batchId: state.id, rows: items.length }, "rows sent to the provider's batch service");
   throw pending(state.id, decision.expectedBy, decision.lastMomentAt, now);
+}
+
+/**
+ * No batch service there (a provider without one answers 404), or it refused this batch: the rows
+ * run directly, as they would have without the lane.
+ */
+async function directAfterAll(input: BatchLaneInput, decided: string, err: unknown): Promise<void> {
+  const { run, log } = input;
+  const text = `Direct lane after all: the provider's batch service did not take the batch (${err instanceof Error ? err.message : String(err)}).`;
+  const event = (message: string) => ({ jobId: run.jobId, type: LANE_EVENT, attempt: run.attempt, message });
+  await db().jobEvent.createMany({ data: [event(decided), event(text)] });
+  log.warn({ err }, text);
+  metrics.batchLaneDecided.inc({ kind: run.kind, lane: "direct" });
+}
+
+/** Statuses of a batch worth taking up: still running, or done with its answers. */
+const ADOPTABLE: ReadonlySet<BatchStatus> = new Set(["validating", "in_progress", "finalizing", "completed"]);
+
+/**
+ * The batch the provider holds for this job (its metadata names the job) and that can still
+ * answer, or null. A provider that cannot list its batches is no reason to stop: null.
+ */
+async function ownBatch(input: BatchLaneInput): Promise<BatchState | null> {
+  const { run, service, signal, log } = input;
+  try {
+    const found = await service.findBatch("jobId", run.jobId, { signal });
+    return found && ADOPTABLE.has(found.status) ? found : null;
+  } catch (err) {
+    if (signal.aborted || isControlSignal(err)) throw err;
+    log.warn({ err }, "could not list the provider's batches to look for this job's own");
+    return null;
+  }
 }
 
 /** Gives the slot back until the next look: `POLL_MS` from now, never past the last moment. */

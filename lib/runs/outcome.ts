@@ -1,4 +1,5 @@
 import { DelayedError, UnrecoverableError, type Job as QueueJob } from "bullmq";
+import { cancelOpenBatch } from "./batch-lane";
 import { finalizeCancelled, type CancelAsk } from "./cancel-request";
 import { DeadlineExceeded, type SliceEnded } from "@/lib/core/signals";
 import { completedMessage, killedMessage, timedOutMessage } from "@/lib/jobs/messages";
@@ -125,6 +126,8 @@ async function settleOutcome({
       // Normally already finalized before the abort; this covers a database that did not answer in time.
       await finalizeCancelled(run, outcome.ask);
       log.info({ by: outcome.ask.by }, "run cancelled by an operator");
+      // Cancelled while it looked at its batch: the batch goes too (a no-op for any other run).
+      await cancelOpenBatch(jobId, log);
       return { type: "failed", reason: `cancelled by ${outcome.ask.by}` };
     case "fenced":
       log.warn("attempt fenced: the row is no longer this run's; stopping");

@@ -18,6 +18,12 @@ let chatRequests = 0;
 let noBatchService = false;
 /** Direct calls are answered once this resolves (a test holds them back). */
 let chatGate: Promise<void> = Promise.resolve();
+/** Batches are created at once, but the answer to their create waits for this. */
+let createGate: Promise<void> = Promise.resolve();
+let creates = 0;
+/** Looks at a batch (`GET /v1/batches/<id>`) are answered once this resolves. */
+let lookGate: Promise<void> = Promise.resolve();
+let looks = 0;
 const clock = { base: Date.now(), ahead: 0 };
 const prefix = `bounded-test-batch-${randomUUID().slice(0, 8)}`;
 const simNow = () => clock.base + (Date.now() - clock.base) * 1000 + clock.ahead;
@@ -75,6 +81,20 @@ beforeAll(async () => {
       res.end(
         JSON.stringify({ error: { message: `Unknown request URL: POST ${req.url}`, type: "invalid_request_error" } }),
       );
+      return;
+    }
+    if (req.method === "POST" && req.url === "/v1/batches") {
+      creates += 1;
+      const end = res.end.bind(res) as (...a: unknown[]) => void;
+      res.end = ((...a: unknown[]) => {
+        void createGate.then(() => end(...a));
+        return res;
+      }) as typeof res.end;
+      return router(req, res);
+    }
+    if (req.method === "GET" && req.url?.startsWith("/v1/batches/")) {
+      looks += 1;
+      void lookGate.then(() => router(req, res));
       return;
     }
     if (req.method !== "POST" || req.url !== "/v1/chat/completions") return router(req, res);
@@ -398,6 +418,72 @@ describe("csv_import on the batch lane", () => {
     expect(await batchOf(jobId)).toMatchObject({ status: "cancelling", fallback: "the job was cancelled" });
     expect((await batchOf(jobId)).endedAt).not.toBeNull();
     expect(await job(jobId)).toMatchObject({ status: "cancelled", processed: 0 });
+  });
+
+  it("an operator's cancel while the run looks at its batch cancels the batch at the provider too", async () => {
+    const jobId = await importFile("batch-cancelled-looking");
+    expect(await runOnce(jobId)).toBe("pending");
+    let release: () => void = () => undefined;
+    lookGate = new Promise((r) => {
+      release = r;
+    });
+    looks = 0;
+    const looking = runOnce(jobId).catch((err: Error) => err);
+    try {
+      const until = Date.now() + 10_000;
+      while (looks === 0 || (await job(jobId)).status !== "running") {
+        if (Date.now() > until) throw new Error("the run did not look at its batch");
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      const operator = {
+        userId: "00000000-0000-0000-0000-000000000001",
+        username: "oncall",
+        role: "operator",
+        via: "session",
+      } as const;
+      expect(await m.cancel.cancelJob(jobId, operator)).toMatchObject({ type: "cancelling" });
+      await looking;
+    } finally {
+      release();
+      lookGate = Promise.resolve();
+    }
+    expect(await job(jobId)).toMatchObject({ status: "cancelled", processed: 0 });
+    expect(await batchOf(jobId)).toMatchObject({ status: "cancelling", fallback: "the job was cancelled" });
+    expect((await batchOf(jobId)).endedAt).not.toBeNull();
+  });
+
+  it("a run stopped after its batch was created but before it was written down takes that batch up: one batch, every row once", async () => {
+    const jobId = await importFile("batch-orphan");
+    let release: () => void = () => undefined;
+    createGate = new Promise((r) => {
+      release = r;
+    });
+    creates = 0;
+    const shutdown = new AbortController();
+    const stopped = runOnce(jobId, shutdown.signal).catch((err: Error) => err);
+    try {
+      const until = Date.now() + 10_000;
+      while (creates === 0) {
+        if (Date.now() > until) throw new Error("the run did not create its batch");
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      // The provider made the batch; the worker stops before it hears so.
+      shutdown.abort();
+      expect(await stopped).toBeInstanceOf(Error);
+    } finally {
+      release();
+      createGate = Promise.resolve();
+    }
+    expect(await m.db.db().jobBatch.findUnique({ where: { jobId } })).toBeNull();
+
+    expect(await runOnce(jobId)).toBe("pending");
+    expect(creates).toBe(1);
+    clock.ahead += 24 * 3_600_000;
+    expect(await runOnce(jobId)).toBe("done");
+    expect(await job(jobId)).toMatchObject({ status: "completed", processed: ROWS, failed: 0 });
+    expect(await written(jobId)).toEqual({ rows: ROWS, twice: [] });
+    expect(await directRows(jobId)).toBe(0);
+    expect(creates).toBe(1);
   });
 
   it("a run stopped after the batch's answers committed resumes without asking any of them again", async () => {

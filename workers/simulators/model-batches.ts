@@ -452,6 +452,30 @@ export function createModelBatches(options: ModelBatchesOptions, faults: Simulat
       },
     },
     {
+      // Newest first, `limit` (1–100, default 20) at a time, from `after` (a batch id) on.
+      method: "GET",
+      path: "/v1/batches",
+      handler: ({ res, url }) => {
+        requireUp();
+        const limit = Number(url.searchParams.get("limit") ?? 20);
+        if (!Number.isInteger(limit) || limit < 1 || limit > 100)
+          throw new HttpError(400, "limit must be a whole number from 1 to 100", "invalid_request_error", {
+            param: "limit",
+          });
+        const newestFirst = [...batches.values()].reverse();
+        const after = url.searchParams.get("after");
+        const from = after ? newestFirst.findIndex((b) => b.id === after) + 1 : 0;
+        const page = newestFirst.slice(from, from + limit).map(view);
+        sendJson(res, 200, {
+          object: "list",
+          data: page,
+          first_id: page[0]?.id ?? null,
+          last_id: page.at(-1)?.id ?? null,
+          has_more: from + limit < newestFirst.length,
+        });
+      },
+    },
+    {
       method: "GET",
       path: "/v1/batches/:id",
       handler: ({ res, params }) => {
