@@ -1,6 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { SAFETY_FACTOR } from "@/lib/jobs/projection";
-import { batchLaneOn, CANCEL_SETTLE_MS, DEFAULT_TURNAROUND_MS, decideLane, type LaneInput } from "./batch-lane";
+import {
+  batchLaneOn,
+  CANCEL_SETTLE_MS,
+  DEFAULT_TURNAROUND_MS,
+  decideLane,
+  decideWithoutItems,
+  type LaneInput,
+} from "./batch-lane";
 
 const now = new Date("2026-12-04T10:00:00Z");
 const input = (over: Partial<LaneInput> = {}): LaneInput => ({
@@ -48,6 +55,17 @@ describe("decideLane: the batch lane when turnaround + direct time with its marg
     if (d.lane !== "batch") return;
     expect(d.expectedBy.getTime() - now.getTime()).toBe(1_200);
     expect(d.text).toContain("p95 of 12 batches");
+  });
+
+  it("decides direct before reading a row when the budget left cannot hold the turnaround and a cancel's settling", () => {
+    const turnaround = { ms: DEFAULT_TURNAROUND_MS, measured: 0 };
+    const d = decideWithoutItems({ remainingMs: 50 * 60_000, turnaround });
+    expect(d).toEqual({
+      lane: "direct",
+      text: "Direct lane: the batch service's turnaround 1 h (the default until 5 batches are measured) + 10 min for a cancel to settle = 1 h 10 min, more than the 50 min left of the budget.",
+    });
+    // With room for both, it takes the rows (their direct time) to tell.
+    expect(decideWithoutItems({ remainingMs: DEFAULT_TURNAROUND_MS + CANCEL_SETTLE_MS, turnaround })).toBeNull();
   });
 
   it("sends nothing when no row needs the model", () => {

@@ -142,11 +142,7 @@ export function decideLane(input: LaneInput): LaneDecision {
   const noun = nounOf(input.kind);
   // From the last moment: cancel the batch and let it settle, then finish directly with the margin.
   const finishMs = CANCEL_SETTLE_MS + directMs / SAFETY_FACTOR;
-  const basis =
-    turnaround.measured > 0
-      ? `p95 of ${formatCount(turnaround.measured)} batches in the last ${TURNAROUND_WINDOW_DAYS} days`
-      : `the default until ${MIN_BATCHES_MEASURED} batches are measured`;
-  const sum = `the batch service's turnaround ${formatDuration(turnaround.ms)} (${basis}) + ${formatDuration(finishMs)} to stop it and finish directly (${formatDuration(CANCEL_SETTLE_MS)} for a cancel to settle + ${input.directWords} ÷ ${SAFETY_FACTOR}) = ${formatDuration(turnaround.ms + finishMs)}`;
+  const sum = `the batch service's turnaround ${formatDuration(turnaround.ms)} (${basisOf(turnaround)}) + ${formatDuration(finishMs)} to stop it and finish directly (${formatDuration(CANCEL_SETTLE_MS)} for a cancel to settle + ${input.directWords} ÷ ${SAFETY_FACTOR}) = ${formatDuration(turnaround.ms + finishMs)}`;
   if (items === 0) return { lane: "direct", text: `Direct lane: no ${noun} needs the model.` };
   if (turnaround.ms + finishMs > remainingMs)
     return {
@@ -165,6 +161,25 @@ export function decideLane(input: LaneInput): LaneDecision {
     text: `Batch lane: ${formatCount(items)} ${noun}${items === 1 ? "" : "s"} to the provider's batch service: ${sum}, within the ${formatDuration(remainingMs)} left of the budget. Expected by ${clock(expectedBy)}; last moment to finish directly ${clock(lastMomentAt)}; deadline ${clock(deadlineAt)}.`,
   };
 }
+
+/**
+ * The decision before the rows are read: direct when the budget left cannot hold even the lane's
+ * turnaround and a cancel's settling (no batch fits, whatever the rows); null when it takes the
+ * rows to tell. A big import's file is then not parsed a second time at its start for nothing.
+ */
+export function decideWithoutItems(input: Pick<LaneInput, "remainingMs" | "turnaround">): LaneDecision | null {
+  const { remainingMs, turnaround } = input;
+  if (turnaround.ms + CANCEL_SETTLE_MS <= remainingMs) return null;
+  return {
+    lane: "direct",
+    text: `Direct lane: the batch service's turnaround ${formatDuration(turnaround.ms)} (${basisOf(turnaround)}) + ${formatDuration(CANCEL_SETTLE_MS)} for a cancel to settle = ${formatDuration(turnaround.ms + CANCEL_SETTLE_MS)}, more than the ${formatDuration(remainingMs)} left of the budget.`,
+  };
+}
+
+const basisOf = (turnaround: Turnaround) =>
+  turnaround.measured > 0
+    ? `p95 of ${formatCount(turnaround.measured)} batches in the last ${TURNAROUND_WINDOW_DAYS} days`
+    : `the default until ${MIN_BATCHES_MEASURED} batches are measured`;
 
 /** One item that still needs the model: its row (the `custom_id`) and the prompt the direct path would send. */
 export interface LaneItem {
@@ -207,25 +222,30 @@ export async function throughBatchLane(input: BatchLaneInput): Promise<Map<numbe
 async function start(input: BatchLaneInput): Promise<void> {
   const { run, log, service, signal } = input;
   const now = input.now?.() ?? new Date();
-  const items = await input.items();
   const scale = env().BOUNDED_TIME_SCALE;
   // The budget left: less the slot time earlier runs used (this run has only just started).
-  const usedMs = run.slotMsUsed;
-  const [projection, turnaround] = await Promise.all([
-    projectItems(run.kind, items.length, now, { jobId: run.jobId }),
-    laneTurnaround(now),
-  ]);
+  const remainingMs = Math.max(0, run.budgetSoftMs - run.slotMsUsed);
+  const turnaround = await laneTurnaround(now);
+  const laneEvent = (message: string) => ({ jobId: run.jobId, type: LANE_EVENT, attempt: run.attempt, message });
+  const early = decideWithoutItems({ remainingMs, turnaround });
+  if (early) {
+    log.info({ lane: early.lane }, early.text);
+    await db().jobEvent.create({ data: laneEvent(early.text) });
+    metrics.batchLaneDecided.inc({ kind: run.kind, lane: "direct" });
+    return;
+  }
+  const items = await input.items();
+  const projection = await projectItems(run.kind, items.length, now, { jobId: run.jobId });
   const decision = decideLane({
     kind: run.kind,
     items: items.length,
-    remainingMs: Math.max(0, run.budgetSoftMs - usedMs),
+    remainingMs,
     directMs: projection?.ms ?? Infinity,
     directWords: projection ? describeProjection(projection) : "not projected",
     turnaround,
     now,
     timeScale: scale,
   });
-  const laneEvent = (message: string) => ({ jobId: run.jobId, type: LANE_EVENT, attempt: run.attempt, message });
   log.info({ lane: decision.lane, items: items.length }, decision.text);
   if (decision.lane === "direct") {
     await db().jobEvent.create({ data: laneEvent(decision.text) });

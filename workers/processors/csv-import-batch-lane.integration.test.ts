@@ -550,6 +550,17 @@ describe("csv_import on the batch lane", () => {
     const direct = await counted("bounded_batch_lane_decisions_total", { kind: "csv_import", lane: "direct" });
     // 50 min (3 s here): less than the lane's 1 h turnaround alone.
     const jobId = await importFile("batch-short", 50 * 60_000);
+    // Decided without reading a row of the file.
+    const row = await m.db.db().job.findUniqueOrThrow({ where: { id: jobId } });
+    const lane = await m.lane.throughBatchLane({
+      run: { ...row, jobId, slotMsUsed: 0 } as never,
+      signal: new AbortController().signal,
+      log: m.log.logger("test"),
+      service: await import("@/lib/modelcalls/batch-service"),
+      model: "bounded-sim-1",
+      items: () => Promise.reject(new Error("the rows were read")),
+    });
+    expect(lane.size).toBe(0);
     expect(await runOnce(jobId)).toBe("done");
     expect(await job(jobId)).toMatchObject({ status: "completed", processed: ROWS });
     expect(await m.db.db().jobBatch.count({ where: { jobId } })).toBe(0);
