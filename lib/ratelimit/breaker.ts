@@ -574,11 +574,23 @@ export function createBreaker(options: BreakerOptions = {}): Breaker {
         if (checked.outage) return checked.outage;
         const out = callsOf(jobId).filter((c) => c.service === service);
         if (out.length === 0) break;
-        // The service answered a call sent after every one of this job's: it is alive, and a call of
-        // the job still out is its long tail — the deadline is the job's own, judged at once.
-        if (out.every((c) => c.registeredAt !== undefined && checked.reading.answeredSent >= c.registeredAt)) break;
-        const judgedAt = Math.min(...out.map((c) => c.sentAt)) + checked.reading.thresholdMs;
-        if (Date.now() >= judgedAt) break;
+        const r = checked.reading;
+        const now = Date.now();
+        // A service that answered a call sent after every one of this job's, and has answered
+        // something within its threshold, is alive: a call of the job still out is its long tail,
+        // and the deadline is the job's own, judged at once.
+        const answeredLately = now - r.answeredAt < r.thresholdMs;
+        const answeredLater = out.every((c) => c.registeredAt !== undefined && r.answeredSent >= c.registeredAt);
+        if (answeredLately && answeredLater) break;
+        // Answered nothing for a whole threshold (it may have frozen just after this job's call went
+        // out): the calls sent after its last answered one decide, once the oldest has waited the
+        // threshold (`since`; with none out, the job's own calls as below).
+        const ignoredOut = r.quietMs > 0;
+        const judgedAt =
+          answeredLater && ignoredOut
+            ? r.since + r.thresholdMs + silence.checkEveryMs
+            : Math.min(...out.map((c) => c.sentAt)) + r.thresholdMs;
+        if (now >= judgedAt) break;
         await new Promise((r) => setTimeout(r, Math.min(silence.checkEveryMs, judgedAt - Date.now() + 1)));
       }
     }

@@ -20,7 +20,8 @@
 --   check: { verdict ('silent' | 'ok'), inFlight, waiting (ignored calls past the threshold), quietMs
 --           (how long the oldest ignored call has waited), since (ms: when it was sent — when the
 --           silence began), thresholdMs, measured (1 when from latencies), breakerState,
---           answeredSent (ms: the latest send time of a call the service answered) }
+--           answeredSent (ms: the latest send time of a call the service answered), answeredAt (ms:
+--           when it last answered any call; 0 when never) }
 --   An ignored call is one sent after every call the service answered: a slow call while later
 --   calls are answered is the service's long tail, not its silence.
 local t = redis.call('TIME')
@@ -94,6 +95,7 @@ if threshold < floorMs then threshold = floorMs end
 local state = redis.call('HGET', breaker, 'state') or 'closed'
 local inFlight = redis.call('ZCARD', inflight)
 local answeredSent = tonumber(redis.call('HGET', answers, 'lastAnsweredSent') or '0')
+local answeredAt = tonumber(redis.call('HGET', answers, 'lastAnswer') or '0')
 local ignoredFrom = '(' .. answeredSent
 local waiting = 0
 if now - threshold > answeredSent then waiting = redis.call('ZCOUNT', inflight, ignoredFrom, now - threshold) end
@@ -107,4 +109,4 @@ local need = needWaiting
 if state == 'half_open' then need = 1 end
 local silent = (waiting >= need)
   or (longWaiting >= several and 2 * longWaiting >= inFlight)
-return { silent and 'silent' or 'ok', inFlight, waiting, quietMs, since, threshold, measured, state, answeredSent }
+return { silent and 'silent' or 'ok', inFlight, waiting, quietMs, since, threshold, measured, state, answeredSent, answeredAt }

@@ -221,6 +221,8 @@ export interface SilenceReading {
   breakerState: string;
   /** The latest send time (Redis ms) of a call the service answered: it was alive for calls sent until then. */
   answeredSent: number;
+  /** When (Redis ms) the service last answered any call; 0 when it never did. */
+  answeredAt: number;
 }
 
 export interface SilenceScriptOptions {
@@ -258,7 +260,7 @@ export function silenceScript(options: SilenceScriptOptions) {
     ): Promise<SilenceReading> {
       const { floorMs, defaultMs } = thresholds(service);
       const maxAgeMs = Math.max(leaseMs * 2, scaled(SILENCE_MAX_AGE_MS, timeScale));
-      const r = await run<[string, number, number, number, number, number, number, string, number]>(service, [
+      const r = await run<[string, number, number, number, number, number, number, string, number, number]>(service, [
         "check",
         floorMs,
         defaultMs,
@@ -277,6 +279,7 @@ export function silenceScript(options: SilenceScriptOptions) {
         measured: Number(r[6]) === 1,
         breakerState: String(r[7]),
         answeredSent: Number(r[8] ?? 0),
+        answeredAt: Number(r[9] ?? 0),
       };
     },
   };

@@ -7,7 +7,10 @@ import { forEachItem } from "@/lib/runs/for-each-item";
 import { logger } from "@/lib/log";
 import { chatCompletion } from "@/lib/modelcalls/chat-completion";
 import { flushModelCallRecords } from "@/lib/modelcalls/record";
+import { breakerKey, guardCall } from "@/lib/ratelimit/breaker";
 import { currentTenant } from "@/lib/ratelimit/context";
+import { sendTracked, silenceKeys } from "@/lib/ratelimit/silence";
+import { redis } from "@/lib/redis/client";
 import { sleep } from "@/lib/time";
 import { makeJob, queueJobFor } from "@/test/helpers/jobs";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
@@ -248,6 +251,61 @@ describe("soft limit while the service's verdict is awaited", () => {
     } finally {
       slow.closeAllConnections();
       await new Promise((resolve) => slow.close(resolve));
+    }
+  });
+});
+
+describe("soft limit when the service froze after answering later calls", () => {
+  it("is no long tail once the service answered nothing for its threshold: the verdict waits for the calls sent since, and the run waits for the service instead of timing out", async () => {
+    const keys = silenceKeys("model", breakerKey("model"));
+    await redis().del(...keys);
+    // Soft limit 2.6 s here: 2.3 s after the service's last answer, past the 2 s threshold, and
+    // before the calls sent to it after that answer have waited the threshold (at 3 s).
+    const { id } = await job(1, { softMs: 2_600_000, hardMs: 20_000_000 });
+    const frozen: Promise<unknown>[] = [];
+    const otherCaller = () =>
+      guardCall("model", () =>
+        sendTracked(
+          "test: another caller of the frozen model service",
+          (outage) => new Promise((_, reject) => outage?.addEventListener("abort", () => reject(outage.reason))),
+          () => true,
+        ),
+      ).catch((err: unknown) => err);
+    let callSent: () => void = () => undefined;
+    const sent = new Promise<void>((resolve) => {
+      callSent = resolve;
+    });
+    // Other callers (not the job's: started out of its run): once the job's call is out, their
+    // calls are answered for 300 ms; then the service freezes, and 700 ms later two more go out.
+    const others = (async () => {
+      await sent;
+      const stopAnswering = answeringService("model");
+      await sleep(300);
+      await stopAnswering();
+      await sleep(700);
+      frozen.push(otherCaller(), otherCaller());
+    })();
+    const waitsOnModel: Processor = async ({ signal, run: r }) => {
+      const mine = chatCompletion({
+        messages: [{ role: "user", content: "hi" }],
+        signal,
+        baseUrl: hangUrl,
+        context: { queue: r.queue, jobKind: r.kind, jobId: r.jobId },
+      });
+      await sleep(20);
+      callSent();
+      await mine;
+    };
+    try {
+      const result = await run(waitsOnModel, id).catch((err: unknown) => err);
+      await others;
+      expect((result as Error | undefined)?.name).toBe("OutsideServiceDown");
+      const r = await row(id);
+      expect(r.status).toBe("delayed");
+      expect(r.message).toMatch(/^Waiting for the model service, down since .* \(not answering: /);
+      for (const err of await Promise.all(frozen)) expect((err as Error).name).toBe("OutsideServiceDown");
+    } finally {
+      await redis().del(...keys);
     }
   });
 });
