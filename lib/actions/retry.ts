@@ -41,7 +41,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function refusalFor(status: JobStatus): string {
   if (status === "queued" || status === "running" || status === "delayed")
-    return `It is ${status === "delayed" ? "waiting for a rate-limit window" : status}: there is nothing to retry yet.`;
+    return `It is ${status === "delayed" ? "waiting to resume by itself" : status}: there is nothing to retry yet.`;
   if (status === "completed") return "It completed: every item was processed.";
   if (status === "completed_with_errors")
     return "It completed; its failed items are bad input, which a retry would fail again.";

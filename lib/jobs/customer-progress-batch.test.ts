@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { customerSentence, OPERATOR_WORDS, type CustomerBatch } from "./customer-progress";
+import { customerSentence, OPERATOR_WORDS, toCustomerProgress, type CustomerBatch } from "./customer-progress";
+import type { Progress } from "./queries";
 
 const batch: CustomerBatch = {
   rows: 1_000,
@@ -50,5 +51,49 @@ describe("customerSentence: a job on the batch lane", () => {
       batch: { ...batch, endedAt: batch.expectedBy },
     });
     expect(s.message).toBe("Importing your rows: 10 of 1,000 rows done so far.");
+  });
+});
+
+describe("toCustomerProgress: the time left of a job waiting on its batch", () => {
+  const progress: Progress = {
+    title: "Importing march.csv",
+    noun: "row",
+    status: "delayed",
+    terminal: false,
+    total: 1_000,
+    processed: 0,
+    failed: 0,
+    message: "Waiting for batch:b1 (…); it looks again in 60 s.",
+    filename: "march.csv",
+    createdAt: "2026-12-04T10:00:00.000Z",
+    startedAt: "2026-12-04T10:00:00.000Z",
+    finishedAt: null,
+    updatedAt: "2026-12-04T10:00:01.000Z",
+    etaSeconds: null,
+    expectedFinishAt: null,
+    rate: null,
+    failures: [],
+    // The job's next look at its batch: no time left for the customer.
+    waitSeconds: 60,
+  };
+
+  it("is the time to the batch's expected time, not the next look at it", () => {
+    const p = toCustomerProgress(progress, "csv_import", "t", null, false, batch, new Date("2026-12-04T10:30:00Z"));
+    expect(p.waitSeconds).toBeUndefined();
+    expect(p.etaSeconds).toBe(30 * 60);
+    expect(p.expectedFinishAt).toBe("2026-12-04T11:00:00.000Z");
+    expect(p.statusLabel).toBe("With the batch service");
+  });
+
+  it("once the expected time passed, the time to the deadline the job keeps", () => {
+    const p = toCustomerProgress(progress, "csv_import", "t", null, false, batch, new Date("2026-12-04T11:10:00Z"));
+    expect(p.etaSeconds).toBe(110 * 60);
+    expect(p.expectedFinishAt).toBe("2026-12-04T13:00:00.000Z");
+  });
+
+  it("leaves any other wait's countdown as it is", () => {
+    const p = toCustomerProgress(progress, "csv_import", "t", null, false, null, new Date("2026-12-04T10:30:00Z"));
+    expect(p.waitSeconds).toBe(60);
+    expect(p.etaSeconds).toBeNull();
   });
 });

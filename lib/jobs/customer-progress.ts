@@ -254,6 +254,19 @@ export interface CustomerProgress extends Omit<Progress, "message" | "failures">
   serviceWaits: (ServiceWait & { sentence: string })[];
 }
 
+/** The time left of a job waiting on its batch: to the batch's expected time, or once that passed to the deadline. */
+function batchTimeLeft(
+  batch: CustomerBatch,
+  now: Date,
+): Pick<Progress, "waitSeconds" | "etaSeconds" | "expectedFinishAt"> {
+  const by = batch.expectedBy > now ? batch.expectedBy : batch.deadlineAt;
+  return {
+    waitSeconds: undefined,
+    etaSeconds: Math.max(1, Math.round((by.getTime() - now.getTime()) / 1000)),
+    expectedFinishAt: by.toISOString(),
+  };
+}
+
 /** The customer view of a progress query's answer. */
 export function toCustomerProgress(
   p: Progress,
@@ -262,8 +275,10 @@ export function toCustomerProgress(
   continuesAt: Date | null = null,
   handled = false,
   batch: CustomerBatch | null = null,
+  now = new Date(),
 ): CustomerProgress {
   const { message: _operatorMessage, failures, ...rest } = p;
+  const withBatch = p.status === "delayed" && batch !== null && batch.endedAt === null;
   const sentence = customerSentence({
     kind,
     noun: p.noun,
@@ -286,12 +301,12 @@ export function toCustomerProgress(
       : null;
   return {
     ...rest,
+    // While its rows are with the batch service, the job's next look at the batch (`waitSeconds`)
+    // is no time left: the batch's expected time is, then (once passed) the deadline it keeps.
+    ...(withBatch ? batchTimeLeft(batch, now) : {}),
     ...sentence,
     // Hours with the batch service are no brief pause.
-    statusLabel:
-      p.status === "delayed" && batch && batch.endedAt === null
-        ? "With the batch service"
-        : CUSTOMER_STATUS_LABEL[p.status],
+    statusLabel: withBatch ? "With the batch service" : CUSTOMER_STATUS_LABEL[p.status],
     failures: failures.map((f) => ({ row: f.row, reason: customerReason(f.reason, p.noun) })),
     downloads,
     serviceWaits: [],
@@ -334,5 +349,5 @@ export async function getCustomerProgress(token: string, now = new Date()): Prom
     endedAt !== null &&
     (job.events.some((e) => e.type === HANDLED_EVENT && e.at.getTime() >= endedAt) ||
       (job.status === "failed" && (progress.message ?? "").startsWith(MARKED_FAILED_PREFIX)));
-  return { ...toCustomerProgress(progress, job.kind, token, continuesAt, handled, job.batch), serviceWaits };
+  return { ...toCustomerProgress(progress, job.kind, token, continuesAt, handled, job.batch, now), serviceWaits };
 }

@@ -41,7 +41,9 @@ export function CancelForm(props: {
       ? `Cancels the job and its open parts; no further part is made. The ${noun}s done are kept, and retrying a part continues from there.`
       : props.status === "running"
         ? `Stops the run before its next ${noun}: ${noun}s in flight end, the ${formatCount(props.done)} done are kept, and a retry continues from there.`
-        : `Takes the job out of its queue before it ${props.status === "delayed" ? "resumes (it is waiting for a rate-limit window)" : "starts"}; a retry runs it later.`;
+        : props.status === "delayed"
+          ? "Takes the job out of its queue before it resumes from its wait (the message above says what it waits for); any batch of its rows at the provider's batch service is cancelled too. A retry runs it later."
+          : "Takes the job out of its queue before it starts; a retry runs it later.";
   const disabledReason = props.canAct ? null : "Only operators can cancel jobs; you are signed in as a viewer.";
   return (
     <section className="panel" aria-labelledby="cancel-heading">

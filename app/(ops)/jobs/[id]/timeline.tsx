@@ -57,7 +57,7 @@ export function ForensicsSummary({ f }: { f: JobForensics }) {
           <div className="small muted">exact, over every call of the job</div>
         </Stat>
         <Stat label="Reschedules" value={formatCount(f.reschedules)} stat="reschedules">
-          <div className="small muted">rate-limit waits with the worker slot given back</div>
+          <div className="small muted">waits with the worker slot given back (rate limits, outages, a batch)</div>
         </Stat>
         <Stat label="Attempts" value={formatCount(f.attempts)} stat="attempts" alert={f.reaped > 0}>
           <div className="small muted">
