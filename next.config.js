@@ -6,6 +6,7 @@ const nextConfig = {
   typescript: { ignoreBuildErrors: true },
   // The worker-side packages stay plain Node modules on the server.
   serverExternalPackages: ["bullmq", "ioredis", "pino", "pg", "@prisma/adapter-pg"],
+  // The same list as lib/security/headers.ts, which answers given before routing use (a test holds them equal).
   async headers() {
     return [
       {

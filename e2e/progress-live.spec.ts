@@ -45,6 +45,15 @@ async function nextCount(page: Page, than: number): Promise<number> {
   return Number((await page.getByTestId("processed").innerText()).replaceAll(",", ""));
 }
 
+/** The web's count of progress polls answered from its copy, before Next.js routes them (lib/progress/front-door.ts). */
+async function pollsFromCopy(request: APIRequestContext): Promise<number> {
+  const text = await (await request.get("/api/metrics?sources=web")).text();
+  return [...text.matchAll(/^bounded_progress_polls_from_copy_total(?:\{[^}]*\})? (\d+)$/gm)].reduce(
+    (sum, m) => sum + Number(m[1]),
+    0,
+  );
+}
+
 /** Counts the page's polls of the JSON answer, and how many came back 304. */
 function countPolls(page: Page, token: string) {
   const polls = { sent: 0, notModified: 0, conditional: 0 };
@@ -88,12 +97,15 @@ test("with the stream blocked on the way, the page still follows the import by c
   const job = await runningImport(request, "e2e-progress-blocked");
   await page.route(`**/api/progress/${job.token}/events`, (route) => route.abort());
   const polls = countPolls(page, job.token);
+  const fromCopyBefore = await pollsFromCopy(request);
   await page.goto(`/progress/${job.token}`);
   await expect(page.getByText("Updates every second.")).toBeVisible();
   let shown = await nextCount(page, 0);
   shown = await nextCount(page, shown);
   expect(polls.sent).toBeGreaterThan(0);
   expect(polls.conditional).toBe(polls.sent);
+  // The web answered polls from its copy of the answer, and the page still moved with each change.
+  expect(await pollsFromCopy(request)).toBeGreaterThan(fromCopyBefore);
   await job.stop();
   await expect(page.locator("[data-status]")).toHaveAttribute("data-status", ENDED);
 });

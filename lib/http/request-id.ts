@@ -9,7 +9,7 @@ export const REQUEST_ID_HEADER = "x-request-id";
 /** Printable, no spaces, bounded: anything else could forge or bloat a log line. */
 const WELL_FORMED_ID = /^[A-Za-z0-9._:-]{8,128}$/;
 
-export function requestIdOf(headers: Headers): string {
+export function requestIdOf(headers: Pick<Headers, "get">): string {
   const incoming = headers.get(REQUEST_ID_HEADER);
   return incoming && WELL_FORMED_ID.test(incoming) ? incoming : crypto.randomUUID();
 }

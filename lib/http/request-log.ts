@@ -46,22 +46,44 @@ export async function observeRequest(
     ),
   );
   const withId = withHeader(response, REQUEST_ID_HEADER, requestId);
-  // Production ms, like every duration the system reports (the metric is the same figure).
-  const durationMs = Math.round(unscaled(performance.now() - started) * 10) / 10;
-  const principal = scope.principal ? scope.principal.username : "anonymous";
-  const line = {
+  logRequest({
     requestId,
     method: request.method,
     route,
     status: response.status,
-    durationMs,
-    principal,
-    via: scope.principal?.via,
+    startedMs: started,
+    principal: scope.principal,
     traceId,
-  };
-  if (response.status >= 500) log.error(line, "request");
-  else log.info(line, "request");
+  });
   return withId;
+}
+
+/**
+ * The access log line of one answered request (`started`: `performance.now()` when it arrived);
+ * also written by answers given before the framework's routing (lib/progress/front-door.ts).
+ */
+export function logRequest(request: {
+  requestId: string;
+  method: string;
+  route: string;
+  status: number;
+  startedMs: number;
+  principal: CallerScope["principal"];
+  traceId: string;
+}): void {
+  const line = {
+    requestId: request.requestId,
+    method: request.method,
+    route: request.route,
+    status: request.status,
+    // Production ms, like every duration the system reports (the metric is the same figure).
+    durationMs: Math.round(unscaled(performance.now() - request.startedMs) * 10) / 10,
+    principal: request.principal ? request.principal.username : "anonymous",
+    via: request.principal?.via,
+    traceId: request.traceId,
+  };
+  if (request.status >= 500) log.error(line, "request");
+  else log.info(line, "request");
 }
 
 /** A response's headers may be immutable (one passed through from `fetch`): then it is copied. */

@@ -238,6 +238,11 @@ export interface BoundedMetrics {
   /** `bounded_batches_ended_total{kind,outcome}`: a job's batch ended for it (see `BATCH_ENDINGS`). */
   batchEnded: { inc(labels: { kind: string; outcome: (typeof BATCH_ENDINGS)[number] }): void };
   /**
+   * `bounded_progress_polls_from_copy_total`: a progress poll was answered from the web process's
+   * copy of the job's answer, before the framework's routing (lib/progress/front-door.ts).
+   */
+  progressPollsFromCopy: { inc(): void };
+  /**
    * A job gave its worker slot back to wait for a rate-limit window:
    * `bounded_rate_limit_reschedules_total{queue,family}` +1 and the wait (production seconds) in
    * `bounded_rate_limit_wait_seconds{queue,family}`. Labels are the family, never the tenant.
@@ -478,6 +483,11 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     "Releases that found their reserve already swept, by kind and resolution (charged again, debt, none for a failure).",
     ["kind", "resolution"],
   );
+  const progressPollsFromCopy = counter(
+    "progress_polls_from_copy_total",
+    "Progress polls (GET /api/progress/<token>) the web answered from its copy of the job's answer, before the framework's routing: no Redis, no PostgreSQL. Also counted in bounded_http_requests_total.",
+    [],
+  );
   // Routes are only known once called: these series start at their first request.
   const httpRequests = counter(
     "http_requests_total",
@@ -638,6 +648,7 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     modelTokens: { inc: (labels, value) => modelTokens.inc(labels, value) },
     batchLaneDecided: { inc: (labels) => batchLaneDecisions.inc(labels) },
     batchEnded: { inc: (labels) => batchesEnded.inc(labels) },
+    progressPollsFromCopy: { inc: () => progressPollsFromCopy.inc() },
     categoryAnswered(labels, saved) {
       categoryAnswers.inc(labels);
       if (!saved) return;
@@ -706,6 +717,8 @@ export const metrics = {
   batchEnded: {
     inc: (labels: { kind: string; outcome: (typeof BATCH_ENDINGS)[number] }) => processMetrics().batchEnded.inc(labels),
   },
+  progressPollsFromCopy: { inc: () => processMetrics().progressPollsFromCopy.inc() },
+
   observeReserveAge: (labels: Labels<"kind" | "end">, ageSeconds: number) =>
     processMetrics().observeReserveAge(labels, ageSeconds),
   reservesReclaimed: {

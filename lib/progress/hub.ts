@@ -1,6 +1,13 @@
 import { logger } from "@/lib/log";
 import { createRedis, type RedisClient } from "@/lib/redis/client";
-import { forgetCopy, type ProgressSnapshot, progressChannel, readSnapshot, trustCopies } from "./snapshot";
+import {
+  copyOutdated,
+  forgetCopy,
+  type ProgressSnapshot,
+  progressChannel,
+  readStoredSnapshot,
+  trustCopies,
+} from "./snapshot";
 
 const log = logger("progress");
 
@@ -31,15 +38,19 @@ function hub(): Hub {
   const watchers = new Map<string, Set<Watcher>>();
   subscriber.on("message", (_channel: string, message: string) => {
     const token = message.split(" ")[0]!;
-    forgetCopy(token);
-    if (!watchers.has(token)) return;
-    readSnapshot(token)
+    // A job this process answers polls for gets its new copy at once, read once for all of them,
+    // so the polls that follow are answered from memory (./front-door.ts).
+    const held = copyOutdated(token);
+    if (!held && !watchers.has(token)) return;
+    readStoredSnapshot(token)
       .then((snapshot) => {
         if (snapshot) for (const w of watchers.get(token) ?? []) w.deliver(snapshot);
+        else forgetCopy(token);
       })
-      .catch((err: unknown) =>
-        log.warn({ err: err instanceof Error ? err.message : String(err) }, "progress fan-out read failed"),
-      );
+      .catch((err: unknown) => {
+        forgetCopy(token);
+        log.warn({ err: err instanceof Error ? err.message : String(err) }, "progress fan-out read failed");
+      });
   });
   // Copies of answers are trusted only while this subscription can tell of new versions.
   subscriber.on("close", () => trustCopies(false));

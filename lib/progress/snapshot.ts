@@ -58,8 +58,9 @@ const owner = randomUUID();
 
 /**
  * This process's copy of the answers it read, trusted only while its subscription to
- * `progressChannel` is live (./hub.ts): every rebuild publishes there, and the hub forgets the
- * job's copy when it hears of it. A read then costs no round trip to Redis at all.
+ * `progressChannel` is live (./hub.ts): every rebuild publishes there, and the hub reads the
+ * job's new answer when it hears of it. A read then costs no round trip to Redis at all, and a
+ * poll is answered before the framework routes it (./front-door.ts).
  */
 const copies = globalThis as unknown as {
   __boundedProgressCopies?: {
@@ -73,7 +74,19 @@ const local = copies.__boundedProgressCopies;
 /** Copies kept at most (oldest dropped first): the jobs being watched right now. */
 const COPIES_KEPT = 10_000;
 
-/** Forgets this process's copy of a job's answer (a new version was published). */
+/**
+ * A new version of a job's answer was announced (./hub.ts): a read already on its way may bring
+ * the old one, so it will not be kept. The copy this process holds, if any, is still served until
+ * `readStoredSnapshot` brings the new one: for that one round trip to Redis a poll gets the answer
+ * as it stood a moment ago, as it would have from Redis during a rebuild. Returns whether a copy is
+ * held.
+ */
+export function copyOutdated(token: string): boolean {
+  local.generation.set(token, (local.generation.get(token) ?? 0) + 1);
+  return local.byToken.has(token);
+}
+
+/** Forgets this process's copy of a job's answer (its new version could not be read). */
 export function forgetCopy(token: string): void {
   local.byToken.delete(token);
   local.generation.set(token, (local.generation.get(token) ?? 0) + 1);
@@ -86,10 +99,17 @@ export function trustCopies(trusted: boolean): void {
   local.generation.clear();
 }
 
-/** The stored answer for a progress link, or null when none is stored (yet). */
+/** The answer for a progress link: this process's copy when it holds one, else the stored one. */
 export async function readSnapshot(token: string): Promise<ProgressSnapshot | null> {
   const copy = local.trusted ? local.byToken.get(token) : undefined;
-  if (copy) return copy;
+  return copy ?? readStoredSnapshot(token);
+}
+
+/**
+ * The answer stored in Redis for a progress link, or null when none is stored (yet); kept as this
+ * process's copy unless a newer version was announced while the read was on its way.
+ */
+export async function readStoredSnapshot(token: string): Promise<ProgressSnapshot | null> {
   const generation = local.generation.get(token) ?? 0;
   const [version, etag, computedAt, body, terminal] = await redis().hmget(
     snapshotKey(token),
@@ -101,8 +121,9 @@ export async function readSnapshot(token: string): Promise<ProgressSnapshot | nu
   );
   if (!version || !etag || !computedAt || !body) return null;
   const snapshot = { version: Number(version), etag, computedAt: Number(computedAt), body, terminal: terminal === "1" };
-  // Kept unless a newer version was announced while this read was on its way.
   if (local.trusted && (local.generation.get(token) ?? 0) === generation) {
+    // Kept as the newest: when the map is full, the copy read longest ago goes.
+    local.byToken.delete(token);
     if (local.byToken.size >= COPIES_KEPT) local.byToken.delete(local.byToken.keys().next().value!);
     local.byToken.set(token, snapshot);
   }
@@ -126,7 +147,8 @@ async function rebuild(token: string): Promise<ProgressSnapshot | null> {
   const etag = etagOf(body);
   const computedAt = Date.now();
   const k = snapshotKey(token);
-  const stored = await readSnapshot(token);
+  // The stored answer itself, never this process's copy: a copy may be one version behind.
+  const stored = await readStoredSnapshot(token);
   const terminal = progress.terminal ? "1" : "0";
   if (stored?.etag === etag) {
     // Same answer, same version; announced all the same, so copies learn it is fresh.
@@ -224,7 +246,7 @@ export async function getProgressSnapshot(token: string): Promise<ProgressSnapsh
     if (stored.terminal && running) {
       // A rebuild that failed leaves the stored answer as the best there is.
       await running.done.catch(() => undefined);
-      return (await readSnapshot(token)) ?? stored;
+      return (await readStoredSnapshot(token)) ?? stored;
     }
     if (isStale(stored)) void requestRebuild(token).catch(() => undefined);
     return stored;
@@ -241,6 +263,18 @@ export async function getProgressSnapshot(token: string): Promise<ProgressSnapsh
   if (!progress) return null;
   const body = JSON.stringify(progress);
   return { version: 0, etag: etagOf(body), computedAt: Date.now(), body, terminal: progress.terminal };
+}
+
+/**
+ * The answer this process holds for a link, when it may be served as it is without asking Redis
+ * or PostgreSQL anything: a copy the live subscription vouches for, not stale, and not an ended
+ * answer while the job is being rebuilt (`getProgressSnapshot` waits for that rebuild). Otherwise
+ * undefined, and the caller takes the full path.
+ */
+export function heldSnapshot(token: string, now = Date.now()): ProgressSnapshot | undefined {
+  const copy = local.trusted ? local.byToken.get(token) : undefined;
+  if (!copy || isStale(copy, now) || (copy.terminal && rebuilding.has(token))) return undefined;
+  return copy;
 }
 
 /** The parsed answer of a snapshot. */

@@ -2,7 +2,7 @@ import { errorResponse } from "@/lib/http/api";
 import { watch } from "./hub";
 import { ensureProgressListener } from "./listener";
 import { PROGRESS_NOT_FOUND } from "./respond";
-import { getProgressSnapshot, type ProgressSnapshot, readSnapshot } from "./snapshot";
+import { getProgressSnapshot, type ProgressSnapshot, readStoredSnapshot } from "./snapshot";
 
 /**
  * Open streams one address may hold in one web process. A customer keeps a few tabs open, an
@@ -111,7 +111,7 @@ export function snapshotEvents(
       if (closed) return unwatch();
       send(`retry: ${RECONNECT_MS}\n\n`);
       // Read again now that the subscription is live: a version published in between is not missed.
-      const current = (await readSnapshot(token).catch(() => null)) ?? initial;
+      const current = (await readStoredSnapshot(token).catch(() => null)) ?? initial;
       if (current.version <= sentVersion && !current.terminal)
         send(`event: ready\ndata: {"version":${current.version}}\n\n`);
       deliver(current);
