@@ -1,4 +1,6 @@
 import http from "node:http";
+import { Readable } from "node:stream";
+import type { ReadableStream as NodeReadableStream } from "node:stream/web";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { db } from "@/lib/db/client";
@@ -7,11 +9,13 @@ import { key, redis } from "@/lib/redis/client";
 import { SECURITY_HEADERS } from "@/lib/security/headers";
 import { makeJob } from "@/test/helpers/jobs";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
+import { eventReader } from "@/test/helpers/sse";
 import { waitFor } from "@/test/helpers/wait";
 import { installProgressFrontDoor } from "./front-door";
 import { closeHub, subscribeToProgress } from "./hub";
 import { ensureProgressListener, stopProgressListener } from "./listener";
 import { progressResponse } from "./respond";
+import { MAX_STREAMS_PER_ADDRESS, openStreams, progressEventsResponse } from "./stream";
 import { heldSnapshot, readSnapshot, readStoredSnapshot, requestRebuild, trustCopies } from "./snapshot";
 
 /**
@@ -31,16 +35,23 @@ beforeAll(async () => {
   server = http.createServer((req, res) => {
     framework.requests.push(`${req.method} ${req.url}`);
     const url = new URL(req.url ?? "/", "http://bounded.test");
-    const token = /^\/api\/progress\/([^/]+)$/.exec(url.pathname)?.[1];
+    const [, token, events] = /^\/api\/progress\/([^/]+)(\/events)?$/.exec(url.pathname) ?? [];
     if (req.method !== "GET" || !token) {
       res.writeHead(299).end("framework");
       return;
     }
     const headers = new Headers();
     for (const [name, value] of Object.entries(req.headers)) if (typeof value === "string") headers.set(name, value);
-    void progressResponse(new Request(url, { headers }), token).then(async (response) => {
+    const gone = new AbortController();
+    res.once("close", () => gone.abort());
+    const request = new Request(url, { headers, signal: gone.signal });
+    const answer = events
+      ? progressEventsResponse(request, token, req.socket.remoteAddress!)
+      : progressResponse(request, token);
+    void answer.then((response) => {
       res.writeHead(response.status, Object.fromEntries(response.headers));
-      res.end(Buffer.from(await response.arrayBuffer()));
+      if (response.body) Readable.fromWeb(response.body as NodeReadableStream).pipe(res);
+      else res.end();
     });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -60,6 +71,14 @@ async function newJob(): Promise<{ id: string; token: string }> {
 }
 
 const poll = (path: string, init: RequestInit = {}) => fetch(`${base}${path}`, init);
+
+/** An event stream of the test server, read event by event. */
+async function openEvents(token: string, headers: Record<string, string> = {}) {
+  const abort = new AbortController();
+  const response = await poll(`/api/progress/${token}/events`, { headers, signal: abort.signal });
+  const { next } = eventReader(async () => response.body!);
+  return { response, next, close: () => abort.abort() };
+}
 
 async function fromCopyCount(): Promise<number> {
   const metric = await processMetrics().registry.getSingleMetric("bounded_progress_polls_from_copy_total")!.get();
@@ -135,6 +154,71 @@ describe("the progress front door", () => {
     expect(stored.etag).toBe(held.etag);
   });
 
+  it("a stream of a job this process holds is opened before the framework: the current answer, each change as it lands, and its end with the job", async () => {
+    const { id, token } = await newJob();
+    await poll(`/api/progress/${token}`);
+    const held = heldSnapshot(token)!;
+    const reached = framework.requests.length;
+    const stream = await openEvents(token);
+    expect(stream.response.status).toBe(200);
+    expect(stream.response.headers.get("content-type")).toBe("text/event-stream; charset=utf-8");
+    for (const [name, value] of Object.entries(SECURITY_HEADERS)) expect(stream.response.headers.get(name)).toBe(value);
+    const first = (await stream.next())!;
+    expect(first).toMatchObject({ event: "progress", id: String(held.version) });
+    expect(first.data).toBe(held.body);
+
+    await db().$executeRaw`UPDATE "Job" SET processed = 4 WHERE id = ${id}::uuid`;
+    const change = (await stream.next())!;
+    expect(Number(change.id)).toBeGreaterThan(held.version);
+    expect(JSON.parse(change.data).processed).toBe(4);
+
+    await db()
+      .$executeRaw`UPDATE "Job" SET status = 'completed', processed = 5, "finishedAt" = now() WHERE id = ${id}::uuid`;
+    let last = change;
+    for (let event = await stream.next(); event; event = await stream.next()) last = event;
+    expect(JSON.parse(last.data)).toMatchObject({ status: "completed", terminal: true });
+    expect(framework.requests.length).toBe(reached);
+    await waitFor(() => openStreams("127.0.0.1") === 0, { ...WAIT, what: "the stream's place to be given back" });
+  });
+
+  it("a reconnect that already has the current version gets `ready`, not the answer again", async () => {
+    const { token } = await newJob();
+    await poll(`/api/progress/${token}`);
+    const held = heldSnapshot(token)!;
+    const stream = await openEvents(token, { "last-event-id": String(held.version) });
+    expect(await stream.next()).toMatchObject({ event: "ready", data: `{"version":${held.version}}` });
+    stream.close();
+  });
+
+  it("an address at its cap goes on to the route, which refuses it; a stream that closes gives its place back", async () => {
+    const { token } = await newJob();
+    await poll(`/api/progress/${token}`);
+    const streams = [];
+    for (let i = 0; i < MAX_STREAMS_PER_ADDRESS; i++) {
+      const stream = await openEvents(token);
+      await stream.next();
+      streams.push(stream);
+    }
+    expect(openStreams("127.0.0.1")).toBe(MAX_STREAMS_PER_ADDRESS);
+    const reached = framework.requests.length;
+    const refused = await poll(`/api/progress/${token}/events`);
+    expect(refused.status).toBe(429);
+    expect((await refused.json()).error.code).toBe("too_many_streams");
+    expect(framework.requests.length).toBe(reached + 1);
+
+    streams.pop()!.close();
+    await waitFor(() => openStreams("127.0.0.1") === MAX_STREAMS_PER_ADDRESS - 1, {
+      ...WAIT,
+      what: "the closed stream's place to be given back",
+    });
+    const again = await openEvents(token);
+    expect(again.response.status).toBe(200);
+    expect(framework.requests.length).toBe(reached + 1);
+    again.close();
+    for (const stream of streams) stream.close();
+    await waitFor(() => openStreams("127.0.0.1") === 0, { ...WAIT, what: "every place to be given back" });
+  });
+
   it("whatever it does not hold goes on to the framework untouched: unknown and malformed links, other methods and paths, a copy the subscription no longer vouches for", async () => {
     const { token } = await newJob();
     await poll(`/api/progress/${token}`);
@@ -149,7 +233,6 @@ describe("the progress front door", () => {
     expect((await through(`/api/progress/${"0".repeat(32)}`)).status).toBe(404);
     await through(`/api/progress/${token.toUpperCase()}`);
     await through(`/api/progress/${token}x`);
-    await through(`/api/progress/${token}/events`);
     await through(`/api/progress/${token}/result.csv`);
     await through(`/api/progress/${token}`, { method: "POST", body: "{}" });
     await through(`/api/progress/${token}`, { method: "HEAD" });

@@ -9,6 +9,7 @@ import { commitItem } from "@/lib/runs/commit";
 import { finalizeJob } from "@/lib/runs/finalize";
 import { makeJob } from "@/test/helpers/jobs";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
+import { eventReader } from "@/test/helpers/sse";
 import { waitFor } from "@/test/helpers/wait";
 import { closeHub, watch } from "./hub";
 import { ensureProgressListener, PROGRESS_CHANNEL, stopProgressListener } from "./listener";
@@ -83,30 +84,7 @@ function openStream(
   const headers: Record<string, string> = lastEventId ? { "last-event-id": String(lastEventId) } : {};
   const request = new Request(`http://bounded.test/api/progress/${token}/events`, { headers, signal: abort.signal });
   const response = respond(request);
-  let reader: ReadableStreamDefaultReader<string> | undefined;
-  let buffer = "";
-  /** The next event (`retry:` and comment blocks skipped), or null once the stream has ended. */
-  const next = async (): Promise<{ event: string; id: string | null; data: string } | null> => {
-    reader ??= (await response).body!.pipeThrough(new TextDecoderStream()).getReader();
-    for (;;) {
-      const end = buffer.indexOf("\n\n");
-      if (end >= 0) {
-        const block = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        const field = (name: string) =>
-          block
-            .split("\n")
-            .find((l) => l.startsWith(`${name}: `))
-            ?.slice(name.length + 2) ?? null;
-        const data = field("data");
-        if (data !== null) return { event: field("event") ?? "message", id: field("id"), data };
-        continue;
-      }
-      const { value, done } = await reader.read();
-      if (done) return null;
-      buffer += value;
-    }
-  };
+  const { next } = eventReader(async () => (await response).body!);
   return { response, next, close: () => abort.abort() };
 }
 
