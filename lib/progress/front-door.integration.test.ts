@@ -190,12 +190,14 @@ describe("the progress front door", () => {
     stream.close();
   });
 
-  it("an address at its cap goes on to the route, which refuses it; a stream that closes gives its place back", async () => {
+  it("an address at its cap goes on to the route, which refuses it, whatever X-Forwarded-For it forges; a stream that closes gives its place back", async () => {
     const { token } = await newJob();
     await poll(`/api/progress/${token}`);
     const streams = [];
+    // No proxy is trusted here: a forged header names another address on every stream, and all of
+    // them count against the socket's.
     for (let i = 0; i < MAX_STREAMS_PER_ADDRESS; i++) {
-      const stream = await openEvents(token);
+      const stream = await openEvents(token, { "x-forwarded-for": `203.0.113.${i + 1}` });
       await stream.next();
       streams.push(stream);
     }
