@@ -3,7 +3,7 @@ import { db } from "@/lib/db/client";
 import { formatDuration } from "@/lib/format/duration";
 import { SERVICE_WAIT_EVENT, serviceWaitSentence, serviceWaitsOf, type ServiceWait } from "./service-waits";
 import { countLabel } from "./messages";
-import { getProgress, type Progress } from "./queries";
+import { getProgress, isProgressToken, type Progress } from "./queries";
 import { MARKED_FAILED_PREFIX } from "./resume-policy";
 import { HANDLED_EVENT, scheduledAutoResume } from "./awaiting-operator";
 import type { JobStatus } from "@/lib/core/job-statuses";
@@ -315,26 +315,29 @@ export function toCustomerProgress(
 
 /** The progress page's and the public API's answer for a progress link; null for a link that opens no job. */
 export async function getCustomerProgress(token: string, now = new Date()): Promise<CustomerProgress | null> {
-  const progress = await getProgress(token, now);
-  if (!progress) return null;
-  const job = await db().job.findUnique({
-    where: { progressToken: token },
-    select: {
-      id: true,
-      kind: true,
-      status: true,
-      batch: {
-        select: { rows: true, expectedBy: true, lastMomentAt: true, deadlineAt: true, endedAt: true, fallback: true },
+  if (!isProgressToken(token)) return null;
+  // Both by the link, at once: one round trip's wait instead of two.
+  const [progress, job] = await Promise.all([
+    getProgress(token, now),
+    db().job.findUnique({
+      where: { progressToken: token },
+      select: {
+        id: true,
+        kind: true,
+        status: true,
+        batch: {
+          select: { rows: true, expectedBy: true, lastMomentAt: true, deadlineAt: true, endedAt: true, fallback: true },
+        },
+        events: {
+          where: { type: { in: [SERVICE_WAIT_EVENT, "started", HANDLED_EVENT] } },
+          select: { at: true, type: true, attempt: true, message: true },
+          orderBy: { at: "desc" },
+          take: 500,
+        },
       },
-      events: {
-        where: { type: { in: [SERVICE_WAIT_EVENT, "started", HANDLED_EVENT] } },
-        select: { at: true, type: true, attempt: true, message: true },
-        orderBy: { at: "desc" },
-        take: 500,
-      },
-    },
-  });
-  if (!job) return null;
+    }),
+  ]);
+  if (!progress || !job) return null;
   const serviceWaits = serviceWaitsOf(job.events).map((w) => ({
     ...w,
     sentence: serviceWaitSentence(w, formatDuration),

@@ -83,9 +83,16 @@ const NOTHING_KNOWN: FinishEstimate = { rate: null, secondsLeft: null, finishAt:
  * projection while there is too little evidence.
  */
 export async function estimateFinish(job: EstimatedJob, now = new Date()): Promise<FinishEstimate> {
+  return job.status === "running" ? estimateFrom(job, await measuredRate(job.id, now), now) : NOTHING_KNOWN;
+}
+
+/**
+ * `estimateFinish` from a measured rate already read (`measuredRate`, which a caller may start
+ * alongside its other reads): no statement of its own.
+ */
+export function estimateFrom(job: EstimatedJob, measured: number | null, now = new Date()): FinishEstimate {
   if (job.status !== "running") return NOTHING_KNOWN;
   const projection = projectionOf(job.params);
-  const measured = await measuredRate(job.id, now);
   const rate: ProgressRate | null =
     measured !== null
       ? { perSecond: measured, basis: "measured" }

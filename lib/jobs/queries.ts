@@ -7,7 +7,7 @@ import { getBlockedBy, type BlockedBy } from "./blocked-by";
 import { withTimeout } from "@/lib/ratelimit/scripts";
 import { customerWaitSentence } from "./blocked-by-customer";
 import { partOf, storedSplitOf } from "./parts";
-import { estimateFinish, type RateBasis } from "./progress-rate";
+import { estimateFrom, measuredRate, type RateBasis } from "./progress-rate";
 import { nounOf } from "./messages";
 import { JOB_STATUSES, OPEN_STATUSES, TERMINAL_STATUSES, isTerminal, type JobStatus } from "@/lib/core/job-statuses";
 
@@ -386,7 +386,7 @@ export interface Progress {
   startedAt: string | null;
   finishedAt: string | null;
   updatedAt: string;
-  /** Real seconds until the job is expected to finish (see `estimateFinish`); null while not known. */
+  /** Real seconds until the job is expected to finish (see `estimateFrom`); null while not known. */
   etaSeconds: number | null;
   /** When the job is expected to finish, on the customer's clock; null while not known. */
   expectedFinishAt: string | null;
@@ -404,8 +404,13 @@ export interface Progress {
   waiting?: string;
 }
 
-/** What a progress link looks like (16 random bytes in hex): anything else opens no job. */
+/** What a progress link looks like (16 random bytes in hex): anything else opens no job and touches nothing. */
 const PROGRESS_TOKEN = /^[0-9a-f]{32}$/;
+
+/** Whether `token` has the shape of a progress link (it may still open no job). */
+export function isProgressToken(token: string): boolean {
+  return PROGRESS_TOKEN.test(token);
+}
 
 function progressTitle(
   kind: string,
@@ -442,7 +447,7 @@ function statusForEstimate(status: JobStatus, parts: readonly PartSummary[]): Jo
 }
 
 export async function getProgress(token: string, now = new Date()): Promise<Progress | null> {
-  if (!PROGRESS_TOKEN.test(token)) return null;
+  if (!isProgressToken(token)) return null;
   const row = await db().job.findUnique({
     where: { progressToken: token },
     select: {
@@ -463,7 +468,8 @@ export async function getProgress(token: string, now = new Date()): Promise<Prog
     },
   });
   if (!row) return null;
-  const [failures, parts] = await Promise.all([
+  // All at once: each is one round trip, and the answer waits for the slowest, not for their sum.
+  const [failures, parts, measured, blockedBy] = await Promise.all([
     db().jobItemFailure.findMany({
       where: failuresWhere(row.id),
       select: { row: true, reason: true },
@@ -471,15 +477,15 @@ export async function getProgress(token: string, now = new Date()): Promise<Prog
       take: PROGRESS_FAILURES_SHOWN,
     }),
     partsOf(row.id),
-  ]);
-  const [estimate, blockedBy] = await Promise.all([
-    estimateFinish({ ...row, status: statusForEstimate(row.status, parts) }, now),
+    // Read for a running job even when a part's wait will make the estimate unknown.
+    row.status === "running" ? measuredRate(row.id, now) : null,
     // Why it waits is a help, not the answer: a Redis that does not answer within 1 s leaves it out
     // rather than holding or failing the customer's page (which then says what the row says).
     row.status === "queued" || row.status === "delayed"
       ? withTimeout(getBlockedBy(row.id, now), BLOCKED_BY_WAIT_MS).catch(() => null)
       : null,
   ]);
+  const estimate = estimateFrom({ ...row, status: statusForEstimate(row.status, parts) }, measured, now);
   // What the operators read names the bucket; the end user is told what happens and for how long.
   let waitSeconds: number | undefined;
   let message = row.message;

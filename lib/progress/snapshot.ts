@@ -1,5 +1,6 @@
 import { createHash, randomUUID } from "node:crypto";
 import { type CustomerProgress, getCustomerProgress } from "@/lib/jobs/customer-progress";
+import { isProgressToken } from "@/lib/jobs/queries";
 import { key, redis } from "@/lib/redis/client";
 
 /**
@@ -44,9 +45,6 @@ export const STALE_AFTER_MS = { running: 5_000, ended: 60_000 } as const;
 const LOCK_MS = 15_000;
 /** A job nobody has looked at for a day is dropped from Redis; the next look rebuilds it. */
 const KEEP_S = 24 * 3600;
-
-/** What a progress link looks like (16 random bytes in hex): anything else opens no job and touches nothing. */
-const PROGRESS_TOKEN = /^[0-9a-f]{32}$/;
 
 const snapshotKey = (token: string) => key("progress", token);
 const lockKey = (token: string) => key("progress", token, "lock");
@@ -141,14 +139,14 @@ export function etagOf(body: string): string {
  * holder of the job's lock calls this, so versions never race.
  */
 async function rebuild(token: string): Promise<ProgressSnapshot | null> {
-  const progress = await getCustomerProgress(token);
+  // The stored answer itself, never this process's copy: a copy may be one version behind. Read
+  // alongside the answer (only the lock's holder writes it), so the rebuild waits for one of them.
+  const [progress, stored] = await Promise.all([getCustomerProgress(token), readStoredSnapshot(token)]);
   if (!progress) return null;
   const body = JSON.stringify(progress);
   const etag = etagOf(body);
   const computedAt = Date.now();
   const k = snapshotKey(token);
-  // The stored answer itself, never this process's copy: a copy may be one version behind.
-  const stored = await readStoredSnapshot(token);
   const terminal = progress.terminal ? "1" : "0";
   if (stored?.etag === etag) {
     // Same answer, same version; announced all the same, so copies learn it is fresh.
@@ -237,7 +235,7 @@ export function isStale(snapshot: ProgressSnapshot, now = Date.now()): boolean {
  * built now. Null for a link that opens no job — the same answer as `getCustomerProgress`.
  */
 export async function getProgressSnapshot(token: string): Promise<ProgressSnapshot | null> {
-  if (!PROGRESS_TOKEN.test(token)) return null;
+  if (!isProgressToken(token)) return null;
   const stored = await readSnapshot(token);
   if (stored) {
     // A page that reads "ended" stops watching: while this process rebuilds the job (a change was
