@@ -81,7 +81,13 @@ interface ErrorLike {
   code?: unknown;
   message?: unknown;
   port?: unknown;
-  meta?: { driverAdapterError?: { cause?: { kind?: unknown; originalCode?: unknown } } };
+  cause?: unknown;
+  meta?: { driverAdapterError?: { cause?: AdapterCause } };
+}
+
+interface AdapterCause {
+  kind?: unknown;
+  originalCode?: unknown;
 }
 
 function portsOf(): { database: number; redis: number } | null {
@@ -109,7 +115,11 @@ export function unavailableDependency(err: unknown): Dependency | null {
     return (err as { dependency?: unknown }).dependency === "redis" ? "redis" : "database";
   if (name === "PrismaClientInitializationError") return "database";
   if (name.startsWith("PrismaClient") && PRISMA_CODES.has(code)) return "database";
-  const adapter = e.meta?.driverAdapterError?.cause;
+  // The driver adapter's error, inside Prisma's (`meta`) or on its own: a statement of an
+  // interactive transaction whose connection is cut throws it unwrapped.
+  const adapter =
+    e.meta?.driverAdapterError?.cause ??
+    (name === "DriverAdapterError" && typeof e.cause === "object" ? (e.cause as AdapterCause | null) : undefined);
   if (
     adapter &&
     (ADAPTER_KINDS.has(String(adapter.kind)) || UNAVAILABLE_SQLSTATE.test(String(adapter.originalCode ?? "")))

@@ -122,6 +122,10 @@ describe("unavailableDependency", () => {
         named("PrismaClientKnownRequestError", "Timed out fetching a new connection from the pool", { code: "P2024" }),
       ),
     ).toBe("database");
+    // A statement of an interactive transaction whose connection is cut: the adapter's error, unwrapped.
+    expect(
+      unavailableDependency(named("DriverAdapterError", "ConnectionClosed", { cause: { kind: "ConnectionClosed" } })),
+    ).toBe("database");
     expect(unavailableDependency(new Error("Connection terminated unexpectedly"))).toBe("database");
     expect(unavailableDependency(new Error("timeout exceeded when trying to connect"))).toBe("database");
     expect(
@@ -149,6 +153,13 @@ describe("unavailableDependency", () => {
     ).toBeNull();
     expect(
       unavailableDependency(named("PrismaClientKnownRequestError", "Unique constraint failed", { code: "P2002" })),
+    ).toBeNull();
+    expect(
+      unavailableDependency(
+        named("DriverAdapterError", "UniqueConstraintViolation", {
+          cause: { kind: "UniqueConstraintViolation", originalCode: "23505" },
+        }),
+      ),
     ).toBeNull();
     expect(unavailableDependency(named("error", "syntax error", { code: "42601", severity: "ERROR" }))).toBeNull();
     expect(unavailableDependency(named("DeadlineExceeded", "soft limit reached"))).toBeNull();
