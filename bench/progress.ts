@@ -19,8 +19,9 @@
  *    commit wrote it (`now()` of the commit's transaction, which is its start: before the items'
  *    effects and the commit, so the lag is if anything overstated): `update_lag_p99_ms` over this
  *    whole import.
- * 3. A third import, watched the same way (the pollers move to it, as many streams open on it).
- *    While it runs, windows of 50 closed-loop clients take turns (progress, livez, progress,
+ * 3. A third import, watched the same way (the pollers move to it, as many streams open on it),
+ *    with rows enough to outlast the windows (twice their length at the baseline's pace, at most
+ *    10 × `--rows`). While it runs, windows of 50 closed-loop clients take turns (progress, livez, progress,
  *    livez): conditional progress requests as the pages send them, and `/api/livez`. The lag on
  *    its streams, with the web held at full load, is `update_lag_saturated_p99_ms`.
  * 4. The baseline again, once nobody watches: the two unwatched makespans differ by this
@@ -65,6 +66,8 @@ const CLIENTS = 50;
 const WEB_PORT = 3497;
 const SIM_PORT = 4497;
 const CAP_MS = 15 * 60_000;
+/** The third import's rows, at most this many times `--rows` (see step 3). */
+const LOADED_ROWS_MAX = 10;
 
 const root = path.resolve(import.meta.dirname, "..");
 const databaseUrl = benchDatabaseUrl("bounded_bench_progress");
@@ -314,7 +317,7 @@ async function main(): Promise<void> {
     BOUNDED_SESSION_SECRET: "bench-progress-session-secret-0123456789abcdef",
     BOUNDED_TRUSTED_PROXIES: "127.0.0.1",
     BOUNDED_UPLOADS_PER_MINUTE: "100000",
-    BOUNDED_UPLOAD_MAX_ROWS: String(Math.max(ROWS, 5000)),
+    BOUNDED_UPLOAD_MAX_ROWS: String(Math.max(ROWS * LOADED_ROWS_MAX, 5000)),
     BOUNDED_UPLOAD_MAX_BYTES: String(64 * 1024 * 1024),
     BOUNDED_BUDGET_IMPORTS_SOFT_S: "200000",
     // Measured on direct calls: with this budget an import would otherwise take the batch lane.
@@ -434,7 +437,12 @@ async function main(): Promise<void> {
     // closed-loop clients take turns (progress, livez, progress, livez) — conditional progress
     // requests as the pages send them, and `/api/livez`. They hold the web at full load by design,
     // which is why the makespan compared is the one of step 2.
-    const loaded = await uploadImport("bench-progress-loaded", ROWS);
+    // Long enough to outlast the windows: unwatched, it would last twice as long as they do.
+    const loadedRows = Math.min(
+      ROWS * LOADED_ROWS_MAX,
+      Math.max(ROWS, Math.ceil((ROWS * 2 * 4 * WINDOW_S) / makespanBaseline)),
+    );
+    const loaded = await uploadImport("bench-progress-loaded", loadedRows);
     polled = loaded.progressToken;
     await openStreams(loaded.progressToken);
     phase = "loaded";
@@ -471,10 +479,10 @@ async function main(): Promise<void> {
       const p = await closedLoop(`/api/progress/${loaded.progressToken}`, true);
       progressWindows.push(p.rps);
       closedProgress += p.latencies.length;
-      closedLatencies.push(...p.latencies);
+      for (const ms of p.latencies) closedLatencies.push(ms);
       const l = await closedLoop("/api/livez", false);
       livezWindows.push(l.rps);
-      livezLatencies.push(...l.latencies);
+      for (const ms of l.latencies) livezLatencies.push(ms);
     }
     phase = "after";
     const queries = proxy.queries() - queriesBefore;
@@ -503,6 +511,7 @@ async function main(): Promise<void> {
       watchers: WATCHERS,
       streams,
       rows: ROWS,
+      loaded_rows: loadedRows,
       ratio_to_livez: (progressRps / livezRps).toFixed(2),
       p99_ms: quantile(closedLatencies, 0.99).toFixed(1),
       livez_p99_ms: quantile(livezLatencies, 0.99).toFixed(1),

@@ -19,7 +19,14 @@ import { batchRowsOf } from "@/workers/simulators/model";
 import { startSimulators, type RunningSimulators } from "@/workers/simulators/server";
 import { createJobAnswers } from "./job";
 import { categoryAnswerKey } from "./key";
-import { answerFromCache, PRUNE_CHUNK, pruneExpiredAnswers, rememberAnswer } from "./store";
+import {
+  answerFromCache,
+  answersFromCache,
+  PRUNE_CHUNK,
+  pruneExpiredAnswers,
+  rememberAnswer,
+  rememberAnswers,
+} from "./store";
 
 /**
  * The answers of one job and of a tenant, against the model simulator and the real database:
@@ -280,6 +287,49 @@ describe("rememberAnswer", () => {
     expect(await answerFromCache(tenantId, base.key)).toMatchObject({ slug: "transport" });
     await rememberAnswer({ ...base, slug: "other" });
     expect(await answerFromCache(tenantId, base.key)).toMatchObject({ slug: "other" });
+  });
+});
+
+describe("answers read and written many at once", () => {
+  it("one statement stores many (the later of two for one question), and one reads them back, counting a hit each", async () => {
+    const [a, b] = [await tenant("many-a"), await tenant("many-b")];
+    const base = {
+      model: "bounded-sim-1",
+      promptVersion: CATEGORY_PROMPT_VERSION,
+      promptTokens: 10,
+      completionTokens: 2,
+      callShare: 0.25,
+    };
+    const stored = { ...base, ttlDays: 30 };
+    const [k1, k2, k3] = ["1", "2", "3"].map((c) => c.repeat(64)) as [string, string, string];
+    const answeredAt = new Date(Date.now() - 3_600_123);
+    await rememberAnswers([
+      { ...stored, tenantId: a, key: k1, slug: "transport", answeredAt },
+      { ...stored, tenantId: a, key: k1, slug: "groceries", answeredAt: new Date(answeredAt.getTime() - 60_000) },
+      { ...stored, tenantId: a, key: k2, slug: "other", answeredAt, ttlDays: 1 },
+      { ...stored, tenantId: b, key: k1, slug: "groceries", answeredAt },
+    ]);
+    const found = await answersFromCache(a, [k1, k2, k3, k1]);
+    expect([...found.keys()].sort()).toEqual([k1, k2]);
+    expect(found.get(k1)).toEqual({
+      slug: "transport",
+      model: base.model,
+      promptTokens: base.promptTokens,
+      completionTokens: base.completionTokens,
+      callShare: base.callShare,
+    });
+    expect(found.get(k2)).toMatchObject({ slug: "other" });
+    expect((await answersFromCache(b, [k1])).get(k1)).toMatchObject({ slug: "groceries" });
+    // The moments are stored as given (UTC), and each read counted once per key.
+    const rows = await db().categoryAnswer.findMany({
+      where: { tenantId: a },
+      orderBy: { key: "asc" },
+      select: { createdAt: true, expiresAt: true, hits: true },
+    });
+    expect(rows).toEqual([
+      { createdAt: answeredAt, expiresAt: new Date(answeredAt.getTime() + 30 * 86_400_000), hits: 1 },
+      { createdAt: answeredAt, expiresAt: new Date(answeredAt.getTime() + 86_400_000), hits: 1 },
+    ]);
   });
 });
 

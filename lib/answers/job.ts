@@ -8,8 +8,9 @@ import {
   type CategoryChoice,
 } from "@/lib/modelcalls/choose-category";
 import { estimateCostUsd } from "@/lib/modelcalls/usage";
+import { coalesce } from "@/lib/core/coalesce";
 import { categoryAnswerKey } from "./key";
-import { answerFromCache, rememberAnswer, type StoredAnswer } from "./store";
+import { answersFromCache, rememberAnswers, type StoredAnswer } from "./store";
 
 const log = logger("answers");
 
@@ -47,23 +48,37 @@ export interface JobAnswersOptions {
   categoriser: Pick<Categoriser, "model" | "answer">;
 }
 
-/** The stored answer for `key`, or null; a read that fails is logged and is a miss (the row is asked). */
-async function lookUp(tenantId: string, key: string): Promise<StoredAnswer | null> {
-  try {
-    return await answerFromCache(tenantId, key);
-  } catch (err) {
-    log.warn({ err, tenantId }, "could not read the stored category answers; asking the model");
-    return null;
-  }
-}
-
-/** Stores the model's answer; a write that fails is logged, never thrown (the row has its answer, only its reuse is lost). */
-async function store(tenantId: string, key: string, answer: StoredAnswer): Promise<void> {
-  try {
-    await rememberAnswer({ ...answer, tenantId, key, promptVersion: CATEGORY_PROMPT_VERSION });
-  } catch (err) {
-    log.warn({ err, tenantId }, "could not store a category answer");
-  }
+/**
+ * The job's reads and writes of its tenant's stored answers. Rows in flight ask at about the same
+ * time: what they ask while a read (or a write) is running goes together in the next one, so a job
+ * pays one statement for a batch of rows, not one per row (lib/core/coalesce.ts). A read that fails
+ * is logged and is a miss (the row is asked); a write that fails is logged, never thrown (the row
+ * has its answer, only its reuse is lost).
+ */
+function storedAnswers(tenantId: string) {
+  const lookUp = coalesce(async (keys: string[]) => {
+    try {
+      const found = await answersFromCache(tenantId, keys);
+      return keys.map((key) => found.get(key) ?? null);
+    } catch (err) {
+      log.warn({ err, tenantId }, "could not read the stored category answers; asking the model");
+      return keys.map(() => null);
+    }
+  });
+  const store = coalesce(async (answers: { key: string; answer: StoredAnswer }[]) => {
+    try {
+      await rememberAnswers(
+        answers.map(({ key, answer }) => ({ ...answer, tenantId, key, promptVersion: CATEGORY_PROMPT_VERSION })),
+      );
+    } catch (err) {
+      log.warn({ err, tenantId }, "could not store category answers");
+    }
+    return answers.map(() => undefined);
+  });
+  return {
+    lookUp: (key: string): Promise<StoredAnswer | null> => lookUp(key),
+    store: (key: string, answer: StoredAnswer): Promise<void> => store({ key, answer }),
+  };
 }
 
 /** `bounded_category_answers_total` and, for a reused answer, the tokens and cost it saved. */
@@ -98,13 +113,14 @@ export function createJobAnswers(options: JobAnswersOptions): JobAnswers {
       },
     };
   const asked = new Map<string, Promise<AnsweredRow>>();
+  const stored = storedAnswers(tenantId);
 
   const ask = async (transaction: CategorisableTransaction, row: number, key: string): Promise<AnsweredRow> => {
-    const stored = await lookUp(tenantId, key);
-    if (stored) return { ...stored, source: "cache" };
+    const earlier = await stored.lookUp(key);
+    if (earlier) return { ...earlier, source: "cache" };
     const answered = await categoriser.answer(transaction, row);
     const answer: StoredAnswer = { ...answered, model };
-    await store(tenantId, key, answer);
+    await stored.store(key, answer);
     return { ...answer, source: "model" };
   };
 

@@ -22,11 +22,20 @@ export interface StoredAnswer {
  * stored, expired, or cleared).
  */
 export async function answerFromCache(tenantId: string, key: string): Promise<StoredAnswer | null> {
-  const rows = await db().$queryRaw<StoredAnswer[]>`
+  return (await answersFromCache(tenantId, [key])).get(key) ?? null;
+}
+
+/**
+ * The tenant's unexpired answers for `keys`, in one statement, counting a hit on each; a key with
+ * none (never stored, expired, or cleared) is not in the map.
+ */
+export async function answersFromCache(tenantId: string, keys: readonly string[]): Promise<Map<string, StoredAnswer>> {
+  if (keys.length === 0) return new Map();
+  const rows = await db().$queryRaw<(StoredAnswer & { key: string })[]>`
     UPDATE "CategoryAnswer" SET hits = hits + 1
-    WHERE "tenantId" = ${tenantId}::uuid AND key = ${key} AND "expiresAt" > now()
-    RETURNING slug, model, "promptTokens", "completionTokens", "callShare"`;
-  return rows[0] ?? null;
+    WHERE "tenantId" = ${tenantId}::uuid AND key = ANY(${[...new Set(keys)]}::bpchar[]) AND "expiresAt" > now()
+    RETURNING key, slug, model, "promptTokens", "completionTokens", "callShare"`;
+  return new Map(rows.map(({ key, ...answer }) => [key, answer]));
 }
 
 export interface RememberedAnswer extends StoredAnswer {
@@ -46,15 +55,34 @@ export interface RememberedAnswer extends StoredAnswer {
  * rounded to whole numbers.
  */
 export async function rememberAnswer(answer: RememberedAnswer): Promise<void> {
-  const answeredAt = answer.answeredAt ?? new Date();
-  const ttlDays = answer.ttlDays ?? env().BOUNDED_CATEGORY_ANSWER_TTL_DAYS;
-  const expiresAt = new Date(answeredAt.getTime() + ttlDays * DAY_MS);
+  await rememberAnswers([answer]);
+}
+
+/**
+ * `rememberAnswer` for many answers in one statement. Of two answers for the same tenant and key,
+ * the later one is kept (one statement cannot write a row twice).
+ */
+export async function rememberAnswers(answers: readonly RememberedAnswer[]): Promise<void> {
+  const latest = new Map<string, RememberedAnswer & { answeredAt: Date; expiresAt: Date }>();
+  const defaultTtlDays = env().BOUNDED_CATEGORY_ANSWER_TTL_DAYS;
+  for (const answer of answers) {
+    const answeredAt = answer.answeredAt ?? new Date();
+    const expiresAt = new Date(answeredAt.getTime() + (answer.ttlDays ?? defaultTtlDays) * DAY_MS);
+    const id = `${answer.tenantId} ${answer.key}`;
+    const kept = latest.get(id);
+    if (!kept || kept.answeredAt <= answeredAt) latest.set(id, { ...answer, answeredAt, expiresAt });
+  }
+  if (latest.size === 0) return;
+  const rows = [...latest.values()];
   await db().$executeRaw`
     INSERT INTO "CategoryAnswer" ("tenantId", key, slug, model, "promptVersion", "promptTokens",
       "completionTokens", "callShare", "createdAt", "expiresAt")
-    VALUES (${answer.tenantId}::uuid, ${answer.key}, ${answer.slug}, ${answer.model}, ${answer.promptVersion},
-      ${Math.round(answer.promptTokens)}, ${Math.round(answer.completionTokens)}, ${answer.callShare},
-      ${answeredAt}, ${expiresAt})
+    SELECT t, k, s, m, v, p, c, share, answered AT TIME ZONE 'UTC', expires AT TIME ZONE 'UTC'
+    FROM unnest(${rows.map((a) => a.tenantId)}::uuid[], ${rows.map((a) => a.key)}::bpchar[],
+      ${rows.map((a) => a.slug)}::text[], ${rows.map((a) => a.model)}::text[], ${rows.map((a) => a.promptVersion)}::int[],
+      ${rows.map((a) => Math.round(a.promptTokens))}::int[], ${rows.map((a) => Math.round(a.completionTokens))}::int[],
+      ${rows.map((a) => a.callShare)}::float8[], ${rows.map((a) => a.answeredAt.toISOString())}::timestamptz[],
+      ${rows.map((a) => a.expiresAt.toISOString())}::timestamptz[]) AS u(t, k, s, m, v, p, c, share, answered, expires)
     ON CONFLICT ("tenantId", key) DO UPDATE SET
       slug = EXCLUDED.slug, model = EXCLUDED.model, "promptVersion" = EXCLUDED."promptVersion",
       "promptTokens" = EXCLUDED."promptTokens", "completionTokens" = EXCLUDED."completionTokens",

@@ -1,9 +1,31 @@
 import { db, type Prisma } from "@/lib/db/client";
 import { AttemptFenced } from "@/lib/core/signals";
 
-export type ItemOutcome =
-  | { ok: true; effect: (tx: Prisma.TransactionClient) => Promise<unknown> }
-  | { ok: false; row: number; reason: string };
+/**
+ * An item's write that goes together with the same writes of the other items of its commit: the
+ * commit calls `write` once, with the `data` of every item that has the same `write` (the same
+ * function), so a group of items costs one statement (a `createMany`) instead of one per item.
+ * Make one with `groupedWrite`.
+ */
+export interface GroupedEffect<D = unknown> {
+  data: D;
+  write: (tx: Prisma.TransactionClient, data: D[]) => Promise<unknown>;
+}
+
+/** What an item writes in its commit: its own function, or its part of a write shared with the other items. */
+export type Effect = ((tx: Prisma.TransactionClient) => Promise<unknown>) | GroupedEffect;
+
+/**
+ * `write`, as a maker of each item's part of it: `const rows = groupedWrite((tx, data) =>
+ * tx.thing.createMany({ data }))`, then an item returns `rows(itsData)`.
+ */
+export function groupedWrite<D>(
+  write: (tx: Prisma.TransactionClient, data: D[]) => Promise<unknown>,
+): (data: D) => GroupedEffect {
+  return (data) => ({ data, write }) as GroupedEffect;
+}
+
+export type ItemOutcome = { ok: true; effect: Effect } | { ok: false; row: number; reason: string };
 
 /** One item to commit: its number (counted like the cursor: 1 is the job's first, or its range's) and what it did. */
 export interface ItemCommit {
@@ -28,9 +50,9 @@ export async function commitItem(
 }
 
 /**
- * Commits items together: their effects (or failure records), a `JobItem` row per item, and the
- * job's advance in one transaction, refused (`AttemptFenced`) unless `attempt` is still current
- * and the row running. Items finishing side by side are committed as a group because every
+ * Commits items together: their effects (a `GroupedEffect` once for all the items that share it)
+ * or failure records, a `JobItem` row per item, and the job's advance in one transaction, refused
+ * (`AttemptFenced`) unless `attempt` is still current and the row running. Items finishing side by side are committed as a group because every
  * commit of a job takes its row's lock: one transaction for many items is what lets a job commit
  * hundreds of items a second. The `JobItem` row (unique per job and item) makes each effect
  * exactly-once: a second commit of an item fails as a whole and writes nothing. `cursor` is the
@@ -64,10 +86,18 @@ export async function commitItems(
         WHERE id = ${parentId}::uuid`;
     }
     const failures: { jobId: string; row: number; reason: string; attempt: number }[] = [];
+    const grouped = new Map<GroupedEffect["write"], unknown[]>();
     for (const { outcome } of items) {
-      if (outcome.ok) await outcome.effect(tx);
-      else failures.push({ jobId, row: outcome.row, reason: outcome.reason.slice(0, 500), attempt });
+      if (!outcome.ok) failures.push({ jobId, row: outcome.row, reason: outcome.reason.slice(0, 500), attempt });
+      else if (typeof outcome.effect === "function") await outcome.effect(tx);
+      else {
+        const { write, data } = outcome.effect;
+        const all = grouped.get(write);
+        if (all) all.push(data);
+        else grouped.set(write, [data]);
+      }
     }
+    for (const [write, data] of grouped) await write(tx, data);
     if (failures.length > 0) await tx.jobItemFailure.createMany({ data: failures });
   });
 }

@@ -1,18 +1,22 @@
 import { setMaxListeners } from "node:events";
-import type { Prisma } from "@/lib/db/client";
 import { DependencyPause, whileUnavailable } from "@/lib/dependencies/pause";
 import { isDependencyUnavailable } from "@/lib/dependencies/unavailable";
 import type { Logger } from "@/lib/log";
 import { metrics } from "@/lib/metrics/metrics";
 import { isRateLimitDefer, type RateLimitDefer } from "@/lib/ratelimit/errors";
 import { sleep } from "@/lib/time";
+import { coalesce } from "@/lib/core/coalesce";
 import { isControlSignal, ItemError, SliceEnded } from "@/lib/core/signals";
 import { ItemCosts } from "./item-costs";
 import { refusedWriteReason } from "./refused-write";
-import { commitItems, committedItems, type ItemCommit } from "./commit";
+import { commitItems, committedItems, type Effect, type ItemCommit } from "./commit";
 
-/** What one item did: a database effect committed with the job's advance, or nothing to write. */
-export type ItemEffect = ((tx: Prisma.TransactionClient) => Promise<unknown>) | null;
+/**
+ * What one item did: a database effect committed with the job's advance (its own function, or its
+ * part of a write grouped with the other items of the commit: ./commit.ts `groupedWrite`), or
+ * nothing to write.
+ */
+export type ItemEffect = Effect | null;
 
 export interface ItemLoop {
   jobId: string;
@@ -86,25 +90,17 @@ function reasonOf(err: unknown): string {
  */
 const MAX_GROUP = 100;
 
-interface PendingCommit extends ItemCommit {
-  resolve(): void;
-  reject(reason: unknown): void;
-}
-
 /**
  * One committer per loop: items hand in what they did and wait until it is committed. Whatever is
- * waiting when a commit ends goes in the next one, together. A group that fails for another
- * reason than a control signal is committed again item by item, so one item's bad write fails
- * only that item's commit. A commit that fails because PostgreSQL is not reachable is nobody's
- * failure: the committer waits for it (`pause`) and commits the group again, less the items the
- * lost commit did write before the connection went (the database says which), so each item is
- * still written exactly once.
+ * waiting when a commit ends goes in the next one, together (lib/core/coalesce.ts). A group that
+ * fails for another reason than a control signal is committed again item by item, so one item's
+ * bad write fails only that item's commit. A commit that fails because PostgreSQL is not reachable
+ * is nobody's failure: the committer waits for it (`pause`) and commits the group again, less the
+ * items the lost commit did write before the connection went (the database says which), so each
+ * item is still written exactly once.
  */
 function groupCommitter(loop: ItemLoop, progress: Progress, pause: DependencyPause) {
-  let waiting: PendingCommit[] = [];
-  let running = false;
-
-  async function commit(group: PendingCommit[]): Promise<void> {
+  async function commit(group: ItemCommit[]): Promise<void> {
     let left = group;
     for (;;) {
       loop.signal.throwIfAborted();
@@ -127,40 +123,29 @@ function groupCommitter(loop: ItemLoop, progress: Progress, pause: DependencyPau
     for (const g of left) progress.committed(g.item);
   }
 
-  async function drain(): Promise<void> {
-    running = true;
+  /** Each item's commit error, or null once it is committed. */
+  const committing = coalesce(async (group: ItemCommit[]): Promise<({ error: unknown } | null)[]> => {
     try {
-      while (waiting.length > 0) {
-        const group = waiting.slice(0, MAX_GROUP);
-        waiting = waiting.slice(group.length);
-        try {
-          await commit(group);
-          for (const g of group) g.resolve();
-        } catch (err) {
-          if (group.length === 1 || isControlSignal(err) || loop.signal.aborted) {
-            for (const g of group) g.reject(err);
-            continue;
-          }
-          for (const g of group) {
-            try {
-              await commit([g]);
-              g.resolve();
-            } catch (single) {
-              g.reject(single);
-            }
-          }
-        }
-      }
-    } finally {
-      running = false;
+      await commit(group);
+      return group.map(() => null);
+    } catch (error) {
+      if (group.length === 1 || isControlSignal(error) || loop.signal.aborted) return group.map(() => ({ error }));
+      const outcomes: ({ error: unknown } | null)[] = [];
+      for (const g of group)
+        outcomes.push(
+          await commit([g]).then(
+            () => null,
+            (single: unknown) => ({ error: single }),
+          ),
+        );
+      return outcomes;
     }
-  }
+  }, MAX_GROUP);
 
-  return (item: ItemCommit): Promise<void> =>
-    new Promise<void>((resolve, reject) => {
-      waiting.push({ ...item, resolve, reject });
-      if (!running) void drain();
-    });
+  return async (item: ItemCommit): Promise<void> => {
+    const failed = await committing(item);
+    if (failed) throw failed.error;
+  };
 }
 
 /**

@@ -11,14 +11,14 @@ import { REQUIRED_COLUMNS } from "@/lib/imports/inspect-upload";
 import { rowProblem, transactionRowSchema } from "@/lib/imports/rows";
 import { ModelCallError } from "@/lib/modelcalls/errors";
 import { createCategoriser } from "@/lib/modelcalls/categoriser";
-import { createJobAnswers } from "@/lib/answers/job";
+import { createJobAnswers, type AnswerSource } from "@/lib/answers/job";
 import { categoryAnswerKey } from "@/lib/answers/key";
 import * as batchService from "@/lib/modelcalls/batch-service";
 import { env } from "@/lib/env";
 import type { Categoriser, RowAnswer } from "@/lib/modelcalls/categoriser";
 import { buildCategoryPrompt, parseCategoryAnswer, type CategoryChoice } from "@/lib/modelcalls/choose-category";
 import { throughBatchLane, type BatchAnswer, type LaneItem } from "@/lib/runs/batch-lane";
-import { committedItems } from "@/lib/runs/commit";
+import { committedItems, groupedWrite } from "@/lib/runs/commit";
 import type { RunStart } from "@/lib/runs/attempt";
 import { KINDS } from "@/lib/catalog/catalog";
 import type { Processor } from "@/lib/runs/processor";
@@ -76,6 +76,8 @@ export const csvImport: Processor = async ({ run, signal, loop, log }) => {
     categoriser: batchFirst(categoriser, fromBatch, categories),
   });
 
+  const importedRow = importedRowsOf(run);
+
   // The row number a person sees in a spreadsheet: the header is row 1, a quoted multi-line field
   // stays one row, blank lines are not rows.
   await forEachItem(
@@ -101,33 +103,20 @@ export const csvImport: Processor = async ({ run, signal, loop, log }) => {
           throw new ItemError("could not be categorised: the model service did not answer");
         throw err;
       }
-      return async (t) => {
-        await t.transaction.create({
-          data: {
-            tenantId: run.tenantId,
-            jobId: run.jobId,
-            row,
-            date: new Date(`${tx.date}T00:00:00Z`),
-            amountMinor: tx.amount,
-            currency: tx.currency,
-            counterparty: tx.counterparty,
-            description: tx.description,
-            categoryId: categoryIds.get(answer.slug) ?? categoryIds.get("other")!,
-          },
-        });
-        await t.categoryAnswerUse.create({
-          data: {
-            jobId: run.jobId,
-            row,
-            jobKind: run.kind,
-            source: answer.source,
-            model: answer.model,
-            promptTokens: Math.round(answer.promptTokens),
-            completionTokens: Math.round(answer.completionTokens),
-            callShare: answer.callShare,
-          },
-        });
-      };
+      return importedRow({
+        row,
+        date: tx.date,
+        amountMinor: tx.amount,
+        currency: tx.currency,
+        counterparty: tx.counterparty,
+        description: tx.description,
+        categoryId: categoryIds.get(answer.slug) ?? categoryIds.get("other")!,
+        source: answer.source,
+        model: answer.model,
+        promptTokens: Math.round(answer.promptTokens),
+        completionTokens: Math.round(answer.completionTokens),
+        callShare: answer.callShare,
+      });
     },
     (index) => index + 1,
   ).finally(() => categoriser.close());
@@ -143,6 +132,51 @@ export const csvImport: Processor = async ({ run, signal, loop, log }) => {
     },
   };
 };
+
+/** What an imported row writes: its Transaction, and where its category came from. */
+interface ImportedRow {
+  row: number;
+  /** `YYYY-MM-DD`. */
+  date: string;
+  amountMinor: bigint;
+  currency: string;
+  counterparty: string;
+  description: string;
+  categoryId: number;
+  source: AnswerSource;
+  model: string;
+  promptTokens: number;
+  completionTokens: number;
+  callShare: number;
+}
+
+/**
+ * A row's writes: its Transaction, and the record of where its category came from
+ * (CategoryAnswerUse). The rows of one commit are written together, one statement per table
+ * (lib/runs/commit.ts `groupedWrite`); a value the database refuses fails the statement, and the
+ * commit then writes its rows one by one, so only that row fails.
+ */
+function importedRowsOf(run: RunStart) {
+  return groupedWrite(async (t, rows: ImportedRow[]) => {
+    const now = new Date().toISOString();
+    await t.$executeRaw`
+      INSERT INTO "Transaction" ("tenantId", "jobId", row, date, "amountMinor", currency, counterparty, description,
+        "categoryId", "createdAt")
+      SELECT ${run.tenantId}::uuid, ${run.jobId}::uuid, r, d, a, c, cp, de, cat, ${now}::timestamptz AT TIME ZONE 'UTC'
+      FROM unnest(${rows.map((r) => r.row)}::int[], ${rows.map((r) => r.date)}::date[],
+        ${rows.map((r) => r.amountMinor.toString())}::bigint[], ${rows.map((r) => r.currency)}::bpchar[],
+        ${rows.map((r) => r.counterparty)}::text[], ${rows.map((r) => r.description)}::text[],
+        ${rows.map((r) => r.categoryId)}::int[]) AS u(r, d, a, c, cp, de, cat)`;
+    await t.$executeRaw`
+      INSERT INTO "CategoryAnswerUse" ("jobId", row, "jobKind", source, model, "promptTokens", "completionTokens",
+        "callShare", "createdAt")
+      SELECT ${run.jobId}::uuid, r, ${run.kind}, s::"AnswerSource", m, p, c, share, ${now}::timestamptz AT TIME ZONE 'UTC'
+      FROM unnest(${rows.map((r) => r.row)}::int[], ${rows.map((r) => r.source)}::text[],
+        ${rows.map((r) => r.model)}::text[], ${rows.map((r) => r.promptTokens)}::int[],
+        ${rows.map((r) => r.completionTokens)}::int[], ${rows.map((r) => r.callShare)}::float8[])
+        AS u(r, s, m, p, c, share)`;
+  });
+}
 
 /** The stored file; a part of a split import reads the file uploaded for the job it was split from. */
 async function uploadOf(run: RunStart): Promise<{ content: Uint8Array; delimiter: string }> {
