@@ -210,7 +210,9 @@ function rssKb(pid: number): number {
 
 /**
  * CPU seconds (user + system) used so far by each part on this machine: the web, the workers and
- * the simulator, PostgreSQL, and this process (the simulated watchers). Read from /proc.
+ * the simulator, PostgreSQL, and this process (the simulated watchers). Read from /proc, with the
+ * time of each process's children that have ended (a PostgreSQL backend that closed between two
+ * readings is counted in its postmaster's, not lost).
  */
 function cpuByPart(webPid: number): Record<"web" | "workers" | "postgres" | "watchers", number> {
   const tick = 100; // USER_HZ on Linux
@@ -219,12 +221,14 @@ function cpuByPart(webPid: number): Record<"web" | "workers" | "postgres" | "wat
     try {
       const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      const seconds = (Number(fields[11]) + Number(fields[12])) / tick;
+      // utime, stime, cutime, cstime
+      const seconds = (Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) / tick;
       const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
       if (Number(pid) === webPid) parts.web += seconds;
       else if (Number(pid) === process.pid) parts.watchers += seconds;
       else if (/workers\/main\.ts|simulators\/main\.ts/.test(cmdline)) parts.workers += seconds;
-      else if (cmdline.startsWith("postgres")) parts.postgres += seconds;
+      // The postmaster (its binary's path) and its backends (which rename themselves "postgres: …").
+      else if (cmdline.startsWith("postgres") || /\/postgres$/.test(cmdline.split("\0")[0]!)) parts.postgres += seconds;
     } catch {
       // Gone, or not ours to read.
     }

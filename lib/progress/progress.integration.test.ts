@@ -14,7 +14,7 @@ import { waitFor } from "@/test/helpers/wait";
 import { closeHub, watch } from "./hub";
 import { ensureProgressListener, PROGRESS_CHANNEL, stopProgressListener } from "./listener";
 import { PROGRESS_NOT_FOUND, progressResponse } from "./respond";
-import { getProgressSnapshot, type ProgressSnapshot, readSnapshot } from "./snapshot";
+import { getProgressSnapshot, type ProgressSnapshot, REBUILD_EVERY_MS, readSnapshot } from "./snapshot";
 import { MAX_STREAMS_PER_ADDRESS, openStreams, progressEventsResponse } from "./stream";
 import { jobEventsResponse } from "./operator";
 
@@ -162,6 +162,24 @@ describe("the progress snapshot", () => {
     const versions = seen.map((s) => s.version);
     expect(versions).toEqual([...versions].sort((a, b) => a - b));
     unwatch();
+  });
+
+  it("rebuilds a job at most once every REBUILD_EVERY_MS however often its rows commit, and the last answer has the last commit", async () => {
+    const { id, token } = await newJob(20);
+    await getProgressSnapshot(token);
+    const run = (await startAttempt(id))!;
+    await snapshotWhere(token, "the running answer", (_s, b) => b.status === "running");
+    const before = computed.count;
+    const started = Date.now();
+    // Each commit is announced once the rebuild of the one before has ended: spacing them out is
+    // the rebuilds' own doing, not a fold of announcements that arrived during one.
+    for (let item = 1; item <= 20; item++) {
+      await commitItem(id, run.attempt, item, { ok: true, effect: async () => undefined });
+      await new Promise((r) => setTimeout(r, 60));
+    }
+    const elapsed = Date.now() - started;
+    await snapshotWhere(token, "the last commit", (_s, b) => b.processed === 20);
+    expect(computed.count - before).toBeLessThanOrEqual(Math.ceil(elapsed / REBUILD_EVERY_MS) + 2);
   });
 
   it("an operator's cancel makes a new version that says so", async () => {

@@ -2,6 +2,7 @@ import { createHash, randomUUID } from "node:crypto";
 import { type CustomerProgress, getCustomerProgress } from "@/lib/jobs/customer-progress";
 import { isProgressToken } from "@/lib/jobs/queries";
 import { key, redis } from "@/lib/redis/client";
+import { sleep } from "@/lib/time";
 
 /**
  * The customer's progress answer, computed once per change of the job and kept in Redis where
@@ -28,10 +29,12 @@ export interface ProgressSnapshot {
 }
 
 /**
- * At most one rebuild per job every 150 ms in a process: an import commits rows far more often
- * than a person can read them, and 150 ms keeps the watcher's lag inside a second on a busy host.
+ * At most one rebuild per job every 250 ms in a process: an import commits rows far more often
+ * than a person can read them (a 10,000-row import commits a few dozen times a second), and every
+ * rebuild is an event written to each of the job's streams. Four updates a second still read as
+ * live, and keep the watcher's lag well inside a second.
  */
-export const REBUILD_EVERY_MS = 150;
+export const REBUILD_EVERY_MS = 250;
 
 /**
  * How old an answer may be before a read asks for a rebuild (and is still served meanwhile). The
@@ -189,39 +192,77 @@ async function rebuildAcrossProcesses(token: string): Promise<ProgressSnapshot |
   return built;
 }
 
-const inFlight = globalThis as unknown as {
-  __boundedProgressRebuilds?: Map<string, { again: boolean; done: Promise<void> }>;
-};
+/** A job's rebuilds in this process: the one under way, and whether another was asked for since it started. */
+interface Rebuilds {
+  /** Asked for since the round under way (if any) started: one more round will run. */
+  again: boolean;
+  /** The round under way; settles when its rebuild has. */
+  round: Promise<void> | null;
+  /** The next round's outcome, for whoever asked for it. */
+  next: { promise: Promise<void>; resolve(): void; reject(err: unknown): void };
+}
+
+const inFlight = globalThis as unknown as { __boundedProgressRebuilds?: Map<string, Rebuilds> };
 inFlight.__boundedProgressRebuilds ??= new Map();
 const rebuilding = inFlight.__boundedProgressRebuilds;
 
+function deferred(): Rebuilds["next"] {
+  let resolve!: () => void;
+  let reject!: (err: unknown) => void;
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  // Nobody may be waiting for a round (a change announced with no page open): its failure is the caller's to log.
+  promise.catch(() => undefined);
+  return { promise, resolve, reject };
+}
+
 /**
- * Asks for a job's answer to be rebuilt. Within a process, calls while one is under way are folded
- * into one more rebuild after it, no sooner than `REBUILD_EVERY_MS` after the last one started.
- * Resolves when the answer reflects every change announced before the call.
+ * Asks for a job's answer to be rebuilt. Within a process, rebuilds of a job start at least
+ * `REBUILD_EVERY_MS` apart: what is announced in between waits for the next one, and all of it
+ * goes in that one rebuild — during an import, a job's watchers get at most one new version per
+ * spacing, however often its rows commit. Resolves when the answer reflects every change
+ * announced before the call; rejects with the error of the rebuild that was to reflect it.
  */
 export function requestRebuild(token: string): Promise<void> {
   const running = rebuilding.get(token);
   if (running) {
     running.again = true;
-    return running.done;
+    return running.next.promise;
   }
-  const entry = { again: true, done: Promise.resolve() };
-  entry.done = (async () => {
+  const entry: Rebuilds = { again: true, round: null, next: deferred() };
+  const first = entry.next.promise;
+  rebuilding.set(token, entry);
+  void (async () => {
     try {
-      while (entry.again) {
+      let started = Number.NEGATIVE_INFINITY;
+      for (;;) {
+        await sleep(Math.max(0, started + REBUILD_EVERY_MS - Date.now()));
+        if (!entry.again) break;
         entry.again = false;
-        const started = Date.now();
-        await rebuildAcrossProcesses(token);
-        if (entry.again)
-          await new Promise((resolve) => setTimeout(resolve, Math.max(0, started + REBUILD_EVERY_MS - Date.now())));
+        const { resolve, reject } = entry.next;
+        entry.next = deferred();
+        started = Date.now();
+        entry.round = rebuildAcrossProcesses(token).then(resolve, reject);
+        await entry.round;
+        entry.round = null;
       }
     } finally {
       rebuilding.delete(token);
     }
   })();
-  rebuilding.set(token, entry);
-  return entry.done;
+  return first;
+}
+
+/**
+ * What to wait for before this process's stored answer reflects every change announced so far:
+ * the next round when one was asked for, else the round under way; undefined when nothing is.
+ */
+function rebuildUnderWay(token: string): Promise<void> | undefined {
+  const entry = rebuilding.get(token);
+  if (!entry) return undefined;
+  return entry.again ? entry.next.promise : (entry.round ?? undefined);
 }
 
 /** Whether an answer is old enough that a read should ask for a fresh one. */
@@ -240,10 +281,10 @@ export async function getProgressSnapshot(token: string): Promise<ProgressSnapsh
   if (stored) {
     // A page that reads "ended" stops watching: while this process rebuilds the job (a change was
     // announced), an ended answer waits for the rebuild rather than be the last word.
-    const running = rebuilding.get(token);
-    if (stored.terminal && running) {
+    const running = rebuildUnderWay(token);
+    if (stored.terminal && running !== undefined) {
       // A rebuild that failed leaves the stored answer as the best there is.
-      await running.done.catch(() => undefined);
+      await running.catch(() => undefined);
       return (await readStoredSnapshot(token)) ?? stored;
     }
     if (isStale(stored)) void requestRebuild(token).catch(() => undefined);
@@ -251,7 +292,7 @@ export async function getProgressSnapshot(token: string): Promise<ProgressSnapsh
   }
   // The first look at a job: a rebuild this process already runs (its creation was announced) is
   // waited for rather than repeated.
-  await rebuilding.get(token)?.done.catch(() => undefined);
+  await rebuildUnderWay(token)?.catch(() => undefined);
   const settled = await readSnapshot(token);
   if (settled) return settled;
   const built = await rebuildAcrossProcesses(token);
@@ -271,7 +312,7 @@ export async function getProgressSnapshot(token: string): Promise<ProgressSnapsh
  */
 export function heldSnapshot(token: string, now = Date.now()): ProgressSnapshot | undefined {
   const copy = local.trusted ? local.byToken.get(token) : undefined;
-  if (!copy || isStale(copy, now) || (copy.terminal && rebuilding.has(token))) return undefined;
+  if (!copy || isStale(copy, now) || (copy.terminal && rebuildUnderWay(token) !== undefined)) return undefined;
   return copy;
 }
 

@@ -116,7 +116,9 @@ export function pumpEvents(
     send(`retry: ${RECONNECT_MS}\n\n`);
     // Read again now that the subscription is live: a version published in between is not missed.
     const current = (await readStoredSnapshot(stream.token).catch(() => null)) ?? stream.initial;
-    if (current.version <= sentVersion && !current.terminal)
+    // `ready` answers a reconnect that already has the current version, never a version this
+    // stream has just sent (the hub may deliver one before this read is back).
+    if (current.version <= stream.lastSeen && !current.terminal)
       send(`event: ready\ndata: {"version":${current.version}}\n\n`);
     deliver(current);
   })().catch(close);
