@@ -11,6 +11,10 @@ export const MAX_ROWS = Number(E2E_ENV.BOUNDED_UPLOAD_MAX_ROWS);
 
 export const HEADER = "date,amount,currency,counterparty,description";
 const ROW = "2026-01-05,-12.50,EUR,REWE Markt,Groceries";
+/** The file limit as the messages write it, for a pattern: "4\\.0 MB". */
+const LIMIT = `${(MAX_BYTES / 1024 / 1024).toFixed(1)} MB`.replace(".", "\\.");
+/** Rows long enough that a file over the byte limit stays under the row limit. */
+const LONG_ROW = `${ROW} ${"x".repeat(Math.ceil((2 * MAX_BYTES) / MAX_ROWS))}`;
 
 /** How the bytes reach the server. */
 export type Transport =
@@ -182,7 +186,7 @@ export const REFUSED_UPLOADS: RefusedUpload[] = [
     body: () => Buffer.from(`${HEADER}\n2026-01-05,-1.00,EUR,A,${"x".repeat(10 * 1024 * 1024)}\n`),
     status: 413,
     code: "file_too_large",
-    message: /^The upload is over 1\.\d MB; the limit is 1\.\d MB/,
+    message: /^The upload is over \d+\.\d MB; the limit is \d+\.\d MB/,
   },
   {
     name: "one 10 MB line as a text/csv body",
@@ -190,7 +194,7 @@ export const REFUSED_UPLOADS: RefusedUpload[] = [
     body: () => Buffer.from(`${HEADER}\n2026-01-05,-1.00,EUR,A,${"x".repeat(10 * 1024 * 1024)}\n`),
     status: 413,
     code: "file_too_large",
-    message: /the limit is 1\.0 MB/,
+    message: new RegExp(`the limit is ${LIMIT}`),
   },
   {
     name: "one byte over the limit",
@@ -198,7 +202,7 @@ export const REFUSED_UPLOADS: RefusedUpload[] = [
     body: () => Buffer.from(`${HEADER}\n2026-01-05,-1.00,EUR,A,`.padEnd(MAX_BYTES + 1, "x")),
     status: 413,
     code: "file_too_large",
-    message: /the limit is 1\.0 MB/,
+    message: new RegExp(`the limit is ${LIMIT}`),
   },
   {
     name: "one byte over the limit, as a form upload",
@@ -206,24 +210,24 @@ export const REFUSED_UPLOADS: RefusedUpload[] = [
     body: () => Buffer.from(`${HEADER}\n2026-01-05,-1.00,EUR,A,`.padEnd(MAX_BYTES + 1, "x")),
     status: 413,
     code: "file_too_large",
-    message: /the limit is 1\.0 MB/,
+    message: new RegExp(`the limit is ${LIMIT}`),
   },
   // "over": refused while counting the bytes as they arrive, not after buffering the whole body.
   {
-    name: "2 MB chunked without Content-Length",
+    name: "twice the limit, chunked without Content-Length",
     transport: "chunked",
-    body: () => csv(HEADER, ...Array.from({ length: 50_000 }, () => ROW)),
+    body: () => csv(HEADER, ...Array.from({ length: MAX_ROWS / 2 }, () => LONG_ROW)),
     status: 413,
     code: "file_too_large",
-    message: /^The file is over 1\.0 MB; the limit is 1\.0 MB/,
+    message: new RegExp(`^The file is over ${LIMIT}; the limit is ${LIMIT}`),
   },
   {
-    name: "2 MB chunked form upload without Content-Length",
+    name: "twice the limit, chunked form upload without Content-Length",
     transport: "chunked-multipart",
-    body: () => csv(HEADER, ...Array.from({ length: 50_000 }, () => ROW)),
+    body: () => csv(HEADER, ...Array.from({ length: MAX_ROWS / 2 }, () => LONG_ROW)),
     status: 413,
     code: "file_too_large",
-    message: /^The upload is over 1\.\d MB; the limit is 1\.\d MB/,
+    message: /^The upload is over \d+\.\d MB; the limit is \d+\.\d MB/,
   },
   {
     name: "an empty file",
@@ -263,7 +267,9 @@ export const REFUSED_UPLOADS: RefusedUpload[] = [
     body: () => Buffer.from(transactionsCsv(MAX_ROWS + 1).csv),
     status: 413,
     code: "too_many_rows",
-    message: /5,001 rows; the limit is 5,000/,
+    message: new RegExp(
+      `${(MAX_ROWS + 1).toLocaleString("en-US")} rows; the limit is ${MAX_ROWS.toLocaleString("en-US")}`,
+    ),
   },
   {
     name: "tab-separated",

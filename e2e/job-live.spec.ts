@@ -4,7 +4,7 @@ import { E2E_ENV } from "./env";
 import { expect, test, users, VIEWER } from "./fixtures";
 
 // About a minute of work on this system: still running while the page watches it.
-const ROWS = 5000;
+const ROWS = 20_000;
 const operator = { authorization: `Bearer ${E2E_ENV.BOUNDED_BOOTSTRAP_TOKEN}` };
 const processed = async (jobId: string) =>
   (await sql<{ processed: number }>(`select processed from "Job" where id = $1`, [jobId]))[0]!.processed;

@@ -31,14 +31,14 @@ const cases: { name: string; status: number; code: string; body: () => Buffer; m
     status: 413,
     code: "file_too_large",
     body: () => Buffer.from(header + "2026-01-01,1.00,EUR,A,B\n".repeat(Math.ceil((MAX_BYTES + 10) / 24))),
-    message: /the limit is 1\.0 MB/,
+    message: new RegExp(`the limit is ${(MAX_BYTES / 1024 / 1024).toFixed(1)} MB`),
   },
   {
     name: "too many rows",
     status: 413,
     code: "too_many_rows",
     body: () => Buffer.from(transactionsCsv(MAX_ROWS + 1).csv),
-    message: /rows; the limit is 5,000/,
+    message: new RegExp(`rows; the limit is ${MAX_ROWS.toLocaleString("en-US")}`),
   },
   {
     name: "not text (a PNG)",

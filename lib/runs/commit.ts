@@ -4,7 +4,7 @@ import { AttemptFenced } from "@/lib/core/signals";
 /**
  * An item's write that goes together with the same writes of the other items of its commit: the
  * commit calls `write` once, with the `data` of every item that has the same `write` (the same
- * function), so a group of items costs one statement (a `createMany`) instead of one per item.
+ * function), so a group of items costs one statement instead of one per item.
  * Make one with `groupedWrite`.
  */
 export interface GroupedEffect<D = unknown> {
@@ -52,9 +52,9 @@ export async function commitItem(
 /**
  * Commits items together: their effects (a `GroupedEffect` once for all the items that share it)
  * or failure records, a `JobItem` row per item, and the job's advance in one transaction, refused
- * (`AttemptFenced`) unless `attempt` is still current and the row running. Items finishing side by side are committed as a group because every
- * commit of a job takes its row's lock: one transaction for many items is what lets a job commit
- * hundreds of items a second. The `JobItem` row (unique per job and item) makes each effect
+ * (`AttemptFenced`) unless `attempt` is still current and the row running. Items finishing side
+ * by side are committed as a group because every commit of a job takes its row's lock: one
+ * transaction for many items is what lets a job commit hundreds of items a second. The `JobItem` row (unique per job and item) makes each effect
  * exactly-once: a second commit of an item fails as a whole and writes nothing. `cursor` is the
  * contiguous low watermark these commits complete (it never moves back). A part of a split job
  * advances the counts of the job it was split from in the same transaction, so the original job
