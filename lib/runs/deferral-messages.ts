@@ -41,10 +41,14 @@ export function batchWaitMessage(
   return `Waiting for ${scope} (the provider's batch service, expected by ${clock(expectedBy)}; finished directly from ${clock(lastMomentAt)} at the latest); it looks again in ${formatWaitSeconds(waitProductionMs)}.`;
 }
 
+/** PostgreSQL's `to_char` pattern for whole seconds in `formatSeconds`' form: "1,800". */
+export const SECONDS_PATTERN = "FM999,999,999,990";
+
 /**
  * The timeline event's message, as a `format()` template for the deferral statement: the slot
  * time used so far, the budget and the reschedule count are the row's as the statement leaves
- * them, so the statement fills in those three (`%s`); every word is here.
+ * them, so the statement fills in those three (`%s`, the seconds with `SECONDS_PATTERN`); every
+ * word is here.
  */
 export function deferredEventTemplate(message: string, slotProductionMs: number): string {
   const literal = (text: string) => text.replaceAll("%", "%%");

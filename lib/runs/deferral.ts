@@ -13,6 +13,7 @@ import {
   deferredEventTemplate,
   deferredMessage,
   pastMaximumAgeMessage,
+  SECONDS_PATTERN,
   serviceWaitMessage,
 } from "./deferral-messages";
 import { finalizeJob } from "./finalize";
@@ -151,7 +152,7 @@ async function writeDeferral(
     ), event AS (
       INSERT INTO "JobEvent" ("jobId", at, type, attempt, message)
       SELECT id, ${at}::timestamptz AT TIME ZONE 'UTC', 'delayed', ${attempt},
-             format(${d.eventTemplate}::text, round("slotMsUsed" / 1000.0), round("budgetSoftMs" / 1000.0), reschedules)
+             format(${d.eventTemplate}::text, to_char(round("slotMsUsed" / 1000.0), ${SECONDS_PATTERN}::text), to_char(round("budgetSoftMs" / 1000.0), ${SECONDS_PATTERN}::text), reschedules)
       FROM updated
     ), outage_wait AS (
       INSERT INTO "JobEvent" ("jobId", at, type, attempt, message)

@@ -194,4 +194,24 @@ describe("slot time only", () => {
     expect(r.slotMsUsed).toBeGreaterThan(0);
     expect(r.slotMsUsed).toBeLessThan(150_000);
   }, 30_000);
+
+  it("each delayed event says the slot time used and the budget in whole seconds, thousands separated, and counts the reschedules", async () => {
+    const s = await sync("words", { budgetSoftMs: 1_800_000, budgetHardMs: 2_400_000, budgetSource: "operator:test" });
+    h.startWorker();
+    const r = await terminal(s.jobId);
+    expect(r.status).toBe("completed");
+    const events = await h.m.db.db().jobEvent.findMany({
+      where: { jobId: s.jobId, type: "delayed" },
+      orderBy: { id: "asc" },
+      select: { message: true },
+    });
+    expect(events.length).toBe(r.reschedules);
+    events.forEach((e, i) =>
+      expect(e.message).toMatch(
+        new RegExp(
+          `Gave its worker slot back after \\d+ s; \\d+ s of its 1,800 s budget used so far \\(reschedule ${i + 1}\\)\\.$`,
+        ),
+      ),
+    );
+  }, 30_000);
 });
