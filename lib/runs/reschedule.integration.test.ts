@@ -206,12 +206,11 @@ describe("slot time only", () => {
       select: { message: true },
     });
     expect(events.length).toBe(r.reschedules);
-    events.forEach((e, i) =>
+    for (const [i, e] of events.entries())
       expect(e.message).toMatch(
         new RegExp(
           `Gave its worker slot back after \\d+ s; \\d+ s of its 1,800 s budget used so far \\(reschedule ${i + 1}\\)\\.$`,
         ),
-      ),
-    );
+      );
   }, 30_000);
 });
