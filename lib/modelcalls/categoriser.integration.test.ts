@@ -273,6 +273,30 @@ describe("createCategoriser against the model simulator", () => {
     await vi.waitFor(() => expect(slow.model.inFlight()).toBe(0), { timeout: 2_000 });
   });
 
+  it("a batch the model holds far past its tail is sent again in a spare slot: its rows get the second request's answers, and the first request is cancelled", async () => {
+    // The first request takes ten production hours (36 s here), every later one 5.5 s (5.5 ms).
+    let requests = 0;
+    const tail = await simulator({ latencyMs: () => (++requests === 1 ? 36_000_000 : 5_500) });
+    const seen = observed();
+    // An attempt timeout far beyond the hedge's delay (3 s at this time scale), so only the hedge can answer in time.
+    const c = categoriser(tail, seen, { batchSize: 2, attemptTimeoutMs: 20_000_000 });
+
+    const slugs = await Promise.all([2, 3].map((row) => c.categorise(transaction(row), row)));
+    c.close();
+
+    expect(slugs).toEqual([2, 3].map(expectedSlug));
+    expect(seen.batches()).toEqual([
+      ["2", "3"],
+      ["2", "3"],
+    ]);
+    await vi.waitFor(() => expect(tail.model.inFlight()).toBe(0), { timeout: 2_000 });
+    await vi.waitFor(() => expect(seen.records).toHaveLength(2));
+    expect(seen.records.map((r) => [r.outcome, r.batchSize, r.error ?? null]).sort()).toEqual([
+      ["aborted", 2, "cancelled: the same request sent again answered first"],
+      ["ok", 2, null],
+    ]);
+  });
+
   it("close rejects rows not yet sent and refuses new ones", async () => {
     const seen = observed();
     const c = categoriser(sim, seen, { lingerMs: 60_000 });

@@ -36,6 +36,16 @@ const DEFAULT_LINGER_MS = 50;
 const ATTEMPT_TIMEOUT_MS = 120_000;
 
 /**
+ * How long a request may go unanswered (production ms) before the same question is sent again
+ * beside it, when a provider slot is free that no call waits for (`hedgeAfterMs`): 40 s, past a
+ * single row's p99 (35 s) and about a batch of 8's p97, so about one batch in thirty is sent twice
+ * and only while slots would sit idle — at the end of an import, where one call in the provider's
+ * tail otherwise holds the whole job until the attempt timeout and the attempt after it. A category
+ * question has no side effect, so asking it twice is safe; the request not taken is cancelled.
+ */
+const HEDGE_AFTER_MS = 40_000;
+
+/**
  * The largest share of the provider's tokens per minute one batch may ask for. A quarter: a
  * minute's budget holds at least four batches, so one batch of very long rows never waits for a
  * whole minute's budget alone (nor asks for more than the provider would ever admit), while batches
@@ -160,6 +170,7 @@ export function createCategoriser(options: CategoriserOptions): Categoriser {
     chatCompletion({
       temperature: 0,
       attemptTimeoutMs: ATTEMPT_TIMEOUT_MS,
+      hedgeAfterMs: HEDGE_AFTER_MS,
       ...call,
       context: { ...context, batchSize: 1 },
       messages: buildCategoryPrompt(row.transaction, categories),
@@ -181,6 +192,7 @@ export function createCategoriser(options: CategoriserOptions): Categoriser {
       ({ content, usage } = await chatCompletion({
         temperature: 0,
         attemptTimeoutMs: ATTEMPT_TIMEOUT_MS,
+        hedgeAfterMs: HEDGE_AFTER_MS,
         ...call,
         context: { ...context, batchSize: rows.length },
         messages: buildBatchCategoryPrompt(rows, categories),

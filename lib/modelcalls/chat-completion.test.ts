@@ -1,5 +1,6 @@
 import { afterAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { breakerKey } from "@/lib/ratelimit/breaker";
+import { providerWaitersKey } from "@/lib/ratelimit/provider";
 import { providerTokensKey } from "@/lib/ratelimit/provider-tokens";
 import { closeRedis, redis } from "@/lib/redis/client";
 import { waitFor } from "@/test/helpers/wait";
@@ -255,4 +256,50 @@ describe("chatCompletion", () => {
     const { promise } = call(scripted(ok("rent")), { record: () => Promise.reject(new Error("database down")) });
     await expect(promise).resolves.toMatchObject({ content: "rent" });
   });
+});
+
+describe("chatCompletion with hedgeAfterMs", () => {
+  /** A request the server holds until the client cancels it, as a call in the provider's far tail. */
+  const unanswered = (init: RequestInit | undefined) =>
+    new Promise<Response>((_resolve, reject) =>
+      init!.signal!.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))),
+    );
+
+  it("sends the same request again in a spare slot once the first has gone unanswered that long: the second's answer is the attempt's, the first is cancelled and recorded as aborted", async () => {
+    const sent: AbortSignal[] = [];
+    const fetch: ModelFetch = (_url, init) => {
+      sent.push(init!.signal!);
+      return sent.length === 1 ? unanswered(init) : Promise.resolve(ok("hedged")());
+    };
+    // The shortest delay is 3 s of real time, whatever the scale.
+    const { promise, records } = call(fetch, { hedgeAfterMs: 1 });
+    await expect(promise).resolves.toMatchObject({ content: "hedged", attempts: 1 });
+    expect(sent).toHaveLength(2);
+    expect(sent[0]!.aborted).toBe(true);
+    await waitFor(() => records.length === 2, { what: "both requests to be recorded", timeoutMs: 5_000 });
+    expect(records.map((r) => [r.outcome, r.error ?? null]).sort()).toEqual([
+      ["aborted", "cancelled: the same request sent again answered first"],
+      ["ok", null],
+    ]);
+  }, 15_000);
+
+  it("sends nothing twice while a call waits for a provider slot: the first request's answer is awaited", async () => {
+    const [sec] = await redis().time();
+    await redis().zadd(providerWaitersKey("model"), Number(sec) * 1000 + 60_000, "another-tenant");
+    try {
+      let calls = 0;
+      const fetch: ModelFetch = async () => {
+        calls++;
+        await new Promise((resolve) => setTimeout(resolve, 4_000));
+        return ok("slow")();
+      };
+      const { promise, records } = call(fetch, { hedgeAfterMs: 1 });
+      await expect(promise).resolves.toMatchObject({ content: "slow", attempts: 1 });
+      expect(calls).toBe(1);
+      await waitFor(() => records.length === 1, { what: "the request to be recorded", timeoutMs: 5_000 });
+      expect(records[0]).toMatchObject({ outcome: "ok" });
+    } finally {
+      await redis().zrem(providerWaitersKey("model"), "another-tenant");
+    }
+  }, 15_000);
 });

@@ -11,6 +11,7 @@ import { nodeFetch } from "@/lib/http/node-fetch";
 import { backoffMs, classifyStatus } from "@/lib/http/outbound";
 import { retryAfterMs } from "@/lib/ratelimit/retry-after";
 import { logger } from "@/lib/log";
+import { isNoSpareSlot } from "@/lib/ratelimit/errors";
 import { withProviderSlot } from "@/lib/ratelimit/provider";
 import { sendTracked } from "@/lib/ratelimit/silence";
 import { scaled, sleep } from "@/lib/time";
@@ -38,6 +39,13 @@ const SDK_TIMEOUT_OFF_MS = 2 ** 31 - 1;
  * spent from it.
  */
 const MIN_ATTEMPT_TIMEOUT_REAL_MS = 2_000;
+
+/**
+ * The shortest hedge delay in real ms, whatever the time scale: longer than the attempt timeout's
+ * floor, so where both are floored (a tiny time scale) the timeout sends the request again first,
+ * and a machine's hiccup never has a request sent twice.
+ */
+const MIN_HEDGE_REAL_MS = 3_000;
 
 export interface ChatCompletionOptions {
   messages: ChatMessage[];
@@ -76,6 +84,16 @@ export interface ChatCompletionOptions {
    * @defaultValue none: an attempt runs until it answers or the signal aborts
    */
   attemptTimeoutMs?: number;
+  /**
+   * Production ms an attempt may go unanswered before the same request is sent again beside it,
+   * in a spare provider slot (one free that no call waits for, `ProviderSlotOptions.spare`) when
+   * there is one: the first answer is the attempt's, the other request is cancelled and recorded
+   * as aborted. For callers whose requests may be sent twice (a question with no side effect):
+   * the provider's far tail then costs a job one median call, not the attempt timeout, whenever
+   * slots sit idle — the end of an import. Scaled like every duration.
+   * @defaultValue none: never sent twice
+   */
+  hedgeAfterMs?: number;
   /** @defaultValue `recordModelCall` (a ModelCall row per attempt) */
   record?: RecordModelCall;
   /** What the OpenAI client sends with. @defaultValue `nodeFetch` (node:http(s), no 300 s header limit) */
@@ -127,6 +145,10 @@ export async function chatCompletion(options: ChatCompletionOptions): Promise<Ch
     options.attemptTimeoutMs === undefined
       ? undefined
       : Math.max(MIN_ATTEMPT_TIMEOUT_REAL_MS, scaled(options.attemptTimeoutMs, timeScale));
+  const hedgeAfterMs =
+    options.hedgeAfterMs === undefined
+      ? undefined
+      : Math.max(MIN_HEDGE_REAL_MS, scaled(options.hedgeAfterMs, timeScale));
   const client = modelClient(options);
   const request = {
     model,
@@ -140,16 +162,18 @@ export async function chatCompletion(options: ChatCompletionOptions): Promise<Ch
     shape: `${model}:${context.jobKind ?? "call"}:${context.batchSize ?? 1}`,
   };
 
-  const callStarted = performance.now();
-  for (let attempt = 1; ; attempt++) {
-    signal.throwIfAborted();
-    // One provider slot per attempt, released before the backoff; the row times the attempt only.
-    const { result, startedAt, durationMs, recorded } = await withProviderSlot(
+  /**
+   * One request in a provider slot (a spare one for a hedge), released before any backoff; the
+   * row times the request only. `sent` is called as it goes out.
+   */
+  const sendOnce = (attemptSignal: AbortSignal, spare: boolean, sent: () => void): Promise<Sent> =>
+    withProviderSlot(
       "model",
       async (call) => {
         const startedAt = new Date();
         const attemptStarted = performance.now();
-        const result = await attemptOnce(client, request, signal, attemptTimeoutMs);
+        sent();
+        const result = await attemptOnce(client, request, attemptSignal, attemptTimeoutMs);
         const durationMs = performance.now() - attemptStarted;
         // Tokens settled from usage, limits learnt from the headers, a 429's wait shared (lib/ratelimit/provider.ts).
         await call.observe({
@@ -162,7 +186,7 @@ export async function chatCompletion(options: ChatCompletionOptions): Promise<Ch
         });
         // A failed attempt is recorded here, inside the slot: when it is the failure that opens the
         // provider's circuit breaker, the slot ends with `OutsideServiceDown` and nothing after runs.
-        const recorded = !result.ok && !signal.aborted;
+        const recorded = !result.ok && !attemptSignal.aborted;
         if (recorded)
           recordInBackground(
             record,
@@ -171,9 +195,24 @@ export async function chatCompletion(options: ChatCompletionOptions): Promise<Ch
           );
         return { result, startedAt, durationMs, recorded };
       },
-      // The provider's circuit breaker reads each attempt's failure (lib/ratelimit/breaker.ts).
-      { signal, tokens, failureOf: ({ result }) => (result.ok ? undefined : result) },
+      // The provider's circuit breaker reads each attempt's failure (lib/ratelimit/breaker.ts);
+      // a request cancelled here (the job's end, the other request of a hedge) says nothing of it.
+      { signal: attemptSignal, tokens, spare, failureOf: ({ result }) => (result.ok ? undefined : result) },
     );
+  /** A request whose answer was not the attempt's: recorded as what it was, answered or cancelled. */
+  const recordLoser = (sent: Sent, why: string) => {
+    const row = { ...context, model, startedAt: sent.startedAt, durationMs: sent.durationMs };
+    if (sent.result.ok) recordInBackground(record, { ...row, outcome: "ok", ...sent.result.usage }, "a model call");
+    else if (!sent.recorded) recordInBackground(record, { ...row, outcome: "aborted", error: why }, "a model call");
+  };
+
+  const callStarted = performance.now();
+  for (let attempt = 1; ; attempt++) {
+    signal.throwIfAborted();
+    const { result, startedAt, durationMs, recorded } =
+      hedgeAfterMs === undefined
+        ? await sendOnce(signal, false, () => undefined)
+        : await hedged(sendOnce, signal, hedgeAfterMs, recordLoser, { ...context, model });
     const row = { ...context, model, startedAt, durationMs };
 
     if (result.ok) {
@@ -210,6 +249,108 @@ export async function chatCompletion(options: ChatCompletionOptions): Promise<Ch
     );
     await sleep(waitMs, signal);
   }
+}
+
+/** One request's outcome, as the attempt loop reads it. */
+interface Sent {
+  result: Attempt;
+  startedAt: Date;
+  durationMs: number;
+  /** Its failure was recorded already (inside the slot). */
+  recorded: boolean;
+}
+
+/**
+ * One attempt, hedged: the request goes out; once it has gone `hedgeAfterMs` (real) unanswered,
+ * the same request goes out again in a spare provider slot as soon as there is one. The first
+ * answer is the attempt's and the other request is cancelled; a failure waits for the other
+ * request. The request not taken is handed to `recordLoser`. Errors are the first request's: the
+ * hedge is best effort (no spare slot, the breaker open, Redis away: it is simply not sent).
+ */
+async function hedged(
+  send: (attemptSignal: AbortSignal, spare: boolean, sent: () => void) => Promise<Sent>,
+  signal: AbortSignal,
+  hedgeAfterMs: number,
+  recordLoser: (sent: Sent, why: string) => void,
+  context: ModelCallContext & { model: string },
+): Promise<Sent> {
+  const settled = (p: Promise<unknown>) =>
+    p.then(
+      () => true,
+      () => true,
+    );
+  const firstStop = new AbortController();
+  const timerStop = new AbortController();
+  let markSent: () => void = () => undefined;
+  const sentOut = new Promise<void>((resolve) => {
+    markSent = resolve;
+  });
+  const first = send(AbortSignal.any([signal, firstStop.signal]), false, markSent);
+  const due = sentOut
+    .then(() => sleep(hedgeAfterMs, AbortSignal.any([signal, timerStop.signal])))
+    .then(
+      () => false,
+      () => false,
+    );
+  const firstBeforeDue = await Promise.race([settled(first), due]);
+  timerStop.abort();
+  if (firstBeforeDue || signal.aborted) return first;
+  const firstOver = new AbortController();
+  void settled(first).then(() => firstOver.abort());
+
+  const why = (answered: string) =>
+    signal.aborted
+      ? `aborted: ${describeError(signal.reason)}`
+      : `cancelled: the same request ${answered} answered first`;
+  const secondStop = new AbortController();
+  // Asked again every eighth of the delay while the first request is out: the slots free up as the
+  // rest of the job's calls end, which is when the hedge matters.
+  const second = (async (): Promise<Sent | null> => {
+    const waited = performance.now();
+    while (!firstOver.signal.aborted) {
+      try {
+        return await send(AbortSignal.any([signal, secondStop.signal]), true, () =>
+          log.info(
+            { ...context, unansweredRealMs: Math.round(hedgeAfterMs + performance.now() - waited) },
+            "a model request went unanswered; the same request sent again in a spare slot",
+          ),
+        );
+      } catch (err) {
+        if (!isNoSpareSlot(err)) return null;
+      }
+      await sleep(hedgeAfterMs / 8, AbortSignal.any([signal, firstOver.signal])).catch(() => undefined);
+    }
+    return null;
+  })();
+  const firstDone = await Promise.race([settled(first), second.then(() => false)]);
+  if (firstDone) {
+    const outcome = await first.catch(() => null);
+    if (!outcome || outcome.result.ok) {
+      secondStop.abort();
+      void second.then((s) => s && recordLoser(s, why("sent first")));
+      return first;
+    }
+    // The first request failed; the second may still answer.
+    const other = await second;
+    if (!other?.result.ok) {
+      if (other) recordLoser(other, why("sent first"));
+      return first;
+    }
+    recordLoser(outcome, why("sent again"));
+    return other;
+  }
+  const other = await second;
+  // No spare slot, or the second request failed: the first one's answer is the attempt's.
+  if (!other?.result.ok) {
+    if (other) recordLoser(other, why("sent first"));
+    return first;
+  }
+  firstStop.abort();
+  void first.then(
+    (s) => recordLoser(s, why("sent again")),
+    () => undefined,
+  );
+  return other;
 }
 
 /**

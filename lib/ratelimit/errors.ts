@@ -44,6 +44,22 @@ export class RateLimitCapExceeded extends Error {
   }
 }
 
+/**
+ * A call asked only for a spare provider slot (`ProviderSlotOptions.spare`) and none was: every
+ * slot is taken, a call waits for one, or the request rate or the tokens would make it wait.
+ * Nothing was sent; the caller goes on without that call.
+ */
+export class NoSpareSlot extends Error {
+  override name = "NoSpareSlot";
+  constructor(readonly provider: string) {
+    super(`no spare ${provider} slot: every slot is taken or wanted`);
+  }
+}
+
+export function isNoSpareSlot(err: unknown): err is NoSpareSlot {
+  return err instanceof Error && err.name === "NoSpareSlot";
+}
+
 export function isRateLimitDefer(err: unknown): err is RateLimitDefer {
   return err instanceof Error && err.name === "RateLimitDefer";
 }

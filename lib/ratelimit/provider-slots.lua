@@ -23,8 +23,9 @@
       KEYS[1] holders sorted set (one provider; hash-tagged, so one cluster slot)
       KEYS[2] waiting tenants sorted set (the same provider and hash tag)
 
-      ARGV[1] mode: "acquire" (take a slot if one is free and this tenant's turn) or "renew"
-              (extend a held lease)
+      ARGV[1] mode: "acquire" (take a slot if one is free and this tenant's turn), "spare" (take
+              a slot only if one is free and no tenant waits: a slot that would otherwise sit
+              idle; a refusal is not recorded as waiting) or "renew" (extend a held lease)
       ARGV[2] holder id (unique per call; the tenant is the part before the first "|", the whole
               id counting as tenant "" when there is none)
       ARGV[3] limit: calls in flight at once (>= 1)
@@ -36,6 +37,8 @@
                0 when all `limit` slots are held, or a slot is free but other tenants wait and
                this one holds its share already (nothing written but the expired entries dropped
                and this tenant recorded as waiting)
+      spare:   ok 1 when the holder now holds a slot, 0 when none is free or any tenant waits
+               (nothing written but the expired entries dropped)
       renew:   ok 1 when the lease was extended, 0 when the holder no longer holds a slot (its
                lease expired and it was dropped: it must not come back in over the limit)
       inFlight holders after the call
@@ -108,6 +111,11 @@ elseif mode == "acquire" then
     redis.call("ZADD", waitersKey, string.format("%.3f", now + waiterTtlMs), tenant)
     -- The set outlives its latest waiter, no more.
     if redis.call("PTTL", waitersKey) < waiterTtlMs then redis.call("PEXPIRE", waitersKey, math.ceil(waiterTtlMs)) end
+  end
+elseif mode == "spare" then
+  if redis.call("ZCARD", holdersKey) < limit and redis.call("ZCARD", waitersKey) == 0 then
+    redis.call("ZADD", holdersKey, expiry, holder)
+    ok = 1
   end
 end
 

@@ -3,7 +3,7 @@ import { afterAll, beforeEach, describe, expect, it } from "vitest";
 import { closeRedis, createRedis } from "@/lib/redis/client";
 import { providerScope, type LimitedProvider } from "./buckets";
 import { runWithRateLimitDeferral } from "./context";
-import { RateLimitCapExceeded, RateLimitDefer } from "./errors";
+import { NoSpareSlot, RateLimitCapExceeded, RateLimitDefer } from "./errors";
 import { bucketKey } from "./limiter";
 import {
   createProviderLimiter,
@@ -146,6 +146,41 @@ describe("withProviderSlot (real Redis)", () => {
     expect(performance.now() - started).toBeGreaterThan(50);
     release();
     await holder;
+  });
+
+  it("a spare slot is taken only when one is free and no call waits for one; a refusal is at once, runs nothing and leaves no waiter", async () => {
+    const limiter = limiterWith(2, 100_000);
+    let ran = 0;
+    const spare = () => limiter.withSlot("model", async () => void ran++, { spare: true, tenant: "hedger" });
+    // Free and nobody waiting: taken.
+    await spare();
+    expect(ran).toBe(1);
+
+    // Every slot held: refused at once, the holders' calls untouched, no waiter recorded.
+    const releases: (() => void)[] = [];
+    const holders = [1, 2].map(() => limiter.withSlot("model", () => new Promise<void>((r) => releases.push(r))));
+    await expect.poll(async () => (await limiter.peek("model")).inFlight).toBe(2);
+    const started = performance.now();
+    await expect(spare()).rejects.toBeInstanceOf(NoSpareSlot);
+    expect(performance.now() - started).toBeLessThan(1_000);
+    expect(await connection.zcard(providerWaitersKey("model"))).toBe(0);
+
+    // One slot free again, but a call of another tenant waits for one: not taken from it.
+    releases.shift()!();
+    await expect.poll(async () => (await limiter.peek("model")).inFlight).toBe(1);
+    const redisNow = async () => {
+      const [sec, micro] = await connection.time();
+      return Number(sec) * 1000 + Number(micro) / 1000;
+    };
+    await connection.zadd(providerWaitersKey("model"), (await redisNow()) + 60_000, "another-tenant");
+    await expect(spare()).rejects.toBeInstanceOf(NoSpareSlot);
+    expect(ran).toBe(1);
+    // Nobody waits any more: the free slot is spare.
+    await connection.zrem(providerWaitersKey("model"), "another-tenant");
+    await spare();
+    expect(ran).toBe(2);
+    releases.shift()!();
+    await Promise.all(holders);
   });
 
   it("an aborted signal ends the wait with the signal's reason, unchanged", async () => {

@@ -17,7 +17,7 @@ import {
 } from "./buckets";
 import { currentTenant } from "./context";
 import { breakers, type Breaker, type GuardOptions } from "./breaker";
-import { isRateLimitCapExceeded, isRateLimitDefer } from "./errors";
+import { isRateLimitCapExceeded, isRateLimitDefer, NoSpareSlot } from "./errors";
 import { createLimiter, maxWaitMs, REDIS_ERROR_RETRY_MS, waitForRateLimit, type Limiter } from "./limiter";
 import { luaScript, runLua, withTimeout } from "./scripts";
 import { pauseOf429, readAnnouncedLimits, type HeaderLookup } from "./provider-headers";
@@ -107,6 +107,13 @@ export interface ProviderSlotOptions {
    * @defaultValue none: the call takes no tokens (an OCR call)
    */
   tokens?: TokenRequest;
+  /**
+   * Only a slot that would otherwise sit idle: one is free, no call of any tenant waits for one,
+   * and the request rate and the tokens allow the call at once. Otherwise `fn` does not run and
+   * `withSlot` rejects with `NoSpareSlot`, at once, leaving no trace in the fair share: for a
+   * call that is worth making only when it takes nothing from anyone (a hedged attempt).
+   */
+  spare?: boolean;
 }
 
 /** What a call running in a slot tells the limiter about the provider's answer. */
@@ -227,7 +234,11 @@ export function createProviderLimiter(options: ProviderLimiterOptions = {}): Pro
   let failing = false;
 
   /** The only call site of provider-slots.lua. Fails closed: without Redis, no slot. */
-  async function slotScript(provider: LimitedProvider, mode: "acquire" | "renew", holder: string): Promise<SlotReply> {
+  async function slotScript(
+    provider: LimitedProvider,
+    mode: "acquire" | "spare" | "renew",
+    holder: string,
+  ): Promise<SlotReply> {
     try {
       const reply = await withTimeout(
         runLua<SlotReply>(
@@ -311,7 +322,7 @@ export function createProviderLimiter(options: ProviderLimiterOptions = {}): Pro
     slotOptions: ProviderSlotOptions,
   ): Promise<TokenReservation | undefined> {
     const scope = providerScope(provider);
-    const { signal } = slotOptions;
+    const { signal, spare } = slotOptions;
     const cap = slotOptions.maxWaitMs ?? maxWaitMs(timeScale);
     let waitedMs = 0;
     let holding = false;
@@ -319,9 +330,10 @@ export function createProviderLimiter(options: ProviderLimiterOptions = {}): Pro
     try {
       for (;;) {
         signal?.throwIfAborted();
-        const [ok, , slotWaitMs] = await slotScript(provider, "acquire", holder);
+        const [ok, , slotWaitMs] = await slotScript(provider, spare ? "spare" : "acquire", holder);
         holding = ok === 1;
         if (!holding) {
+          if (spare) throw new NoSpareSlot(provider);
           const poll = Math.max(1, Math.round(pollMs * (0.5 + Math.random())));
           waitedMs += await waitForRateLimit(scope, Math.min(poll, slotWaitMs), { waitedMs, signal, maxWaitMs: cap });
           continue;
@@ -331,6 +343,7 @@ export function createProviderLimiter(options: ProviderLimiterOptions = {}): Pro
         if (slotOptions.tokens && !reservation) {
           const reserved = await reserveTokens(provider, slotOptions.tokens);
           if (!reserved.ok) {
+            if (spare) throw new NoSpareSlot(provider);
             waitedMs += await waitForRateLimit(scope, reserved.waitMs, { waitedMs, signal, maxWaitMs: cap });
             continue;
           }
@@ -338,6 +351,7 @@ export function createProviderLimiter(options: ProviderLimiterOptions = {}): Pro
         }
         const token = await tokens.tryAcquire(scope);
         if (token.acquired) break;
+        if (spare) throw new NoSpareSlot(provider);
         waitedMs += await waitForRateLimit(scope, token.waitMs, { waitedMs, signal, maxWaitMs: cap });
       }
     } catch (err) {

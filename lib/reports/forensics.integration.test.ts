@@ -98,7 +98,8 @@ describe("getJobForensics", () => {
     const failed = f.entries.find((e): e is TimelineCall => e.kind === "call" && e.outcome === "error")!;
     expect(failed).toMatchObject({ batchSize: 8, error: "HTTP 500", model: "sim-model" });
     expect(f.calls).toEqual([
-      { type: "model", calls: 4, errors: 1, aborted: 0, p50Ms: 4_000, maxMs: 12_000, items: 27 },
+      // Items answered: the three answered calls' 8 + 3 + 8 rows, not the failed call's 8.
+      { type: "model", calls: 4, errors: 1, aborted: 0, p50Ms: 4_000, maxMs: 12_000, items: 19 },
       { type: "tool", calls: 1, errors: 0, aborted: 0, p50Ms: 15, maxMs: 15, items: 1 },
     ]);
     expect(f).toMatchObject({ callsTotal: 5, callsShown: 5, reschedules: 1, attempts: 3, reaped: 1 });

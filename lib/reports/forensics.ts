@@ -81,7 +81,7 @@ export interface CallStats {
   /** Exact: the median of the recorded durations. */
   p50Ms: number;
   maxMs: number;
-  /** Items the calls answered (a batched call answers several). */
+  /** Items the answered calls answered (a batched call answers several; a failed or cancelled one none). */
   items: number;
 }
 
@@ -134,7 +134,7 @@ export async function getJobForensics(jobId: string, callsLimit = TIMELINE_CALLS
              (count(*) FILTER (WHERE outcome = 'error'))::int AS errors,
              (count(*) FILTER (WHERE outcome = 'aborted'))::int AS aborted,
              percentile_disc(0.5) WITHIN GROUP (ORDER BY "durationMs") AS p50,
-             max("durationMs") AS max, sum("batchSize")::int AS items, min("startedAt") AS first
+             max("durationMs") AS max, coalesce(sum("batchSize") FILTER (WHERE outcome = 'ok'), 0)::int AS items, min("startedAt") AS first
       FROM "ModelCall" WHERE "jobId" = ANY(${ids}::uuid[]) AND type::text <> 'item'
       GROUP BY type`,
     db().modelCall.findMany({
