@@ -20,7 +20,7 @@ const { pausedHashKey, pauseQueue } = await import("@/lib/queues/pause");
 const { closeQueues, queue } = await import("@/lib/queues/queues");
 const { breakerKey, createBreaker } = await import("@/lib/ratelimit/breaker");
 const { OUTSIDE_SERVICES } = await import("@/lib/ratelimit/breaker-services");
-const { RateLimitDefer } = await import("@/lib/ratelimit/errors");
+const { OutsideServiceDown, RateLimitDefer } = await import("@/lib/ratelimit/errors");
 const { createProviderLimiter, providerSlotsKey, providerWaitersKey } = await import("@/lib/ratelimit/provider");
 const { closeRedis, key, redis } = await import("@/lib/redis/client");
 const { deferRun } = await import("@/lib/runs/reschedule");
@@ -28,7 +28,9 @@ const { waitFor } = await import("@/test/helpers/wait");
 const { deleteTenant, uniqueTenantSlug } = await import("@/test/helpers/tenants");
 const { GET } = await import("@/app/api/jobs/[id]/route");
 const { mostCommonCauses } = await import("./blocked-by");
-const { getCustomerProgress, OPERATOR_WORDS } = await import("./customer-progress");
+const { CUSTOMER_STATUS_LABEL, getCustomerProgress, OPERATOR_WORDS, WAITING_FOR_SERVICE_LABEL } = await import(
+  "./customer-progress"
+);
 
 /**
  * One test per cause a waiting job can name, each made from the real state that causes it (a
@@ -108,7 +110,7 @@ const importJob = (slug: string) => createJob({ kind: "csv_import", tenantSlug: 
 async function deferredJob(
   slug: string,
   kind: "csv_import" | "marketplace_sync",
-  defer: InstanceType<typeof RateLimitDefer>,
+  defer: InstanceType<typeof RateLimitDefer> | InstanceType<typeof OutsideServiceDown>,
 ) {
   const { jobId } = await createJob({ kind, tenantSlug: slug, total: 10 });
   const row = await db().job.update({
@@ -222,6 +224,40 @@ describe("GET /api/jobs/:id blockedBy: every waiting job says why, from the live
     expect(b!.message).toContain("ECONNREFUSED");
     expect(Date.parse(b!.until!) - Date.now()).toBeGreaterThan(30_000);
     expect(b!.message).toMatch(/; next probe at \d\d:\d\d:\d\d UTC\. It resumes by itself\.$/);
+  });
+
+  it("a job delayed for a service that is down tells its customer it waits for the service, with no brief pause and no time promised; a rate-limit wait is a brief pause", async () => {
+    await workerServes("imports");
+    const down = new OutsideServiceDown(
+      "model",
+      30_000,
+      new Date(Date.now() - 60_000),
+      "not answering: 3 calls in flight, none answered for 41 s",
+      "the model service",
+    );
+    const { jobId } = await deferredJob(tenant("outage"), "csv_import", down);
+    const { progressToken } = await db().job.findUniqueOrThrow({
+      where: { id: jobId },
+      select: { progressToken: true },
+    });
+    const customer = (await getCustomerProgress(progressToken))!;
+    expect(customer).toMatchObject({
+      status: "delayed",
+      statusLabel: WAITING_FOR_SERVICE_LABEL,
+      waitsForService: "the model service",
+      serviceWaits: [{ service: "model", to: null }],
+    });
+
+    await workerServes("marketplace-sync");
+    const slug = tenant("window-words");
+    const sync = await deferredJob(slug, "marketplace_sync", new RateLimitDefer(15_000, `statistics:${slug}`));
+    const token = (await db().job.findUniqueOrThrow({ where: { id: sync.jobId }, select: { progressToken: true } }))
+      .progressToken;
+    expect(await getCustomerProgress(token)).toMatchObject({
+      statusLabel: CUSTOMER_STATUS_LABEL.delayed,
+      waitsForService: null,
+      serviceWaits: [],
+    });
   });
 
   it("rate_limit: a sync deferred for its tenant's statistics window names the window and when it wakes up", async () => {

@@ -54,6 +54,9 @@ const wordsOf = (kind: string): KindWords => WORDS[kind] ?? GENERIC;
 const UPLOADED: ReadonlySet<string> = new Set(["csv_import", "bulk_ocr"]);
 const capital = (s: string) => s[0]!.toUpperCase() + s.slice(1);
 
+/** The badge of a job delayed for an outside service that is down: no telling how long. */
+export const WAITING_FOR_SERVICE_LABEL = "Waiting for a service";
+
 /** The badge beside the title: what the status means to the customer. */
 export const CUSTOMER_STATUS_LABEL: Record<JobStatus, string> = {
   queued: "Waiting to start",
@@ -252,6 +255,11 @@ export interface CustomerProgress extends Omit<Progress, "message" | "failures">
    * with its sentence ("Waited for the model service from 14:02:10 to 14:07:31 UTC (5 min 21 s).").
    */
   serviceWaits: (ServiceWait & { sentence: string })[];
+  /**
+   * While it is delayed for an outside service that is down, that service ("the model service"):
+   * its wake-up is only the next look at the service, no time left, and no brief pause.
+   */
+  waitsForService: string | null;
 }
 
 /** The time left of a job waiting on its batch: to the batch's expected time, or once that passed to the deadline. */
@@ -310,6 +318,7 @@ export function toCustomerProgress(
     failures: failures.map((f) => ({ row: f.row, reason: customerReason(f.reason, p.noun) })),
     downloads,
     serviceWaits: [],
+    waitsForService: null,
   };
 }
 
@@ -352,5 +361,8 @@ export async function getCustomerProgress(token: string, now = new Date()): Prom
     endedAt !== null &&
     (job.events.some((e) => e.type === HANDLED_EVENT && e.at.getTime() >= endedAt) ||
       (job.status === "failed" && (progress.message ?? "").startsWith(MARKED_FAILED_PREFIX)));
-  return { ...toCustomerProgress(progress, job.kind, token, continuesAt, handled, job.batch, now), serviceWaits };
+  const customer = toCustomerProgress(progress, job.kind, token, continuesAt, handled, job.batch, now);
+  const open = customer.status === "delayed" ? serviceWaits.find((w) => w.to === null) : undefined;
+  if (!open) return { ...customer, serviceWaits };
+  return { ...customer, serviceWaits, statusLabel: WAITING_FOR_SERVICE_LABEL, waitsForService: open.serviceName };
 }

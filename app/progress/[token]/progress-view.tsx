@@ -113,6 +113,8 @@ function useProgressStream(
 /** What the "Time left" block says in large type. */
 function timeLeftText(p: Progress): string {
   if (p.terminal) return "—";
+  // Its wake-up is only the next look at a service that is down: no time can be promised.
+  if (p.waitsForService) return "when the service answers";
   if (p.waitSeconds !== undefined) return `waiting ${formatWaitSeconds(p.waitSeconds * 1000)}`;
   if (p.etaSeconds !== null) return `about ${formatDurationRounded(p.etaSeconds * 1000)} left`;
   if (p.status === "queued") return "waiting to start";
