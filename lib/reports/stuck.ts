@@ -30,7 +30,7 @@ export async function countStuckByKind(): Promise<Record<string, number>> {
 
 /** The stuck page's counts beside its lists. */
 export interface StuckCounts {
-  /** Jobs in *delayed*: waiting for a rate-limit window, which is not stuck. */
+  /** Jobs in *delayed* — for a rate-limit window, a service that is down or the batch service — which are not stuck. */
   delayed: number;
 }
 

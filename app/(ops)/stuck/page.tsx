@@ -290,10 +290,12 @@ export default async function StuckPage({
           </div>
         </Stat>
         <Stat
-          label="Waiting for a rate-limit window (not stuck)"
+          label="Delayed, going on by themselves (not stuck)"
           value={formatCount(delayed)}
           href="/jobs?status=delayed"
-        />
+        >
+          <div className="label">for a rate limit, a service that is down or the batch service</div>
+        </Stat>
       </section>
 
       {stuckNow === 0 && awaiting.count === 0 ? (
@@ -318,8 +320,8 @@ export default async function StuckPage({
         >
           <h2 id="overdue-title">Delayed past their wake-up time ({formatCount(overdue.length)})</h2>
           <p className="muted small">
-            Waiting for a rate-limit window is not stuck, and these are never reaped; but they should have gone back to
-            a worker by now (see <Link href="/limiter">the limiter</Link>).
+            Waiting in delayed is not stuck, and these are never reaped; but they should have gone back to a worker by
+            now (see <Link href="/limiter">the limiter</Link>).
           </p>
           <DataTable headings={["Job", "Kind", "Tenant", "Due back", num("Overdue by"), "Queue state"]} rows={overdue}>
             {(d) => (
