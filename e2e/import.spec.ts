@@ -104,6 +104,7 @@ test("the progress API shows only that job, and an unknown token is a 404 page",
     "title",
     "total",
     "updatedAt",
+    "waitsForService",
   ];
   // While it waits: why, in the customer's words, and for how long a wait in *delayed* lasts.
   const whileWaiting = ["waiting", "waitSeconds"];
