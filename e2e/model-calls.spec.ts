@@ -8,7 +8,8 @@ import { expect, test } from "./fixtures";
 // numbers known here, whatever other specs (the import spec makes real model calls) recorded.
 const QUEUE = `e2e-model-calls-${Date.now().toString(36)}`;
 const MODEL_MS = [800, 1_200, 3_000, 4_000, 5_500, 5_500, 6_000, 7_000, 9_000, 42_000];
-const MODEL_OUTCOMES = ["ok", "ok", "ok", "ok", "ok", "ok", "error", "ok", "ok", "aborted"];
+// One of each: a failure, a call its job cut, a hedged request cancelled when its twin answered first.
+const MODEL_OUTCOMES = ["ok", "ok", "ok", "ok", "ok", "ok", "error", "superseded", "ok", "aborted"];
 const TOOL_MS = [12, 20, 25, 31, 48];
 // Rows hold durations as recorded at the system's time scale; the page and the API show production
 // time (recorded ÷ scale), the unit of the budgets they are drawn against.
@@ -77,6 +78,8 @@ test("the model-calls page draws the latency histogram with p50, p99 and max bes
   await expect(summary.locator('[data-stat="total"]')).toHaveText("10");
   await expect(summary.locator('[data-outcome="error"]')).toHaveText("1 error");
   await expect(summary.locator('[data-outcome="aborted"]')).toHaveText("1 aborted");
+  await expect(summary.locator('[data-outcome="superseded"]')).toHaveText("1 superseded");
+  await expect(summary.getByTestId("superseded-note")).toContainText("Not a failure");
   const tools = page.getByTestId("tool-summary");
   await expect(tools.locator('[data-stat="max"]')).toHaveText(shown(48));
   await expect(tools.locator('[data-stat="total"]')).toHaveText("5");
@@ -98,15 +101,15 @@ test("the model-calls page shows the tokens and estimated cost per kind and tena
   await page.setViewportSize({ width: 1440, height: 900 });
   await page.goto(`/model-calls?range=24h&queue=${QUEUE}`);
   const usage = page.getByTestId("token-usage");
-  // 8 answered calls × (1,250 + 300) tokens; 8 × (1,250 × 0.15 + 300 × 0.6) / 1e6 USD ≈ $0.003.
+  // 7 answered calls × (1,250 + 300) tokens; 7 × (1,250 × 0.15 + 300 × 0.6) / 1e6 USD ≈ $0.003.
   await expect(usage.getByTestId("token-summary")).toContainText(
-    "12,400 tokens (10,000 prompt, 2,400 completion) in 8 calls, estimated $0.003",
+    "10,850 tokens (8,750 prompt, 2,100 completion) in 7 calls, estimated $0.003",
   );
   await expect(usage.getByTestId("tokens-by-kind").getByRole("row", { name: /csv_import/ })).toContainText(
-    /12,400 tokens\s*\$0\.003/,
+    /10,850 tokens\s*\$0\.003/,
   );
   await expect(usage.getByTestId("tokens-by-tenant").getByRole("row", { name: TENANT.slug })).toContainText(
-    "12,400 tokens",
+    "10,850 tokens",
   );
   await page.screenshot({ path: "test-results/model-calls-tokens.png", fullPage: true });
   await page.setViewportSize({ width: 390, height: 844 });
@@ -117,7 +120,11 @@ test("the model-calls page shows the tokens and estimated cost per kind and tena
     .getByTestId("tokens-by-job")
     .getByRole("link", { name: JOB_ID.slice(0, 8) })
     .click();
-  await expect(page.getByTestId("job-tokens")).toHaveText("12,400 tokens, estimated $0.003");
+  await expect(page.getByTestId("job-tokens")).toHaveText("10,850 tokens, estimated $0.003");
+  // Its calls: the hedge's cancelled twin is counted apart, not among the errors.
+  await expect(page.getByTestId("forensics-summary")).toContainText(
+    "1 error, 1 aborted, 1 superseded (sent twice, the other answered)",
+  );
   await page.screenshot({ path: "test-results/job-tokens-390.png", fullPage: true });
 });
 
@@ -140,7 +147,11 @@ test("the histogram API is for viewers: 401 anonymous, 422 for an unknown range,
   });
   expect(ok.status()).toBe(200);
   const h = await ok.json();
-  expect(h.summary).toMatchObject({ total: 10, maxMs: 42_000 / SCALE, byOutcome: { ok: 8, error: 1, aborted: 1 } });
+  expect(h.summary).toMatchObject({
+    total: 10,
+    maxMs: 42_000 / SCALE,
+    byOutcome: { ok: 7, error: 1, aborted: 1, superseded: 1 },
+  });
   expect(h.tools).toMatchObject({ total: 5, maxMs: 48 / SCALE });
   expect(h.buckets).toHaveLength(34);
   expect(h.options.queues).toContain(QUEUE);

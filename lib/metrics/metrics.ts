@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { CallOutcome } from "@/lib/core/call-outcomes";
 import { TERMINAL_STATUSES, type JobStatus } from "@/lib/core/job-statuses";
 import { logger } from "@/lib/log";
 import { JOB_KINDS, QUEUE_NAMES } from "@/lib/catalog/catalog";
@@ -183,7 +184,7 @@ export interface ObservedCall {
   jobKind?: string | null;
   /** @defaultValue "model" (the column's default) */
   type?: "model" | "tool" | "ocr";
-  outcome: "ok" | "error" | "aborted";
+  outcome: CallOutcome;
   /** As measured in this process (real milliseconds); observed in production seconds. */
   durationMs: number;
 }

@@ -112,7 +112,7 @@ describe("summarizeCells", () => {
     ];
     const s = summarizeCells(cells);
     expect(s.total).toBe(10);
-    expect(s.byOutcome).toEqual({ ok: 8, error: 1, aborted: 1 });
+    expect(s.byOutcome).toEqual({ ok: 8, error: 1, aborted: 1, superseded: 0 });
     expect(s.maxMs).toBe(110_000);
     expect(s.meanMs).toBe(Math.round((40_000 + 5_050 + 110_000) / 10));
     expect(s.p50?.bucket).toBe(16);

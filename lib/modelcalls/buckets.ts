@@ -1,3 +1,4 @@
+import { CALL_OUTCOMES, type CallOutcome } from "@/lib/core/call-outcomes";
 /**
  * Latency buckets of the model-call histograms — the TypeScript twin of the SQL function
  * `bounded_latency_bucket(ms)` (prisma/migrations/20261202103600_call_rollups_and_notifications),
@@ -90,9 +91,6 @@ export function logPosition(ms: number): number {
   return Math.min(BUCKET_COUNT, BUCKETS_PER_DECADE * Math.log10(ms / FIRST_BOUND_MS));
 }
 
-export type CallOutcome = "ok" | "error" | "aborted";
-export const CALL_OUTCOMES: readonly CallOutcome[] = ["ok", "error", "aborted"];
-
 /** A percentile read off the bucket counts, with the bucket it fell in. */
 export interface PercentileEstimate {
   /** The estimate in whole milliseconds (see `estimatePercentile` for how it is made). */
@@ -174,7 +172,7 @@ export interface BucketCell {
 /** The summary of a histogram given as aggregated cells (any order, any number per bucket). */
 export function summarizeCells(cells: readonly BucketCell[]): LatencySummary {
   const counts = new Array<number>(BUCKET_COUNT).fill(0);
-  const byOutcome: Record<CallOutcome, number> = { ok: 0, error: 0, aborted: 0 };
+  const byOutcome = Object.fromEntries(CALL_OUTCOMES.map((o) => [o, 0])) as Record<CallOutcome, number>;
   let total = 0;
   let sumMs = 0;
   let maxMs: number | null = null;

@@ -292,8 +292,8 @@ describe("createCategoriser against the model simulator", () => {
     await vi.waitFor(() => expect(tail.model.inFlight()).toBe(0), { timeout: 2_000 });
     await vi.waitFor(() => expect(seen.records).toHaveLength(2));
     expect(seen.records.map((r) => [r.outcome, r.batchSize, r.error ?? null]).sort()).toEqual([
-      ["aborted", 2, "cancelled: the same request sent again answered first"],
       ["ok", 2, null],
+      ["superseded", 2, "cancelled: the same request sent again answered first"],
     ]);
   });
 

@@ -265,7 +265,7 @@ describe("chatCompletion with hedgeAfterMs", () => {
       init!.signal!.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError"))),
     );
 
-  it("sends the same request again in a spare slot once the first has gone unanswered that long: the second's answer is the attempt's, the first is cancelled and recorded as aborted", async () => {
+  it("sends the same request again in a spare slot once the first has gone unanswered that long: the second's answer is the attempt's, the first is cancelled and recorded as superseded, not as a failure", async () => {
     const sent: AbortSignal[] = [];
     const fetch: ModelFetch = (_url, init) => {
       sent.push(init!.signal!);
@@ -278,10 +278,29 @@ describe("chatCompletion with hedgeAfterMs", () => {
     expect(sent[0]!.aborted).toBe(true);
     await waitFor(() => records.length === 2, { what: "both requests to be recorded", timeoutMs: 5_000 });
     expect(records.map((r) => [r.outcome, r.error ?? null]).sort()).toEqual([
-      ["aborted", "cancelled: the same request sent again answered first"],
       ["ok", null],
+      ["superseded", "cancelled: the same request sent again answered first"],
     ]);
   }, 15_000);
+
+  it("records both requests of a hedge as aborted when the job ends while both are out", async () => {
+    const controller = new AbortController();
+    const reason = new DeadlineProbe("soft limit reached");
+    let sent = 0;
+    const fetch: ModelFetch = (_url, init) => {
+      sent++;
+      return unanswered(init);
+    };
+    const { promise, records } = call(fetch, { hedgeAfterMs: 1, signal: controller.signal });
+    await waitFor(() => sent === 2, { what: "the request to be sent again", timeoutMs: 10_000 });
+    controller.abort(reason);
+    await expect(promise).rejects.toBe(reason);
+    await waitFor(() => records.length === 2, { what: "both requests to be recorded", timeoutMs: 5_000 });
+    expect(records.map((r) => [r.outcome, r.error]).sort()).toEqual([
+      ["aborted", "DeadlineProbe: soft limit reached"],
+      ["aborted", "aborted: DeadlineProbe: soft limit reached"],
+    ]);
+  }, 20_000);
 
   it("sends nothing twice while a call waits for a provider slot: the first request's answer is awaited", async () => {
     const [sec] = await redis().time();

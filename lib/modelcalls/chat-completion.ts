@@ -199,11 +199,17 @@ export async function chatCompletion(options: ChatCompletionOptions): Promise<Ch
       // a request cancelled here (the job's end, the other request of a hedge) says nothing of it.
       { signal: attemptSignal, tokens, spare, failureOf: ({ result }) => (result.ok ? undefined : result) },
     );
-  /** A request whose answer was not the attempt's: recorded as what it was, answered or cancelled. */
+  /**
+   * A request whose answer was not the attempt's: recorded as what it was — answered, cancelled
+   * for its twin's answer (`superseded`, no failure), or cancelled by the job (`aborted`).
+   */
   const recordLoser = (sent: Sent, why: string) => {
     const row = { ...context, model, startedAt: sent.startedAt, durationMs: sent.durationMs };
     if (sent.result.ok) recordInBackground(record, { ...row, outcome: "ok", ...sent.result.usage }, "a model call");
-    else if (!sent.recorded) recordInBackground(record, { ...row, outcome: "aborted", error: why }, "a model call");
+    else if (!sent.recorded) {
+      const outcome = signal.aborted ? "aborted" : "superseded";
+      recordInBackground(record, { ...row, outcome, error: why }, "a model call");
+    }
   };
 
   const callStarted = performance.now();

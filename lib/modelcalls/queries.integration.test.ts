@@ -77,7 +77,7 @@ describe("getLatencyHistogram reads the rollup", () => {
 
     const h = await getLatencyHistogram({ range: "24h", queue, model: "sim-model" }, now);
     expect(h.summary.total).toBe(100);
-    expect(h.summary.byOutcome).toEqual({ ok: 94, error: 5, aborted: 1 });
+    expect(h.summary.byOutcome).toEqual({ ok: 94, error: 5, aborted: 1, superseded: 0 });
     expect(h.buckets).toHaveLength(34);
     expect(h.buckets[latencyBucket(1_000)]).toMatchObject({
       lowerMs: 1_000,

@@ -1,16 +1,15 @@
 import { z } from "zod";
 import { resolveBudget } from "@/lib/budgets/budgets";
 import { db, Prisma } from "@/lib/db/client";
+import { CALL_OUTCOMES, type CallOutcome } from "@/lib/core/call-outcomes";
 import {
   BUCKET_COUNT,
-  CALL_OUTCOMES,
   LAST_BUCKET,
   bucketFirstMs,
   bucketLowerMs,
   bucketUpperMs,
   summarizeCells,
   type BucketCell,
-  type CallOutcome,
   type LatencySummary,
 } from "./buckets";
 
@@ -21,7 +20,7 @@ import {
  * for the week and month views) — calls counted per hour ×
  * type × queue × kind × model × outcome × latency bucket by a trigger — so a month of ~100k
  * calls (or millions) is tens of thousands of rollup rows at most, and no call row ever reaches
- * JavaScript. Only aggregated rows come back — at most 34 buckets × 3 outcomes per call type and
+ * JavaScript. Only aggregated rows come back — at most 34 buckets × 4 outcomes per call type and
  * filter match, plus one row per queue × kind × model seen — and percentiles are then read off
  * their cumulative counts (`estimatePercentile` in ./buckets).
  *

@@ -1,4 +1,5 @@
 import { db } from "@/lib/db/client";
+import type { CallOutcome } from "@/lib/core/call-outcomes";
 import { logger } from "@/lib/log";
 import { metrics } from "@/lib/metrics/metrics";
 
@@ -18,8 +19,6 @@ export interface ModelCallContext {
    */
   batchSize?: number;
 }
-
-export type ModelCallOutcome = "ok" | "error" | "aborted";
 
 /**
  * What was called: a model, a deterministic tool (inside an agent run), an OCR service, or a
@@ -43,7 +42,7 @@ export interface ModelCallRecord extends ModelCallContext {
   model: string;
   startedAt: Date;
   durationMs: number;
-  outcome: ModelCallOutcome;
+  outcome: CallOutcome;
   error?: string;
   /** The answer's tokens as the endpoint counted them (`usage`); only a model call that got one has them. */
   promptTokens?: number;

@@ -36,7 +36,7 @@ const call = (
   jobId: string,
   s: number,
   durationMs: number,
-  outcome: "ok" | "error" | "aborted" = "ok",
+  outcome: "ok" | "error" | "aborted" | "superseded" = "ok",
   batchSize = 8,
   type: "model" | "tool" = "model",
 ) => ({
@@ -99,10 +99,21 @@ describe("getJobForensics", () => {
     expect(failed).toMatchObject({ batchSize: 8, error: "HTTP 500", model: "sim-model" });
     expect(f.calls).toEqual([
       // Items answered: the three answered calls' 8 + 3 + 8 rows, not the failed call's 8.
-      { type: "model", calls: 4, errors: 1, aborted: 0, p50Ms: 4_000, maxMs: 12_000, items: 19 },
-      { type: "tool", calls: 1, errors: 0, aborted: 0, p50Ms: 15, maxMs: 15, items: 1 },
+      { type: "model", calls: 4, errors: 1, aborted: 0, superseded: 0, p50Ms: 4_000, maxMs: 12_000, items: 19 },
+      { type: "tool", calls: 1, errors: 0, aborted: 0, superseded: 0, p50Ms: 15, maxMs: 15, items: 1 },
     ]);
     expect(f).toMatchObject({ callsTotal: 5, callsShown: 5, reschedules: 1, attempts: 3, reaped: 1 });
+  });
+
+  it("counts a hedged request whose twin answered first as superseded, apart from the calls its job cut", async () => {
+    const id = await job();
+    await db().modelCall.createMany({
+      data: [call(id, 1, 41_000, "superseded"), call(id, 2, 2_000), call(id, 3, 1_000, "aborted")],
+    });
+    const f = (await getJobForensics(id))!;
+    expect(f.calls).toEqual([
+      { type: "model", calls: 3, errors: 0, aborted: 1, superseded: 1, p50Ms: 2_000, maxMs: 41_000, items: 8 },
+    ]);
   });
 
   it("shows only the latest calls of a job with many, and counts the earlier ones in one line", async () => {

@@ -1,5 +1,5 @@
 import { db } from "@/lib/db/client";
-import type { CallOutcome } from "@/lib/modelcalls/buckets";
+import type { CallOutcome } from "@/lib/core/call-outcomes";
 import { partOf } from "@/lib/jobs/parts";
 
 /**
@@ -78,6 +78,8 @@ export interface CallStats {
   calls: number;
   errors: number;
   aborted: number;
+  /** Hedged requests cancelled because their twin answered first: no failure. */
+  superseded: number;
   /** Exact: the median of the recorded durations. */
   p50Ms: number;
   maxMs: number;
@@ -107,6 +109,7 @@ interface StatsRow {
   calls: number;
   errors: number;
   aborted: number;
+  superseded: number;
   p50: number;
   max: number;
   items: number;
@@ -133,6 +136,7 @@ export async function getJobForensics(jobId: string, callsLimit = TIMELINE_CALLS
       SELECT type::text AS type, count(*)::int AS calls,
              (count(*) FILTER (WHERE outcome = 'error'))::int AS errors,
              (count(*) FILTER (WHERE outcome = 'aborted'))::int AS aborted,
+             (count(*) FILTER (WHERE outcome = 'superseded'))::int AS superseded,
              percentile_disc(0.5) WITHIN GROUP (ORDER BY "durationMs") AS p50,
              max("durationMs") AS max, coalesce(sum("batchSize") FILTER (WHERE outcome = 'ok'), 0)::int AS items, min("startedAt") AS first
       FROM "ModelCall" WHERE "jobId" = ANY(${ids}::uuid[]) AND type::text <> 'item'
@@ -230,6 +234,7 @@ export async function getJobForensics(jobId: string, callsLimit = TIMELINE_CALLS
         calls: s.calls,
         errors: s.errors,
         aborted: s.aborted,
+        superseded: s.superseded,
         p50Ms: Number(s.p50),
         maxMs: Number(s.max),
         items: s.items,

@@ -62,7 +62,7 @@ describe("model-call latencies are shown in production time", () => {
     const f = forensicsInProductionTime(
       {
         jobId: "j",
-        calls: [{ type: "model", calls: 2, errors: 0, aborted: 0, p50Ms: 550, maxMs: 3_500, items: 2 }],
+        calls: [{ type: "model", calls: 2, errors: 0, aborted: 0, superseded: 0, p50Ms: 550, maxMs: 3_500, items: 2 }],
         callsTotal: 2,
         callsShown: 2,
         reschedules: 0,

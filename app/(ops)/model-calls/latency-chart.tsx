@@ -12,9 +12,11 @@ import {
   YAxis,
   type TooltipContentProps,
 } from "recharts";
+import { CALL_OUTCOMES, type CallOutcome } from "@/lib/core/call-outcomes";
 import { BUCKET_COUNT, logPosition } from "@/lib/modelcalls/buckets";
 import { formatDuration, formatDurationRounded } from "@/lib/format/duration";
 import { AXIS, GRID, LEGEND } from "../../components/chart-theme";
+import { OUTCOME_COLOR } from "../../components/outcome-badge";
 import { AXIS_TICKS_MS } from "./format";
 import styles from "./model-calls.module.css";
 import { formatCount } from "@/lib/format/number";
@@ -27,6 +29,7 @@ export interface ChartBucket {
   ok: number;
   error: number;
   aborted: number;
+  superseded: number;
   /** The list of the calls this bar counts; null when there is none to show (empty bar, whole items). */
   href: string | null;
 }
@@ -36,8 +39,6 @@ interface Point extends ChartBucket {
   x: number;
 }
 
-const COLORS = { ok: "#2f8f5b", error: "#c0392b", aborted: "#d08a00" } as const;
-const OUTCOME_ORDER = ["ok", "error", "aborted"] as const;
 /**
  * The axis is the recorded buckets' (recorded time); its labels are production time, like every
  * duration the chart shows: a production duration sits where `ms × timeScale` was recorded.
@@ -51,7 +52,7 @@ function axisTicks(timeScale: number) {
 function BucketTooltip({ active, payload }: TooltipContentProps) {
   const p = payload?.[0]?.payload as Point | undefined;
   if (!active || !p) return null;
-  const total = p.ok + p.error + p.aborted;
+  const total = CALL_OUTCOMES.reduce((n, o) => n + p[o], 0);
   return (
     <div className={styles.tooltip}>
       <div>
@@ -66,9 +67,9 @@ function BucketTooltip({ active, payload }: TooltipContentProps) {
       <div>
         {formatCount(total)} {total === 1 ? "call" : "calls"}
       </div>
-      {OUTCOME_ORDER.map((o) =>
+      {CALL_OUTCOMES.map((o) =>
         p[o] > 0 ? (
-          <div key={o} style={{ color: COLORS[o] }}>
+          <div key={o} style={{ color: OUTCOME_COLOR[o] }}>
             {o}: {formatCount(p[o])}
           </div>
         ) : null,
@@ -127,17 +128,14 @@ export function LatencyChart({
         />
         <YAxis allowDecimals={false} {...AXIS} width={48} />
         <Tooltip content={BucketTooltip} cursor={{ fill: "rgba(36, 88, 211, 0.06)" }} isAnimationActive={false} />
-        <Legend
-          {...LEGEND}
-          itemSorter={(item) => OUTCOME_ORDER.indexOf(item.dataKey as (typeof OUTCOME_ORDER)[number])}
-        />
-        {OUTCOME_ORDER.map((o) => (
+        <Legend {...LEGEND} itemSorter={(item) => CALL_OUTCOMES.indexOf(item.dataKey as CallOutcome)} />
+        {CALL_OUTCOMES.map((o) => (
           <Bar
             key={o}
             dataKey={o}
             name={o}
             stackId="outcome"
-            fill={COLORS[o]}
+            fill={OUTCOME_COLOR[o]}
             isAnimationActive={false}
             onClick={open}
             style={clickable ? { cursor: "pointer" } : undefined}

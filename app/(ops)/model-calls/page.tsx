@@ -232,7 +232,18 @@ function SummaryList({ title, s, testId }: { title: string; s: LatencySummary; t
             <li className={`badge ${s.byOutcome.aborted > 0 ? "warn" : "idle"}`} data-outcome="aborted">
               {formatCount(s.byOutcome.aborted)} aborted
             </li>
+            {s.byOutcome.superseded > 0 ? (
+              <li className="badge idle" data-outcome="superseded">
+                {formatCount(s.byOutcome.superseded)} superseded
+              </li>
+            ) : null}
           </ul>
+          {s.byOutcome.superseded > 0 ? (
+            <p className="small muted" data-testid="superseded-note">
+              Superseded: {s.byOutcome.superseded === 1 ? "a request" : "requests"} sent again after going unanswered,
+              cancelled when the other one answered first. Not a failure; each one's time is how long it had waited.
+            </p>
+          ) : null}
         </>
       )}
     </div>

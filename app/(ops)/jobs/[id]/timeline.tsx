@@ -5,6 +5,7 @@ import { Stat } from "../../../components/stat";
 import { formatCount } from "@/lib/format/number";
 import { fmtTime } from "../../../components/format";
 import { DataTable, num } from "../../../components/data-table";
+import { OutcomeBadge } from "../../../components/outcome-badge";
 
 const TYPE_NOUN: Record<string, string> = { model: "model call", ocr: "OCR call", tool: "tool call" };
 const noun = (type: string, n: number) => `${TYPE_NOUN[type] ?? `${type} call`}${n === 1 ? "" : "s"}`;
@@ -15,8 +16,6 @@ const CATEGORY: Record<EventCategory, { label: string; tone: string }> = {
   reaper: { label: "reaped", tone: "bad" },
   event: { label: "event", tone: "idle" },
 };
-
-const OUTCOME_TONE = { ok: "ok", error: "bad", aborted: "warn" } as const;
 
 /** Not `small`: on a phone a small cell is given room for prose, and this one holds twelve characters. */
 const TIME_CELL = { fontSize: "0.85rem", whiteSpace: "nowrap" } as const;
@@ -45,7 +44,11 @@ export function ForensicsSummary({ f }: { f: JobForensics }) {
         >
           <div className="small muted">
             {main
-              ? `${formatCount(main.errors)} ${main.errors === 1 ? "error" : "errors"}, ${formatCount(main.aborted)} aborted, ${formatCount(main.items)} items answered`
+              ? `${formatCount(main.errors)} ${main.errors === 1 ? "error" : "errors"}, ${formatCount(main.aborted)} aborted, ${
+                  main.superseded > 0
+                    ? `${formatCount(main.superseded)} superseded (sent twice, the other answered), `
+                    : ""
+                }${formatCount(main.items)} items answered`
               : "none recorded"}
           </div>
         </Stat>
@@ -129,7 +132,7 @@ function Row({ e, jobId }: { e: TimelineEntry; jobId: string }) {
         {formatDuration(e.durationMs)}
       </td>
       <td>
-        <span className={`badge ${OUTCOME_TONE[e.outcome]}`}>{e.outcome}</span>
+        <OutcomeBadge outcome={e.outcome} />
       </td>
       <td className="num">{formatCount(e.batchSize)}</td>
       <td>

@@ -8,6 +8,7 @@ import { DataTable, num } from "../../../components/data-table";
 import { JobLink } from "../../../components/job-link";
 import { formatCount } from "@/lib/format/number";
 import { fmtTime } from "../../../components/format";
+import { OutcomeBadge } from "../../../components/outcome-badge";
 
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Calls" };
@@ -15,7 +16,6 @@ export const metadata = { title: "Calls" };
 type Search = Record<string, string | string[] | undefined>;
 
 const TYPE_NOUN = { model: "model calls", ocr: "OCR calls", tool: "tool calls" } as const;
-const OUTCOME_TONE = { ok: "ok", error: "bad", aborted: "warn" } as const;
 
 /** "2.2 s – 3.2 s", "under 15 ms", "53 min and more": a bucket's edges as the histogram's tooltip says them. */
 function bucketRange(b: NonNullable<CallList["bucket"]>): string {
@@ -110,7 +110,7 @@ export default async function CallsPage({ searchParams }: { searchParams: Promis
               </td>
               <td className="num">{formatDuration(c.durationMs)}</td>
               <td>
-                <span className={`badge ${OUTCOME_TONE[c.outcome]}`}>{c.outcome}</span>
+                <OutcomeBadge outcome={c.outcome} />
               </td>
               <td>{c.jobId ? <JobLink id={c.jobId} /> : <span className="muted">—</span>}</td>
               <td>
