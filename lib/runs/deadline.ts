@@ -105,9 +105,12 @@ export async function runUnderDeadline({
 
 /**
  * One controller per run; the process-wide shutdown signal feeds it through a listener that is
- * removed when the run ends (AbortSignal.any on a long-lived signal retains every run).
+ * removed when the run ends (AbortSignal.any on a long-lived signal retains every run). A process
+ * runs as many at once as its queues' concurrency: no limit on the listeners, or every run past
+ * the tenth would log a "memory leak" that is none.
  */
 function followShutdown(shutdown: AbortSignal, deadline: AbortController): () => void {
+  setMaxListeners(0, shutdown);
   const onShutdown = () => deadline.abort(shutdown.reason);
   if (shutdown.aborted) onShutdown();
   else shutdown.addEventListener("abort", onShutdown, { once: true });

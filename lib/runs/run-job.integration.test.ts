@@ -1,3 +1,4 @@
+import { getEventListeners } from "node:events";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -366,5 +367,48 @@ describe("tenant context", () => {
     expect(seen).toEqual([tenantId, tenantId]);
     expect((await row(id)).status).toBe("completed");
     expect(currentTenant()).toBeUndefined();
+  });
+});
+
+describe("the process's shutdown signal", () => {
+  it("follows any number of runs at once without a listener-leak warning, and none of theirs stays on it", async () => {
+    const shutdown = new AbortController();
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
+    process.on("warning", onWarning);
+    try {
+      // Budgets of a minute of real time: twelve runs starting on a busy machine are not timed.
+      const jobs = await Promise.all(
+        Array.from({ length: 12 }, () => job(1, { softMs: 60_000_000, hardMs: 120_000_000 })),
+      );
+      let started = 0;
+      let release: () => void = () => undefined;
+      const gate = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const runs = jobs.map(({ id }) =>
+        runJob(
+          {
+            csv_import: async () => {
+              started++;
+              await gate;
+            },
+          },
+          queueJobFor(id),
+          shutdown.signal,
+          log,
+        ),
+      );
+      await waitFor(() => started === jobs.length, { what: "every run to have started", timeoutMs: 10_000 });
+      release();
+      await Promise.all(runs);
+      // Node emits the warning on the next tick of the listener that crossed the limit.
+      await sleep(10);
+      expect(warnings.filter((w) => w.startsWith("MaxListenersExceededWarning"))).toEqual([]);
+      expect(getEventListeners(shutdown.signal, "abort")).toEqual([]);
+      for (const { id } of jobs) expect((await row(id)).status).toBe("completed");
+    } finally {
+      process.off("warning", onWarning);
+    }
   });
 });
