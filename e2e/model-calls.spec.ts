@@ -95,6 +95,16 @@ test("the model-calls page draws the latency histogram with p50, p99 and max bes
   await page.goto(`/model-calls?range=1h&queue=${QUEUE}-none`);
   await expect(page.getByTestId("empty")).toContainText("No model calls in the last 1 h");
   await expect(page.getByTestId("empty").getByRole("link", { name: "upload a CSV" })).toBeVisible();
+
+  // The list of the calls: the hedge's twin in grey, beside a failure and a call its job cut.
+  await page.goto(`/model-calls/calls?queue=${QUEUE}&type=model`);
+  // Not one bucket's calls: the heading does not say so.
+  await expect(page.getByRole("heading", { level: 1 })).toHaveText("Calls");
+  const listed = page.locator("tr[data-outcome]");
+  await expect(listed).toHaveCount(MODEL_MS.length);
+  await expect(page.locator('tr[data-outcome="superseded"] .badge.idle')).toHaveText("superseded");
+  await expect(page.locator('tr[data-outcome="error"] .badge.bad')).toHaveText("error");
+  await page.screenshot({ path: "test-results/model-calls-list.png", fullPage: true });
 });
 
 test("the model-calls page shows the tokens and estimated cost per kind and tenant", async ({ operatorPage: page }) => {

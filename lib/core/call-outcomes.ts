@@ -9,3 +9,11 @@ import type { ModelCallOutcome } from "@/generated/prisma/enums";
 export const CALL_OUTCOMES = ["ok", "error", "aborted", "superseded"] as const satisfies readonly ModelCallOutcome[];
 
 export type CallOutcome = (typeof CALL_OUTCOMES)[number];
+
+/**
+ * The calls that did not answer their caller, as the overview counts them: failed, or cut by their
+ * job. A superseded request is left out: its twin answered.
+ */
+export function failedCallCount(byOutcome: Readonly<Record<CallOutcome, number>>): number {
+  return byOutcome.error + byOutcome.aborted;
+}

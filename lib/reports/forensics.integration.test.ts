@@ -108,11 +108,16 @@ describe("getJobForensics", () => {
   it("counts a hedged request whose twin answered first as superseded, apart from the calls its job cut", async () => {
     const id = await job();
     await db().modelCall.createMany({
-      data: [call(id, 1, 41_000, "superseded"), call(id, 2, 2_000), call(id, 3, 1_000, "aborted")],
+      data: [
+        call(id, 1, 41_000, "superseded"),
+        call(id, 2, 2_000),
+        call(id, 3, 1_000, "aborted"),
+        call(id, 4, 3_000, "superseded"),
+      ],
     });
     const f = (await getJobForensics(id))!;
     expect(f.calls).toEqual([
-      { type: "model", calls: 3, errors: 0, aborted: 1, superseded: 1, p50Ms: 2_000, maxMs: 41_000, items: 8 },
+      { type: "model", calls: 4, errors: 0, aborted: 1, superseded: 2, p50Ms: 2_000, maxMs: 41_000, items: 8 },
     ]);
   });
 

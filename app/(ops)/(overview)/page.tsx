@@ -14,6 +14,7 @@ import { requirePageViewer } from "@/lib/auth/principal";
 import { PageHead } from "../../components/page-head";
 import { Stat } from "../../components/stat";
 import { OutsideServicesBanner } from "./outside-services-banner";
+import { failedCallCount } from "@/lib/core/call-outcomes";
 
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Overview" };
@@ -36,7 +37,7 @@ export default async function OverviewPage() {
   const drifting = budgets.rows.filter((r) => r.status === "drift").length;
   const atRisk = budgets.rows.filter((r) => r.risk.atRisk).length;
   const s = calls.summary;
-  const failedCalls = s.byOutcome.error + s.byOutcome.aborted;
+  const failedCalls = failedCallCount(s.byOutcome);
   return (
     <main className="page">
       <PageHead

@@ -240,8 +240,8 @@ function SummaryList({ title, s, testId }: { title: string; s: LatencySummary; t
           </ul>
           {s.byOutcome.superseded > 0 ? (
             <p className="small muted" data-testid="superseded-note">
-              Superseded: {s.byOutcome.superseded === 1 ? "a request" : "requests"} sent again after going unanswered,
-              cancelled when the other one answered first. Not a failure; each one's time is how long it had waited.
+              Superseded: a request that went unanswered was sent twice, and the copy that had not answered was
+              cancelled when the other one did. Not a failure; its time is how long it ran before it was cancelled.
             </p>
           ) : null}
         </>

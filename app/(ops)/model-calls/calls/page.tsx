@@ -69,7 +69,7 @@ export default async function CallsPage({ searchParams }: { searchParams: Promis
   return (
     <main className="page">
       <PageHead
-        title={q.job ? "Calls of one job" : "Calls in a latency bucket"}
+        title={q.job ? "Calls of one job" : q.bucket !== undefined ? "Calls in a latency bucket" : "Calls"}
         description={
           <>
             {q.job ? (
