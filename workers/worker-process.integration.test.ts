@@ -12,6 +12,13 @@ const root = `${import.meta.dirname}/..`;
 const prefix = `bounded-test-proc-${randomUUID().slice(0, 8)}`;
 let modelUrl = "";
 let server: http.Server;
+/**
+ * Model requests answered before the model holds every further one unanswered: a job is then
+ * mid-job for as long as a test needs, however fast the rows go (Infinity: none held).
+ */
+let answerLimit = Number.POSITIVE_INFINITY;
+let answered = 0;
+const held: http.ServerResponse[] = [];
 const children: ChildProcess[] = [];
 const tenants: string[] = [];
 
@@ -39,12 +46,21 @@ beforeAll(async () => {
   };
   const { createRouter } = await import("@/workers/simulators/router");
   const { createModelSimulator } = await import("@/workers/simulators/model");
-  server = http.createServer(createRouter(createModelSimulator({ errorRate: 0, timeScale: 0.001 }).routes));
+  const model = createRouter(createModelSimulator({ errorRate: 0, timeScale: 0.001 }).routes);
+  server = http.createServer((req, res) => {
+    if (answered >= answerLimit) held.push(res);
+    else {
+      answered++;
+      model(req, res);
+    }
+  });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   modelUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 });
 
 afterEach(async () => {
+  answerLimit = Number.POSITIVE_INFINITY;
+  for (const res of held.splice(0)) res.destroy();
   for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
   for (const slug of tenants.splice(0)) await m.tenants.deleteTenant(slug);
 });
@@ -97,7 +113,11 @@ describe("worker processes", () => {
   // Budgets in production seconds at time scale 0.001: soft 60 s, hard 90 s real, so only the crash decides.
   const budgetEnv = { BOUNDED_BUDGET_IMPORTS_SOFT_S: "60000", BOUNDED_BUDGET_IMPORTS_HARD_S: "90000" };
 
-  /** An import of `rows` rows, and a worker process killed with SIGKILL once it is mid-job. */
+  /**
+   * An import of `rows` rows, and a worker process killed with SIGKILL once it is mid-job. The
+   * model answers 30 requests (30 to 240 rows: at most 8 a request) and holds the rest until the
+   * kill, so the kill always finds rows left.
+   */
   async function importKilledMidJob(rows: number, prepare?: (jobId: string) => Promise<void>) {
     const tenant = m.tenants.uniqueTenantSlug("sigkill");
     tenants.push(tenant);
@@ -106,14 +126,18 @@ describe("worker processes", () => {
     const jobId = created.jobId;
     await prepare?.(jobId);
     const job = () => m.db.db().job.findUniqueOrThrow({ where: { id: jobId } });
+    answered = 0;
+    answerLimit = 30;
     const first = start(["workers/main.ts"], budgetEnv);
-    await waitFor(async () => (await job()).processed >= 40, {
+    await waitFor(async () => (await job()).processed >= 20, {
       timeoutMs: 90_000,
       intervalMs: 50,
       what: "the first worker to be mid-job",
     });
     first.kill("SIGKILL");
     await exited(first);
+    answerLimit = Number.POSITIVE_INFINITY;
+    for (const res of held.splice(0)) res.destroy();
     const atKill = await job();
     expect(atKill.status).toBe("running");
     expect(atKill.processed + atKill.failed).toBeLessThan(rows);
