@@ -39,8 +39,11 @@ export interface Accepted {
   jobId: string;
   work: WorkKind;
   tenant: string;
-  /** Imports: the rows the file has, good and bad, so the checks know what must land. */
-  rows?: { good: number; bad: number };
+  /**
+   * Imports: the rows the file has, good and bad, so the checks know what must land; `badRows`
+   * the spreadsheet rows broken on purpose (any other row recorded as failed is unexpected).
+   */
+  rows?: { good: number; bad: number; badRows: number[] };
   /** OCR batches: files, and how many are damaged (each must end as an item failure). */
   files?: { total: number; damaged: number };
   /** Syncs: the family. */
@@ -166,8 +169,7 @@ export class Workload {
     const [lo, hi] = this.importsOnly?.rows ?? [5, 40];
     const rows = between(lo, hi, this.random);
     const badEvery = this.random() < 0.3 ? between(4, 9, this.random) : null;
-    const bad = badEvery ? Math.floor(rows / badEvery) : 0;
-    const bytes = demoCsv(rows, badEvery, this.random);
+    const { bytes, badRows } = demoCsv(rows, badEvery, this.random);
     const res = await this.send(
       "/api/imports",
       () => {
@@ -178,7 +180,7 @@ export class Workload {
       },
       false,
     );
-    await this.accept(res, "import", tenant, { rows: { good: rows - bad, bad } });
+    await this.accept(res, "import", tenant, { rows: { good: rows - badRows.length, bad: badRows.length, badRows } });
   }
 
   private async documents(n: number): Promise<void> {

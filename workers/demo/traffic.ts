@@ -77,11 +77,24 @@ export function importSize(roll: number): (typeof DEMO_IMPORT_SIZES)[number] {
 const pick = <T>(items: readonly T[], random: Random): T => items[Math.floor(random() * items.length)]!;
 const between = (lo: number, hi: number, random: Random) => lo + Math.floor(random() * (hi - lo + 1));
 
-/** A bank-transaction CSV of `rows` rows; every `badEvery`-th row broken as customers break them. */
-export function demoCsv(rows: number, badEvery: number | null, random: Random): Uint8Array {
+/** A generated CSV, and the spreadsheet rows (the header is row 1) it broke on purpose. */
+export interface DemoCsv {
+  bytes: Uint8Array;
+  badRows: number[];
+}
+
+/**
+ * A bank-transaction CSV of `rows` rows; every `badEvery`-th row broken as customers break them,
+ * and only those: every other row passes the import's validation (an amount is drawn in whole
+ * cents and is never zero — a drawn -0.004 once printed as "-0.00", a row refused as "amount is
+ * zero" that the chaos run counted as good).
+ */
+export function demoCsv(rows: number, badEvery: number | null, random: Random): DemoCsv {
   const lines = ["date,amount,currency,counterparty,description"];
+  const badRows: number[] = [];
   for (let i = 1; i <= rows; i++) {
     if (badEvery && i % badEvery === 0) {
+      badRows.push(i + 1);
       lines.push(
         pick(
           [
@@ -94,12 +107,13 @@ export function demoCsv(rows: number, badEvery: number | null, random: Random): 
       );
       continue;
     }
-    const amount = (random() * 400 - 300).toFixed(2);
+    const cents = Math.floor(random() * 40_000) - 30_000;
+    const amount = ((cents === 0 ? 100 : cents) / 100).toFixed(2);
     lines.push(
-      `2026-03-${String(between(1, 28, random)).padStart(2, "0")},${amount === "0.00" ? "1.00" : amount},EUR,${pick(COUNTERPARTIES, random)},demo row ${distinctWord(i)}`,
+      `2026-03-${String(between(1, 28, random)).padStart(2, "0")},${amount},EUR,${pick(COUNTERPARTIES, random)},demo row ${distinctWord(i)}`,
     );
   }
-  return new TextEncoder().encode(lines.join("\n"));
+  return { bytes: new TextEncoder().encode(lines.join("\n")), badRows };
 }
 
 export interface DemoAction {
@@ -126,7 +140,7 @@ const DEMO_STARTERS: Record<DemoKind, (random: Random) => Promise<string>> = {
     const r = await createImport({
       tenant,
       filename: `${size.name}-${between(1000, 9999, random)}.csv`,
-      bytes: demoCsv(rows, badEvery, random),
+      bytes: demoCsv(rows, badEvery, random).bytes,
     });
     return r.type === "created" ? `import of ${rows} rows for ${tenant} (${size.why})` : `import refused: ${r.message}`;
   },
