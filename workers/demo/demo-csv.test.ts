@@ -7,7 +7,10 @@ import { demoCsv } from "./traffic";
 
 /** The spreadsheet rows of `bytes` the import's own validation refuses (the header is row 1). */
 function refusedRows(bytes: Uint8Array): number[] {
-  const [header, ...records] = parse(Buffer.from(bytes), { skip_empty_lines: true, relax_column_count: true }) as string[][];
+  const [header, ...records] = parse(Buffer.from(bytes), {
+    skip_empty_lines: true,
+    relax_column_count: true,
+  }) as string[][];
   const columns = header!.map((c) => c.trim().toLowerCase());
   return records.flatMap((record, i) => {
     const row = i + 2;
