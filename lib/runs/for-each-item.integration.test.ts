@@ -5,7 +5,8 @@ import { makeJob } from "@/test/helpers/jobs";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
 import { RateLimitDefer } from "@/lib/ratelimit/errors";
 import { DeadlineExceeded, ItemError, SliceEnded } from "@/lib/core/signals";
-import { forEachItem, type ItemLoop } from "./for-each-item";
+import { forEachItem, POISON_TRIES, type ItemLoop } from "./for-each-item";
+import { poisonReason } from "./item-fault";
 import { startAttempt } from "./attempt";
 
 // These loops run on an attempt whose row nobody finalizes, so fencing cannot stop them: what
@@ -43,7 +44,7 @@ async function loopFor(total: number, signal: AbortSignal) {
 const items = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
 
 describe("forEachItem", () => {
-  it("records an item's error as that item's failure and goes on; logs processed=… failed=… at warn", async () => {
+  it("records an item's own error as that item's failure, and an error it repeats while the others go through as a poison item; goes on and logs processed=… failed=… at warn", async () => {
     const { id, loop, lines } = await loopFor(10, new AbortController().signal);
     const summary = await forEachItem(loop, items(10), async (n) => {
       if (n === 4) throw new ItemError("amount is zero");
@@ -58,7 +59,7 @@ describe("forEachItem", () => {
     });
     expect(failures).toEqual([
       { row: 4, reason: "amount is zero" },
-      { row: 7, reason: "could not be processed because of an internal error (logged for the operators)" },
+      { row: 7, reason: poisonReason(POISON_TRIES) },
     ]);
     expect(lines.filter((l) => l.msg.startsWith("processed="))).toEqual([
       { level: 40, msg: "processed=8 failed=2", processed: 8, failed: 2 },

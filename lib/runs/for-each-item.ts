@@ -6,9 +6,9 @@ import { metrics } from "@/lib/metrics/metrics";
 import { isRateLimitDefer, type RateLimitDefer } from "@/lib/ratelimit/errors";
 import { sleep } from "@/lib/time";
 import { coalesce } from "@/lib/core/coalesce";
-import { isControlSignal, ItemError, SliceEnded } from "@/lib/core/signals";
+import { isControlSignal, SliceEnded } from "@/lib/core/signals";
 import { ItemCosts } from "./item-costs";
-import { refusedWriteReason } from "./refused-write";
+import { itemFault, poisonReason } from "./item-fault";
 import { commitItems, committedItems, type Effect, type ItemCommit } from "./commit";
 
 /**
@@ -73,13 +73,6 @@ export interface ItemInfo {
 export interface PassSummary {
   processed: number;
   failed: number;
-}
-
-/** What the person reads next to the item. An unexpected error's text stays in the log: it may name internals. */
-function reasonOf(err: unknown): string {
-  return err instanceof ItemError
-    ? err.message
-    : "could not be processed because of an internal error (logged for the operators)";
 }
 
 /**
@@ -187,9 +180,11 @@ class Progress {
  * Runs `handle` for every item after the cursor (within its range, for a part of a split job),
  * keeping up to `loop.concurrency` items in flight, and commits each item's effect (or its
  * failure) together with the job's advance. What it guarantees:
- * - An item's error is that item's failure and the loop goes on; a control signal (the deadline
- *   above all) ends the loop and is never an item failure. So is a write of the item's that the
- *   database refuses (a value it cannot store): the item is committed as failed, with the reason.
+ * - An item is recorded as failed only for a fault of its own (./item-fault.ts: its input, a
+ *   value the database refuses to store, the provider's answer about it, or a failure it repeats
+ *   while the other items go through), and the loop goes on. A control signal (the deadline
+ *   above all) ends the loop with the item uncommitted, and so does an error nobody's known
+ *   fault when no other item of the run went through: it may be the platform's.
  * - Nothing new is dispatched once the signal has aborted: it is checked before every dispatch
  *   and before every commit, so a handler that swallowed the deadline cannot keep the loop going.
  *   Items in flight then end with the signal (their calls take it), and the loop returns only
@@ -337,7 +332,21 @@ async function closePass(pass: Pass): Promise<void> {
   else loop.log.info(summary, line);
 }
 
-/** One item: handled, committed with the job's advance (or as failed), counted, and its cost recorded. */
+/**
+ * How often an item whose error is nobody's known fault (./item-fault.ts `unknown`) is tried
+ * before it is a poison item, and the waits between the tries (real time: a platform's fault
+ * lasts as long at any time scale).
+ */
+export const POISON_TRIES = 3;
+const POISON_WAITS_MS = [500, 2_000];
+
+/**
+ * One item: handled, committed with the job's advance (or as failed), counted, and its cost
+ * recorded. An error that is nobody's known fault redoes the item; once it has failed
+ * `POISON_TRIES` times while other items of the run went through, it is a poison item, recorded
+ * as failed. If none went through, the fault may be the platform's: the error ends the loop and
+ * the item stays for the resume.
+ */
 async function runItem<T>(
   pass: Pass,
   handle: (item: T, info: ItemInfo) => Promise<ItemEffect>,
@@ -345,21 +354,38 @@ async function runItem<T>(
   index: number,
   row: number,
 ): Promise<void> {
+  const { loop } = pass;
   const dispatched = performance.now();
-  const outcome = await handleItem(pass, handle, item, index, row);
-  pass.loop.signal.throwIfAborted();
-  const done = await commitOutcome(pass, index, row, outcome);
+  let done: ItemCommit["outcome"] | undefined;
+  for (let tries = 1; !done; tries++) {
+    try {
+      const outcome = await handleItem(pass, handle, item, index, row);
+      loop.signal.throwIfAborted();
+      done = await commitOutcome(pass, index, row, outcome);
+    } catch (err) {
+      // A deadline or a cancel that reached the commit as any error is still that signal.
+      if (loop.signal.aborted) throw loop.signal.reason;
+      if (itemFault(err, loop.signal).of !== "unknown") throw err;
+      loop.log.error({ err, row, try: tries }, "unexpected error in an item");
+      if (tries < POISON_TRIES) await sleep(POISON_WAITS_MS[tries - 1]!, pass.restSignal);
+      else if (pass.summary.processed === 0) throw err;
+      else done = await commitOutcome(pass, index, row, { ok: false, reason: poisonReason(tries) });
+    }
+  }
   if (done.ok) pass.summary.processed += 1;
   else {
     pass.summary.failed += 1;
-    if (pass.loop.kind) metrics.jobItemsFailed.inc({ kind: pass.loop.kind });
+    if (loop.kind) metrics.jobItemsFailed.inc({ kind: loop.kind });
   }
   pass.costs?.add(performance.now() - dispatched, done.ok);
 }
 
 type Handled = { ok: true; effect: ItemEffect } | { ok: false; reason: string };
 
-/** Runs the handler until the item has an outcome: its effect, or its failure. Control signals end it. */
+/**
+ * Runs the handler until the item has an outcome: its effect, or its own failure. A control
+ * signal ends it; an error that is nobody's known fault is thrown to `runItem`.
+ */
 async function handleItem<T>(
   pass: Pass,
   handle: (item: T, info: ItemInfo) => Promise<ItemEffect>,
@@ -375,7 +401,6 @@ async function handleItem<T>(
         effect: await untilAborted(handle(item, { index, row, signal: pass.itemSignal }), sliceOver.signal),
       };
     } catch (err) {
-      // A deadline that arrives as any error (wrapped, re-thrown, swallowed into another) is still the deadline.
       if (loop.signal.aborted) throw loop.signal.reason;
       if (sliceOver.signal.aborted) throw sliceOver.signal.reason;
       // A long wait for a limit gives the worker slot back only when the whole job would wait:
@@ -386,14 +411,14 @@ async function handleItem<T>(
         await restThenRetry(pass, err);
         continue;
       }
-      if (isControlSignal(err)) throw err;
+      const fault = itemFault(err, loop.signal);
       // PostgreSQL or Redis away (a lookup, a limiter, a provider slot): the item waits and is redone.
-      if (isDependencyUnavailable(err)) {
+      if (fault.of === "dependency") {
         await pass.pause.wait(err);
         continue;
       }
-      if (!(err instanceof ItemError)) loop.log.error({ err, row }, "unexpected error in an item");
-      return { ok: false, reason: reasonOf(err) };
+      if (fault.of === "item") return { ok: false, reason: fault.reason };
+      throw err;
     }
   }
 }
@@ -410,24 +435,27 @@ async function restThenRetry(pass: Pass, err: RateLimitDefer): Promise<void> {
 }
 
 /**
- * Commits the item's outcome. The database refusing this item's own write (a value it cannot
- * store, a constraint) is that item's failure, committed as such, and the job goes on. Nothing
- * else is: a control signal, an unreachable database (waited out in the committer), an aborted run.
+ * Commits the item's outcome. The database refusing this item's own value (./item-fault.ts) is
+ * that item's failure, committed as such, and the job goes on. Nothing else is: a control
+ * signal, an aborted run or any other error is thrown with the item uncommitted (an unreachable
+ * database is waited out in the committer).
  */
 async function commitOutcome(pass: Pass, index: number, row: number, outcome: Handled): Promise<ItemCommit["outcome"]> {
   const item = index - pass.from;
-  let done: ItemCommit["outcome"] = outcome.ok
+  const done: ItemCommit["outcome"] = outcome.ok
     ? { ok: true as const, effect: outcome.effect ?? (async () => undefined) }
     : { ok: false as const, row, reason: outcome.reason };
   try {
     await pass.commit({ item, outcome: done });
+    return done;
   } catch (err) {
-    if (!done.ok || isControlSignal(err) || isDependencyUnavailable(err) || pass.loop.signal.aborted) throw err;
+    const fault = done.ok ? itemFault(err, pass.loop.signal) : null;
+    if (fault?.of !== "item") throw err;
     pass.loop.log.warn({ err, row }, "the database refused an item's write: the item is recorded as failed");
-    done = { ok: false as const, row, reason: refusedWriteReason(err) };
-    await pass.commit({ item, outcome: done });
+    const failed = { ok: false as const, row, reason: fault.reason };
+    await pass.commit({ item, outcome: failed });
+    return failed;
   }
-  return done;
 }
 
 /** `p`, or the abort reason of `signal` as soon as it aborts (whatever `p` still does is not waited for). */

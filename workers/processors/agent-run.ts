@@ -68,7 +68,9 @@ export const agentRun: Processor = async ({ run, loop }) => {
         });
         note = cleanNote(content);
       } catch (err) {
-        if (err instanceof ModelCallError) throw new ItemError(`step ${step}: the model service did not answer`);
+        // Refused for good (its length, its content): the step's own; anything else is not (lib/runs/item-fault.ts).
+        if (err instanceof ModelCallError && !err.retryable)
+          throw new ItemError(`step ${step}: the model service refused it (HTTP ${err.status ?? "error"})`);
         throw err;
       }
 

@@ -59,9 +59,10 @@ export const bulkOcr: Processor = async ({ run, signal, loop }) => {
       try {
         summary = await summariseDocument({ filename: file.filename, text, signal, context });
       } catch (err) {
-        if (err instanceof ModelCallError)
+        // Refused for good (its length, its content): the file's own; anything else is not (lib/runs/item-fault.ts).
+        if (err instanceof ModelCallError && !err.retryable)
           throw new ItemError(
-            `${file.filename}: was read but could not be summarised: the model service did not answer`,
+            `${file.filename}: was read but the model service refused to summarise it (HTTP ${err.status ?? "error"})`,
           );
         throw err;
       }

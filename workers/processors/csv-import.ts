@@ -99,8 +99,10 @@ export const csvImport: Processor = async ({ run, signal, loop, log }) => {
       try {
         answer = await answers.answer({ ...tx, amount: (Number(tx.amount) / 100).toFixed(2) }, row);
       } catch (err) {
-        if (err instanceof ModelCallError)
-          throw new ItemError("could not be categorised: the model service did not answer");
+        // The provider refused this row's question for good (its length, its content): the row's own.
+        // Anything else (its errors retried and spent) is not the row's: lib/runs/item-fault.ts.
+        if (err instanceof ModelCallError && !err.retryable)
+          throw new ItemError(`could not be categorised: the model service refused it (HTTP ${err.status ?? "error"})`);
         throw err;
       }
       return importedRow({
