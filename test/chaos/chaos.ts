@@ -19,6 +19,7 @@ import { spawnSync } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
 import { dropDatabase, migrate } from "../../scripts/db/migrate";
 import { ChaosDb, type Check, type Overrun } from "./checks";
+import { explainFindings, type Fault } from "./explain";
 import { WebPoller, type PollSummary } from "./poller";
 import { PrivatePostgres } from "./postgres";
 import { ChaosSystem, ROOT, type ChaosPorts } from "./system";
@@ -41,6 +42,14 @@ export interface ChaosOptions {
   postgres?: { port: number; outageMs: number };
   /** The goals say every job completed without an operator's retry and no 5xx came outside the outage windows. */
   noManualAction?: boolean;
+  /** Freeze the simulators (SIGSTOP, then SIGCONT) for this many real ms, once, halfway through the chaos. */
+  freezeSimMs?: number;
+  /**
+   * Plant two findings the report must explain: one import's broken row passed off as good (so its
+   * recorded failure is unexpected), and one written row of another import deleted once the run
+   * has settled (so it is missing). For checking the report, never for a verdict on the system.
+   */
+  plant?: boolean;
   log?: (line: string) => void;
 }
 
@@ -49,6 +58,7 @@ export interface ChaosReport {
   did: {
     workerKills: number;
     redisDownMs: number;
+    simFrozenMs: number;
     webDownMs: number;
     pgDownMs: number;
     unexpectedWorkerExits: number;
@@ -74,6 +84,11 @@ export interface ChaosReport {
   maxSilentOverBoundMs: number;
   quota: { spent: number; reclaimed: number; late: number; debts: number };
   checks: Check[];
+  /** Every row that did not end as its file said, explained beside the faults around it. */
+  findings: string[];
+  /** The faults the run caused, from its start. */
+  faults: Fault[];
+  startedAt: number;
   ok: boolean;
 }
 
@@ -105,7 +120,10 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
   // Waiting out a dependency counts against a job's budget like any wait: the imports' budget, at
   // this time scale, holds a PostgreSQL outage three times over plus the work, so an outage pauses
   // imports and never times them out.
-  const importBudgetS = Math.max(3_000, Math.ceil(((3 * (o.postgres?.outageMs ?? 0)) / 1000 + 60) / o.timeScale));
+  const importBudgetS = Math.max(
+    3_000,
+    Math.ceil(((3 * ((o.postgres?.outageMs ?? 0) + (o.freezeSimMs ?? 0))) / 1000 + 60) / o.timeScale),
+  );
   const env: Record<string, string> = {
     PORT: String(o.ports.web),
     DATABASE_URL: databaseUrl,
@@ -146,6 +164,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
   const did = {
     workerKills: 0,
     redisDownMs: 0,
+    simFrozenMs: 0,
     webDownMs: 0,
     pgDownMs: 0,
     unexpectedWorkerExits: 0,
@@ -155,6 +174,17 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
   const overrunsById = new Map<string, Overrun>();
   let maxOver = -Infinity;
   const chaosDb = new ChaosDb(databaseUrl);
+  const faults: Fault[] = [];
+  /** Records a fault from now until `work` ends. */
+  const fault = async <T>(what: string, work: Promise<T> | (() => Promise<T>)): Promise<T> => {
+    const from = Date.now();
+    try {
+      return await (typeof work === "function" ? work() : work);
+    } finally {
+      faults.push({ what, from, to: Date.now() });
+    }
+  };
+  const startedAt = Date.now();
   try {
     // First start's operator token (BOUNDED_BOOTSTRAP_TOKEN), as `npm start` does it, once Redis runs.
     await system.start(() => {
@@ -165,7 +195,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
       });
       if (boot.status !== 0) throw new Error(`bootstrap failed: ${boot.stderr}`);
     });
-    const workload = new Workload(system.baseUrl, OPERATOR_TOKEN, random, o.importsOnly);
+    const workload = new Workload(system.baseUrl, OPERATOR_TOKEN, random, o.importsOnly, o.plant ?? false);
     await workload.grantPacks();
     const firstProgress = () => workload.stats.accepted.find((a) => a.progressToken)?.progressToken;
     const poller = new WebPoller(system.baseUrl, OPERATOR_TOKEN, () => {
@@ -222,10 +252,10 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
         if (ready.length < 2) continue;
         const victim = ready[Math.floor(random() * ready.length)]!;
         did.workerKills++;
+        const downMs = 200 + random() * 1_300;
+        faults.push({ what: `${victim} SIGKILLed`, from: Date.now(), to: Date.now() });
         restarts.push(
-          system
-            .restart(victim, 200 + random() * 1_300)
-            .catch((err) => say(`chaos: ${victim} did not come back: ${err.message}`)),
+          system.restart(victim, downMs).catch((err) => say(`chaos: ${victim} did not come back: ${err.message}`)),
         );
       }
       await Promise.all(restarts);
@@ -236,9 +266,11 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
         say(`chaos: stopping PostgreSQL for ${o.postgres.outageMs / 1000} s`);
         const w = poller.open("postgres");
         pgDownSince = Date.now();
-        postgres.stop();
-        await sleep(o.postgres.outageMs);
-        postgres.start();
+        await fault("PostgreSQL stopped", async () => {
+          postgres.stop();
+          await sleep(o.postgres!.outageMs);
+          postgres.start();
+        });
         did.pgDownMs = Date.now() - pgDownSince;
         pgDownSince = null;
         poller.close(w);
@@ -249,7 +281,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
       let w = poller.open("redis");
       let t = Date.now();
       redisDownSince = t;
-      await system.restart("redis", 1_500);
+      await fault("Redis SIGKILLed and restarting", system.restart("redis", 1_500));
       did.redisDownMs = Date.now() - t;
       redisDownSince = null;
       poller.close(w);
@@ -257,9 +289,18 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
       say("chaos: killing the web process (SIGKILL)");
       w = poller.open("web");
       t = Date.now();
-      await system.restart("web", 1_000);
+      await fault("web SIGKILLed and restarting", system.restart("web", 1_000));
       did.webDownMs = Date.now() - t;
       poller.close(w);
+    })();
+    const freeze = (async () => {
+      if (!o.freezeSimMs) return;
+      await sleep(o.seconds * 500);
+      say(`chaos: freezing the simulators (SIGSTOP) for ${o.freezeSimMs / 1000} s`);
+      const t = Date.now();
+      await fault("simulators frozen (SIGSTOP)", system.freeze("sim", o.freezeSimMs));
+      did.simFrozenMs = Date.now() - t;
+      say("chaos: the simulators go on (SIGCONT)");
     })();
 
     const perJob = (o.seconds * 1000) / o.jobs;
@@ -274,7 +315,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
       }
     });
     await Promise.all(submitters);
-    await outages;
+    await Promise.all([outages, freeze]);
     if (Date.now() < chaosEnds) await sleep(chaosEnds - Date.now());
     chaosOn = false;
     await killer;
@@ -336,7 +377,12 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     watching = false;
     await Promise.all([watch, watchMax]);
 
+    if (o.plant) {
+      const planted = await chaosDb.deleteOneWrittenRow(workload.stats.accepted);
+      if (planted) say(`chaos: planted — deleted the written row ${planted.row} of import ${planted.jobId}`);
+    }
     const items = await chaosDb.importItems(workload.stats.accepted);
+    const findings = explainFindings(await chaosDb.rowFindings(workload.stats.accepted), faults, startedAt);
     const poll = poller.summary(WINDOW_TOLERANCE_MS);
     const goals = { completedWithoutRetry, accepted: acceptedIds.length, items, poll };
     const goalChecks: Check[] = o.noManualAction
@@ -381,6 +427,11 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
           : `worst: ${(maxOver / 1000).toFixed(1)} s against its bound`,
       },
       ...(await chaosDb.finalChecks(workload.stats.accepted)),
+      {
+        name: "every import row ended as its file said: no good row recorded as failed, none missing",
+        ok: findings.length === 0,
+        detail: findings.length ? `${findings.length} rows, explained below` : "yes",
+      },
     ];
     const report: ChaosReport = {
       options: {
@@ -395,6 +446,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
         importsOnly: o.importsOnly,
         postgres: o.postgres,
         noManualAction: o.noManualAction,
+        freezeSimMs: o.freezeSimMs,
+        plant: o.plant,
       },
       did,
       goals,
@@ -408,6 +461,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
       maxSilentOverBoundMs: maxOver,
       quota: await chaosDb.quotaTotals(),
       checks,
+      findings,
+      faults,
+      startedAt,
       ok: checks.every((c) => c.ok) && did.gaveUp === 0,
     };
     return report;
@@ -431,7 +487,7 @@ export function formatReport(r: ChaosReport): string {
   const lines = [
     "",
     `CHAOS seed=${r.options.seed} jobs=${r.accepted.length} time_scale=${r.options.timeScale} workers=${r.options.workers}`,
-    `  did:      ${r.did.workerKills} worker processes SIGKILLed and restarted; ${r.options.postgres ? `PostgreSQL stopped once (down ${(r.did.pgDownMs / 1000).toFixed(1)} s); ` : ""}Redis SIGKILLed once (down ${(r.did.redisDownMs / 1000).toFixed(1)} s); web SIGKILLed once (down ${(r.did.webDownMs / 1000).toFixed(1)} s)`,
+    `  did:      ${r.did.workerKills} worker processes SIGKILLed and restarted; ${r.options.postgres ? `PostgreSQL stopped once (down ${(r.did.pgDownMs / 1000).toFixed(1)} s); ` : ""}Redis SIGKILLed once (down ${(r.did.redisDownMs / 1000).toFixed(1)} s); web SIGKILLed once (down ${(r.did.webDownMs / 1000).toFixed(1)} s)${r.did.simFrozenMs ? `; simulators frozen once (${(r.did.simFrozenMs / 1000).toFixed(1)} s)` : ""}`,
     `            ${r.did.resent} requests sent again while a part was down; ${r.did.gaveUp} never answered; ${r.did.unexpectedWorkerExits} worker exits not caused by the run`,
     `  accepted: ${[...byWork].map(([k, v]) => `${v} ${k}`).join(", ")}${Object.keys(r.refused).length ? `; refused by design: ${fmtCounts(r.refused)}` : ""}`,
     `  settled:  ${fmtCounts(r.afterChaos)}${r.endedByChaos.length ? ` (${r.endedByChaos.map((e) => `${e.n} ${e.kind} ${e.status}`).join(", ")})` : ""}`,
@@ -441,6 +497,7 @@ export function formatReport(r: ChaosReport): string {
     `  goals:    jobs completed without manual action ${r.goals.completedWithoutRetry}/${r.goals.accepted}; items lost ${r.goals.items.lost}; items applied twice ${r.goals.items.doubled} (of ${r.goals.items.expected} import rows)`,
     `  web:      5xx outside the outage windows ${r.goals.poll.errorsOutside.length}; inside ${r.goals.poll.errorsInside} (slowest ${r.goals.poll.slowestErrorInsideMs} ms); no answer ${r.goals.poll.noAnswerInside} inside, ${r.goals.poll.noAnswerOutside} outside; ${r.goals.poll.answers} answers polled`,
     ...r.checks.map((c) => `  [${c.ok ? "ok" : "FAIL"}] ${c.name} — ${c.detail}`),
+    ...(r.findings.length ? ["  rows that did not end as their file said:", ...r.findings.map((f) => `    ${f}`)] : []),
     `CHAOS ${r.ok ? "PASSED" : "FAILED"}`,
   ];
   return lines.join("\n");

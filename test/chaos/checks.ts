@@ -5,6 +5,7 @@
  */
 import pg from "pg";
 import { marketplaceItems } from "../../workers/simulators/marketplace";
+import type { RowFinding } from "./explain";
 import type { Accepted } from "./workload";
 
 export const TERMINAL = [
@@ -148,6 +149,78 @@ export class ChaosDb {
       doubled += r ? r.written - r.distinct_rows : 0;
     }
     return { expected: imports.reduce((s, a) => s + a.rows!.good, 0), lost, doubled };
+  }
+
+  /**
+   * The rows of the accepted imports that did not end as their file said: a row the file did not
+   * break recorded as failed (with its reason, attempt and time), or a good row neither written
+   * nor failed (with how its job ended).
+   */
+  async rowFindings(accepted: Accepted[]): Promise<RowFinding[]> {
+    const imports = accepted.filter((a) => a.rows);
+    const ids = imports.map((a) => a.jobId);
+    const failures = await this.rows<{ jobId: string; row: number; reason: string; attempt: number; at_ms: number }>(
+      `SELECT "jobId", row, reason, attempt, (EXTRACT(EPOCH FROM "createdAt") * 1000)::float8 AS at_ms
+       FROM "JobItemFailure" WHERE "jobId" = ANY($1::uuid[]) ORDER BY "createdAt"`,
+      [ids],
+    );
+    const written = await this.rows<{ jobId: string; row: number }>(
+      `SELECT "jobId", row FROM "Transaction" WHERE "jobId" = ANY($1::uuid[])`,
+      [ids],
+    );
+    const jobs = await this.rows<{
+      id: string;
+      status: string;
+      attempt: number;
+      created_ms: number;
+      updated_ms: number;
+    }>(
+      `SELECT id, status::text AS status, attempt, (EXTRACT(EPOCH FROM "createdAt") * 1000)::float8 AS created_ms,
+              (EXTRACT(EPOCH FROM "updatedAt") * 1000)::float8 AS updated_ms
+       FROM "Job" WHERE id = ANY($1::uuid[])`,
+      [ids],
+    );
+    const job = new Map(jobs.map((j) => [j.id, j]));
+    const ended = new Set([...failures, ...written].map((r) => `${r.jobId}/${r.row}`));
+    const findings: RowFinding[] = [];
+    for (const a of imports) {
+      const bad = new Set(a.rows!.badRows);
+      for (const f of failures.filter((x) => x.jobId === a.jobId && !bad.has(x.row)))
+        findings.push({
+          type: "failed",
+          jobId: a.jobId,
+          row: f.row,
+          reason: f.reason,
+          attempt: f.attempt,
+          at: new Date(f.at_ms),
+        });
+      const j = job.get(a.jobId);
+      // The file's rows are spreadsheet rows 2 … n + 1 (the header is row 1).
+      for (let row = 2; row <= a.rows!.good + a.rows!.bad + 1; row++) {
+        if (bad.has(row) || ended.has(`${a.jobId}/${row}`)) continue;
+        findings.push({
+          type: "missing",
+          jobId: a.jobId,
+          row,
+          status: j?.status ?? "no row",
+          attempt: j?.attempt ?? 0,
+          createdAt: new Date(j?.created_ms ?? 0),
+          updatedAt: new Date(j?.updated_ms ?? 0),
+        });
+      }
+    }
+    return findings;
+  }
+
+  /** The planted missing row: one written row of the last import with more than one, deleted. */
+  async deleteOneWrittenRow(accepted: Accepted[]): Promise<{ jobId: string; row: number } | null> {
+    const ids = accepted.filter((a) => a.rows && a.rows.good > 1).map((a) => a.jobId);
+    const [victim] = await this.rows<{ jobId: string; row: number }>(
+      `DELETE FROM "Transaction" WHERE id = (SELECT id FROM "Transaction" WHERE "jobId" = $1::uuid ORDER BY row DESC LIMIT 1)
+       RETURNING "jobId", row`,
+      [ids.at(-1)],
+    );
+    return victim ?? null;
   }
 
   /** The checks made once the system has settled. */

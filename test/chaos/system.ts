@@ -85,6 +85,21 @@ export class ChaosSystem {
     await gone;
   }
 
+  /**
+   * SIGSTOP to the part's process group for `ms`, then SIGCONT: a process that hangs without
+   * dying (its connections stay open, nothing answers), as a provider frozen mid-call does.
+   */
+  async freeze(part: Part, ms: number): Promise<void> {
+    const p = this.procs.get(part);
+    if (!p || p.exited) return;
+    process.kill(-p.child.pid!, "SIGSTOP");
+    try {
+      await sleep(ms);
+    } finally {
+      process.kill(-p.child.pid!, "SIGCONT");
+    }
+  }
+
   /** Kill, wait `downMs`, start again; resolves when the new process is ready. */
   async restart(part: Part, downMs: number): Promise<void> {
     await this.kill(part);

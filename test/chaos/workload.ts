@@ -80,6 +80,8 @@ export class Workload {
     private readonly random: Random,
     /** Only imports, of this many rows (drawn uniformly); otherwise the mixed workload with small imports. */
     private readonly importsOnly?: { rows: [number, number] },
+    /** Pass one broken row off as good (the first import that has one), for the report's planted finding. */
+    private plant = false,
   ) {
     this.syncsLeft = CHAOS_TENANTS.flatMap((tenant) => FAMILIES.map((family) => ({ tenant, family })));
   }
@@ -170,6 +172,10 @@ export class Workload {
     const rows = between(lo, hi, this.random);
     const badEvery = this.random() < 0.3 ? between(4, 9, this.random) : null;
     const { bytes, badRows } = demoCsv(rows, badEvery, this.random);
+    if (this.plant && badRows.length > 0) {
+      this.plant = false;
+      badRows.shift();
+    }
     const res = await this.send(
       "/api/imports",
       () => {
