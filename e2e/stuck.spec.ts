@@ -124,9 +124,17 @@ test("jobs awaiting an operator come first, with their cause, the customer's wai
     expect(customerWait).toBeLessThan(800);
     expect(ourWait).toBeGreaterThanOrEqual(480);
     expect(ourWait).toBeLessThan(560);
-    expect(
-      Number((await page.getByTestId("awaiting-operator").innerText()).match(/\d[\d,]*/)![0].replace(/,/g, "")),
-    ).toBeGreaterThanOrEqual(1);
+    const awaitingOnStuck = Number(
+      (await page.getByTestId("awaiting-operator").innerText()).match(/\d[\d,]*/)![0].replace(/,/g, ""),
+    );
+    expect(awaitingOnStuck).toBeGreaterThanOrEqual(1);
+    // The overview says what the stuck page says: never "Nothing stuck" beside a job awaiting a person.
+    await page.goto("/");
+    const onOverview = (await page.getByTestId("overview-stuck").innerText()).match(/^[\d,]+ \/ ([\d,]+)$/);
+    expect(Number(onOverview?.[1]?.replace(/,/g, ""))).toBeGreaterThanOrEqual(1);
+    await expect(page.getByText(/Nothing stuck/)).toHaveCount(0);
+    await expect(page.getByText(/awaiting an operator\./).first()).toBeVisible();
+    await page.goto("/stuck");
 
     // Marked before the action: a full reload would lose it.
     await page.evaluate(() => ((window as unknown as { stillHere: boolean }).stillHere = true));

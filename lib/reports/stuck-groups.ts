@@ -75,6 +75,30 @@ export async function getStuckOverview(
   };
 }
 
+/**
+ * The stuck page's two headline numbers — open jobs stuck now, and ended jobs awaiting an operator
+ * — read from its groups: the page's summary cards and the overview's say them from here, so the
+ * overview cannot say "Nothing stuck" beside a job the page lists as awaiting a person.
+ */
+export interface StuckHeadline {
+  stuckNow: number;
+  awaitingOperator: number;
+  /** The open causes with jobs in them, worst first: "2 lost from the queue · 1 heartbeat lost". */
+  openCauses: string;
+}
+
+export function stuckHeadline(overview: StuckOverview): StuckHeadline {
+  const open = overview.groups.filter((g) => g.cause !== "awaiting_operator");
+  return {
+    stuckNow: open.reduce((n, g) => n + g.count, 0),
+    awaitingOperator: overview.groups.find((g) => g.cause === "awaiting_operator")?.count ?? 0,
+    openCauses: open
+      .filter((g) => g.count > 0)
+      .map((g) => `${g.count.toLocaleString("en-US")} ${g.title.toLowerCase()}`)
+      .join(" · "),
+  };
+}
+
 /** Counts only, for the overview and the gauge: how many jobs each open cause holds now. */
 export async function countStuckByCause(
   now = new Date(),

@@ -3,7 +3,7 @@ import { getBudgetReport } from "@/lib/reports/budgets";
 import { countLabel } from "@/lib/jobs/messages";
 import { countJobsByStatus, listJobs } from "@/lib/jobs/queries";
 import { countRecentFailures } from "@/lib/reports/recent-failures";
-import { listStuckJobs } from "@/lib/reports/stuck";
+import { getStuckOverview, stuckHeadline, type StuckHeadline } from "@/lib/reports/stuck-groups";
 import { JOB_STATUSES, STATUS_LABEL } from "@/lib/core/job-statuses";
 import { histogramInProductionTime } from "@/lib/reports/production-time";
 import { getLatencyHistogram } from "@/lib/modelcalls/queries";
@@ -21,6 +21,16 @@ export const metadata = { title: "Overview" };
 
 const ATTENTION = new Set(["timed_out", "killed", "failed", "abandoned"]);
 
+/** What the stuck page's headline says, in one sentence: open jobs stuck, and ended jobs awaiting a person. */
+function stuckSentence({ stuckNow, awaitingOperator }: StuckHeadline): string {
+  if (stuckNow === 0 && awaitingOperator === 0) return "Nothing stuck, and no job waits for a person.";
+  const parts = [
+    stuckNow > 0 ? `${formatCount(stuckNow)} stuck` : null,
+    awaitingOperator > 0 ? `${countLabel(awaitingOperator, "job")} awaiting an operator` : null,
+  ].filter(Boolean);
+  return `${parts.join("; ")}.`;
+}
+
 /** The headline of each area; every number links to the page that explains it. */
 export default async function OverviewPage() {
   // Checked here, not only in the layout: a client navigation renders the page without it.
@@ -28,7 +38,7 @@ export default async function OverviewPage() {
   const [counts, recent, stuck, calls, budgets, failures] = await Promise.all([
     countJobsByStatus(),
     listJobs({ limit: 10 }),
-    listStuckJobs(500),
+    getStuckOverview().then(stuckHeadline),
     getLatencyHistogram({ range: "24h" }).then((recorded) => histogramInProductionTime(recorded)),
     getBudgetReport(),
     countRecentFailures(),
@@ -44,7 +54,7 @@ export default async function OverviewPage() {
         title="Overview"
         description={
           <>
-            {stuck.length > 0 ? `${formatCount(stuck.length)} stuck. ` : "Nothing stuck. "}
+            {stuckSentence(stuck)}{" "}
             {attention > 0
               ? `${countLabel(attention, "job")} ended badly in the last 24 h (timed out, stopped, failed or abandoned).`
               : "No job ended badly in the last 24 h."}
@@ -55,7 +65,21 @@ export default async function OverviewPage() {
       <OutsideServicesBanner />
 
       <section className="grid cols-4" aria-label="Headlines">
-        <Stat href="/stuck" label="Stuck jobs" value={formatCount(stuck.length)} alert={stuck.length > 0} />
+        <Stat
+          href="/stuck"
+          label="Stuck / awaiting an operator"
+          value={`${formatCount(stuck.stuckNow)} / ${formatCount(stuck.awaitingOperator)}`}
+          alert={stuck.stuckNow + stuck.awaitingOperator > 0}
+          testId="overview-stuck"
+        >
+          <div className="label">
+            {stuck.awaitingOperator > 0
+              ? `${countLabel(stuck.awaitingOperator, "ended job")} only a person continues`
+              : stuck.stuckNow > 0
+                ? stuck.openCauses
+                : "no job is stuck or waits for a person"}
+          </div>
+        </Stat>
         <Stat
           href="/jobs?status=failed"
           label="Failed, last hour"

@@ -3,7 +3,7 @@ import { env } from "@/lib/env";
 import { formatDuration, formatDurationRounded } from "@/lib/format/duration";
 import { getStuckCounts, listOverdueDelayedJobs } from "@/lib/reports/stuck";
 import { reapGraceMs, reaperIntervalMs } from "@/lib/jobs/liveness";
-import { getStuckOverview, type StuckGroup } from "@/lib/reports/stuck-groups";
+import { getStuckOverview, stuckHeadline, type StuckGroup } from "@/lib/reports/stuck-groups";
 import { STUCK_CAUSES, type StuckCause, type StuckGroupJob } from "@/lib/jobs/stuck-causes";
 import { STUCK_ACTION_CAP } from "@/lib/actions/mark-failed";
 import { ACTION_LABEL, type OperatorAction } from "@/lib/jobs/resume-policy";
@@ -232,9 +232,7 @@ export default async function StuckPage({
     listOverdueDelayedJobs(),
   ]);
   const canAct = hasRole(principal, "operator");
-  const open = overview.groups.filter((g) => g.cause !== "awaiting_operator");
-  const awaiting = overview.groups.find((g) => g.cause === "awaiting_operator")!;
-  const stuckNow = open.reduce((n, g) => n + g.count, 0);
+  const { stuckNow, awaitingOperator, openCauses } = stuckHeadline(overview);
   // Worst first: the causes' order is their severity; empty groups follow, one line each (kept,
   // not hidden, so the result of the action that emptied one stays on the screen).
   const shown = [...overview.groups.filter((g) => g.count > 0), ...overview.groups.filter((g) => g.count === 0)];
@@ -256,24 +254,17 @@ export default async function StuckPage({
 
       <section className="grid cols-4" aria-label="Summary">
         <Stat label="Stuck now (open jobs)" value={formatCount(stuckNow)} alert={stuckNow > 0} testId="stuck-now">
-          <div className="label">
-            {stuckNow > 0
-              ? open
-                  .filter((g) => g.count > 0)
-                  .map((g) => `${formatCount(g.count)} ${g.title.toLowerCase()}`)
-                  .join(" · ")
-              : "none lost, late, silent or over the limit"}
-          </div>
+          <div className="label">{stuckNow > 0 ? openCauses : "none lost, late, silent or over the limit"}</div>
         </Stat>
         <Stat
           label="Awaiting an operator (ended)"
-          value={formatCount(awaiting.count)}
-          alert={awaiting.count > 0}
+          value={formatCount(awaitingOperator)}
+          alert={awaitingOperator > 0}
           href="#awaiting_operator"
           testId="awaiting-operator"
         >
           <div className="label">
-            {awaiting.count > 0
+            {awaitingOperator > 0
               ? "only a person continues these; see the first group"
               : "no ended job waits for a person"}
           </div>
@@ -298,7 +289,7 @@ export default async function StuckPage({
         </Stat>
       </section>
 
-      {stuckNow === 0 && awaiting.count === 0 ? (
+      {stuckNow === 0 && awaitingOperator === 0 ? (
         <p className="message ok" style={{ marginBottom: "1.25rem" }}>
           Nothing is stuck: no ended job waits for a person, and no open job is lost, past its hard limit, silent, or
           waiting far past its expected start.
