@@ -10,13 +10,13 @@ import { DATABASE_SOURCES } from "@/lib/reports/metric-sources";
 import { pausedHashKey, pauseQueue } from "@/lib/queues/pause";
 import { closeQueues, enqueueJob, queue } from "@/lib/queues/queues";
 import { closeRedis, redis } from "@/lib/redis/client";
-import { getPerItemBudget } from "@/lib/modelcalls/queries";
+import { getCallAllowance } from "@/lib/modelcalls/allowance";
 import { sweepPolicy } from "@/lib/quota/settings";
 import { ensureTenant } from "@/lib/tenants/ensure-tenant";
 import { waitFor } from "@/test/helpers/wait";
 
 /**
- * The two gauges the alert rules and the board compare against: the per-item budget (the
+ * The two gauges the alert rules and the board compare against: the call allowance (the
  * reference line of /model-calls) and the reserve sweep window. Both are read at scrape time, by
  * the process that serves `GET /api/metrics`.
  */
@@ -39,10 +39,10 @@ async function values(registry: Registry, name: string) {
   return metric?.values ?? [];
 }
 
-describe("bounded_item_budget_seconds", () => {
-  it("is, for every queue and kind of the catalog, the per-item budget /model-calls draws, in seconds", async () => {
+describe("bounded_call_allowance_seconds", () => {
+  it("is, for every queue and kind of the catalog, the call allowance /model-calls draws, in seconds", async () => {
     const tenantId = await ensureTenant(tenantSlug);
-    // Typical csv_import jobs on imports, so at least that pair has a budget to report.
+    // Typical csv_import jobs on imports, so at least that pair has an allowance to report.
     for (const total of [40, 50, 60]) {
       const job = await db().job.create({
         data: {
@@ -62,14 +62,14 @@ describe("bounded_item_budget_seconds", () => {
     const m = createMetrics(new Registry(), {
       defaultMetrics: false,
       countStuck: async () => ({}),
-      itemBudgets: DATABASE_SOURCES.itemBudgets,
+      callAllowances: DATABASE_SOURCES.callAllowances,
     });
-    const reported = await values(m.registry, "bounded_item_budget_seconds");
+    const reported = await values(m.registry, "bounded_call_allowance_seconds");
 
     const expected = [];
     for (const { queue, kind } of catalogPairs()) {
-      const budget = await getPerItemBudget(kind, queue);
-      if (budget) expected.push({ labels: { queue, kind }, value: budget.perItemMs / 1000 });
+      const allowance = await getCallAllowance(kind, queue);
+      if (allowance) expected.push({ labels: { queue, kind }, value: allowance.allowanceMs / 1000 });
     }
     expect(expected.some((e) => e.labels.queue === "imports" && e.labels.kind === "csv_import")).toBe(true);
     expect(reported.map((v) => ({ labels: v.labels, value: v.value }))).toEqual(expect.arrayContaining(expected));
@@ -81,16 +81,16 @@ describe("bounded_item_budget_seconds", () => {
     const m = createMetrics(new Registry(), {
       defaultMetrics: false,
       countStuck: async () => ({}),
-      itemBudgets: async () => {
+      callAllowances: async () => {
         if (fail) throw new Error("database is down");
         return [{ queue: "agent-interactive", kind: "agent_run", seconds: 6 }];
       },
     });
-    expect(await values(m.registry, "bounded_item_budget_seconds")).toEqual([
+    expect(await values(m.registry, "bounded_call_allowance_seconds")).toEqual([
       { labels: { queue: "agent-interactive", kind: "agent_run" }, value: 6 },
     ]);
     fail = true;
-    expect(await values(m.registry, "bounded_item_budget_seconds")).toEqual([]);
+    expect(await values(m.registry, "bounded_call_allowance_seconds")).toEqual([]);
   });
 
   it("is not reported by a process that publishes to Redis (a worker): the web computes it once", async () => {
@@ -98,13 +98,13 @@ describe("bounded_item_budget_seconds", () => {
     const m = createMetrics(new Registry(), {
       defaultMetrics: false,
       countStuck: async () => ({}),
-      itemBudgets: async () => {
+      callAllowances: async () => {
         calls += 1;
         return [{ queue: "imports", kind: "csv_import", seconds: 12 }];
       },
     });
     m.disableScrapeTimeGauges();
-    expect(await values(m.registry, "bounded_item_budget_seconds")).toEqual([]);
+    expect(await values(m.registry, "bounded_call_allowance_seconds")).toEqual([]);
     expect(calls).toBe(0);
   });
 });
@@ -114,7 +114,7 @@ describe("the domain's label values", () => {
     const m = createMetrics(new Registry(), {
       defaultMetrics: false,
       countStuck: async () => ({}),
-      itemBudgets: async () => [],
+      callAllowances: async () => [],
     });
     const { text } = await renderMetrics({ metrics: m, connection: redis(), sources: "web" });
     expect(text).toContain('bounded_provider_waits_total{provider="ocr",process="web"} 0');
@@ -136,7 +136,7 @@ describe("bounded_reserve_sweep_window_seconds", () => {
     const m = createMetrics(new Registry(), {
       defaultMetrics: false,
       countStuck: async () => ({}),
-      itemBudgets: async () => [],
+      callAllowances: async () => [],
       sweepWindowSeconds: DATABASE_SOURCES.sweepWindowSeconds,
     });
     expect(await values(m.registry, "bounded_reserve_sweep_window_seconds")).toEqual([
@@ -147,7 +147,7 @@ describe("bounded_reserve_sweep_window_seconds", () => {
 
 describe("bounded_queue_jobs, bounded_queue_oldest_waiting_seconds, bounded_queue_soft_budget_seconds, bounded_queue_paused", () => {
   const Q = "generations";
-  const noDb = { countStuck: async () => ({}), itemBudgets: async () => [] };
+  const noDb = { countStuck: async () => ({}), callAllowances: async () => [] };
 
   it("are read at scrape time for every queue of the catalog: BullMQ's counts, the oldest queued row's wait, the budget, the pause", async () => {
     await queue(Q).obliterate({ force: true });

@@ -145,7 +145,7 @@ function variableSelectors(query: string): Selector[] {
 const TARGET_LABELS = ["job", "instance"];
 
 async function exportedSeries(): Promise<Map<string, Set<string>>> {
-  const m = createMetrics(new Registry(), { countStuck: async () => ({}), itemBudgets: async () => [] });
+  const m = createMetrics(new Registry(), { countStuck: async () => ({}), callAllowances: async () => [] });
   const labelNames = new Map(
     m.registry
       .getMetricsAsArray()
@@ -279,7 +279,7 @@ describe("ops/prometheus/alerts.yml", () => {
     expect(rules.map((r) => r.alert)).toEqual(
       expect.arrayContaining([
         "BoundedJobsStuck",
-        "BoundedModelCallP99AboveItemBudget",
+        "BoundedModelCallsSlowerThanAllowance",
         "BoundedRescheduleStorm",
         "BoundedReserveLateRelease",
         "BoundedQueueBacklogOverBudget",

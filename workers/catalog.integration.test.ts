@@ -116,7 +116,7 @@ describe("the job catalog", () => {
     const m = createMetrics(new Registry(), {
       defaultMetrics: false,
       countStuck: async () => ({}),
-      itemBudgets: async () => [],
+      callAllowances: async () => [],
     });
     const stuck = (await m.registry.getMetricsAsJSON()).find((x) => x.name === "bounded_jobs_stuck");
     expect(stuck?.values.map((v) => v.labels.kind).sort()).toEqual([...JOB_KINDS].sort());

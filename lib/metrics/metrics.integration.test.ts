@@ -130,7 +130,7 @@ describe("GET /api/metrics merges the web's registry with every live worker snap
     const m = createMetrics(new Registry(), {
       defaultMetrics: false,
       countStuck: async () => ({}),
-      itemBudgets: async () => [],
+      callAllowances: async () => [],
     });
     const text = await m.registry.metrics();
     for (const kind of JOB_KINDS) {
@@ -162,7 +162,7 @@ describe("GET /api/metrics merges the web's registry with every live worker snap
       defaultMetrics: false,
       timeScale: 0.1,
       countStuck: async () => ({}),
-      itemBudgets: async () => [],
+      callAllowances: async () => [],
     });
     m.observeModelCall({ queue: "imports", jobKind: "csv_import", outcome: "ok", durationMs: 550 });
     m.observeRequest({ method: "GET", route: "/api/jobs/[id]", status: 200, seconds: 0.55 });

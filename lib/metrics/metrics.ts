@@ -92,15 +92,15 @@ function labelSets<K extends string>(values: { [P in K]: readonly string[] }): {
 /** Counts of jobs stuck per kind, as `countStuckByKind()` in lib/reports/stuck returns them. */
 export type CountStuckByKind = () => Promise<Record<string, number>>;
 
-/** The per-item budget of one queue and kind, in seconds (`getPerItemBudget` in lib/modelcalls/queries). */
-export interface ItemBudget {
+/** The call allowance of one queue and kind, in seconds (`getCallAllowance` in lib/modelcalls/allowance). */
+export interface CallAllowanceReading {
   queue: string;
   kind: string;
   seconds: number;
 }
 
-/** Every known per-item budget; a pair with no typical job yet is left out. */
-export type ListItemBudgets = () => Promise<ItemBudget[]>;
+/** Every known call allowance; a pair with no typical job yet is left out. */
+export type ListCallAllowances = () => Promise<CallAllowanceReading[]>;
 
 /** One queue as the `bounded_queue_*` gauges report it (`readQueueGauges` in lib/queues/overview). */
 export interface QueueGaugeReading {
@@ -153,8 +153,8 @@ export interface ScrapeSources {
   countStuck?: CountStuckByKind;
   /** Where `bounded_jobs_awaiting_operator` comes from (`countAwaitingOperatorByKind` in lib/reports/stuck-awaiting), evaluated at scrape time. */
   countAwaitingOperator?: CountStuckByKind;
-  /** Where `bounded_item_budget_seconds` comes from, evaluated at scrape time. */
-  itemBudgets?: ListItemBudgets;
+  /** Where `bounded_call_allowance_seconds` comes from, evaluated at scrape time. */
+  callAllowances?: ListCallAllowances;
   /** Where `bounded_outside_service_up` comes from (the circuit breakers in Redis), evaluated at scrape time. */
   outsideServices?: () => Promise<{ service: string; up: boolean }[]>;
   /** Where `bounded_reserve_sweep_window_seconds` comes from (the environment's setting), read at scrape time. */
@@ -305,7 +305,7 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
   const countStuck = () => (options.countStuck ?? holder.__boundedScrapeSources?.countStuck)?.();
   const countAwaitingOperator = () =>
     (options.countAwaitingOperator ?? holder.__boundedScrapeSources?.countAwaitingOperator)?.();
-  const itemBudgets = () => (options.itemBudgets ?? holder.__boundedScrapeSources?.itemBudgets)?.();
+  const callAllowances = () => (options.callAllowances ?? holder.__boundedScrapeSources?.callAllowances)?.();
   const outsideServices = () => (options.outsideServices ?? holder.__boundedScrapeSources?.outsideServices)?.();
   const sweepWindowSeconds = () =>
     (options.sweepWindowSeconds ?? holder.__boundedScrapeSources?.sweepWindowSeconds)?.();
@@ -532,15 +532,15 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     "could not count jobs awaiting an operator for bounded_jobs_awaiting_operator",
   );
   scrapeTimeGauge(
-    "item_budget_seconds",
-    "Per-item budget: the queue's soft budget divided by the median item count of the kind's jobs over the last 7 days (the reference line of /model-calls), by queue and kind; read from the database at scrape time.",
+    "call_allowance_seconds",
+    "Call allowance: what one model call may take on average for a typical job of the kind (its median size over the last 7 days) to finish inside the queue's soft budget, given the items one call carries and the calls that go at once (the reference line of /model-calls), by queue and kind; read from the database at scrape time.",
     ["queue", "kind"],
     async (gauge) => {
       gauge.reset();
-      for (const { queue, kind, seconds } of (await itemBudgets()) ?? [])
+      for (const { queue, kind, seconds } of (await callAllowances()) ?? [])
         if (Number.isFinite(seconds)) gauge.set({ queue, kind }, seconds);
     },
-    "could not compute per-item budgets for bounded_item_budget_seconds",
+    "could not compute call allowances for bounded_call_allowance_seconds",
   );
   scrapeTimeGauge(
     "reserve_sweep_window_seconds",

@@ -1,10 +1,9 @@
-import { randomBytes, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { resolveBudget } from "@/lib/budgets/budgets";
 import { closeDb, db } from "@/lib/db/client";
-import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
+import { deleteTenant } from "@/test/helpers/tenants";
 import { latencyBucket } from "./buckets";
-import { getLatencyHistogram, getPerItemBudget, latencyHistogramQuerySchema, perItemBudgetMs } from "./queries";
+import { getLatencyHistogram, latencyHistogramQuerySchema } from "./queries";
 
 // Every test writes calls under its own queue name (and jobs under its own kind), so other tests
 // and other people's runs against the same database never show up in the assertions.
@@ -153,67 +152,5 @@ describe("getLatencyHistogram reads the rollup", () => {
     expect(latencyHistogramQuerySchema.safeParse({ range: "5y" }).success).toBe(false);
     expect(latencyHistogramQuerySchema.safeParse({ type: "human" }).success).toBe(false);
     expect(latencyHistogramQuerySchema.parse({ queue: "", kind: " " })).toEqual({ range: "24h", type: "model" });
-  });
-});
-
-describe("perItemBudgetMs: the queue's soft budget over the median job size of the kind", () => {
-  async function insertJobs(
-    kind: string,
-    queue: string,
-    jobs: { total: number | null; createdAt: Date }[],
-  ): Promise<void> {
-    const slug = uniqueTenantSlug("peritem");
-    tenants.push(slug);
-    const tenant = await db().tenant.create({ data: { slug }, select: { id: true } });
-    await db().job.createMany({
-      data: jobs.map((j) => ({
-        kind,
-        queue,
-        tenantId: tenant.id,
-        total: j.total,
-        budgetSoftMs: 1,
-        budgetHardMs: 2,
-        budgetSource: "test",
-        progressToken: randomBytes(16).toString("hex"),
-        createdAt: j.createdAt,
-      })),
-    });
-  }
-
-  it("divides the resolved soft budget by the median total of the last 7 days' jobs", async () => {
-    const kind = `kind-${randomUUID().slice(0, 8)}`;
-    const now = new Date();
-    await insertJobs(kind, "imports", [
-      { total: 100, createdAt: ago(now, HOUR) },
-      { total: 200, createdAt: ago(now, DAY) },
-      { total: 300, createdAt: ago(now, 2 * DAY) },
-      { total: 5_000, createdAt: ago(now, 3 * DAY) },
-      { total: null, createdAt: ago(now, HOUR) }, // size unknown: not a typical job
-      { total: 90_000, createdAt: ago(now, 8 * DAY) }, // too old
-    ]);
-    const softMs = resolveBudget("imports", kind).softMs;
-    const median = 250; // of 100, 200, 300, 5000
-    expect(await perItemBudgetMs(kind)).toBe(Math.round(softMs / median));
-    expect(await getPerItemBudget(kind)).toMatchObject({ queue: "imports", medianItems: median, jobs: 4, softMs });
-  });
-
-  it("uses the queue most of the kind's jobs ran on, or the one asked for", async () => {
-    const kind = `kind-${randomUUID().slice(0, 8)}`;
-    const now = new Date();
-    await insertJobs(kind, "agent-interactive", [
-      { total: 10, createdAt: ago(now, HOUR) },
-      { total: 10, createdAt: ago(now, HOUR) },
-    ]);
-    await insertJobs(kind, "agent-batch", [{ total: 40, createdAt: ago(now, HOUR) }]);
-    expect(await getPerItemBudget(kind)).toMatchObject({ queue: "agent-interactive", medianItems: 10 });
-    expect(await getPerItemBudget(kind, "agent-batch")).toMatchObject({
-      queue: "agent-batch",
-      medianItems: 40,
-      perItemMs: Math.round(resolveBudget("agent-batch", kind).softMs / 40),
-    });
-  });
-
-  it("is null for a kind without recent jobs", async () => {
-    expect(await perItemBudgetMs(`kind-${randomUUID().slice(0, 8)}`)).toBeNull();
   });
 });

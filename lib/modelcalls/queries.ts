@@ -1,5 +1,4 @@
 import { z } from "zod";
-import { resolveBudget } from "@/lib/budgets/budgets";
 import { db, Prisma } from "@/lib/db/client";
 import { CALL_OUTCOMES, type CallOutcome } from "@/lib/core/call-outcomes";
 import {
@@ -245,73 +244,6 @@ export async function getLatencyHistogram(
       models: distinct(options.filter((r) => r.type === q.type).map((r) => r.model)),
     },
   };
-}
-
-/** The per-item reference line and how it was computed. */
-export interface PerItemBudget {
-  /** `softMs / medianItems`: what one item may take on average for a typical job to fit its budget. */
-  perItemMs: number;
-  /** The queue whose budget was used. */
-  queue: string;
-  softMs: number;
-  budgetSource: string;
-  /** Median `total` of the kind's jobs created in the last 7 days. */
-  medianItems: number;
-  /** How many jobs that median is taken over. */
-  jobs: number;
-}
-
-/** How far back the "typical job" of a kind is looked for. */
-const TYPICAL_JOB_WINDOW_MS = 7 * 24 * 3_600_000;
-
-/**
- * The time one item may take, on average, for a typical job of `kind` to fit its budget: the
- * resolved soft budget of the kind's queue divided by the median number of items (`total`) of
- * that kind's jobs created over the last 7 days. Drawn as a reference line on the latency chart:
- * if a job's items are each one model call, calls to the right of the line mean typical jobs of
- * this kind run out of budget.
- *
- * The queue is `queue` when given, else the queue most of those jobs ran on (a kind such as
- * `agent_run` runs on more than one queue, with different budgets). Null when unknown: no job of
- * the kind with a known total in the last 7 days, or a budget configuration `resolveBudget`
- * refuses (the budgets page says why).
- */
-export async function getPerItemBudget(
-  kind: string,
-  queue?: string,
-  now: Date = new Date(),
-): Promise<PerItemBudget | null> {
-  const since = new Date(now.getTime() - TYPICAL_JOB_WINDOW_MS);
-  const onQueue = queue ? Prisma.sql`AND j."queue" = ${queue}` : Prisma.empty;
-  const [row] = await db().$queryRaw<{ median: number | null; jobs: number; queue: string | null }[]>`
-    SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY j."total")::float8 AS median,
-           count(*)::int AS jobs,
-           mode() WITHIN GROUP (ORDER BY j."queue") AS queue
-    FROM "Job" j
-    WHERE j."kind" = ${kind} AND j."total" > 0 AND j."createdAt" >= ${utc(since)} ${onQueue}`;
-  if (!row || row.median === null || !(Number(row.median) > 0) || !row.queue) return null;
-  const budgetQueue = queue ?? row.queue;
-  let budget: ReturnType<typeof resolveBudget>;
-  try {
-    budget = resolveBudget(budgetQueue, kind);
-  } catch {
-    // An invalid budget configuration: the budgets page names the problem; no line is drawn here.
-    return null;
-  }
-  const medianItems = Number(row.median);
-  return {
-    perItemMs: Math.round(budget.softMs / medianItems),
-    queue: budgetQueue,
-    softMs: budget.softMs,
-    budgetSource: budget.source,
-    medianItems,
-    jobs: Number(row.jobs),
-  };
-}
-
-/** `getPerItemBudget(kind).perItemMs`, or null when unknown. */
-export async function perItemBudgetMs(kind: string, queue?: string): Promise<number | null> {
-  return (await getPerItemBudget(kind, queue))?.perItemMs ?? null;
 }
 
 /** Whose calls a p99 is taken over: a job kind's, on one queue or on any. */

@@ -223,7 +223,7 @@ describe.skipIf(redisServer.skip || redisCliTool.skip)(`${title} (${redisServer.
   });
 
   it("metrics: a worker's published snapshot is found and merged into the web's scrape", async () => {
-    const quiet = { defaultMetrics: false, countStuck: async () => ({}), itemBudgets: async () => [] };
+    const quiet = { defaultMetrics: false, countStuck: async () => ({}), callAllowances: async () => [] };
     const worker = m.metrics.createMetrics(new Registry(), quiet);
     worker.jobsFinished.inc({ kind: "csv_import", status: "completed" }, 7);
     const stop = m.publish.startMetricsPublisher("workers", { metrics: worker, intervalMs: 60_000 });

@@ -1,14 +1,14 @@
 import { countStuckByKind } from "@/lib/reports/stuck";
 import { countAwaitingOperatorByKind } from "@/lib/reports/stuck-awaiting";
-import { getPerItemBudget } from "@/lib/modelcalls/queries";
+import { getCallAllowance } from "@/lib/modelcalls/allowance";
 import { catalogPairs, KINDS, kindsOfQueue, RESCHEDULE_QUEUES } from "@/lib/catalog/catalog";
 import {
   installLabelValues,
   installScrapeSources,
   type BoundedMetrics,
   type DomainLabelValues,
-  type ItemBudget,
-  type ListItemBudgets,
+  type CallAllowanceReading,
+  type ListCallAllowances,
   type ScrapeSources,
 } from "@/lib/metrics/metrics";
 import { readQueueGauges } from "@/lib/queues/overview";
@@ -61,35 +61,36 @@ export const DOMAIN_LABEL_VALUES: DomainLabelValues = {
 };
 
 /**
- * The median job size a per-item budget divides by moves slowly (7 days of jobs), so one
+ * The median job size a call allowance is computed from moves slowly (7 days of jobs), so one
  * computation serves every scrape for a minute instead of a median query per queue and kind on each.
  */
-const ITEM_BUDGET_REFRESH_MS = 60_000;
-let itemBudgetMemo: { at: number; value: Promise<ItemBudget[]> } | undefined;
+const CALL_ALLOWANCE_REFRESH_MS = 60_000;
+let callAllowanceMemo: { at: number; value: Promise<CallAllowanceReading[]> } | undefined;
 
-const itemBudgetsFromJobs: ListItemBudgets = () => {
-  if (itemBudgetMemo && Date.now() - itemBudgetMemo.at < ITEM_BUDGET_REFRESH_MS) return itemBudgetMemo.value;
+const callAllowancesFromJobs: ListCallAllowances = () => {
+  if (callAllowanceMemo && Date.now() - callAllowanceMemo.at < CALL_ALLOWANCE_REFRESH_MS)
+    return callAllowanceMemo.value;
   const value = (async () => {
-    const budgets = await Promise.all(
-      catalogPairs().map(async ({ queue, kind }) => ({ queue, kind, budget: await getPerItemBudget(kind, queue) })),
+    const allowances = await Promise.all(
+      catalogPairs().map(async ({ queue, kind }) => ({ queue, kind, allowance: await getCallAllowance(kind, queue) })),
     );
-    return budgets.flatMap(({ queue, kind, budget }) =>
-      budget ? [{ queue, kind, seconds: budget.perItemMs / 1000 }] : [],
+    return allowances.flatMap(({ queue, kind, allowance }) =>
+      allowance ? [{ queue, kind, seconds: allowance.allowanceMs / 1000 }] : [],
     );
   })();
-  itemBudgetMemo = { at: Date.now(), value };
+  callAllowanceMemo = { at: Date.now(), value };
   // A failed computation is not remembered: the next scrape tries again.
   value.catch(() => {
-    if (itemBudgetMemo?.value === value) itemBudgetMemo = undefined;
+    if (callAllowanceMemo?.value === value) callAllowanceMemo = undefined;
   });
   return value;
 };
 
-/** `bounded_jobs_stuck` from lib/reports/stuck, `bounded_jobs_awaiting_operator` from lib/reports/stuck-awaiting, `bounded_item_budget_seconds` from lib/modelcalls/queries, `bounded_queue_*` from lib/queues/overview, `bounded_outside_service_up` from the circuit breakers, `bounded_reserve_sweep_window_seconds` from lib/quota/settings. */
+/** `bounded_jobs_stuck` from lib/reports/stuck, `bounded_jobs_awaiting_operator` from lib/reports/stuck-awaiting, `bounded_call_allowance_seconds` from lib/modelcalls/allowance, `bounded_queue_*` from lib/queues/overview, `bounded_outside_service_up` from the circuit breakers, `bounded_reserve_sweep_window_seconds` from lib/quota/settings. */
 export const DATABASE_SOURCES: Required<ScrapeSources> = {
   countStuck: countStuckByKind,
   countAwaitingOperator: () => countAwaitingOperatorByKind(),
-  itemBudgets: itemBudgetsFromJobs,
+  callAllowances: callAllowancesFromJobs,
   queueGauges: () => readQueueGauges(),
   outsideServices: async () =>
     (await readBreakers())?.map((b) => ({ service: b.service, up: b.state === "closed" })) ?? [],

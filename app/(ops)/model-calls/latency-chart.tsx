@@ -80,25 +80,25 @@ function BucketTooltip({ active, payload }: TooltipContentProps) {
 }
 
 /**
- * Calls per log-spaced latency bucket, stacked by outcome, with the per-item budget as a
+ * Calls per log-spaced latency bucket, stacked by outcome, with the call allowance as a
  * vertical line. The numbers are also in the text summary beside it (for screen readers and
  * for people who want figures, not shapes). A bar opens the list of the calls it counts.
  */
 export function LatencyChart({
   buckets,
-  perItemMs,
+  allowanceMs,
   timeScale,
   label,
 }: {
   buckets: ChartBucket[];
-  perItemMs: number | null;
+  allowanceMs: number | null;
   timeScale: number;
   label: string;
 }) {
   const data: Point[] = buckets.map((b) => ({ ...b, x: b.bucket + 0.5 }));
   const ticks = axisTicks(timeScale);
   const tickLabel = (x: number) => ticks.find((t) => Math.abs(t.x - x) < 1e-6)?.label ?? "";
-  const budgetX = perItemMs !== null ? logPosition(perItemMs * timeScale) : null;
+  const budgetX = allowanceMs !== null ? logPosition(allowanceMs * timeScale) : null;
   const router = useRouter();
   // Every outcome's segment of a bar opens the same list: the bucket's calls, all outcomes.
   const open = (d: unknown) => {
@@ -141,7 +141,7 @@ export function LatencyChart({
             style={clickable ? { cursor: "pointer" } : undefined}
           />
         ))}
-        {budgetX !== null && perItemMs !== null ? (
+        {budgetX !== null && allowanceMs !== null ? (
           <ReferenceLine
             x={budgetX}
             stroke="#2458d3"
@@ -149,7 +149,7 @@ export function LatencyChart({
             strokeDasharray="6 4"
             ifOverflow="extendDomain"
             label={{
-              value: `per-item budget ${formatDuration(perItemMs)}`,
+              value: `call allowance ${formatDuration(allowanceMs)}`,
               position: "top",
               fill: "#2458d3",
               fontSize: 12,

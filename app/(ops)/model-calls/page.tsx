@@ -1,14 +1,13 @@
 import Link from "next/link";
+import { getCallAllowance, type CallAllowance } from "@/lib/modelcalls/allowance";
 import type { LatencySummary, PercentileEstimate } from "@/lib/modelcalls/buckets";
 import {
   HISTOGRAM_TYPES,
   bucketCallsQuery,
   LATENCY_RANGES,
   getLatencyHistogram,
-  getPerItemBudget,
   latencyHistogramQuerySchema,
   type LatencyHistogram,
-  type PerItemBudget,
 } from "@/lib/modelcalls/queries";
 import { formatCount } from "@/lib/format/number";
 import { fmtTime } from "../../components/format";
@@ -47,11 +46,11 @@ export default async function ModelCallsPage({ searchParams }: { searchParams: P
   ) as Record<string, string>;
   const parsed = latencyHistogramQuerySchema.safeParse(raw);
   const query = parsed.success ? parsed.data : latencyHistogramQuerySchema.parse({});
-  // Recorded latencies in production time, the unit of the per-item budget they are drawn against.
+  // Recorded latencies in production time, the unit of the call allowance they are drawn against.
   const timeScale = env().BOUNDED_TIME_SCALE;
-  const [h, budget] = await Promise.all([
+  const [h, allowance] = await Promise.all([
     getLatencyHistogram(query).then((recorded) => histogramInProductionTime(recorded, timeScale)),
-    query.kind ? getPerItemBudget(query.kind, query.queue) : Promise.resolve(null),
+    query.kind ? getCallAllowance(query.kind, query.queue) : Promise.resolve(null),
   ]);
   const what = TYPE_LABEL[h.type];
   // Tool calls happen between model (or OCR) calls; beside whole items they would compare unlike things.
@@ -137,11 +136,11 @@ export default async function ModelCallsPage({ searchParams }: { searchParams: P
         >
           <LatencyChart
             buckets={chartBuckets}
-            perItemMs={budget?.perItemMs ?? null}
+            allowanceMs={allowance?.allowanceMs ?? null}
             timeScale={timeScale}
             label={chartLabel(h)}
           />
-          <BudgetNote kind={query.kind} budget={budget} />
+          <AllowanceNote kind={query.kind} allowance={allowance} />
           <BucketList buckets={chartBuckets} />
         </ChartWithSummary>
       )}
@@ -250,27 +249,30 @@ function SummaryList({ title, s, testId }: { title: string; s: LatencySummary; t
   );
 }
 
-function BudgetNote({ kind, budget }: { kind: string | undefined; budget: PerItemBudget | null }) {
+function AllowanceNote({ kind, allowance: a }: { kind: string | undefined; allowance: CallAllowance | null }) {
   if (!kind) {
     return (
-      <p className={`small muted ${styles.budget}`}>Choose a kind to see its per-item budget as a line on the chart.</p>
+      <p className={`small muted ${styles.budget}`}>Choose a kind to see its call allowance as a line on the chart.</p>
     );
   }
-  if (!budget) {
+  if (!a) {
     return (
       <p className={`small muted ${styles.budget}`}>
-        No per-item budget for <span className="mono">{kind}</span>: no job of this kind with a known size in the last 7
+        No call allowance for <span className="mono">{kind}</span>: no job of this kind with a known size in the last 7
         days.
       </p>
     );
   }
+  const rounds = a.rounds === 1 ? "in one round" : `in ${formatCount(a.rounds)} rounds, one after another`;
   return (
-    <p className={`small ${styles.budget}`} data-testid="per-item-budget">
-      <strong>Per-item budget {formatDuration(budget.perItemMs)}</strong> (dashed line): the soft budget of{" "}
-      <span className="mono">{budget.queue}</span>, {formatDuration(budget.softMs)}, over the median job size of{" "}
-      {formatCount(Math.round(budget.medianItems))} items ({formatCount(budget.jobs)}{" "}
-      {budget.jobs === 1 ? "job" : "jobs"} of the last 7 days): what one item may take on average for a typical job to
-      fit its budget. When an item costs about one call, calls right of the line are items typical jobs cannot afford.
+    <p className={`small ${styles.budget}`} data-testid="call-allowance">
+      <strong>Call allowance {formatDuration(a.allowanceMs)}</strong> (dashed line): what one call may take on average
+      for a typical job to finish inside the soft budget of <span className="mono">{a.queue}</span>,{" "}
+      {formatDuration(a.softMs)}. A typical job has {formatCount(Math.round(a.medianItems))} items (median of{" "}
+      {formatCount(a.jobs)} {a.jobs === 1 ? "job" : "jobs"} of the last 7 days),{" "}
+      {a.itemsPerCall === 1 ? "one a call" : `${formatCount(a.itemsPerCall)} to a call`}: {formatCount(a.callsPerJob)}{" "}
+      {a.callsPerJob === 1 ? "call" : "calls"}, {formatCount(a.callsAtOnce)} at once, so {rounds}. Calls right of the
+      line, if typical, make typical jobs miss their budget.
     </p>
   );
 }
