@@ -1,6 +1,5 @@
-import { Readable } from "node:stream";
-import { parse } from "csv-parse";
 import { db } from "@/lib/db/client";
+import { uploadRecords } from "./csv-rows";
 import { customerReason } from "@/lib/jobs/customer-progress";
 import { isTerminal, type JobStatus } from "@/lib/core/job-statuses";
 
@@ -193,18 +192,8 @@ export async function failedRowsCsv(jobId: string, pageRows = PAGE_ROWS): Promis
     return failures[0] ?? null;
   };
 
-  // The same options as the import's reader (workers/processors/csv-import.ts): the same records, so the same row numbers.
-  const records = Readable.from([Buffer.from(upload.content)])
-    .pipe(
-      parse({
-        bom: true,
-        delimiter,
-        relax_column_count: true,
-        skip_empty_lines: true,
-        skip_records_with_empty_values: true,
-      }),
-    )
-    [Symbol.asyncIterator]() as AsyncIterator<string[]>;
+  // Read as the import reads it (./csv-rows.ts): the same records, so the same row numbers.
+  const records = uploadRecords({ content: upload.content, delimiter })[Symbol.asyncIterator]();
 
   const first = await records.next();
   const header = first.done ? [] : first.value;

@@ -82,3 +82,6 @@ export const transactionRowSchema = z.object({
 export function rowProblem(error: z.ZodError): string {
   return error.issues[0]?.message ?? "invalid row";
 }
+
+/** A row that passed validation: amounts in minor units. */
+export type TransactionRow = z.output<typeof transactionRowSchema>;
