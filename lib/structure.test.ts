@@ -8,6 +8,10 @@ import { describe, expect, it } from "vitest";
  * nothing in lib imports app/ or workers/. Imports are read as text (static `import`/`export …
  * from`, side-effect `import "…"`, dynamic and type-position `import("…")`), `import type`
  * included: a type that points up is a dependency that points up.
+ *
+ * And one name, one meaning: no exported name is declared in two lib files. Two declarations of
+ * one name are either the same thing (declared once, imported by the other) or two things (one of
+ * them renamed to say what it is).
  */
 
 const ROOT = path.resolve(import.meta.dirname, "..");
@@ -135,6 +139,26 @@ function fileCycles(edges: Edge[]): string[][] {
   return cycles;
 }
 
+/**
+ * A top-level exported declaration: `export interface X`, `export type X`, `export [async]
+ * function[*] X`, `export const|let|var X`, `export [abstract] class X`, `export [const] enum X`
+ * (`declare` allowed). Re-exports (`export { X } from …`, `export type { X }`) declare nothing and
+ * are not read; nor is an `export` indented inside a `declare module` or namespace block.
+ */
+const EXPORTED_DECLARATION =
+  /^export\s+(?:declare\s+)?(?:abstract\s+)?(?:async\s+)?(?:const\s+enum|interface|type|function|const|let|var|class|enum)[\s*]+([A-Za-z_$][\w$]*)/gm;
+
+/** Each name exported by a declaration in a lib product file, with the files that declare it. */
+function exportedDeclarations(): Map<string, string[]> {
+  const filesOf = new Map<string, string[]>();
+  for (const file of productFiles(LIB)) {
+    const source = withoutComments(readFileSync(path.join(ROOT, file), "utf8"));
+    const names = new Set([...source.matchAll(EXPORTED_DECLARATION)].map((m) => m[1]!));
+    for (const name of names) filesOf.set(name, [...(filesOf.get(name) ?? []), file]);
+  }
+  return filesOf;
+}
+
 describe("lib's layers", () => {
   const edges = importEdges();
 
@@ -187,6 +211,27 @@ describe("lib's layers", () => {
     expect(
       upward,
       `lib files importing app/ or workers/ (those import lib, never the reverse):\n${upward.join("\n")}`,
+    ).toEqual([]);
+  });
+});
+
+describe("lib's exported names", () => {
+  const declared = exportedDeclarations();
+
+  it("reads the exported declarations it checks (a sanity check of the reader)", () => {
+    const metrics = path.join("lib", "metrics", "metrics.ts");
+    for (const name of ["QueueGaugeReading", "ListCallAllowances", "QUEUE_GAUGE_STATES", "createMetrics"])
+      expect(declared.get(name), name).toContain(metrics);
+  });
+
+  it("no exported name is defined twice across lib/ (one name, one meaning)", () => {
+    const twice = [...declared]
+      .filter(([, files]) => files.length > 1)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([name, files]) => `  ${name}: ${files.map((f) => f.replaceAll(path.sep, "/")).join(", ")}`);
+    expect(
+      twice,
+      `exported names defined in more than one lib file (the same thing: define it once and import it; two things: give one a name that says what it is):\n${twice.join("\n")}`,
     ).toEqual([]);
   });
 });

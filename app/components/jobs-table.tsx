@@ -1,11 +1,11 @@
-import type { JobSummary } from "@/lib/jobs/queries";
+import type { JobListItem } from "@/lib/jobs/queries";
 import { StatusBadge } from "./status-badge";
 import { formatCount } from "@/lib/format/number";
 import { fmtOutOf, fmtTime } from "./format";
 import { DataTable, num } from "./data-table";
 import { JobCells } from "./job-link";
 
-export function JobsTable({ jobs }: { jobs: JobSummary[] }) {
+export function JobsTable({ jobs }: { jobs: JobListItem[] }) {
   return (
     <DataTable
       headings={["Job", "Kind", "Tenant", "Status", num("Done / total"), num("Failed items"), "Created"]}

@@ -37,13 +37,18 @@ redis.call('PEXPIRE', KEYS[1], ARGV[7])
 return {0, 0}
 `;
 
-export interface UploadLimits {
+/**
+ * What one caller may upload: uploads started per minute, and uploads and declared bytes in flight
+ * at once. Not a file's own limits (size, rows: `UploadLimits` in lib/imports/inspect-upload.ts).
+ */
+export interface UploadCallerLimits {
   perMinute: number;
   concurrent: number;
   inflightBytes: number;
 }
 
-export function uploadCallerLimits(): UploadLimits {
+/** The caller limits the environment sets (`BOUNDED_UPLOADS_*`). */
+export function uploadCallerLimits(): UploadCallerLimits {
   const e = env();
   return {
     perMinute: e.BOUNDED_UPLOADS_PER_MINUTE,

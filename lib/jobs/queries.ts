@@ -27,7 +27,11 @@ const BLOCKED_BY_WAIT_MS = 1_000;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-export interface JobSummary {
+/**
+ * A row of the jobs list (/jobs, the overview's latest jobs, `GET /api/jobs`): who, what, how far
+ * and when. Not the stuck and awaiting-operator reports' record (`JobSummary`, ./job-summary.ts).
+ */
+export interface JobListItem {
   id: string;
   kind: string;
   queue: string;
@@ -43,7 +47,7 @@ export interface JobSummary {
   parentId: string | null;
 }
 
-const summarySelect = {
+const listItemSelect = {
   id: true,
   kind: true,
   queue: true,
@@ -59,9 +63,9 @@ const summarySelect = {
   tenant: { select: { slug: true } },
 } satisfies Prisma.JobSelect;
 
-type SummaryRow = Prisma.JobGetPayload<{ select: typeof summarySelect }>;
+type ListItemRow = Prisma.JobGetPayload<{ select: typeof listItemSelect }>;
 
-function toSummary(row: SummaryRow): JobSummary {
+function toListItem(row: ListItemRow): JobListItem {
   return {
     id: row.id,
     kind: row.kind,
@@ -178,7 +182,7 @@ async function tenantScope(f: { tenant?: string; q?: string }): Promise<Prisma.J
  * however deep it is (an OR alone, as Prisma's `cursor` writes it, is a filter over every newer
  * row).
  */
-export async function listJobs(filter: JobFilter): Promise<{ jobs: JobSummary[]; nextAfter: string | null }> {
+export async function listJobs(filter: JobFilter): Promise<{ jobs: JobListItem[]; nextAfter: string | null }> {
   const f = jobFilterSchema.parse(filter);
   const [scope, cursor] = await Promise.all([
     tenantScope(f),
@@ -199,12 +203,12 @@ export async function listJobs(filter: JobFilter): Promise<{ jobs: JobSummary[];
   ];
   const rows = await db().job.findMany({
     where: { AND: conditions },
-    select: summarySelect,
+    select: listItemSelect,
     orderBy: [{ createdAt: "desc" }, { id: "desc" }],
     take: f.limit + 1,
   });
   const page = rows.slice(0, f.limit);
-  return { jobs: page.map(toSummary), nextAfter: rows.length > f.limit ? (page.at(-1)?.id ?? null) : null };
+  return { jobs: page.map(toListItem), nextAfter: rows.length > f.limit ? (page.at(-1)?.id ?? null) : null };
 }
 
 /** The window of finished jobs the overview counts. */
@@ -232,7 +236,7 @@ export async function countJobsByStatus(now = new Date()): Promise<Record<JobSta
   return counts;
 }
 
-export interface JobDetail extends JobSummary {
+export interface JobDetail extends JobListItem {
   cursor: number;
   budgetSoftMs: number;
   budgetHardMs: number;
@@ -257,9 +261,9 @@ export interface JobDetail extends JobSummary {
   blockedBy: BlockedBy | null;
 }
 
-/** A part shows the progress a job summary does, and where it sits in the original job. */
+/** A part shows the progress a row of the jobs list does, and where it sits in the original job. */
 export interface PartSummary
-  extends Pick<JobSummary, "id" | "status" | "total" | "processed" | "failed" | "attempt" | "message"> {
+  extends Pick<JobListItem, "id" | "status" | "total" | "processed" | "failed" | "attempt" | "message"> {
   index: number;
   /** Positions of the original job's items this part covers: from + 1 … to. */
   from: number;
@@ -317,7 +321,7 @@ export async function getJob(id: string, failuresLimit = 200): Promise<JobDetail
   const row = await db().job.findUnique({
     where: { id },
     select: {
-      ...summarySelect,
+      ...listItemSelect,
       cursor: true,
       budgetSoftMs: true,
       budgetHardMs: true,
@@ -348,7 +352,7 @@ export async function getJob(id: string, failuresLimit = 200): Promise<JobDetail
   const part = partOf(row.params);
   const split = storedSplitOf(row.params);
   return {
-    ...toSummary(row),
+    ...toListItem(row),
     cursor: row.cursor,
     budgetSoftMs: row.budgetSoftMs,
     budgetHardMs: row.budgetHardMs,

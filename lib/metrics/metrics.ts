@@ -2,7 +2,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom
 import type { CallOutcome } from "@/lib/core/call-outcomes";
 import { TERMINAL_STATUSES, type JobStatus } from "@/lib/core/job-statuses";
 import { logger } from "@/lib/log";
-import { JOB_KINDS, QUEUE_NAMES } from "@/lib/catalog/catalog";
+import { JOB_KINDS, QUEUE_NAMES, type QueueName } from "@/lib/catalog/catalog";
 import { SWEEP_POLICY, worstCaseMs } from "@/lib/catalog/generation-policy";
 import { unscaled } from "@/lib/time";
 
@@ -102,9 +102,12 @@ export interface CallAllowanceReading {
 /** Every known call allowance; a pair with no typical job yet is left out. */
 export type ListCallAllowances = () => Promise<CallAllowanceReading[]>;
 
-/** One queue as the `bounded_queue_*` gauges report it (`readQueueGauges` in lib/queues/overview). */
+/**
+ * One queue as the `bounded_queue_*` gauges report it, read once per scrape (`readQueueGauges` in
+ * lib/queues/overview): counts, oldest waiting, budget, paused.
+ */
 export interface QueueGaugeReading {
-  queue: string;
+  queue: QueueName;
   counts: Record<(typeof QUEUE_GAUGE_STATES)[number], number>;
   /** Production seconds. */
   oldestWaitingSeconds: number;

@@ -18,7 +18,7 @@ import { sendTracked } from "@/lib/ratelimit/silence";
 import { scaled, sleep } from "@/lib/time";
 import { type ModelFetch, modelClient } from "./chat-completion";
 import { ModelCallError } from "./errors";
-import { type ChatMessage, chatCompletionResponseSchema } from "./schemas";
+import { type ChatMessage, chatCompletionResponseSchema, MAX_BATCH_REQUESTS } from "./schemas";
 
 const log = logger("modelcalls.batches");
 
@@ -93,8 +93,6 @@ export interface BatchAnswer {
  */
 export const BATCH_REQUEST_TIMEOUT_MS = 120_000;
 const MIN_REQUEST_TIMEOUT_REAL_MS = 2_000;
-/** The most requests one batch takes (OpenAI's limit). */
-export const MAX_BATCH_REQUESTS = 50_000;
 /** Metadata OpenAI keeps per batch: 16 keys, keys up to 64 characters, values up to 512. */
 const METADATA_KEYS = 16;
 

@@ -1,7 +1,7 @@
 import { env } from "@/lib/env";
 import { logger } from "@/lib/log";
 import { knownTokenLimit } from "@/lib/ratelimit/provider";
-import { chatCompletion, type ChatCompletionOptions, type TokenUsage } from "./chat-completion";
+import { chatCompletion, type ChatCompletionOptions, type AnswerTokens } from "./chat-completion";
 import {
   buildCategoryPrompt,
   categoryQuestion,
@@ -108,7 +108,7 @@ interface PendingRow {
 }
 
 /** The row's share of a call that answered `rows` rows. */
-function shareOf(usage: TokenUsage, rows: number): Omit<RowAnswer, "slug"> {
+function shareOf(usage: AnswerTokens, rows: number): Omit<RowAnswer, "slug"> {
   return {
     promptTokens: (usage.promptTokens ?? 0) / rows,
     completionTokens: (usage.completionTokens ?? 0) / rows,
@@ -187,7 +187,7 @@ export function createCategoriser(options: CategoriserOptions): Categoriser {
   async function send(rows: PendingRow[]): Promise<void> {
     if (rows.length === 1) return single(rows[0]!);
     let content: string;
-    let usage: TokenUsage;
+    let usage: AnswerTokens;
     try {
       ({ content, usage } = await chatCompletion({
         temperature: 0,

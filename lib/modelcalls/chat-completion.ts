@@ -101,7 +101,7 @@ export interface ChatCompletionOptions {
 }
 
 /** Tokens of one answer as the server counted them; undefined when it did not say. */
-export interface TokenUsage {
+export interface AnswerTokens {
   promptTokens: number | undefined;
   completionTokens: number | undefined;
 }
@@ -113,7 +113,7 @@ export interface ChatCompletionResult {
   /** HTTP attempts made (1 when the first one answered). */
   attempts: number;
   /** The answering attempt's tokens. */
-  usage: TokenUsage;
+  usage: AnswerTokens;
 }
 
 /** Backoff before retry n (1-based): 250–500 ms, then 500–1000 ms… (scaled), jittered so that
@@ -121,7 +121,7 @@ export interface ChatCompletionResult {
 const BACKOFF_BASE_MS = 250;
 
 type Attempt = (
-  | { ok: true; content: string; usage: TokenUsage }
+  | { ok: true; content: string; usage: AnswerTokens }
   | { ok: false; message: string; status?: number; retryable: boolean; retryAfterMs?: number; cause?: unknown }
 ) & {
   /** The answer's headers, when one came: the provider's rate-limit headers are read from them. */

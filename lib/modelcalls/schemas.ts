@@ -93,3 +93,9 @@ export const chatCompletionResponseSchema = z.object({
     .partial()
     .optional(),
 });
+
+/**
+ * The most requests one batch (one batch file, one request a line) takes: OpenAI's Batch API limit.
+ * `submitBatch` (./batch-service.ts) refuses more, and so does the model simulator's batch service.
+ */
+export const MAX_BATCH_REQUESTS = 50_000;

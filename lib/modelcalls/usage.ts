@@ -29,6 +29,10 @@ export interface UsageRow extends TokenTotals {
   key: string;
 }
 
+/**
+ * The token usage report of a window (`getTokenUsage`): tokens and cost in all and broken down.
+ * One answer's own tokens are `AnswerTokens` (./chat-completion.ts).
+ */
 export interface TokenUsage {
   total: TokenTotals;
   byKind: UsageRow[];

@@ -4,6 +4,7 @@ import { db } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { key, redis, scanKeys } from "@/lib/redis/client";
 import { kindsOfQueue, QUEUE_NAMES, type QueueName } from "@/lib/catalog/catalog";
+import type { QueueGaugeReading } from "@/lib/metrics/metrics";
 import { pausedQueues } from "./pause";
 import { queue } from "./queues";
 
@@ -130,16 +131,10 @@ function budgetSeconds(name: QueueName): number {
   return Math.min(...softs) / 1000;
 }
 
-/** The figures the gauges need, one read per scrape: counts, oldest waiting, budget, paused. */
-export interface QueueGaugeReading {
-  queue: QueueName;
-  counts: Record<QueueState, number>;
-  oldestWaitingSeconds: number;
-  softBudgetSeconds: number;
-  paused: boolean;
-}
-
-/** The gauges' figures for every queue of the catalog; a queue with nothing queued has waited 0 s. */
+/**
+ * The figures the `bounded_queue_*` gauges need, one read per scrape, for every queue of the
+ * catalog; a queue with nothing queued has waited 0 s.
+ */
 export async function readQueueGauges(now: Date = new Date()): Promise<QueueGaugeReading[]> {
   const [rows, paused] = await Promise.all([readQueues(now), pausedQueues()]);
   return rows.map((r) => ({ ...r, oldestWaitingSeconds: r.oldestWaitingSeconds ?? 0, paused: paused.has(r.queue) }));

@@ -4,7 +4,7 @@ import { closeDb, db } from "@/lib/db/client";
 import { processMetrics } from "@/lib/metrics/metrics";
 import { dislikeRetryUsed, ensureAd } from "./ads";
 import { QuotaRefused } from "./errors";
-import { claim, grantPack, heartbeat, release } from "./reserves";
+import { claim, grantPack, heartbeatReserve, release } from "./reserves";
 import { sweepReserves } from "./sweep";
 import { books, dropQuotaTenants, quotaTenant } from "./test-fixtures";
 
@@ -165,7 +165,7 @@ describe("a release that finds its reserve swept never passes silently", () => {
       kind: "generate",
       resolution: "charged",
     });
-    expect(await heartbeat(r)).toBe(false);
+    expect(await heartbeatReserve(r)).toBe(false);
     expect(await release(r, "succeeded")).toEqual({ type: "late", resolution: "charged" });
     expect(await books(t.packId)).toMatchObject({ remaining: 1, live: 0, spent: 1, late: 1 });
     expect(await metricValue("bounded_reserve_late_releases_total", { kind: "generate", resolution: "charged" })).toBe(

@@ -10,7 +10,7 @@ import type { Reserve, ReserveKind } from "./reserves";
 vi.stubEnv("DATABASE_URL", `${process.env.DATABASE_URL}?options=-c%20synchronous_commit%3Doff`);
 const { closeDb, db } = await import("@/lib/db/client");
 const { QuotaRefused } = await import("./errors");
-const { claim, heartbeat, release } = await import("./reserves");
+const { claim, heartbeatReserve, release } = await import("./reserves");
 const { sweepReserves } = await import("./sweep");
 const { dropQuotaTenants, quotaTenant } = await import("./test-fixtures");
 
@@ -143,7 +143,7 @@ async function runHistory(h: { size: number; gens: Gen[]; sweeps: number[] }): P
           const beat = lastBeat(l.gen, tick - 1);
           if (l.released || beat <= l.written) return;
           l.written = beat;
-          await heartbeat(l.reserve, at(t0, beat));
+          await heartbeatReserve(l.reserve, at(t0, beat));
         }),
       );
     }

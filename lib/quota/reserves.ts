@@ -130,7 +130,7 @@ export async function claim(input: {
  * sweeper took it): the generation goes on — the provider cannot be cancelled — and its release
  * will be a late one.
  */
-export async function heartbeat(reserve: Pick<Reserve, "id">, now: Date = new Date()): Promise<boolean> {
+export async function heartbeatReserve(reserve: Pick<Reserve, "id">, now: Date = new Date()): Promise<boolean> {
   const { count } = await db().quotaReserve.updateMany({ where: { id: reserve.id }, data: { heartbeatAt: now } });
   return count > 0;
 }

@@ -3,7 +3,7 @@ import { closeDb, db } from "@/lib/db/client";
 import { processMetrics } from "@/lib/metrics/metrics";
 import { waitFor } from "@/test/helpers/wait";
 import { dislikeRetryUsed } from "./ads";
-import { claim, heartbeat, release } from "./reserves";
+import { claim, heartbeatReserve, release } from "./reserves";
 import { sweepReserves } from "./sweep";
 import { books, dropQuotaTenants, quotaTenant } from "./test-fixtures";
 
@@ -29,7 +29,7 @@ describe("the sweeper never takes a live reserve", () => {
     const r = await claim({ tenantId: t.tenantId, kind: "dislike", subject: t.adIds[0]!, now: at(t0, 0) });
     // 40 minutes of heartbeats every 30 s, with the sweeper looking every minute.
     for (let ms = 30_000; ms <= 40 * MIN; ms += 30_000) {
-      expect(await heartbeat(r, at(t0, ms))).toBe(true);
+      expect(await heartbeatReserve(r, at(t0, ms))).toBe(true);
       if (ms % MIN === 0) expect(await sweepReserves({ ...timing, now: at(t0, ms), tenantId: t.tenantId })).toEqual([]);
     }
     expect(await dislikeRetryUsed(t.adIds[0]!)).toBe(true);
@@ -49,7 +49,7 @@ describe("the sweeper never takes a live reserve", () => {
     const t = await quotaTenant("lease", 1);
     const t0 = Date.now() - 60 * MIN;
     const r = await claim({ tenantId: t.tenantId, kind: "generate", subject: t.adIds[0]!, now: at(t0, 0) });
-    await heartbeat(r, at(t0, 30 * MIN));
+    await heartbeatReserve(r, at(t0, 30 * MIN));
     expect(await sweepReserves({ ...timing, now: at(t0, 32 * MIN - 1), tenantId: t.tenantId })).toEqual([]);
     expect(await sweepReserves({ ...timing, now: at(t0, 32 * MIN + 1), tenantId: t.tenantId })).toHaveLength(1);
   });
@@ -60,7 +60,7 @@ describe("an abandoned reserve is reclaimed whole", () => {
     const t = await quotaTenant("dead", 3);
     const t0 = Date.now() - 60 * MIN;
     const r = await claim({ tenantId: t.tenantId, kind: "dislike", subject: t.adIds[0]!, jobId: null, now: at(t0, 0) });
-    await heartbeat(r, at(t0, 90_000)); // then the process dies
+    await heartbeatReserve(r, at(t0, 90_000)); // then the process dies
     expect(await dislikeRetryUsed(t.adIds[0]!)).toBe(true);
     const before = await reclaimedCount("dislike");
     const reclaimed = await sweepReserves({ ...timing, now: at(t0, 26 * MIN), tenantId: t.tenantId });

@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { closeDb } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { getReservesReport } from "@/lib/reports/reserves";
-import { claim, heartbeat, release } from "@/lib/quota/reserves";
+import { claim, heartbeatReserve, release } from "@/lib/quota/reserves";
 import { sweepReserves } from "@/lib/quota/sweep";
 import { dropQuotaTenants, quotaTenant } from "@/lib/quota/test-fixtures";
 
@@ -19,7 +19,7 @@ describe("the /reserves report", () => {
     const before = await getReservesReport(now);
     const t = await quotaTenant("report", 5);
     const slow = await claim({ tenantId: t.tenantId, kind: "generate", subject: t.adIds[0]!, now: ago(20.5 * 60_000) });
-    await heartbeat(slow, now); // slower than the worst case, still alive
+    await heartbeatReserve(slow, now); // slower than the worst case, still alive
     const swept = await claim({ tenantId: t.tenantId, kind: "dislike", subject: t.adIds[0]!, now: ago(40 * 60_000) });
     await sweepReserves({ now, windowMs: 25 * 60_000 * scale, leaseMs: 2 * 60_000 * scale, tenantId: t.tenantId });
     await release(swept, "succeeded", { now });

@@ -6,7 +6,7 @@ import { pendingCancel, type CancelAsk } from "./cancel-request";
 import { mirrorProgress } from "./queue-job";
 
 /** Proof of life for a run between item commits (a long model call, a slow page). */
-export async function heartbeat(jobId: string, attempt: number): Promise<boolean> {
+export async function heartbeatRun(jobId: string, attempt: number): Promise<boolean> {
   const { count } = await db().job.updateMany({
     where: { id: jobId, attempt, status: "running" },
     data: { heartbeatAt: new Date() },
@@ -25,7 +25,7 @@ export function startHeartbeat(
   heardCancel: (ask: CancelAsk | null) => void,
 ): { stop(): void } {
   const beat = setInterval(() => {
-    void heartbeat(run.jobId, run.attempt).catch(() => undefined);
+    void heartbeatRun(run.jobId, run.attempt).catch(() => undefined);
     void mirrorProgress(queueJob, run.jobId);
     void pendingCancel(run.jobId).then(heardCancel, () => undefined);
   }, heartbeatIntervalMs());

@@ -2,7 +2,7 @@ import { AttemptFenced, JobFailed } from "@/lib/core/signals";
 import { QuotaRefused } from "@/lib/quota/errors";
 import { generationParamsSchema } from "@/lib/generations/create-generation";
 import { GENERATION_POLICY, WRITES } from "@/lib/catalog/generation-policy";
-import { claim, heartbeat, release, type Reserve } from "@/lib/quota/reserves";
+import { claim, heartbeatReserve, release, type Reserve } from "@/lib/quota/reserves";
 import { reserveTimings } from "@/lib/quota/settings";
 import { scaled } from "@/lib/time";
 import type { Processor } from "@/lib/runs/processor";
@@ -50,7 +50,7 @@ export function cardGenerationWith(provider: (log: Parameters<Processor>[0]["log
     let lost = false;
     const beat = setInterval(() => {
       if (Date.now() > hardAt) return clearInterval(beat);
-      void heartbeat(reserve).then(
+      void heartbeatReserve(reserve).then(
         (alive) => {
           if (!alive && !lost) {
             lost = true;

@@ -5,7 +5,7 @@ import type { FileObject } from "openai/resources/files";
 import { z } from "zod";
 import { env } from "@/lib/env";
 import { logger } from "@/lib/log";
-import { chatCompletionRequestSchema, type ChatCompletionRequest } from "@/lib/modelcalls/schemas";
+import { chatCompletionRequestSchema, MAX_BATCH_REQUESTS, type ChatCompletionRequest } from "@/lib/modelcalls/schemas";
 import { countPromptTokens } from "@/lib/modelcalls/tokens";
 import { scaled } from "@/lib/time";
 import type { SimulatorFaults } from "./faults";
@@ -57,8 +57,6 @@ export function sampleBatchTurnaroundMs(random: () => number = Math.random): num
 const PHASE_MAX_MS = 60_000;
 /** How long a cancelled batch stays `cancelling` (production ms). */
 const CANCELLING_MS = 30_000;
-/** The most requests in one batch file: OpenAI's limit. */
-export const MAX_BATCH_REQUESTS = 50_000;
 /** A request's line at most (bytes): a chat-completion request body's limit. */
 const MAX_LINE_BYTES = 1024 * 1024;
 
