@@ -25,7 +25,7 @@ const ROOT_FOLDER = "(root)";
  */
 const LAYERS: readonly (readonly string[])[] = [
   ["core", "format", "catalog", ROOT_FOLDER],
-  ["db", "redis", "tracing", "metrics", "security", "database", "dependencies", "tenants", "categories"],
+  ["db", "redis", "tracing", "metrics", "security", "dependencies", "tenants", "categories"],
   ["budgets", "ratelimit", "quota", "auth", "audit", "http"],
   ["modelcalls", "queues", "marketplace", "webhooks", "answers"],
   ["jobs"],

@@ -1,4 +1,4 @@
-import { sampleTableActivity } from "@/lib/database/table-stats";
+import { sampleTableActivity } from "@/lib/reports/table-activity";
 import { formatDuration } from "@/lib/format/duration";
 import { formatCount } from "@/lib/format/number";
 import { requirePageViewer } from "@/lib/auth/principal";
