@@ -304,150 +304,150 @@ function behindMessage(d: BlockedByDetail & { type: "behind_jobs" }): string {
   return `Queued behind ${plural(d.ahead, "job")}${whose} on ${d.queue}${slots}.`;
 }
 
-/**
- * Why `row` is not running, from `live` (read once by the caller; see `readLiveState`), or null
- * when it is not waiting. `whose` counts whose jobs are ahead in line (a few more reads; the
- * Queues page's sample leaves it out).
- */
-export async function blockedByOf(
-  row: BlockedRow,
-  live: LiveState,
-  options: { whose?: boolean; place?: boolean } = {},
-): Promise<BlockedBy | null> {
-  if (!OPEN_WAITING.has(row.status)) return null;
-  const queuedSince = row.heartbeatAt ?? row.createdAt;
-  const iso = (d: Date) => d.toISOString();
+/** What every cause check is given: the row, the live state, and how much the caller wants read. */
+interface CauseCheck {
+  row: BlockedRow;
+  live: LiveState;
+  options: { whose?: boolean; place?: boolean };
+}
 
+const iso = (d: Date) => d.toISOString();
+/** When a queued job joined the line: its last sign of life, or its creation. */
+const queuedSince = (row: BlockedRow) => row.heartbeatAt ?? row.createdAt;
+
+/** 1. A person stopped the queue: nothing else moves the job until they resume it. */
+function queuePaused({ row, live }: CauseCheck): BlockedBy | null {
   const pause = live.paused.get(row.queue);
-  if (pause) {
-    return {
-      type: "queue_paused",
-      message: `Queue ${row.queue} is paused (by ${pause.by} since ${clock(pause.since)}): nothing on it starts until it is resumed on /queues.`,
-      since: iso(pause.since),
-      detail: { type: "queue_paused", queue: row.queue, pausedBy: pause.by },
-    };
-  }
+  if (!pause) return null;
+  return {
+    type: "queue_paused",
+    message: `Queue ${row.queue} is paused (by ${pause.by} since ${clock(pause.since)}): nothing on it starts until it is resumed on /queues.`,
+    since: iso(pause.since),
+    detail: { type: "queue_paused", queue: row.queue, pausedBy: pause.by },
+  };
+}
 
-  if (!live.slots.has(row.queue)) {
-    return {
-      type: "no_worker",
-      message: `No live worker process consumes queue ${row.queue}: nothing takes its jobs until one starts (check the workers, GET /api/readyz).`,
-      since: iso(queuedSince),
-      detail: { type: "no_worker", queue: row.queue },
-    };
-  }
+/** 2. No process takes jobs of this queue: every other cause is moot until one runs. */
+function noWorker({ row, live }: CauseCheck): BlockedBy | null {
+  if (live.slots.has(row.queue)) return null;
+  return {
+    type: "no_worker",
+    message: `No live worker process consumes queue ${row.queue}: nothing takes its jobs until one starts (check the workers, GET /api/readyz).`,
+    since: iso(queuedSince(row)),
+    detail: { type: "no_worker", queue: row.queue },
+  };
+}
 
-  if (kindSpec(row.kind)?.provider === "images") {
-    const pack = await db().quotaPack.findUnique({
-      where: { tenantId: row.tenantId },
-      select: { size: true, remaining: true, updatedAt: true },
-    });
-    if (pack && pack.remaining <= 0) {
-      return {
-        type: "quota_empty",
-        message: `The tenant's image generation pack is used up (all ${pack.size} spent or held): the generation would be refused at its start; grant units to go on.`,
-        since: iso(pack.updatedAt),
-        detail: { type: "quota_empty", packSize: pack.size },
-      };
-    }
-  }
+/** 3. The tenant's image pack is used up: the run would be refused at its start; only a grant moves it. */
+async function quotaEmpty({ row }: CauseCheck): Promise<BlockedBy | null> {
+  if (kindSpec(row.kind)?.provider !== "images") return null;
+  const pack = await db().quotaPack.findUnique({
+    where: { tenantId: row.tenantId },
+    select: { size: true, remaining: true, updatedAt: true },
+  });
+  if (!pack || pack.remaining > 0) return null;
+  return {
+    type: "quota_empty",
+    message: `The tenant's image generation pack is used up (all ${pack.size} spent or held): the generation would be refused at its start; grant units to go on.`,
+    since: iso(pack.updatedAt),
+    detail: { type: "quota_empty", packSize: pack.size },
+  };
+}
 
+/** 4. The kind's outside service is down or refuses our configuration: the job resumes by itself when a probe succeeds. */
+function serviceDown({ row, live }: CauseCheck): BlockedBy | null {
   const service = serviceOf(row.kind);
   const breaker = service ? live.breakers?.find((b) => b.service === service && b.state !== "closed") : undefined;
-  if (service && breaker?.since) {
-    const name = SERVICE_NAMES[service];
-    // Open: the next probe after the cool-down (once it has passed, the next call is the probe); half-open: one is out.
-    const probe = !breaker.probeAt
-      ? "; a probe call is out"
-      : breaker.probeAt > live.now
-        ? `; next probe at ${clock(breaker.probeAt)}`
-        : "; the next call is its probe";
+  if (!service || !breaker?.since) return null;
+  const name = SERVICE_NAMES[service];
+  // Open: the next probe after the cool-down (once it has passed, the next call is the probe); half-open: one is out.
+  const probe = !breaker.probeAt
+    ? "; a probe call is out"
+    : breaker.probeAt > live.now
+      ? `; next probe at ${clock(breaker.probeAt)}`
+      : "; the next call is its probe";
+  const lasted = formatDuration((live.now.getTime() - breaker.since.getTime()) / env().BOUNDED_TIME_SCALE);
+  return {
+    type: "service_down",
+    // Misconfigured: it answers, refusing our configuration; a probe each cool-down sees it fixed.
+    message:
+      breaker.state === "misconfigured"
+        ? `Waiting for ${name}, which refuses our configuration since ${clock(breaker.since)} (${lasted}: ${breaker.error ?? "refused"})${probe}. It resumes by itself once the configuration is fixed (npm run provider:check says what is wrong).`
+        : `Waiting for ${name}, down since ${clock(breaker.since)} (${lasted}: ${breaker.error ?? "no answer"})${probe}. It resumes by itself.`,
+    since: iso(breaker.since),
+    ...(breaker.probeAt && breaker.probeAt > live.now ? { until: iso(breaker.probeAt) } : {}),
+    detail: {
+      type: "service_down",
+      service,
+      serviceName: name,
+      error: breaker.error,
+      answersAgain: false,
+      misconfigured: breaker.state === "misconfigured",
+    },
+  };
+}
+
+/**
+ * 5. A delayed job waiting out its deferral, by what it waits for: an outage that is over (only
+ * its wake-up is left), its tenant's fair share of the provider, a full provider, or a rate-limit
+ * window — the more specific reason first.
+ */
+async function deferred({ row, live }: CauseCheck): Promise<BlockedBy | null> {
+  if (row.status !== "delayed" || row.wakeUpAt === null || row.wakeUpAt <= live.now) return null;
+  const wakeUpAt = row.wakeUpAt;
+  const at = { since: iso(queuedSince(row)), until: iso(wakeUpAt) };
+  const scope = deferralScope(row.message);
+  // A deferral names a scope unless it waited for an outage (that message names the service).
+  const outage = !scope ? serviceOf(row.kind) : null;
+  if (outage) {
     return {
       type: "service_down",
-      // Misconfigured: it answers, refusing our configuration; a probe each cool-down sees it fixed.
-      message:
-        breaker.state === "misconfigured"
-          ? `Waiting for ${name}, which refuses our configuration since ${clock(breaker.since)} (${formatDuration((live.now.getTime() - breaker.since.getTime()) / env().BOUNDED_TIME_SCALE)}: ${breaker.error ?? "refused"})${probe}. It resumes by itself once the configuration is fixed (npm run provider:check says what is wrong).`
-          : `Waiting for ${name}, down since ${clock(breaker.since)} (${formatDuration((live.now.getTime() - breaker.since.getTime()) / env().BOUNDED_TIME_SCALE)}: ${breaker.error ?? "no answer"})${probe}. It resumes by itself.`,
-      since: iso(breaker.since),
-      ...(breaker.probeAt && breaker.probeAt > live.now ? { until: iso(breaker.probeAt) } : {}),
+      message: `Gave its slot back while ${SERVICE_NAMES[outage]} was down; it answers again, and the job goes back in line at ${clock(wakeUpAt)}.`,
+      ...at,
       detail: {
         type: "service_down",
-        service,
-        serviceName: name,
-        error: breaker.error,
-        answersAgain: false,
-        misconfigured: breaker.state === "misconfigured",
+        service: outage,
+        serviceName: SERVICE_NAMES[outage],
+        error: null,
+        answersAgain: true,
+        misconfigured: false,
       },
     };
   }
-
-  const waitingOut = row.status === "delayed" && row.wakeUpAt !== null && row.wakeUpAt > live.now;
-  if (waitingOut) {
-    const since = iso(row.heartbeatAt ?? row.createdAt);
-    const until = iso(row.wakeUpAt!);
-    const scope = deferralScope(row.message);
-    // A deferral names a scope unless it waited for an outage (that message names the service).
-    const outage = !scope && service ? service : null;
-    if (outage) {
-      // Waited for an outage that is over: it is only waiting for its wake-up.
+  const provider = scope ? parseProviderScope(scope) : null;
+  const slots = provider ? await live.provider(provider) : null;
+  if (provider && slots) {
+    const held = slots.inFlightByTenant[row.tenantId] ?? 0;
+    const tenants = new Set([...Object.keys(slots.inFlightByTenant), ...slots.waiting, row.tenantId]);
+    const share = Math.ceil(slots.concurrency / tenants.size);
+    if (tenants.size > 1 && held >= share) {
       return {
-        type: "service_down",
-        message: `Gave its slot back while ${SERVICE_NAMES[outage]} was down; it answers again, and the job goes back in line at ${clock(row.wakeUpAt!)}.`,
-        since,
-        until,
-        detail: {
-          type: "service_down",
-          service: outage,
-          serviceName: SERVICE_NAMES[outage],
-          error: null,
-          answersAgain: true,
-          misconfigured: false,
-        },
+        type: "tenant_share",
+        message: `Its tenant holds ${held} of the ${provider} provider's ${slots.concurrency} slots, its fair share while ${tenants.size} tenants want them: it waits for its own calls to finish (back at ${clock(wakeUpAt)}).`,
+        ...at,
+        detail: { type: "tenant_share", provider, held, share, concurrency: slots.concurrency, tenants: tenants.size },
       };
     }
-    const provider = scope ? parseProviderScope(scope) : null;
-    const slots = provider ? await live.provider(provider) : null;
-    if (provider && slots) {
-      const held = slots.inFlightByTenant[row.tenantId] ?? 0;
-      const tenants = new Set([...Object.keys(slots.inFlightByTenant), ...slots.waiting, row.tenantId]);
-      const share = Math.ceil(slots.concurrency / tenants.size);
-      if (tenants.size > 1 && held >= share) {
-        return {
-          type: "tenant_share",
-          message: `Its tenant holds ${held} of the ${provider} provider's ${slots.concurrency} slots, its fair share while ${tenants.size} tenants want them: it waits for its own calls to finish (back at ${clock(row.wakeUpAt!)}).`,
-          since,
-          until,
-          detail: {
-            type: "tenant_share",
-            provider,
-            held,
-            share,
-            concurrency: slots.concurrency,
-            tenants: tenants.size,
-          },
-        };
-      }
-      if (slots.inFlight >= slots.concurrency) {
-        return {
-          type: "provider_slots",
-          message: `All ${slots.concurrency} slots of the ${provider} provider are taken (${held} by this tenant): it gave its worker slot back until ${clock(row.wakeUpAt!)}.`,
-          since,
-          until,
-          detail: { type: "provider_slots", provider, inFlight: slots.inFlight, concurrency: slots.concurrency },
-        };
-      }
+    if (slots.inFlight >= slots.concurrency) {
+      return {
+        type: "provider_slots",
+        message: `All ${slots.concurrency} slots of the ${provider} provider are taken (${held} by this tenant): it gave its worker slot back until ${clock(wakeUpAt)}.`,
+        ...at,
+        detail: { type: "provider_slots", provider, inFlight: slots.inFlight, concurrency: slots.concurrency },
+      };
     }
-    const w = windowName(scope ?? "its rate limit");
-    return {
-      type: "rate_limit",
-      message: `Waiting for ${w.window} until ${clock(row.wakeUpAt!)}; it resumes by itself.`,
-      since,
-      until,
-      detail: { type: "rate_limit", ...w },
-    };
   }
+  const w = windowName(scope ?? "its rate limit");
+  return {
+    type: "rate_limit",
+    message: `Waiting for ${w.window} until ${clock(wakeUpAt)}; it resumes by itself.`,
+    ...at,
+    detail: { type: "rate_limit", ...w },
+  };
+}
 
+/** 6. Nothing is wrong: it waits for its turn (a delayed job whose wake-up has passed is back in line too). */
+async function behindJobs({ row, live, options }: CauseCheck): Promise<BlockedBy> {
   if (options.place === false) {
     // Only the cause is wanted (the Queues page's tally): the place in line is not read.
     const slots = live.slots.get(row.queue) ?? { workers: 0, slots: 0 };
@@ -460,10 +460,38 @@ export async function blockedByOf(
       busySlots: 0,
       slots: slots.slots,
     };
-    return { type: "behind_jobs", message: `Waiting its turn on ${row.queue}.`, since: iso(queuedSince), detail };
+    return { type: "behind_jobs", message: `Waiting its turn on ${row.queue}.`, since: iso(queuedSince(row)), detail };
   }
   const line = await placeInLine(row, live, options.whose ?? true);
-  return { type: "behind_jobs", message: behindMessage(line), since: iso(queuedSince), detail: line };
+  return { type: "behind_jobs", message: behindMessage(line), since: iso(queuedSince(row)), detail: line };
+}
+
+/** The causes in their precedence (see the top of this file): the first that holds is the answer. */
+const CAUSES: readonly ((check: CauseCheck) => BlockedBy | null | Promise<BlockedBy | null>)[] = [
+  queuePaused,
+  noWorker,
+  quotaEmpty,
+  serviceDown,
+  deferred,
+  behindJobs,
+];
+
+/**
+ * Why `row` is not running, from `live` (read once by the caller; see `readLiveState`), or null
+ * when it is not waiting. `whose` counts whose jobs are ahead in line (a few more reads; the
+ * Queues page's sample leaves it out).
+ */
+export async function blockedByOf(
+  row: BlockedRow,
+  live: LiveState,
+  options: { whose?: boolean; place?: boolean } = {},
+): Promise<BlockedBy | null> {
+  if (!OPEN_WAITING.has(row.status)) return null;
+  for (const cause of CAUSES) {
+    const found = await cause({ row, live, options });
+    if (found) return found;
+  }
+  return null;
 }
 
 /** Why job `id` is not running now; null when it is not waiting (or does not exist). */
