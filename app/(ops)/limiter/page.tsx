@@ -120,45 +120,7 @@ export default async function LimiterPage({ searchParams }: { searchParams: Prom
         )}
       </ChartWithSummary>
 
-      <section className="panel" aria-labelledby="delayed-title">
-        <h2 id="delayed-title">Jobs waiting for a window</h2>
-        <DataTable
-          headings={["Job", "Tenant", "Waiting for", "Wakes up", num("Reschedules"), num("Pages done")]}
-          rows={r.delayed}
-          empty="No job is waiting in delayed."
-          testId="delayed-jobs"
-        >
-          {(d) => (
-            <tr key={d.id}>
-              <td>
-                <JobLink id={d.id} />
-              </td>
-              <td>{d.tenant}</td>
-              <td className="small">{d.message ?? "—"}</td>
-              <td>
-                {d.dueInSeconds === null ? (
-                  "—"
-                ) : d.overdue ? (
-                  <span className="badge bad" title={`queue state: ${d.queueState ?? "unknown"}`}>
-                    {formatDuration(-d.dueInSeconds * 1000)} overdue
-                  </span>
-                ) : d.dueInSeconds > 0 ? (
-                  `in ${formatDuration(d.dueInSeconds * 1000)}`
-                ) : (
-                  "now"
-                )}
-                <div className="small muted">{fmtTime(d.wakeUpAt)}</div>
-              </td>
-              <td className="num">{formatCount(d.reschedules)}</td>
-              <td className="num">{fmtOutOf(d.processed, d.total)}</td>
-            </tr>
-          )}
-        </DataTable>
-        <p className="small muted" style={{ marginBottom: 0 }}>
-          A delayed job is never reaped; one still delayed {formatDuration(r.overdueAfterSeconds * 1000)} after its
-          wake-up time is flagged here and on the stuck page.
-        </p>
-      </section>
+      <DelayedJobs r={r} />
 
       <div className={styles.two}>
         <section className="panel" aria-labelledby="tenants-title">
@@ -203,40 +165,92 @@ export default async function LimiterPage({ searchParams }: { searchParams: Prom
         </section>
       </div>
 
-      <section className="panel" aria-labelledby="states-title">
-        <h2 id="states-title">Buckets in use now</h2>
-        {r.bucketStates === null ? (
-          <p className="form-error" role="alert">
-            The buckets cannot be read right now (Redis does not answer).
-          </p>
-        ) : (
-          <DataTable
-            headings={["Scope", "Tokens", num("Next token"), num("Full again")]}
-            rows={r.bucketStates}
-            empty="No bucket was used recently: every tenant’s buckets are full."
-            testId="bucket-states"
-          >
-            {(b) => (
-              <tr key={b.scope}>
-                <td className="mono">{b.scope}</td>
-                <td>
-                  <span className={styles.meter} aria-hidden="true">
-                    <span style={{ width: `${Math.min(100, (b.tokens / b.capacity) * 100)}%` }} />
-                  </span>
-                  {fmtTokens(b.tokens)} of {formatCount(b.capacity)}
-                </td>
-                <td className="num">
-                  {b.nextTokenSeconds <= 0 ? "available" : `in ${formatDuration(b.nextTokenSeconds * 1000)}`}
-                </td>
-                <td className="num">{b.fullSeconds <= 0 ? "full" : `in ${formatDuration(b.fullSeconds * 1000)}`}</td>
-              </tr>
-            )}
-          </DataTable>
-        )}
-      </section>
+      <BucketStates r={r} />
 
       <ProviderLimits providers={r.providers} />
       <TokenLimits providers={r.providers} asOf={r.asOf} timeScale={r.timeScale} />
     </main>
+  );
+}
+
+/** The jobs waiting in delayed for a window, with when each wakes up (and which are overdue). */
+function DelayedJobs({ r }: { r: LimiterReport }) {
+  return (
+    <section className="panel" aria-labelledby="delayed-title">
+      <h2 id="delayed-title">Jobs waiting for a window</h2>
+      <DataTable
+        headings={["Job", "Tenant", "Waiting for", "Wakes up", num("Reschedules"), num("Pages done")]}
+        rows={r.delayed}
+        empty="No job is waiting in delayed."
+        testId="delayed-jobs"
+      >
+        {(d) => (
+          <tr key={d.id}>
+            <td>
+              <JobLink id={d.id} />
+            </td>
+            <td>{d.tenant}</td>
+            <td className="small">{d.message ?? "—"}</td>
+            <td>
+              {d.dueInSeconds === null ? (
+                "—"
+              ) : d.overdue ? (
+                <span className="badge bad" title={`queue state: ${d.queueState ?? "unknown"}`}>
+                  {formatDuration(-d.dueInSeconds * 1000)} overdue
+                </span>
+              ) : d.dueInSeconds > 0 ? (
+                `in ${formatDuration(d.dueInSeconds * 1000)}`
+              ) : (
+                "now"
+              )}
+              <div className="small muted">{fmtTime(d.wakeUpAt)}</div>
+            </td>
+            <td className="num">{formatCount(d.reschedules)}</td>
+            <td className="num">{fmtOutOf(d.processed, d.total)}</td>
+          </tr>
+        )}
+      </DataTable>
+      <p className="small muted" style={{ marginBottom: 0 }}>
+        A delayed job is never reaped; one still delayed {formatDuration(r.overdueAfterSeconds * 1000)} after its
+        wake-up time is flagged here and on the stuck page.
+      </p>
+    </section>
+  );
+}
+
+/** Each tenant bucket in use now: its tokens, the next one, and when it is full again. */
+function BucketStates({ r }: { r: LimiterReport }) {
+  return (
+    <section className="panel" aria-labelledby="states-title">
+      <h2 id="states-title">Buckets in use now</h2>
+      {r.bucketStates === null ? (
+        <p className="form-error" role="alert">
+          The buckets cannot be read right now (Redis does not answer).
+        </p>
+      ) : (
+        <DataTable
+          headings={["Scope", "Tokens", num("Next token"), num("Full again")]}
+          rows={r.bucketStates}
+          empty="No bucket was used recently: every tenant’s buckets are full."
+          testId="bucket-states"
+        >
+          {(b) => (
+            <tr key={b.scope}>
+              <td className="mono">{b.scope}</td>
+              <td>
+                <span className={styles.meter} aria-hidden="true">
+                  <span style={{ width: `${Math.min(100, (b.tokens / b.capacity) * 100)}%` }} />
+                </span>
+                {fmtTokens(b.tokens)} of {formatCount(b.capacity)}
+              </td>
+              <td className="num">
+                {b.nextTokenSeconds <= 0 ? "available" : `in ${formatDuration(b.nextTokenSeconds * 1000)}`}
+              </td>
+              <td className="num">{b.fullSeconds <= 0 ? "full" : `in ${formatDuration(b.fullSeconds * 1000)}`}</td>
+            </tr>
+          )}
+        </DataTable>
+      )}
+    </section>
   );
 }

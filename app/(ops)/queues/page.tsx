@@ -207,63 +207,65 @@ export default async function QueuesPage() {
 
       <div className={styles.cards}>
         {o.queues.map((q) => (
-          <section
-            key={q.queue}
-            className="panel"
-            aria-labelledby={`q-${q.queue}`}
-            data-testid={`queue-card-${q.queue}`}
-          >
-            <div className={styles.head}>
-              <div>
-                <h2 id={`q-${q.queue}`} className="mono">
-                  {q.queue}
-                </h2>
-                <p className="small muted" style={{ margin: 0 }} data-testid={`queue-${q.queue}-state`}>
-                  {q.paused
-                    ? `Paused by ${q.paused.by} since ${fmtTime(q.paused.since)}: running jobs finish, nothing new starts.`
-                    : "Running."}
-                </p>
-                <WaitCause cause={causeOf.get(q.queue)} />
-              </div>
-              <PauseForm queue={q.queue} paused={q.paused !== null} canAct={isOperator} />
-            </div>
-            <div className={styles.body}>
-              <ThroughputChart
-                perMinute={q.throughput.perMinute}
-                label={throughputLabel(q)}
-                testId={`queue-${q.queue}-chart`}
-              />
-              <dl className="facts" aria-label={`${q.queue} throughput`}>
-                <dt>completed, last {THROUGHPUT_MINUTES === 60 ? "hour" : `${THROUGHPUT_MINUTES} min`}</dt>
-                <dd>{formatCount(q.throughput.lastHour)}</dd>
-                <dt>rate, last {RECENT_MINUTES} min</dt>
-                <dd>{formatPerMinute(q.throughput.recentPerMinute)}</dd>
-                <dt>busiest minute</dt>
-                <dd>{formatCount(Math.max(...q.throughput.perMinute))}</dd>
-                <dt>drain</dt>
-                <dd>{drainText(q)}</dd>
-              </dl>
-            </div>
-            <h3 className="small" style={{ margin: "0.75rem 0 0" }}>
-              Tenants with the most waiting jobs
-            </h3>
-            {q.topTenants.length === 0 ? (
-              <p className="small muted" style={{ margin: "0.25rem 0 0" }}>
-                Nobody’s jobs are waiting.
-              </p>
-            ) : (
-              <ul className={styles.tenants}>
-                {q.topTenants.map((t) => (
-                  <li key={t.tenant}>
-                    <Link href={`/jobs?status=queued&q=${encodeURIComponent(t.tenant)}`}>{t.tenant}</Link>
-                    <span>{formatCount(t.waiting)} waiting</span>
-                  </li>
-                ))}
-              </ul>
-            )}
-          </section>
+          <QueueCard key={q.queue} q={q} cause={causeOf.get(q.queue)} canAct={isOperator} />
         ))}
       </div>
     </main>
+  );
+}
+
+/** One queue's card: its state and what its jobs wait for, the pause control, throughput, and whose jobs wait. */
+function QueueCard({ q, cause, canAct }: { q: QueueOverview; cause: QueueCause | undefined; canAct: boolean }) {
+  return (
+    <section className="panel" aria-labelledby={`q-${q.queue}`} data-testid={`queue-card-${q.queue}`}>
+      <div className={styles.head}>
+        <div>
+          <h2 id={`q-${q.queue}`} className="mono">
+            {q.queue}
+          </h2>
+          <p className="small muted" style={{ margin: 0 }} data-testid={`queue-${q.queue}-state`}>
+            {q.paused
+              ? `Paused by ${q.paused.by} since ${fmtTime(q.paused.since)}: running jobs finish, nothing new starts.`
+              : "Running."}
+          </p>
+          <WaitCause cause={cause} />
+        </div>
+        <PauseForm queue={q.queue} paused={q.paused !== null} canAct={canAct} />
+      </div>
+      <div className={styles.body}>
+        <ThroughputChart
+          perMinute={q.throughput.perMinute}
+          label={throughputLabel(q)}
+          testId={`queue-${q.queue}-chart`}
+        />
+        <dl className="facts" aria-label={`${q.queue} throughput`}>
+          <dt>completed, last {THROUGHPUT_MINUTES === 60 ? "hour" : `${THROUGHPUT_MINUTES} min`}</dt>
+          <dd>{formatCount(q.throughput.lastHour)}</dd>
+          <dt>rate, last {RECENT_MINUTES} min</dt>
+          <dd>{formatPerMinute(q.throughput.recentPerMinute)}</dd>
+          <dt>busiest minute</dt>
+          <dd>{formatCount(Math.max(...q.throughput.perMinute))}</dd>
+          <dt>drain</dt>
+          <dd>{drainText(q)}</dd>
+        </dl>
+      </div>
+      <h3 className="small" style={{ margin: "0.75rem 0 0" }}>
+        Tenants with the most waiting jobs
+      </h3>
+      {q.topTenants.length === 0 ? (
+        <p className="small muted" style={{ margin: "0.25rem 0 0" }}>
+          Nobody’s jobs are waiting.
+        </p>
+      ) : (
+        <ul className={styles.tenants}>
+          {q.topTenants.map((t) => (
+            <li key={t.tenant}>
+              <Link href={`/jobs?status=queued&q=${encodeURIComponent(t.tenant)}`}>{t.tenant}</Link>
+              <span>{formatCount(t.waiting)} waiting</span>
+            </li>
+          ))}
+        </ul>
+      )}
+    </section>
   );
 }
