@@ -41,8 +41,8 @@ for (const seed of regressionSeeds()) {
     test.setTimeout(900_000);
     const report = await runChaos({
       ...defaultRun(seed, {
-        ports: { web: 3104, sim: 4114, redis: 6394 },
-        pgPort: 5494,
+        ports: { web: 3105, sim: 4115, redis: 6395 },
+        pgPort: 5495,
         database: "bounded_e2e_chaos_regression",
       }),
       log: () => undefined,

@@ -166,3 +166,51 @@ test("the histogram API is for viewers: 401 anonymous, 422 for an unknown range,
   expect(h.buckets).toHaveLength(34);
   expect(h.options.queues).toContain(QUEUE);
 });
+
+test("the call allowance: the line on /model-calls, its sentence, the API and bounded_call_allowance_seconds agree, and it is a call's, not a row's", async ({
+  operatorPage: page,
+  request,
+}) => {
+  const auth = { authorization: `Bearer ${E2E_ENV.BOUNDED_BOOTSTRAP_TOKEN}` };
+  const api = await request.get("/api/model-calls/histogram?range=24h&queue=imports&kind=csv_import", {
+    headers: auth,
+  });
+  expect(api.status()).toBe(200);
+  const a = (await api.json()).callAllowance;
+  // Rows go eight to a call, and a job's calls go side by side: the budget over the rounds of calls, not over the rows.
+  expect(a).toMatchObject({ queue: "imports", itemsPerCall: 8 });
+  expect(a.callsPerJob).toBe(Math.ceil(a.medianItems / 8));
+  expect(a.rounds).toBe(Math.ceil(a.callsPerJob / a.callsAtOnce));
+  expect(a.allowanceMs).toBe(Math.round(a.softMs / a.rounds));
+  expect(a.allowanceMs).toBeGreaterThan(a.softMs / a.medianItems);
+
+  // The gauge the latency alert compares against (recomputed at most once a minute, so only its shape is checked here).
+  const metrics = await (await request.get("/api/metrics?sources=web")).text();
+  const gauge = /^bounded_call_allowance_seconds\{[^}]*queue="imports"[^}]*kind="csv_import"[^}]*\} (\S+)$/m.exec(
+    metrics,
+  );
+  expect(Number(gauge?.[1])).toBeGreaterThan(0);
+  expect(Number(gauge?.[1])).toBeLessThanOrEqual(a.softMs / 1000);
+
+  // A call of the kind on its queue, so the chart (and the line on it) is drawn whatever other specs ran.
+  const model = `${QUEUE}-allowance`;
+  await sql(
+    `INSERT INTO "ModelCall" ("queue", "jobKind", "jobId", "model", "type", "startedAt", "durationMs", "outcome")
+     VALUES ('imports', 'csv_import', $1::uuid, $2, 'model', (now() AT TIME ZONE 'UTC') - interval '5 minutes', 5000, 'ok')`,
+    [JOB_ID, model],
+  );
+  try {
+    await page.goto(`/model-calls?range=24h&queue=imports&kind=csv_import&model=${model}`);
+    const note = page.getByTestId("call-allowance");
+    await expect(note).toContainText(`Call allowance ${formatDuration(a.allowanceMs)}`);
+    await expect(note).toContainText(a.rounds === 1 ? "in one round" : `in ${a.rounds} rounds`);
+    await expect(
+      page.getByTestId("latency-chart").getByText(`call allowance ${formatDuration(a.allowanceMs)}`),
+    ).toBeVisible();
+    await page.screenshot({ path: "test-results/model-calls-allowance.png", fullPage: true });
+  } finally {
+    await sql(`DELETE FROM "ModelCall" WHERE model = $1`, [model]);
+    await sql(`DELETE FROM "ModelCallRollup" WHERE model = $1`, [model]);
+    await sql(`DELETE FROM "ModelCallRollupDay" WHERE model = $1`, [model]);
+  }
+});

@@ -10,6 +10,7 @@ import {
   type LatencyHistogram,
 } from "@/lib/modelcalls/queries";
 import { formatCount } from "@/lib/format/number";
+import { countLabel } from "@/lib/jobs/messages";
 import { fmtTime } from "../../components/format";
 import { PageHead } from "../../components/page-head";
 import { ChartWithSummary } from "../../components/chart-with-summary";
@@ -268,7 +269,7 @@ function AllowanceNote({ kind, allowance: a }: { kind: string | undefined; allow
     <p className={`small ${styles.budget}`} data-testid="call-allowance">
       <strong>Call allowance {formatDuration(a.allowanceMs)}</strong> (dashed line): what one call may take on average
       for a typical job to finish inside the soft budget of <span className="mono">{a.queue}</span>,{" "}
-      {formatDuration(a.softMs)}. A typical job has {formatCount(Math.round(a.medianItems))} items (median of{" "}
+      {formatDuration(a.softMs)}. A typical job has {countLabel(Math.round(a.medianItems), "item")} (median of{" "}
       {formatCount(a.jobs)} {a.jobs === 1 ? "job" : "jobs"} of the last 7 days),{" "}
       {a.itemsPerCall === 1 ? "one a call" : `${formatCount(a.itemsPerCall)} to a call`}: {formatCount(a.callsPerJob)}{" "}
       {a.callsPerJob === 1 ? "call" : "calls"}, {formatCount(a.callsAtOnce)} at once, so {rounds}. Calls right of the
