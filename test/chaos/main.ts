@@ -70,6 +70,8 @@ const args = parsed.data;
 const seeds = args.regression ? regressionSeeds() : Array.from({ length: args.seeds }, (_, i) => args.seed + i);
 
 ensureBuild();
+// Ctrl-C or a kill ends the run through `exit`, whose handlers take its processes down with it.
+for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => process.exit(130));
 const reports: ChaosReport[] = [];
 for (const seed of seeds) {
   const report = await runChaos({

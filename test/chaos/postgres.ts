@@ -10,6 +10,12 @@ import { join } from "node:path";
 
 const BIN = process.env.BOUNDED_PG_BIN ?? "/usr/lib/postgresql/15/bin";
 
+/** Clusters not destroyed yet: a run stopped mid-way (Ctrl-C, a kill) still stops them and removes their directories. */
+const live = new Set<PrivatePostgres>();
+process.once("exit", () => {
+  for (const pg of live) pg.destroy();
+});
+
 export class PrivatePostgres {
   private readonly dir: string;
   private readonly asPostgres: boolean;
@@ -24,6 +30,7 @@ export class PrivatePostgres {
       this.gid = Number(execFileSync("id", ["-g", "postgres"], { encoding: "utf8" }).trim());
       chownSync(this.dir, this.uid, this.gid);
     }
+    live.add(this);
   }
 
   /** The URL of `database` on this cluster. */
@@ -61,6 +68,7 @@ export class PrivatePostgres {
 
   /** Stops the server if it runs and removes its directory. */
   destroy(): void {
+    live.delete(this);
     try {
       this.run("pg_ctl", ["-D", this.data, "-m", "immediate", "-w", "-t", "30", "stop"]);
     } catch {

@@ -30,6 +30,16 @@ interface Proc {
   exited: boolean;
 }
 
+/**
+ * Systems not stopped yet. A run that is stopped (Ctrl-C, a kill) takes their parts down with it
+ * on its way out: left behind, they hold the ports the next run needs, and a process whose logs go
+ * nowhere spins.
+ */
+const running = new Set<ChaosSystem>();
+process.once("exit", () => {
+  for (const system of running) system.killAllNow();
+});
+
 export class ChaosSystem {
   readonly env: Record<string, string>;
   readonly logDir: string;
@@ -48,6 +58,18 @@ export class ChaosSystem {
     this.logDir = join(ROOT, "test-results", new URL(env.DATABASE_URL!).pathname.slice(1));
     this.redisDir = join(this.logDir, "redis-data");
     this.env = { ...env, REDIS_URL: `redis://127.0.0.1:${ports.redis}` };
+    running.add(this);
+  }
+
+  /** SIGKILL to every part still running, at once and synchronously (for a process on its way out). */
+  killAllNow(): void {
+    for (const p of this.procs.values())
+      if (!p.exited)
+        try {
+          process.kill(-p.child.pid!, "SIGKILL");
+        } catch {
+          /* already gone */
+        }
   }
 
   get baseUrl(): string {
@@ -109,6 +131,7 @@ export class ChaosSystem {
 
   async stop(): Promise<void> {
     this.stopping = true;
+    running.delete(this);
     // Workers first (their jobs stop), then the rest; SIGKILL: what is checked is in PostgreSQL.
     for (const part of [...this.workers(), "web", "sim", "redis"] as Part[]) await this.kill(part);
   }
