@@ -401,6 +401,7 @@ async function handleItem<T>(
         effect: await untilAborted(handle(item, { index, row, signal: pass.itemSignal }), sliceOver.signal),
       };
     } catch (err) {
+      // A deadline that arrives as any error (wrapped, re-thrown, swallowed into another) is still the deadline.
       if (loop.signal.aborted) throw loop.signal.reason;
       if (sliceOver.signal.aborted) throw sliceOver.signal.reason;
       // A long wait for a limit gives the worker slot back only when the whole job would wait:
