@@ -52,9 +52,16 @@ function newRequest(peer: string, extra: Record<string, string> = {}) {
   request.headers = new Headers({ host: HOST, [PEER_HEADER]: peer, ...extra });
 }
 const run = randomBytes(3).toString("hex");
-/** Addresses no other test of this run uses. */
-let addressSeq = 10 + (parseInt(run, 16) % 200);
-const freshAddress = () => `198.51.${addressSeq % 250}.${(addressSeq++ * 7) % 250}`;
+/**
+ * Addresses no other test of this run uses, nor (almost surely) an earlier run within the
+ * throttle's window: from a random start among 62,500 (a start among 200 let a run soon after
+ * another meet the addresses it had throttled, and every sign-in of a test was refused).
+ */
+let addressSeq = parseInt(run, 16) % 62_500;
+const freshAddress = () => {
+  const n = addressSeq++ % 62_500;
+  return `198.51.${Math.floor(n / 250)}.${n % 250}`;
+};
 
 async function makeUser(role: "viewer" | "operator") {
   const username = `sec-${role}-${run}-${randomBytes(2).toString("hex")}`;
