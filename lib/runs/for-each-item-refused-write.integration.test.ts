@@ -1,10 +1,8 @@
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { closeDb, db } from "@/lib/db/client";
-import { logger } from "@/lib/log";
-import { makeJob } from "@/test/helpers/jobs";
+import { itemLoopOnNewJob } from "@/test/helpers/jobs";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
-import { forEachItem, type ItemLoop } from "./for-each-item";
-import { startAttempt } from "./attempt";
+import { forEachItem } from "./for-each-item";
 import { groupedWrite } from "./commit";
 import type { Prisma } from "@/lib/db/client";
 
@@ -17,17 +15,7 @@ afterAll(() => closeDb());
 async function loopFor(total: number, concurrency: number) {
   const slug = uniqueTenantSlug("refused");
   tenants.push(slug);
-  const { id, tenantId } = await makeJob(slug, { total, softMs: 600_000, hardMs: 900_000 });
-  const run = (await startAttempt(id))!;
-  const loop: ItemLoop = {
-    jobId: id,
-    attempt: run.attempt,
-    cursor: 0,
-    concurrency,
-    signal: new AbortController().signal,
-    log: logger("test"),
-  };
-  return { id, tenantId, loop };
+  return itemLoopOnNewJob(slug, { total, concurrency });
 }
 
 const items = (n: number) => Array.from({ length: n }, (_, i) => i + 1);

@@ -1,12 +1,10 @@
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { closeDb, db, type Prisma } from "@/lib/db/client";
-import { logger } from "@/lib/log";
-import { makeJob } from "@/test/helpers/jobs";
+import { itemLoopOnNewJob } from "@/test/helpers/jobs";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
 import { AttemptFenced, DeadlineExceeded, ItemError, JobCancelled, WorkerShutdown } from "@/lib/core/signals";
 import { ModelCallError } from "@/lib/modelcalls/errors";
-import { forEachItem, POISON_TRIES, type ItemLoop } from "./for-each-item";
-import { startAttempt } from "./attempt";
+import { forEachItem, POISON_TRIES } from "./for-each-item";
 import { poisonReason } from "./item-fault";
 
 // The one rule at the commit boundary (lib/runs/item-fault.ts): a row is recorded as failed only
@@ -26,16 +24,7 @@ const AIMED = 3;
 async function loopFor(controller = new AbortController(), concurrency = 1) {
   const slug = uniqueTenantSlug("fault");
   tenants.push(slug);
-  const { id } = await makeJob(slug, { total: ROWS, softMs: 600_000, hardMs: 900_000 });
-  const run = (await startAttempt(id))!;
-  const loop: ItemLoop = {
-    jobId: id,
-    attempt: run.attempt,
-    cursor: 0,
-    concurrency,
-    signal: controller.signal,
-    log: logger("test"),
-  };
+  const { id, loop } = await itemLoopOnNewJob(slug, { total: ROWS, concurrency, signal: controller.signal });
   return { id, loop, controller };
 }
 
