@@ -14,6 +14,7 @@ import { logger } from "@/lib/log";
 import { metrics } from "@/lib/metrics/metrics";
 import { startMetricsPublisher } from "@/lib/reports/metrics-publish";
 import { flushModelCallRecords } from "@/lib/modelcalls/record";
+import { flushProjections } from "@/lib/runs/projection-writes";
 import { closeQueues } from "@/lib/queues/queues";
 import { closeRedis, createRedis, key } from "@/lib/redis/client";
 import { scaled } from "@/lib/time";
@@ -166,6 +167,7 @@ async function main() {
     await closeWebhookQueue();
     await closeRedis();
     await flushModelCallRecords();
+    await flushProjections();
     await closeDb();
     await stopTracing();
     log.info("workers stopped");

@@ -142,15 +142,18 @@ interface Measured {
   itemBytes: number;
 }
 
-/** The kind's measured item and call figures over the window, production ms (null figures: too few). */
-async function measure(
-  kind: string,
-  now: Date,
-): Promise<Partial<Measured> & { items: number; calls: number; tokenItems: number }> {
+type KindMeasures = Partial<Measured> & { items: number; calls: number; tokenItems: number };
+
+/**
+ * The kind's measured item and call figures over the window, production ms (null figures: too
+ * few). Every read is of a summary kept as the work happens — the call rollups, the kind's daily
+ * figures — so its cost is a week of summary rows whatever the history.
+ */
+async function measure(kind: string, now: Date): Promise<KindMeasures> {
   const since = new Date(now.getTime() - PROJECTION_WINDOW_DAYS * 86_400_000);
   const provider = kindSpec(kind)?.provider;
   const callType = provider === "ocr" ? "ocr" : "model";
-  const [sums, p99, [tokens], [bytes]] = await Promise.all([
+  const [sums, p99, [figures]] = await Promise.all([
     db().$queryRaw<{ type: string; n: number; total: number }[]>`
       SELECT type::text AS type, sum(count)::float8 AS n, sum("sumMs")::float8 AS total FROM "ModelCallRollup"
       WHERE "jobKind" = ${kind} AND type::text IN ('item', ${callType})
@@ -158,12 +161,14 @@ async function measure(
         AND hour < (${now.toISOString()}::timestamptz AT TIME ZONE 'UTC')
       GROUP BY type`,
     listP99Buckets([{ kind }], { since, until: now }, ["item"]),
-    db().$queryRaw<{ tokens: number | null; items: number | null }[]>`
-      SELECT sum(coalesce("promptTokens", 0) + coalesce("completionTokens", 0))::float8 AS tokens, sum("batchSize")::float8 AS items FROM "ModelCall"
-      WHERE "jobKind" = ${kind} AND type = 'model' AND outcome = 'ok' AND "promptTokens" IS NOT NULL AND "startedAt" >= ${since} AND "startedAt" < ${now}`,
-    db().$queryRaw<{ bytes: number | null; items: number | null }[]>`
-      SELECT sum(u."sizeBytes")::float8 AS bytes, sum(j.total)::float8 AS items FROM "Job" j JOIN "Upload" u ON u."jobId" = j.id
-      WHERE j.kind = ${kind} AND j.total > 0 AND j."createdAt" >= ${since} AND j."createdAt" < ${now}`,
+    db().$queryRaw<
+      { tokens: number | null; tokenItems: number | null; bytes: number | null; uploadItems: number | null }[]
+    >`
+      SELECT sum(tokens)::float8 AS tokens, sum("tokenItems")::float8 AS "tokenItems",
+             sum("uploadBytes")::float8 AS bytes, sum("uploadItems")::float8 AS "uploadItems"
+      FROM "KindFiguresDay"
+      WHERE "jobKind" = ${kind} AND day >= (${since.toISOString()}::timestamptz AT TIME ZONE 'UTC')::date
+        AND day <= (${now.toISOString()}::timestamptz AT TIME ZONE 'UTC')::date`,
   ]);
   const scale = env().BOUNDED_TIME_SCALE;
   const item = sums.find((s) => s.type === "item");
@@ -171,18 +176,53 @@ async function measure(
   const items = item?.n ?? 0;
   const calls = call?.n ?? 0;
   const itemP99 = p99.find((b) => b.type === "item");
-  const tokenItems = tokens?.items ?? 0;
+  const tokenItems = figures?.tokenItems ?? 0;
   return {
     items,
     calls,
     tokenItems,
-    ...(tokenItems >= MIN_ITEMS_MEASURED && tokens?.tokens ? { itemTokens: tokens.tokens / tokenItems } : {}),
-    ...(bytes?.items && bytes.bytes ? { itemBytes: bytes.bytes / bytes.items } : {}),
+    ...(tokenItems >= MIN_ITEMS_MEASURED && figures?.tokens ? { itemTokens: figures.tokens / tokenItems } : {}),
+    ...(figures?.uploadItems && figures.bytes ? { itemBytes: figures.bytes / figures.uploadItems } : {}),
     ...(items >= MIN_ITEMS_MEASURED && itemP99
       ? { itemMeanMs: item!.total / items / scale, itemP99Ms: p99FromBucket(itemP99.bucket, itemP99.maxMs) / scale }
       : {}),
     ...(calls >= MIN_CALLS_MEASURED ? { callMeanMs: call!.total / calls / scale } : {}),
   };
+}
+
+/** A kind's measures and its provider's tokens per minute, as read at `at` (real ms) for a projection at `now`. */
+interface KindReading {
+  at: number;
+  now: number;
+  measures: KindMeasures;
+  tpm: number | null;
+}
+
+const readings = new Map<string, KindReading>();
+
+/** Forgets every kind's kept reading: the next projection reads afresh (for tests that change what was measured). */
+export function forgetKindReadings(): void {
+  readings.clear();
+}
+
+/**
+ * The kind's measures and tokens per minute, read afresh unless `reuseMs` allows a reading this
+ * process took less than that long ago for a moment as close: a week's measurements do not move
+ * in seconds, and a worker starting many small jobs then pays for them once, not per job.
+ */
+async function kindReading(
+  kind: string,
+  provider: string | undefined,
+  now: Date,
+  reuseMs: number,
+): Promise<KindReading> {
+  const kept = readings.get(kind);
+  const realNow = Date.now();
+  if (kept && realNow - kept.at < reuseMs && Math.abs(now.getTime() - kept.now) < reuseMs) return kept;
+  const [measures, tpm] = await Promise.all([measure(kind, now), tokensPerMinute(provider)]);
+  const reading = { at: realNow, now: now.getTime(), measures, tpm };
+  if (reuseMs > 0) readings.set(kind, reading);
+  return reading;
 }
 
 const n = (x: number) => formatCount(Math.round(x));
@@ -199,7 +239,7 @@ async function tokensPerMinute(provider: string | undefined): Promise<number | n
   }
 }
 
-/** Bytes an item of `jobId`'s upload holds (a part's: the file it was split from), or null without an upload. */
+/** Bytes an item of `jobId`'s upload holds (a part's: the file it was split from), or null without an upload (as a run's start reads it, lib/runs/attempt.ts). */
 async function jobItemBytes(jobId: string): Promise<number | null> {
   const [row] = await db().$queryRaw<{ bytes: number; items: number | null }[]>`
     SELECT u."sizeBytes"::float8 AS bytes, src.total::float8 AS items FROM "Job" j
@@ -211,6 +251,10 @@ async function jobItemBytes(jobId: string): Promise<number | null> {
 export interface ProjectOptions {
   /** The job projected: its own upload's bytes per item scale the tokens an item takes. */
   jobId?: string;
+  /** Those bytes per item, when the caller has them already (a run's start reads them): no read. */
+  itemBytes?: number | null;
+  /** Real ms a reading of the kind's measures this process took may be reused (0: read afresh). */
+  reuseMs?: number;
 }
 
 /**
@@ -227,10 +271,9 @@ export async function projectItems(
   const defaults = SPLITTABLE[kind as JobKind];
   const spec = kindSpec(kind);
   if (!defaults || !spec) return null;
-  const [m, tpm, ownBytes] = await Promise.all([
-    measure(kind, now),
-    tokensPerMinute(spec.provider),
-    options.jobId ? jobItemBytes(options.jobId) : null,
+  const [{ measures: m, tpm }, ownBytes] = await Promise.all([
+    kindReading(kind, spec.provider, now, options.reuseMs ?? 0),
+    options.itemBytes !== undefined ? options.itemBytes : options.jobId ? jobItemBytes(options.jobId) : null,
   ]);
   const itemMeanMs = Math.max(1, m.itemMeanMs ?? defaults.itemMeanMs);
   const tailMs = Math.max(0, (m.itemP99Ms ?? defaults.itemP99Ms) - itemMeanMs);

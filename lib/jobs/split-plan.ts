@@ -3,7 +3,14 @@ import { resolveBudget } from "@/lib/budgets/budgets";
 import { formatDuration } from "@/lib/format/duration";
 import type { JobKind } from "@/lib/catalog/catalog";
 import { nounOf } from "./messages";
-import { describeProjection, itemsPerPart, projectItems, SAFETY_FACTOR, type Projection } from "./projection";
+import {
+  describeProjection,
+  itemsPerPart,
+  projectItems,
+  SAFETY_FACTOR,
+  type ProjectOptions,
+  type Projection,
+} from "./projection";
 
 export const MIN_PARTS = 2;
 export const MAX_PARTS = 50;
@@ -51,12 +58,13 @@ export async function makePlan(
   job: { id: string; kind: string; queue: string; total: number; cursor: number },
   request: { parts?: number },
   now: Date,
+  options: Omit<ProjectOptions, "jobId"> = {},
 ): Promise<SplitPlan> {
   const kind = job.kind as JobKind;
   const noun = nounOf(kind);
   const remaining = job.total - job.cursor;
   // The job's own rows: long ones take more of a token limit than those measured (lib/jobs/projection.ts).
-  const projection = (await projectItems(kind, remaining, now, { jobId: job.id }))!;
+  const projection = (await projectItems(kind, remaining, now, { ...options, jobId: job.id }))!;
   const { softMs } = resolveBudget(job.queue, kind);
   const perPart = itemsPerPart(projection, softMs);
   const raw = Math.ceil(remaining / perPart);

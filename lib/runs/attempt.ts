@@ -22,6 +22,14 @@ export interface RunStart {
   budgetSource: string;
   /** Production ms earlier runs spent in a worker slot (a rescheduled job carries them over). */
   slotMsUsed: number;
+  /**
+   * What the projection at the start needs of the row beyond its counts, read by the start
+   * statement itself so that the projection costs no round trip of its own: whether the job sent
+   * rows to the batch service, and the bytes an item of its upload holds (a part's: its source's).
+   * Absent when the run was started another way; the projection then reads them.
+   */
+  sentToBatch?: boolean;
+  itemBytes?: number | null;
 }
 
 /** Budgets an operator set for a retry stay as they are; all others are what this worker resolves. */
@@ -112,7 +120,10 @@ async function startStatement(jobId: string, now: Date, budgets: PairBudget[] | 
       WHERE j.id = ${jobId}::uuid AND j.status::text <> ALL(${[...TERMINAL_STATUSES]})
         AND (${budgets === null} OR EXISTS (SELECT 1 FROM budget b WHERE b.queue = j.queue AND b.kind = j.kind))
       RETURNING j.attempt, j.cursor, j.kind, j.queue, j."tenantId", j."parentId", j.total, j.processed, j.failed, j.params,
-                j."budgetSoftMs", j."budgetHardMs", j."budgetSource", j."slotMsUsed"
+                j."budgetSoftMs", j."budgetHardMs", j."budgetSource", j."slotMsUsed",
+                EXISTS (SELECT 1 FROM "JobBatch" jb WHERE jb."jobId" = j.id) AS "sentToBatch",
+                (SELECT u."sizeBytes"::float8 / src.total FROM "Job" src JOIN "Upload" u ON u."jobId" = src.id
+                 WHERE src.id = coalesce(j."parentId", j.id) AND src.total > 0) AS "itemBytes"
     ), event AS (
       INSERT INTO "JobEvent" ("jobId", at, type, attempt, message)
       SELECT ${jobId}::uuid, ${at}::timestamptz AT TIME ZONE 'UTC', 'started', attempt,

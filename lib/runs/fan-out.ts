@@ -4,6 +4,13 @@ import { createPart, paramsObject, partOf, queuePart, storedSplitOf, type Stored
 import { fits, isSplittable, storedProjection, type Projection } from "@/lib/jobs/projection";
 import { makePlan, MIN_PARTS, type SplitPlan } from "@/lib/jobs/split-plan";
 import type { RunStart } from "./attempt";
+import { keepProjection } from "./projection-writes";
+
+/**
+ * Real ms a start may reuse the kind's measures another start of this process read: a week of
+ * measurements does not move in seconds, and a worker starting many small jobs reads them once.
+ */
+const KIND_READING_REUSE_MS = 15_000;
 
 /** Whether jobs that cannot fit their budget split themselves (`BOUNDED_AUTO_SPLIT`, on by default). */
 function autoSplitEnabled(): boolean {
@@ -32,18 +39,17 @@ export async function fanOutIfTooBig(run: RunStart, now = new Date()): Promise<F
   if (remaining <= 0) return { type: "not_projected" };
   // A job that sent its rows to the batch service is never split: the batch answers them, and its
   // last moment left room to finish the rest directly within the budget (./batch-lane.ts).
-  if ((await db().jobBatch.count({ where: { jobId: run.jobId } })) > 0) return { type: "not_projected" };
+  const sentToBatch = run.sentToBatch ?? (await db().jobBatch.count({ where: { jobId: run.jobId } })) > 0;
+  if (sentToBatch) return { type: "not_projected" };
   const plan = await makePlan(
     { id: run.jobId, kind: run.kind, queue: run.queue, total: run.total, cursor: run.cursor },
     {},
     now,
+    { reuseMs: KIND_READING_REUSE_MS, ...(run.itemBytes !== undefined ? { itemBytes: run.itemBytes } : {}) },
   );
   const params = paramsObject(run.params);
   if (fits(plan.projection, run.budgetSoftMs) || remaining < MIN_PARTS || !autoSplitEnabled()) {
-    await db().job.updateMany({
-      where: { id: run.jobId, attempt: run.attempt, status: "running" },
-      data: { params: { ...params, projection: storedProjection(plan.projection) } },
-    });
+    keepProjection(run.jobId, run.attempt, storedProjection(plan.projection));
     return { type: "fits", projection: plan.projection };
   }
   const split: StoredSplit = { by: "auto", ranges: plan.ranges };

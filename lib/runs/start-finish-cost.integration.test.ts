@@ -1,0 +1,86 @@
+import pg from "pg";
+import { afterAll, describe, expect, it } from "vitest";
+import { resolveBudget } from "@/lib/budgets/budgets";
+import { closeDb, db } from "@/lib/db/client";
+import { closeRedis } from "@/lib/redis/client";
+import { makeJob } from "@/test/helpers/jobs";
+import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
+import { startAttempt } from "./attempt";
+import { fanOutIfTooBig } from "./fan-out";
+import { finalizeJob } from "./finalize";
+import { flushProjections } from "./projection-writes";
+
+// What bench:overhead claims, held as a shape: a job's start (attempt, fence, budget, "started"
+// event, what its projection needs of the row) is one statement and its finish one more; the
+// projection reads its kind's measures once for many starts and is kept on the rows in batches.
+// Counted at the PostgreSQL client every query goes through.
+
+const tenant = uniqueTenantSlug("start-finish-cost");
+
+afterAll(async () => {
+  await deleteTenant(tenant);
+  await closeRedis();
+  await closeDb();
+});
+
+/** A csv_import row as an upload leaves it: its rows counted and its file stored. */
+async function importRow(rows: number): Promise<string> {
+  const { id } = await makeJob(tenant, { total: rows, softMs: 600_000, hardMs: 900_000 });
+  const content = Buffer.from(`date,amount\n${"2026-01-01,1.00\n".repeat(rows)}`);
+  await db().upload.create({
+    data: { jobId: id, filename: "f.csv", delimiter: ",", sizeBytes: content.length, content },
+  });
+  return id;
+}
+
+/** Starts, projects and finishes `id` as runJob does around a processor that does nothing. */
+async function startAndFinish(id: string): Promise<void> {
+  const now = new Date();
+  const run = await startAttempt(id, now, resolveBudget);
+  if (!run) throw new Error(`job ${id} did not start`);
+  expect((await fanOutIfTooBig(run, now)).type).toBe("fits");
+  expect(
+    await finalizeJob(id, run.attempt, {
+      status: "completed",
+      message: (row) => `Processed all ${row.processed + row.failed} rows.`,
+      from: ["running"],
+      known: run,
+    }),
+  ).toBe("completed");
+}
+
+/** The round trips `work` makes to PostgreSQL, every pooled connection counted. */
+async function roundTrips(work: () => Promise<void>): Promise<number> {
+  const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+  const real = proto.query;
+  let n = 0;
+  proto.query = function (this: unknown, ...args: unknown[]) {
+    n++;
+    return real.apply(this, args);
+  };
+  try {
+    await work();
+  } finally {
+    proto.query = real;
+  }
+  return n;
+}
+
+describe("what a job's start and finish cost the database", () => {
+  it("two statements a job: the projection's reads are shared by the starts and its writes batched", async () => {
+    const jobs = 20;
+    // One start first: it reads the kind's measures, which the next starts reuse.
+    await startAndFinish(await importRow(20));
+    const ids = [];
+    for (let i = 0; i < jobs; i++) ids.push(await importRow(20));
+    const trips = await roundTrips(async () => {
+      for (const id of ids) await startAndFinish(id);
+      await flushProjections();
+    });
+    // 2 a job, and the projections' batched writes: a handful at most for 20 starts.
+    expect(trips).toBeGreaterThanOrEqual(2 * jobs);
+    expect(trips).toBeLessThanOrEqual(2 * jobs + 4);
+    const rows = await db().job.findMany({ where: { id: { in: ids } }, select: { status: true, attempt: true } });
+    expect(rows.every((r) => r.status === "completed" && r.attempt === 1)).toBe(true);
+  });
+});
