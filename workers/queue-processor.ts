@@ -45,10 +45,12 @@ export function queueProcessor(
       async () => {
         try {
           await runJob(deps.processors, queueJob, deps.shutdown, log, deps.watch, token);
-        } finally {
-          // The final counts, best effort: not awaited, so how the queue job ended is recorded
-          // as soon as the row's is.
+        } catch (err) {
+          // The counts of a run that did not complete, best effort: not awaited, so how the queue
+          // job ended is recorded as soon as the row's is. A completed run copied its own from
+          // its finish (lib/runs/outcome.ts).
           if (jobId) void mirrorProgress(queueJob, jobId);
+          throw err;
         }
       },
     );

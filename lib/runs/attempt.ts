@@ -2,6 +2,7 @@ import type { ResolvedBudget } from "@/lib/budgets/budgets";
 import { db, type Prisma } from "@/lib/db/client";
 import { catalogPairs } from "@/lib/catalog/catalog";
 import { isTerminal, TERMINAL_STATUSES, type JobStatus } from "@/lib/core/job-statuses";
+import { REQUEST_EVENT, RETRY_EVENT } from "./cancel-request";
 
 /** What a run knows about its job once its attempt has started. */
 export interface RunStart {
@@ -30,6 +31,12 @@ export interface RunStart {
    */
   sentToBatch?: boolean;
   itemBytes?: number | null;
+  /**
+   * The message of the job's open cancel request (its newest request event, with no retry after
+   * it), null without one: read by the start statement so the check before any work costs no
+   * round trip (./cancel-request.ts). Absent when the run was started another way.
+   */
+  cancelRequest?: string | null;
 }
 
 /** Budgets an operator set for a retry stay as they are; all others are what this worker resolves. */
@@ -123,7 +130,9 @@ async function startStatement(jobId: string, now: Date, budgets: PairBudget[] | 
                 j."budgetSoftMs", j."budgetHardMs", j."budgetSource", j."slotMsUsed",
                 EXISTS (SELECT 1 FROM "JobBatch" jb WHERE jb."jobId" = j.id) AS "sentToBatch",
                 (SELECT u."sizeBytes"::float8 / src.total FROM "Job" src JOIN "Upload" u ON u."jobId" = src.id
-                 WHERE src.id = coalesce(j."parentId", j.id) AND src.total > 0) AS "itemBytes"
+                 WHERE src.id = coalesce(j."parentId", j.id) AND src.total > 0) AS "itemBytes",
+                (SELECT CASE WHEN e.type = ${REQUEST_EVENT} THEN e.message END FROM "JobEvent" e
+                 WHERE e."jobId" = j.id AND e.type IN (${REQUEST_EVENT}, ${RETRY_EVENT}) ORDER BY e.id DESC LIMIT 1) AS "cancelRequest"
     ), event AS (
       INSERT INTO "JobEvent" ("jobId", at, type, attempt, message)
       SELECT ${jobId}::uuid, ${at}::timestamptz AT TIME ZONE 'UTC', 'started', attempt,

@@ -26,6 +26,8 @@ export const cancelKey = (jobId: string) => key("jobs", "cancel", jobId);
 
 /** The timeline event of a request; its message names who asked, read back by `pendingCancel`. */
 export const REQUEST_EVENT = "cancel_requested";
+/** An operator's retry: it closes any request before it. */
+export const RETRY_EVENT = "retry";
 const REQUESTED_BY = /^Cancel requested by (\S+?)(?: \(“(.*)”\))?:/s;
 
 export function why(reason: string | null | undefined): string {
@@ -48,7 +50,7 @@ export type Tx = Parameters<Parameters<ReturnType<typeof db>["$transaction"]>[0]
 /** The newest cancel request or retry of a job: a request is open when no retry came after it. */
 export async function latestRequestEvent(client: Tx | ReturnType<typeof db>, jobId: string) {
   return client.jobEvent.findFirst({
-    where: { jobId, type: { in: [REQUEST_EVENT, "retry"] } },
+    where: { jobId, type: { in: [REQUEST_EVENT, RETRY_EVENT] } },
     orderBy: { id: "desc" },
     select: { type: true, message: true },
   });
@@ -77,8 +79,17 @@ export async function cancelAnnounced(jobId: string, attempt: number): Promise<C
 /** The durable check (at a run's start and at each heartbeat): an open request on the row, if any. */
 export async function pendingCancel(jobId: string): Promise<CancelAsk | null> {
   const latest = await latestRequestEvent(db(), jobId);
-  if (latest?.type !== REQUEST_EVENT) return null;
-  const m = REQUESTED_BY.exec(latest.message);
+  return latest?.type === REQUEST_EVENT ? askOf(latest.message) : null;
+}
+
+/** The open request a run's start read with the row (lib/runs/attempt.ts), or read now when it did not. */
+export async function cancelAskedAtStart(run: RunStart): Promise<CancelAsk | null> {
+  if (run.cancelRequest === undefined) return pendingCancel(run.jobId);
+  return run.cancelRequest === null ? null : askOf(run.cancelRequest);
+}
+
+function askOf(message: string): CancelAsk {
+  const m = REQUESTED_BY.exec(message);
   return { by: m?.[1] ?? "an operator", reason: m?.[2] ?? null };
 }
 

@@ -70,6 +70,15 @@ export interface Finalization {
  * Returns the status written, or null when the row was not this attempt's to finalize.
  */
 export async function finalizeJob(jobId: string, attempt: number, f: Finalization): Promise<JobStatus | null> {
+  return (await finalizeJobRow(jobId, attempt, f))?.status ?? null;
+}
+
+/** `finalizeJob`, returning the row as finalized (its counts, for the queue job's copy) instead of its status alone. */
+export async function finalizeJobRow(
+  jobId: string,
+  attempt: number,
+  f: Finalization,
+): Promise<(FinalRow & { status: JobStatus }) | null> {
   const early = earlyMessage(f);
   const statement = finalizeStatement({
     jobId,
@@ -94,7 +103,7 @@ export async function finalizeJob(jobId: string, attempt: number, f: Finalizatio
     // The last part to end ends the job it was split from; every part's end updates its message.
     if (row.parentId) await settleParent(row.parentId);
   }
-  return status;
+  return { ...finalRowOf(row), status };
 }
 
 /** The message when it can be known before the statement, and the row it assumes (none for a string). */

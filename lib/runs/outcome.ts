@@ -4,7 +4,8 @@ import { finalizeCancelled, type CancelAsk } from "./cancel-request";
 import { DeadlineExceeded, type SliceEnded } from "@/lib/core/signals";
 import { completedMessage, killedMessage, timedOutMessage } from "@/lib/jobs/messages";
 import type { RunStart } from "./attempt";
-import { finalizeJob, handBack, handOver } from "./finalize";
+import { finalizeJob, finalizeJobRow, handBack, handOver } from "./finalize";
+import { mirrorProgress } from "./queue-job";
 import type { Logger } from "@/lib/log";
 import type { DeferSignal } from "./deferral";
 import { deferRun } from "./reschedule";
@@ -86,7 +87,7 @@ async function settleOutcome({
   const { jobId, attempt } = run;
   switch (outcome.type) {
     case "completed":
-      return settleCompleted(run, outcome.result, log);
+      return settleCompleted(run, outcome.result, log, queueJob);
     case "timed_out":
       // Normally already finalized by the soft timer; this covers a processor that ended first.
       await finalizeJob(jobId, attempt, {
@@ -140,8 +141,8 @@ async function settleOutcome({
 }
 
 /** A run that completed: `completed`, or `completed_with_errors` when an item failed. */
-async function settleCompleted(run: RunStart, result: RunResult, log: Logger): Promise<QueueResult> {
-  const finalized = await finalizeJob(run.jobId, run.attempt, {
+async function settleCompleted(run: RunStart, result: RunResult, log: Logger, queueJob: QueueJob): Promise<QueueResult> {
+  const finalized = await finalizeJobRow(run.jobId, run.attempt, {
     // Completed with item failures is its own status, decided from the committed counts.
     status: "completed",
     message: result.message ?? completedMessage,
@@ -151,7 +152,11 @@ async function settleCompleted(run: RunStart, result: RunResult, log: Logger): P
     known: run,
   });
   if (!finalized) log.warn("run finished but the row was no longer this attempt's (reaped or superseded)");
-  else log.info("run finished");
+  else {
+    log.info("run finished");
+    // The final counts as the finish wrote them: no read. Not awaited (best effort).
+    void mirrorProgress(queueJob, run.jobId, finalized);
+  }
   return { type: "completed" };
 }
 

@@ -30,12 +30,14 @@ const lastMirrored = new WeakMap<QueueJob, string>();
  * Copies the row's committed counts to the queue job's progress (`{ processed, failed, total }`),
  * when they changed. Called at heartbeats and when a run ends, never per item.
  */
-export function mirrorProgress(queueJob: QueueJob, jobId: string): Promise<void> {
+export function mirrorProgress(queueJob: QueueJob, jobId: string, known?: QueueJobProgress): Promise<void> {
   return (async () => {
-    const row = await db().job.findUnique({
-      where: { id: jobId },
-      select: { processed: true, failed: true, total: true },
-    });
+    const row =
+      known ??
+      (await db().job.findUnique({
+        where: { id: jobId },
+        select: { processed: true, failed: true, total: true },
+      }));
     if (!row) return;
     const progress: QueueJobProgress = { processed: row.processed, failed: row.failed, total: row.total };
     const key = JSON.stringify(progress);

@@ -4,7 +4,7 @@ import type { Logger } from "@/lib/log";
 import { jobPayloadSchema } from "@/lib/catalog/catalog";
 import { currentTraceContext } from "@/lib/tracing/tracing";
 import type { RunStart } from "./attempt";
-import { finalizeCancelled, pendingCancel } from "./cancel-request";
+import { cancelAskedAtStart, finalizeCancelled } from "./cancel-request";
 import { runUnderDeadline } from "./deadline";
 import { fanOutIfTooBig } from "./fan-out";
 import { settleRun } from "./outcome";
@@ -68,7 +68,7 @@ export async function runJob(
  * whole, in slices.
  */
 async function endsBeforeWork(run: RunStart, attemptStart: Date, jobLog: Logger): Promise<boolean> {
-  const asked = await pendingCancel(run.jobId).catch(() => null);
+  const asked = await cancelAskedAtStart(run).catch(() => null);
   if (asked) {
     await finalizeCancelled(run, asked);
     jobLog.info({ by: asked.by }, "cancelled by an operator before this attempt ran");

@@ -1,17 +1,16 @@
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
-import { resolveBudget } from "@/lib/budgets/budgets";
 import { closeDb, db } from "@/lib/db/client";
 import { closeRedis } from "@/lib/redis/client";
-import { makeJob } from "@/test/helpers/jobs";
+import { logger } from "@/lib/log";
+import { makeJob, queueJobFor } from "@/test/helpers/jobs";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
-import { startAttempt } from "./attempt";
-import { fanOutIfTooBig } from "./fan-out";
-import { finalizeJob } from "./finalize";
 import { flushProjections } from "./projection-writes";
+import { runJob } from "./run-job";
 
 // What bench:overhead claims, held as a shape: a job's start (attempt, fence, budget, "started"
-// event, what its projection needs of the row) is one statement and its finish one more; the
+// event, an open cancel request, what its projection needs of the row) is one statement and its
+// finish one more; the
 // projection reads its kind's measures once for many starts and is kept on the rows in batches.
 // Counted at the PostgreSQL client every query goes through.
 
@@ -33,20 +32,12 @@ async function importRow(rows: number): Promise<string> {
   return id;
 }
 
-/** Starts, projects and finishes `id` as runJob does around a processor that does nothing. */
+const shutdown = new AbortController().signal;
+const log = logger("test");
+
+/** Runs `id` as a worker does (start, cancel check, projection, processor, finish) with a processor that does nothing. */
 async function startAndFinish(id: string): Promise<void> {
-  const now = new Date();
-  const run = await startAttempt(id, now, resolveBudget);
-  if (!run) throw new Error(`job ${id} did not start`);
-  expect((await fanOutIfTooBig(run, now)).type).toBe("fits");
-  expect(
-    await finalizeJob(id, run.attempt, {
-      status: "completed",
-      message: (row) => `Processed all ${row.processed + row.failed} rows.`,
-      from: ["running"],
-      known: run,
-    }),
-  ).toBe("completed");
+  await runJob({ csv_import: async () => undefined }, queueJobFor(id), shutdown, log);
 }
 
 /** The round trips `work` makes to PostgreSQL, every pooled connection counted. */
@@ -71,7 +62,7 @@ describe("what a job's start and finish cost the database", () => {
     const jobs = 20;
     // One start first: it reads the kind's measures, which the next starts reuse.
     await startAndFinish(await importRow(20));
-    const ids = [];
+    const ids: string[] = [];
     for (let i = 0; i < jobs; i++) ids.push(await importRow(20));
     const trips = await roundTrips(async () => {
       for (const id of ids) await startAndFinish(id);
