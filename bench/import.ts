@@ -17,8 +17,12 @@
  *    yardstick; every row processed exactly once.
  * 2. The serial loop (`BOUNDED_ITEMS_IN_FLIGHT_CSV_IMPORT=1`: one row at a time, alone in its
  *    call) on a sample, extrapolated linearly to 2,000 rows.
- * 3. The worker's peak RSS during a 1,000-row and a 10,000-row import, beside the heap right after
- *    each full collection (what is really held).
+ * 3. The worker's peak RSS during a 1,000-row, a 10,000-row and a 100,000-row import, beside the
+ *    heap right after each full collection (what is really held): flat in the rows when the peak of
+ *    100,000 rows is within 32 MB of the peak of 10,000.
+ * 4. The platform's own ceiling: 20,000 rows against a simulator that answers at once (time scale
+ *    0.0001: a median call takes half a millisecond) with no provider limits — the rows a second
+ *    one worker process commits, with its CPU ms and PostgreSQL round trips a row.
  *
  * Timed runs at time scale 0.1, memory runs at 0.01 (`-- --scale`, `-- --memory-scale`). Beside the
  * figures it prints what explains them: rows a call, calls in flight, slot waits, reschedules
@@ -68,7 +72,13 @@ const MEMORY_SCALE = flagNumber("--memory-scale") ?? 0.01;
 const ROWS = 2_000;
 /** Rows of the serial sample: ~100 calls of the production distribution, ~10 s at this scale. */
 const SERIAL_SAMPLE = 100;
-const MEMORY_ROWS = [1_000, 10_000] as const;
+const MEMORY_ROWS = [1_000, 10_000, 100_000] as const;
+/** The ceiling run: rows, time scale (calls answered at once) and provider limits that never bind. */
+const INSTANT_ROWS = 20_000;
+const INSTANT_SCALE = 0.0001;
+const UNLIMITED = { concurrency: 10_000, rps: 100_000 };
+/** The ceiling's goal: rows a second one worker process commits. */
+const INSTANT_GOAL_ROWS_PER_S = 2_000;
 /** The provider's limits, for Bounded's limiter and the simulator alike. */
 const CONCURRENCY = 32;
 const RPS = 30;
@@ -102,6 +112,8 @@ interface ChildReport {
   /** The heap's used size right after each full (mark-compact) collection: what is really held. */
   peakLiveHeapMb: number;
   fullGcs: number;
+  /** PostgreSQL round trips the worker made from ready to stop, every connection counted. */
+  pgRoundTrips: number;
   /** At the peak RSS sample: the JS heap reserved, and memory outside it (buffers, WebAssembly, native). */
   atPeak: { heapTotalMb: number; externalMb: number };
 }
@@ -116,6 +128,14 @@ const MB = 1024 * 1024;
  */
 async function child(): Promise<void> {
   const send = (m: ChildMessage) => new Promise<void>((resolve) => process.send!(m, () => resolve()));
+  // Every round trip to PostgreSQL, counted at the client every connection uses.
+  const pgProto = (await import("pg")).default.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+  const realQuery = pgProto.query;
+  let pgRoundTrips = 0;
+  pgProto.query = function (this: unknown, ...args: unknown[]) {
+    pgRoundTrips++;
+    return realQuery.apply(this, args);
+  };
   const worker = await startImportsWorker();
 
   // Sampled from before the import is enqueued until it is terminal: the modules are loaded by now,
@@ -149,6 +169,7 @@ async function child(): Promise<void> {
   const cpu0 = process.cpuUsage();
   const elu0 = performance.eventLoopUtilization();
   const readyAt = performance.now();
+  pgRoundTrips = 0;
   await send({ type: "ready" });
   await stop;
   clearInterval(sample);
@@ -166,6 +187,7 @@ async function child(): Promise<void> {
     wallSeconds: (performance.now() - readyAt) / 1000,
     peakLiveHeapMb: peakLiveHeap / MB,
     fullGcs,
+    pgRoundTrips,
     atPeak,
   };
   // The parent counts the ModelCall rows: every recording is written before the report.
@@ -232,6 +254,8 @@ async function main(): Promise<void> {
     // Measured on direct calls: with this budget an import would otherwise take the batch lane.
     BOUNDED_BATCH_LANE_KINDS: "none",
     BOUNDED_BUDGET_IMPORTS_HARD_S: String(BENCH_HARD_S),
+    // The largest memory run's file, above the default upload limit.
+    BOUNDED_UPLOAD_MAX_ROWS: String(MEMORY_ROWS[2]),
   });
   delete process.env.BOUNDED_ITEMS_IN_FLIGHT_CSV_IMPORT;
   const { KINDS } = await import("../lib/catalog/catalog");
@@ -245,10 +269,11 @@ async function main(): Promise<void> {
 
   // A simulator per time scale: its latencies are scaled when it starts.
   type Simulators = Awaited<ReturnType<typeof startSimulators>>;
-  const simulatorAt = (timeScale: number) =>
-    startSimulators({ model: { errorRate: 0, timeScale, limits: { concurrency: CONCURRENCY, rps: RPS } } });
+  const simulatorAt = (timeScale: number, limits = { concurrency: CONCURRENCY, rps: RPS }) =>
+    startSimulators({ model: { errorRate: 0, timeScale, limits } });
   const sims = new Map<number, Simulators>([[SCALE, await simulatorAt(SCALE)]]);
   if (!sims.has(MEMORY_SCALE)) sims.set(MEMORY_SCALE, await simulatorAt(MEMORY_SCALE));
+  sims.set(INSTANT_SCALE, await simulatorAt(INSTANT_SCALE, UNLIMITED));
   const simStats = async (sim: Simulators, method: "GET" | "DELETE") => {
     const res = await fetch(`${sim.url}/v1/_stats`, { method });
     return (await res.json()) as { admitted: number; rejected: { total: number; concurrency: number; rate: number } };
@@ -438,7 +463,7 @@ async function main(): Promise<void> {
       `provider limits ${CONCURRENCY} in flight, ${RPS} requests/s (Bounded's limiter and the simulator); simulator error rate 0`,
   );
   console.log(
-    `runs: ${ROWS} rows with ${itemsInFlight} in flight and batches of ${batchSize}; serial loop (1 in flight) on a ${SERIAL_SAMPLE}-row sample, extrapolated linearly to ${ROWS}; worker memory at ${MEMORY_ROWS.join(" and ")} rows`,
+    `runs: ${ROWS} rows with ${itemsInFlight} in flight and batches of ${batchSize}; serial loop (1 in flight) on a ${SERIAL_SAMPLE}-row sample, extrapolated linearly to ${ROWS}; worker memory at ${MEMORY_ROWS.join(", ")} rows; the ceiling on ${INSTANT_ROWS} rows answered at once`,
   );
   console.log(
     `every run's import budget raised to ${BENCH_SOFT_S} s soft / ${BENCH_HARD_S} s hard (BOUNDED_BUDGET_IMPORTS_SOFT_S / _HARD_S) so each is measured to its end; the goal compares the makespan with the default ${DEFAULT_SOFT_S} s`,
@@ -469,7 +494,24 @@ async function main(): Promise<void> {
     await providerIdeal({ rows: MEMORY_ROWS[1], batchSize, ...limits }),
     {},
   );
-  const runs = [concurrent, serial, small, large];
+  const huge = await measure(
+    "memory-100k",
+    MEMORY_ROWS[2],
+    MEMORY_SCALE,
+    await providerIdeal({ rows: MEMORY_ROWS[2], batchSize, ...limits }),
+    {},
+  );
+  const instant = await measure(
+    "instant",
+    INSTANT_ROWS,
+    INSTANT_SCALE,
+    await providerIdeal({ rows: INSTANT_ROWS, batchSize, ...UNLIMITED }),
+    {
+      BOUNDED_PROVIDER_MODEL_CONCURRENCY: String(UNLIMITED.concurrency),
+      BOUNDED_PROVIDER_MODEL_RPS: String(UNLIMITED.rps),
+    },
+  );
+  const runs = [concurrent, serial, small, large, huge, instant];
 
   // Clean up: the bench's keys, database and servers.
   for (const sim of sims.values()) await sim.close();
@@ -486,9 +528,13 @@ async function main(): Promise<void> {
   const vsIdeal = makespanS / idealS;
   const serialS = (prod(serial.makespanMs) * ROWS) / SERIAL_SAMPLE;
   const vsSerial = serialS / makespanS;
-  const provider429 = concurrent.sim.rejected + serial.sim.rejected + small.sim.rejected + large.sim.rejected;
+  const provider429 = runs.reduce((n, m) => n + m.sim.rejected, 0);
   const broken = runs.map((m) => ({ m, problems: exactlyOnce(m) })).filter((r) => r.problems.length > 0);
   const rssGrowth = large.memory.peakRssMb - small.memory.peakRssMb;
+  const rss100kOver10k = huge.memory.peakRssMb - large.memory.peakRssMb;
+  const instantRowsPerS = instant.rows / (instant.makespanMs / 1000);
+  const instantCpuMsPerRow = (1000 * instant.memory.cpuSeconds) / instant.rows;
+  const instantPgPerRow = instant.memory.pgRoundTrips / instant.rows;
 
   const describe = (m: Measured) => {
     const ms = prod(m.makespanMs, m.scale);
@@ -551,7 +597,10 @@ async function main(): Promise<void> {
     `exactly once: ${broken.length === 0 ? "every run's rows were each processed once (Transaction rows = processed, no row twice, one JobItem per row, processed + failed = rows)" : broken.map((b) => `${b.m.label}: ${b.problems.join("; ")}`).join(" | ")}`,
   );
   console.log(
-    `worker peak RSS: ${f0(small.memory.peakRssMb)} MB at ${MEMORY_ROWS[0]} rows, ${f0(large.memory.peakRssMb)} MB at ${MEMORY_ROWS[1]} rows: ${rssGrowth >= 0 ? "+" : ""}${f1(rssGrowth)} MB`,
+    `worker peak RSS: ${f0(small.memory.peakRssMb)} MB at ${MEMORY_ROWS[0]} rows, ${f0(large.memory.peakRssMb)} MB at ${MEMORY_ROWS[1]} rows: ${rssGrowth >= 0 ? "+" : ""}${f1(rssGrowth)} MB; ${f0(huge.memory.peakRssMb)} MB at ${MEMORY_ROWS[2]} rows: ${rss100kOver10k >= 0 ? "+" : ""}${f1(rss100kOver10k)} MB over ${MEMORY_ROWS[1]} (goal ≤ ${RSS_GROWTH_GOAL_MB})`,
+  );
+  console.log(
+    `the platform's ceiling: ${INSTANT_ROWS} rows with the model answering at once and no provider limits: ${f0(instantRowsPerS)} rows/s committed by one worker process (goal ≥ ${INSTANT_GOAL_ROWS_PER_S}), ${f2(instantCpuMsPerRow)} ms of its CPU and ${f2(instantPgPerRow)} PostgreSQL round trips a row`,
   );
 
   if (makespanS > DEFAULT_SOFT_S)
@@ -594,7 +643,7 @@ async function main(): Promise<void> {
       .join(" / ")} (1 / 5 / 15 min); bench took ${f0((performance.now() - benchStarted) / 1000)} s`,
   );
   console.log(
-    `RESULT bench=import rows=${ROWS} makespan_s=${f1(makespanS)} ideal_s=${f1(idealS)} vs_ideal=${f2(vsIdeal)} target_vs_ideal=1.25 ok=${vsIdeal <= 1.25} calls=${concurrent.calls} ideal_calls=${ideal.calls} serial_s=${f0(serialS)} vs_serial=${f2(vsSerial)} provider_429=${provider429} exactly_once=${broken.length === 0 ? "yes" : "no"} peak_rss_1k_mb=${f0(small.memory.peakRssMb)} peak_rss_10k_mb=${f0(large.memory.peakRssMb)} rss_growth_mb=${f1(rssGrowth)} load1=${os.loadavg()[0]!.toFixed(1)}`,
+    `RESULT bench=import rows=${ROWS} makespan_s=${f1(makespanS)} ideal_s=${f1(idealS)} vs_ideal=${f2(vsIdeal)} target_vs_ideal=1.25 ok=${vsIdeal <= 1.25} calls=${concurrent.calls} ideal_calls=${ideal.calls} serial_s=${f0(serialS)} vs_serial=${f2(vsSerial)} provider_429=${provider429} exactly_once=${broken.length === 0 ? "yes" : "no"} peak_rss_1k_mb=${f0(small.memory.peakRssMb)} peak_rss_10k_mb=${f0(large.memory.peakRssMb)} rss_growth_mb=${f1(rssGrowth)} target_rss_growth_mb=${RSS_GROWTH_GOAL_MB} peak_rss_100k_mb=${f0(huge.memory.peakRssMb)} rss_100k_over_10k_mb=${f1(rss100kOver10k)} rows_per_s_instant=${f0(instantRowsPerS)} target_rows_per_s_instant=${INSTANT_GOAL_ROWS_PER_S} instant_cpu_ms_per_row=${f2(instantCpuMsPerRow)} instant_pg_round_trips_per_row=${f2(instantPgPerRow)} load1=${os.loadavg()[0]!.toFixed(1)}`,
   );
   if (broken.length > 0) process.exit(1);
 }

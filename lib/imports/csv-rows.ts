@@ -15,7 +15,7 @@ export interface StoredUpload {
  * is row 1, a quoted multi-line field stays one row, blank lines are not rows.
  */
 export function uploadRecords(upload: StoredUpload): AsyncIterable<string[]> {
-  return Readable.from([Buffer.from(upload.content)]).pipe(
+  return Readable.from(slices(upload.content), { objectMode: false }).pipe(
     parse({
       bom: true,
       delimiter: upload.delimiter,
@@ -24,6 +24,19 @@ export function uploadRecords(upload: StoredUpload): AsyncIterable<string[]> {
       skip_records_with_empty_values: true,
     }),
   ) as AsyncIterable<string[]>;
+}
+
+/**
+ * Bytes handed to the parser at a time. Given the whole file at once, the parser would turn every
+ * row into a record before the first was read (its output buffer takes whatever one write makes):
+ * a worker's memory would grow with the file. In slices, it parses ahead only as far as the reader
+ * has come (its buffer's high-water mark), whatever the file's length.
+ */
+const PARSE_SLICE_BYTES = 16 * 1024;
+
+function* slices(content: Uint8Array): Generator<Buffer> {
+  const bytes = Buffer.from(content.buffer, content.byteOffset, content.byteLength);
+  for (let at = 0; at < bytes.byteLength; at += PARSE_SLICE_BYTES) yield bytes.subarray(at, at + PARSE_SLICE_BYTES);
 }
 
 /** One data row of the upload: its position (1 = the first after the header), its spreadsheet row, and its fields. */
