@@ -33,26 +33,32 @@ export function luaScript(fileName: string): LuaScript {
 }
 
 /** Runs a script by EVALSHA, and by EVAL when Redis does not know it yet (a restart, a new node). */
-export async function runLua<T>(
+export function runLua<T>(
   client: RedisClient,
   script: LuaScript,
   keys: string[],
   args: (string | number)[],
 ): Promise<T> {
-  try {
-    return (await client.evalsha(script.sha, keys.length, ...keys, ...args)) as T;
-  } catch (err) {
+  return (client.evalsha(script.sha, keys.length, ...keys, ...args) as Promise<T>).catch((err: unknown) => {
     if (!(err instanceof Error) || !err.message.startsWith("NOSCRIPT")) throw err;
-    return (await client.eval(script.source, keys.length, ...keys, ...args)) as T;
-  }
+    return client.eval(script.source, keys.length, ...keys, ...args) as Promise<T>;
+  });
 }
 
 /** Rejects when `promise` has not settled within `ms`: a Redis that does not answer counts as down. */
 export function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`Redis did not answer within ${formatDuration(ms)}`)), ms);
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`Redis did not answer within ${formatDuration(ms)}`)), ms);
     timer.unref();
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err);
+      },
+    );
   });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
