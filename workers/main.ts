@@ -15,6 +15,7 @@ import { metrics } from "@/lib/metrics/metrics";
 import { startMetricsPublisher } from "@/lib/reports/metrics-publish";
 import { flushModelCallRecords } from "@/lib/modelcalls/record";
 import { flushProjections } from "@/lib/runs/projection-writes";
+import { wakeWaitersOnRecovery } from "@/lib/runs/outage-waits";
 import { closeQueues } from "@/lib/queues/queues";
 import { closeRedis, createRedis, key } from "@/lib/redis/client";
 import { scaled } from "@/lib/time";
@@ -139,6 +140,8 @@ async function main() {
   });
   // Web and workers together on /api/metrics: this process's counters go through Redis.
   const stopMetrics = startMetricsPublisher("workers");
+  // A service that answers again wakes the jobs waiting for it at once (lib/runs/outage-waits.ts).
+  const stopWaking = wakeWaitersOnRecovery();
   log.info({ queues, concurrency: e.BOUNDED_WORKER_CONCURRENCY, pid: process.pid }, "workers started");
 
   let stopping = false;
@@ -150,6 +153,7 @@ async function main() {
     stopReaper();
     stopReserveSweeper();
     stopAnswersPruner();
+    stopWaking();
     await stopSweeps();
     const grace = setTimeout(() => {
       log.warn("running jobs did not finish in time; handing them back so they resume elsewhere");

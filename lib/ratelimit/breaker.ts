@@ -47,6 +47,18 @@ import {
 
 const log = logger("ratelimit.breaker");
 
+const recoveryListeners = new Set<(service: OutsideService) => void>();
+
+/**
+ * Calls `listener` each time this process sees an outside service answer again (its probe
+ * succeeded: the breaker closed). What waits for the service can then be woken at once instead
+ * of at its next look. A listener must not throw. Returns the function that removes it.
+ */
+export function onServiceRecovered(listener: (service: OutsideService) => void): () => void {
+  recoveryListeners.add(listener);
+  return () => recoveryListeners.delete(listener);
+}
+
 /**
  * Systemic failures in a row that open the breaker. Three: a call is tried three times (two
  * retries), so the failure that would fail an item is the one that opens the breaker — and the
@@ -63,6 +75,11 @@ export const BREAKER_WINDOW_MS = 30_000;
 export const BREAKER_COOLDOWN_MS = 30_000;
 /** The shortest cool-down in real ms, whatever the time scale: a probe per few ms only loads a dead service. */
 const COOLDOWN_FLOOR_MS = 20;
+/** `BREAKER_COOLDOWN_MS` in real ms at `timeScale`, at least `COOLDOWN_FLOOR_MS`. */
+export function cooldownRealMs(timeScale: number = env().BOUNDED_TIME_SCALE): number {
+  return Math.max(COOLDOWN_FLOOR_MS, scaled(BREAKER_COOLDOWN_MS, timeScale));
+}
+
 /**
  * The shortest streak window in real ms: a call's three attempts take a few ms of machine time
  * whatever the time scale, and a window shorter than that would never see a streak.
@@ -288,7 +305,7 @@ export function createBreaker(options: BreakerOptions = {}): Breaker {
   const timeScale = options.timeScale ?? env().BOUNDED_TIME_SCALE;
   const threshold = options.threshold ?? BREAKER_THRESHOLD;
   const windowMs = options.windowMs ?? Math.max(WINDOW_FLOOR_MS, scaled(BREAKER_WINDOW_MS, timeScale));
-  const cooldownMs = options.cooldownMs ?? Math.max(COOLDOWN_FLOOR_MS, scaled(BREAKER_COOLDOWN_MS, timeScale));
+  const cooldownMs = options.cooldownMs ?? cooldownRealMs(timeScale);
   const redisTimeoutMs = options.redisTimeoutMs ?? 2_000;
   let failing = false;
   const silence = silenceScript({ redis: client, timeScale, redisTimeoutMs, breakerKey });
@@ -354,7 +371,7 @@ export function createBreaker(options: BreakerOptions = {}): Breaker {
     }
   }
 
-  /** The one log line and count of a state change, by the process that made it. */
+  /** The one log line and count of a state change, by the process that made it (and, when it answers again, the recovery listeners). */
   function announce(service: OutsideService, state: BreakerState, since: number, error: string, waitMs: number): void {
     metrics.outsideServiceStateChanged({ service, state });
     const name = SERVICE_NAMES[service];
@@ -374,11 +391,13 @@ export function createBreaker(options: BreakerOptions = {}): Breaker {
         { service, state, error, since: sinceIso },
         `${name} is down since ${sinceIso} (${error}): circuit half-open, one probe call goes out`,
       );
-    else
+    else {
       log.error(
         { service, state, error, since: sinceIso, downMs: Date.now() - since },
         `${name} answers again: circuit closed after ${formatDuration(Date.now() - since)} down (since ${sinceIso}, ${error})`,
       );
+      for (const listener of recoveryListeners) listener(service);
+    }
   }
 
   const down = (service: OutsideService, reply: Reply) =>

@@ -141,7 +141,12 @@ async function settleOutcome({
 }
 
 /** A run that completed: `completed`, or `completed_with_errors` when an item failed. */
-async function settleCompleted(run: RunStart, result: RunResult, log: Logger, queueJob: QueueJob): Promise<QueueResult> {
+async function settleCompleted(
+  run: RunStart,
+  result: RunResult,
+  log: Logger,
+  queueJob: QueueJob,
+): Promise<QueueResult> {
   const finalized = await finalizeJobRow(run.jobId, run.attempt, {
     // Completed with item failures is its own status, decided from the committed counts.
     status: "completed",

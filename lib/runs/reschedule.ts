@@ -5,7 +5,9 @@ import { runWithRateLimitDeferral } from "@/lib/ratelimit/context";
 import { deferThresholdMs } from "@/lib/ratelimit/limiter";
 import { scaled } from "@/lib/time";
 import type { RunStart } from "./attempt";
+import { isOutsideServiceDown } from "@/lib/ratelimit/errors";
 import { recordDeferral, type DeferralResult, type DeferSignal } from "./deferral";
+import { outageWait } from "./outage-waits";
 
 /**
  * The reschedule policy, whole: a job of a queue the catalog marks `reschedule` that must wait
@@ -85,8 +87,10 @@ export async function deferRun(
   queueJob: QueueJob,
   token: string | undefined,
 ): Promise<DeferralResult> {
-  const result = await recordDeferral(run, attemptStart, defer, log);
+  // A service that stays down is looked at less often, and wakes its waiters when it answers (./outage-waits.ts).
+  const wait = isOutsideServiceDown(defer) ? await outageWait(defer, run.jobId, run.queue) : defer;
+  const result = await recordDeferral(run, attemptStart, wait, log);
   if (result === "delayed" && token !== undefined)
-    await queueJob.moveToDelayed(Date.now() + wakeUpDelayMs(defer.waitMs), token);
+    await queueJob.moveToDelayed(Date.now() + wakeUpDelayMs(wait.waitMs), token);
   return result;
 }
