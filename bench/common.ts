@@ -194,3 +194,49 @@ export async function startImportsWorker(): Promise<{ concurrency: number; close
     },
   };
 }
+
+/** What `countClientCalls` counts: PostgreSQL round trips and Redis commands since the last reset. */
+export interface ClientCalls {
+  pg: number;
+  redis: number;
+  reset(): void;
+  /** Puts the clients back as they were. */
+  restore(): void;
+}
+
+/**
+ * Counts every PostgreSQL round trip (`pg`'s `Client.query`, which Prisma's adapter and plain pg
+ * both go through) and every Redis command (`ioredis`'s `sendCommand`, BullMQ's connections and
+ * Bounded's alike) this process makes, on every connection.
+ */
+export async function countClientCalls(): Promise<ClientCalls> {
+  const pgProto = (await import("pg")).default.Client.prototype as unknown as {
+    query: (...args: unknown[]) => unknown;
+  };
+  const redisProto = (await import("ioredis")).Redis.prototype as unknown as {
+    sendCommand: (...args: unknown[]) => unknown;
+  };
+  const realQuery = pgProto.query;
+  const realSend = redisProto.sendCommand;
+  const calls: ClientCalls = {
+    pg: 0,
+    redis: 0,
+    reset() {
+      calls.pg = 0;
+      calls.redis = 0;
+    },
+    restore() {
+      pgProto.query = realQuery;
+      redisProto.sendCommand = realSend;
+    },
+  };
+  pgProto.query = function (this: unknown, ...args: unknown[]) {
+    calls.pg++;
+    return realQuery.apply(this, args);
+  };
+  redisProto.sendCommand = function (this: unknown, ...args: unknown[]) {
+    calls.redis++;
+    return realSend.apply(this, args);
+  };
+  return calls;
+}

@@ -46,6 +46,7 @@ import v8 from "node:v8";
 import {
   BenchTimeout,
   benchDatabaseUrl,
+  countClientCalls,
   benchRedisPrefix,
   csvOf,
   flagNumber,
@@ -112,8 +113,9 @@ interface ChildReport {
   /** The heap's used size right after each full (mark-compact) collection: what is really held. */
   peakLiveHeapMb: number;
   fullGcs: number;
-  /** PostgreSQL round trips the worker made from ready to stop, every connection counted. */
+  /** PostgreSQL round trips and Redis commands the worker made from ready to stop, every connection counted. */
   pgRoundTrips: number;
+  redisCommands: number;
   /** At the peak RSS sample: the JS heap reserved, and memory outside it (buffers, WebAssembly, native). */
   atPeak: { heapTotalMb: number; externalMb: number };
 }
@@ -128,14 +130,8 @@ const MB = 1024 * 1024;
  */
 async function child(): Promise<void> {
   const send = (m: ChildMessage) => new Promise<void>((resolve) => process.send!(m, () => resolve()));
-  // Every round trip to PostgreSQL, counted at the client every connection uses.
-  const pgProto = (await import("pg")).default.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
-  const realQuery = pgProto.query;
-  let pgRoundTrips = 0;
-  pgProto.query = function (this: unknown, ...args: unknown[]) {
-    pgRoundTrips++;
-    return realQuery.apply(this, args);
-  };
+  // Every PostgreSQL round trip and Redis command of the worker.
+  const clientCalls = await countClientCalls();
   const worker = await startImportsWorker();
 
   // Sampled from before the import is enqueued until it is terminal: the modules are loaded by now,
@@ -169,7 +165,7 @@ async function child(): Promise<void> {
   const cpu0 = process.cpuUsage();
   const elu0 = performance.eventLoopUtilization();
   const readyAt = performance.now();
-  pgRoundTrips = 0;
+  clientCalls.reset();
   await send({ type: "ready" });
   await stop;
   clearInterval(sample);
@@ -187,7 +183,8 @@ async function child(): Promise<void> {
     wallSeconds: (performance.now() - readyAt) / 1000,
     peakLiveHeapMb: peakLiveHeap / MB,
     fullGcs,
-    pgRoundTrips,
+    pgRoundTrips: clientCalls.pg,
+    redisCommands: clientCalls.redis,
     atPeak,
   };
   // The parent counts the ModelCall rows: every recording is written before the report.
@@ -535,6 +532,7 @@ async function main(): Promise<void> {
   const instantRowsPerS = instant.rows / (instant.makespanMs / 1000);
   const instantCpuMsPerRow = (1000 * instant.memory.cpuSeconds) / instant.rows;
   const instantPgPerRow = instant.memory.pgRoundTrips / instant.rows;
+  const instantRedisPerCall = instant.memory.redisCommands / Math.max(1, instant.calls);
 
   const describe = (m: Measured) => {
     const ms = prod(m.makespanMs, m.scale);
@@ -600,7 +598,7 @@ async function main(): Promise<void> {
     `worker peak RSS: ${f0(small.memory.peakRssMb)} MB at ${MEMORY_ROWS[0]} rows, ${f0(large.memory.peakRssMb)} MB at ${MEMORY_ROWS[1]} rows: ${rssGrowth >= 0 ? "+" : ""}${f1(rssGrowth)} MB; ${f0(huge.memory.peakRssMb)} MB at ${MEMORY_ROWS[2]} rows: ${rss100kOver10k >= 0 ? "+" : ""}${f1(rss100kOver10k)} MB over ${MEMORY_ROWS[1]} (goal ≤ ${RSS_GROWTH_GOAL_MB})`,
   );
   console.log(
-    `the platform's ceiling: ${INSTANT_ROWS} rows with the model answering at once and no provider limits: ${f0(instantRowsPerS)} rows/s committed by one worker process (goal ≥ ${INSTANT_GOAL_ROWS_PER_S}), ${f2(instantCpuMsPerRow)} ms of its CPU and ${f2(instantPgPerRow)} PostgreSQL round trips a row`,
+    `the platform's ceiling: ${INSTANT_ROWS} rows with the model answering at once and no provider limits: ${f0(instantRowsPerS)} rows/s committed by one worker process (goal ≥ ${INSTANT_GOAL_ROWS_PER_S}), ${f2(instantCpuMsPerRow)} ms of its CPU and ${f2(instantPgPerRow)} PostgreSQL round trips a row; ${f1(instantRedisPerCall)} Redis commands a model call (${f2(instant.rows / Math.max(1, instant.calls))} rows a call)`,
   );
 
   if (makespanS > DEFAULT_SOFT_S)
@@ -643,7 +641,7 @@ async function main(): Promise<void> {
       .join(" / ")} (1 / 5 / 15 min); bench took ${f0((performance.now() - benchStarted) / 1000)} s`,
   );
   console.log(
-    `RESULT bench=import rows=${ROWS} makespan_s=${f1(makespanS)} ideal_s=${f1(idealS)} vs_ideal=${f2(vsIdeal)} target_vs_ideal=1.25 ok=${vsIdeal <= 1.25} calls=${concurrent.calls} ideal_calls=${ideal.calls} serial_s=${f0(serialS)} vs_serial=${f2(vsSerial)} provider_429=${provider429} exactly_once=${broken.length === 0 ? "yes" : "no"} peak_rss_1k_mb=${f0(small.memory.peakRssMb)} peak_rss_10k_mb=${f0(large.memory.peakRssMb)} rss_growth_mb=${f1(rssGrowth)} target_rss_growth_mb=${RSS_GROWTH_GOAL_MB} peak_rss_100k_mb=${f0(huge.memory.peakRssMb)} rss_100k_over_10k_mb=${f1(rss100kOver10k)} rows_per_s_instant=${f0(instantRowsPerS)} target_rows_per_s_instant=${INSTANT_GOAL_ROWS_PER_S} instant_cpu_ms_per_row=${f2(instantCpuMsPerRow)} instant_pg_round_trips_per_row=${f2(instantPgPerRow)} load1=${os.loadavg()[0]!.toFixed(1)}`,
+    `RESULT bench=import rows=${ROWS} makespan_s=${f1(makespanS)} ideal_s=${f1(idealS)} vs_ideal=${f2(vsIdeal)} target_vs_ideal=1.25 ok=${vsIdeal <= 1.25} calls=${concurrent.calls} ideal_calls=${ideal.calls} serial_s=${f0(serialS)} vs_serial=${f2(vsSerial)} provider_429=${provider429} exactly_once=${broken.length === 0 ? "yes" : "no"} peak_rss_1k_mb=${f0(small.memory.peakRssMb)} peak_rss_10k_mb=${f0(large.memory.peakRssMb)} rss_growth_mb=${f1(rssGrowth)} target_rss_growth_mb=${RSS_GROWTH_GOAL_MB} peak_rss_100k_mb=${f0(huge.memory.peakRssMb)} rss_100k_over_10k_mb=${f1(rss100kOver10k)} rows_per_s_instant=${f0(instantRowsPerS)} target_rows_per_s_instant=${INSTANT_GOAL_ROWS_PER_S} instant_cpu_ms_per_row=${f2(instantCpuMsPerRow)} instant_pg_round_trips_per_row=${f2(instantPgPerRow)} instant_redis_commands_per_call=${f1(instantRedisPerCall)} load1=${os.loadavg()[0]!.toFixed(1)}`,
   );
   if (broken.length > 0) process.exit(1);
 }

@@ -35,10 +35,9 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import os from "node:os";
 import { performance } from "node:perf_hooks";
-import { Redis as IORedis } from "ioredis";
 import pg from "pg";
 // Relative imports: tsx maps "@/…" only from the repository root; these work from anywhere.
-import { benchDatabaseUrl, benchRedisPrefix, csvOf, flagNumber, withinCap } from "./common";
+import { benchDatabaseUrl, benchRedisPrefix, countClientCalls, csvOf, flagNumber, withinCap } from "./common";
 import { dropDatabase, migrate } from "../scripts/db/migrate";
 
 /** Jobs per timed round, per variant. */
@@ -247,27 +246,13 @@ async function main(): Promise<void> {
   const bareIds = (n: number) => Array.from({ length: n }, () => randomUUID());
 
   // Every PostgreSQL round trip and Redis command of this process, counted at the clients.
-  const clientProto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
-  const realQuery = clientProto.query;
-  let roundTrips = 0;
-  clientProto.query = function (this: unknown, ...args: unknown[]) {
-    roundTrips++;
-    return realQuery.apply(this, args);
-  };
-  const redisProto = IORedis.prototype as unknown as { sendCommand: (...args: unknown[]) => unknown };
-  const realSend = redisProto.sendCommand;
-  let redisCommands = 0;
-  redisProto.sendCommand = function (this: unknown, ...args: unknown[]) {
-    redisCommands++;
-    return realSend.apply(this, args);
-  };
+  const clientCalls = await countClientCalls();
   /** `drain`, with the round trips and commands it made per job. */
   const counted = async (variant: "bare" | "policy", ids: string[]) => {
-    roundTrips = 0;
-    redisCommands = 0;
+    clientCalls.reset();
     const m = await drain(variant, ids);
     if (variant === "policy") await flushProjections();
-    return { ...m, pgPerJob: roundTrips / ids.length, redisPerJob: redisCommands / ids.length };
+    return { ...m, pgPerJob: clientCalls.pg / ids.length, redisPerJob: clientCalls.redis / ids.length };
   };
 
   // Warm-up, untimed.
@@ -320,7 +305,7 @@ async function main(): Promise<void> {
 
   // Where the time goes: the policy's database work alone, same concurrency, round trips counted.
   const dbOnlyIds = await createRows(DB_ONLY_JOBS);
-  roundTrips = 0;
+  clientCalls.reset();
   const dbOnly = await inSlots(dbOnlyIds, async (id) => {
     const attemptStart = new Date();
     const run = await startAttempt(id, attemptStart, resolveBudget);
@@ -337,14 +322,14 @@ async function main(): Promise<void> {
   });
   // The projections' writes, batched across starts, are counted too.
   await flushProjections();
-  const roundTripsPerJob = roundTrips / dbOnlyIds.length;
+  const roundTripsPerJob = clientCalls.pg / dbOnlyIds.length;
 
   // The client's share: the same writes (attempt, status, budget, timeline events, final status)
   // in one statement to start and one to finish, over plain pg instead of Prisma.
   const pool = new pg.Pool({ connectionString: benchUrl, max: concurrency });
   const budget = resolveBudget("imports", "csv_import");
   const whatIfIds = await createRows(DB_ONLY_JOBS);
-  roundTrips = 0;
+  clientCalls.reset();
   const whatIf = await inSlots(whatIfIds, async (id) => {
     const now = new Date();
     const started = await pool.query<{ attempt: number }>(START_IN_ONE_STATEMENT, [
@@ -358,9 +343,8 @@ async function main(): Promise<void> {
     if (!started.rows[0]) throw new Error(`row ${id} did not start`);
     await pool.query(FINISH_IN_ONE_STATEMENT, [id, started.rows[0].attempt, "Processed all 0 rows."]);
   });
-  const whatIfRoundTrips = roundTrips / whatIfIds.length;
-  clientProto.query = realQuery;
-  redisProto.sendCommand = realSend;
+  const whatIfRoundTrips = clientCalls.pg / whatIfIds.length;
+  clientCalls.restore();
   await pool.end();
 
   // Clean up: the bench's keys, database, threads and connections.
