@@ -130,6 +130,8 @@ const MB = 1024 * 1024;
  */
 async function child(): Promise<void> {
   const send = (m: ChildMessage) => new Promise<void>((resolve) => process.send!(m, () => resolve()));
+  // A worker outlives no bench: when the parent ends (a FAIL, a Ctrl-C), so does it.
+  process.on("disconnect", () => process.exit(1));
   // Every PostgreSQL round trip and Redis command of the worker.
   const clientCalls = await countClientCalls();
   const worker = await startImportsWorker();
@@ -322,7 +324,10 @@ async function main(): Promise<void> {
       filename: `${label}.csv`,
       bytes: csvOf(rows),
     });
-    if (created.type !== "created") throw new Error(`${label}: the import was refused: ${created.message}`);
+    if (created.type !== "created") {
+      worker.kill();
+      throw new Error(`${label}: the import was refused: ${created.message}`);
+    }
     const { jobId } = created;
     const untilTerminal = async () => {
       for (;;) {
