@@ -22,7 +22,8 @@
  *    100,000 rows is within 32 MB of the peak of 10,000.
  * 4. The platform's own ceiling: 20,000 rows against a simulator that answers at once (time scale
  *    0.0001: a median call takes half a millisecond) with no provider limits — the rows a second
- *    one worker process commits, with its CPU ms and PostgreSQL round trips a row.
+ *    one worker process commits, with its CPU ms and PostgreSQL round trips a row; then two such
+ *    imports at once on two worker processes, their rows a second in all.
  *
  * Timed runs at time scale 0.1, memory runs at 0.01 (`-- --scale`, `-- --memory-scale`). Beside the
  * figures it prints what explains them: rows a call, calls in flight, slot waits, reschedules
@@ -513,7 +514,22 @@ async function main(): Promise<void> {
       BOUNDED_PROVIDER_MODEL_RPS: String(UNLIMITED.rps),
     },
   );
-  const runs = [concurrent, serial, small, large, huge, instant];
+  // The same ceiling with two worker processes, one import each, at once: how it scales with processes here.
+  const pair = await Promise.all(
+    ["instant-a", "instant-b"].map(async (label) =>
+      measure(
+        label,
+        INSTANT_ROWS,
+        INSTANT_SCALE,
+        await providerIdeal({ rows: INSTANT_ROWS, batchSize, ...UNLIMITED }),
+        {
+          BOUNDED_PROVIDER_MODEL_CONCURRENCY: String(UNLIMITED.concurrency),
+          BOUNDED_PROVIDER_MODEL_RPS: String(UNLIMITED.rps),
+        },
+      ),
+    ),
+  );
+  const runs = [concurrent, serial, small, large, huge, instant, ...pair];
 
   // Clean up: the bench's keys, database and servers.
   for (const sim of sims.values()) await sim.close();
@@ -538,6 +554,8 @@ async function main(): Promise<void> {
   const instantCpuMsPerRow = (1000 * instant.memory.cpuSeconds) / instant.rows;
   const instantPgPerRow = instant.memory.pgRoundTrips / instant.rows;
   const instantRedisPerCall = instant.memory.redisCommands / Math.max(1, instant.calls);
+  // Both imports start within a moment of each other: their rows over the longer makespan.
+  const pairRowsPerS = (2 * INSTANT_ROWS) / (Math.max(...pair.map((m) => m.makespanMs)) / 1000);
 
   const describe = (m: Measured) => {
     const ms = prod(m.makespanMs, m.scale);
@@ -605,6 +623,9 @@ async function main(): Promise<void> {
   console.log(
     `the platform's ceiling: ${INSTANT_ROWS} rows with the model answering at once and no provider limits: ${f0(instantRowsPerS)} rows/s committed by one worker process (goal ≥ ${INSTANT_GOAL_ROWS_PER_S}), ${f2(instantCpuMsPerRow)} ms of its CPU and ${f2(instantPgPerRow)} PostgreSQL round trips a row; ${f1(instantRedisPerCall)} Redis commands a model call (${f2(instant.rows / Math.max(1, instant.calls))} rows a call)`,
   );
+  console.log(
+    `  with two worker processes, an import each, at once: ${f0(pairRowsPerS)} rows/s in all (${f2(pairRowsPerS / instantRowsPerS)} × one process; ${os.cpus().length} cores shared with PostgreSQL and the simulator)`,
+  );
 
   if (makespanS > DEFAULT_SOFT_S)
     console.log(`goal missed: ${ROWS} rows took ${f1(makespanS)} s, more than the default ${DEFAULT_SOFT_S} s budget`);
@@ -646,7 +667,7 @@ async function main(): Promise<void> {
       .join(" / ")} (1 / 5 / 15 min); bench took ${f0((performance.now() - benchStarted) / 1000)} s`,
   );
   console.log(
-    `RESULT bench=import rows=${ROWS} makespan_s=${f1(makespanS)} ideal_s=${f1(idealS)} vs_ideal=${f2(vsIdeal)} target_vs_ideal=1.25 ok=${vsIdeal <= 1.25} calls=${concurrent.calls} ideal_calls=${ideal.calls} serial_s=${f0(serialS)} vs_serial=${f2(vsSerial)} provider_429=${provider429} exactly_once=${broken.length === 0 ? "yes" : "no"} peak_rss_1k_mb=${f0(small.memory.peakRssMb)} peak_rss_10k_mb=${f0(large.memory.peakRssMb)} rss_growth_mb=${f1(rssGrowth)} target_rss_growth_mb=${RSS_GROWTH_GOAL_MB} peak_rss_100k_mb=${f0(huge.memory.peakRssMb)} rss_100k_over_10k_mb=${f1(rss100kOver10k)} rows_per_s_instant=${f0(instantRowsPerS)} target_rows_per_s_instant=${INSTANT_GOAL_ROWS_PER_S} instant_cpu_ms_per_row=${f2(instantCpuMsPerRow)} instant_pg_round_trips_per_row=${f2(instantPgPerRow)} instant_redis_commands_per_call=${f1(instantRedisPerCall)} load1=${os.loadavg()[0]!.toFixed(1)}`,
+    `RESULT bench=import rows=${ROWS} makespan_s=${f1(makespanS)} ideal_s=${f1(idealS)} vs_ideal=${f2(vsIdeal)} target_vs_ideal=1.25 ok=${vsIdeal <= 1.25} calls=${concurrent.calls} ideal_calls=${ideal.calls} serial_s=${f0(serialS)} vs_serial=${f2(vsSerial)} provider_429=${provider429} exactly_once=${broken.length === 0 ? "yes" : "no"} peak_rss_1k_mb=${f0(small.memory.peakRssMb)} peak_rss_10k_mb=${f0(large.memory.peakRssMb)} rss_growth_mb=${f1(rssGrowth)} target_rss_growth_mb=${RSS_GROWTH_GOAL_MB} peak_rss_100k_mb=${f0(huge.memory.peakRssMb)} rss_100k_over_10k_mb=${f1(rss100kOver10k)} rows_per_s_instant=${f0(instantRowsPerS)} target_rows_per_s_instant=${INSTANT_GOAL_ROWS_PER_S} instant_cpu_ms_per_row=${f2(instantCpuMsPerRow)} instant_pg_round_trips_per_row=${f2(instantPgPerRow)} instant_redis_commands_per_call=${f1(instantRedisPerCall)} rows_per_s_instant_2_workers=${f0(pairRowsPerS)} load1=${os.loadavg()[0]!.toFixed(1)}`,
   );
   if (broken.length > 0) process.exit(1);
 }

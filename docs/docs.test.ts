@@ -4,8 +4,10 @@ import { describe, expect, it } from "vitest";
 
 /**
  * The docs stay current with the code they name: every relative link of README.md and docs/*.md
- * leads to a file (and a `#anchor` to one of its headings), and every path of the checkout a doc
- * names in backticks (`lib/runs/outcome.ts`, `ops/prometheus/alerts.yml`) exists.
+ * leads to a file (and a `#anchor` to one of its headings), every path of the checkout a doc
+ * names in backticks (`lib/runs/outcome.ts`, `ops/prometheus/alerts.yml`) exists, and every
+ * setting or constant a doc names in backticks (`BOUNDED_TIME_SCALE`, `MAX_CRASH_RESUMES`) is
+ * still named by the code, its configuration or its environment example.
  */
 
 const ROOT = path.resolve(import.meta.dirname, "..");
@@ -58,6 +60,29 @@ function missingPaths(file: string): string[] {
     .map((named) => `${file}: \`${named}\` does not exist`);
 }
 
+/** Where a setting or constant a doc names must still appear. */
+const SOURCE_FOLDERS = ["lib", "app", "workers", "bench", "scripts", "test", "e2e", "ops", ".ci"];
+const SOURCE_FILES = [".env.example", "playwright.config.ts", "vitest.config.ts", "package.json"];
+const SOURCE_EXTENSIONS = /\.(ts|tsx|mjs|js|ya?ml|json|sh|lua)$|^run$/;
+
+function sourceText(): string {
+  const texts: string[] = SOURCE_FILES.filter((f) => existsSync(path.join(ROOT, f))).map(read);
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(path.join(ROOT, dir), { withFileTypes: true })) {
+      const rel = `${dir}/${entry.name}`;
+      if (entry.isDirectory()) walk(rel);
+      else if (SOURCE_EXTENSIONS.test(entry.name) && !entry.name.endsWith(".md")) texts.push(read(rel));
+    }
+  };
+  for (const dir of SOURCE_FOLDERS) if (existsSync(path.join(ROOT, dir))) walk(dir);
+  return texts.join("\n");
+}
+
+/** Backticked UPPER_SNAKE names (two parts at least): settings and constants; placeholders (`<KIND>`) left out. */
+function namesOf(file: string): string[] {
+  return [...read(file).matchAll(/`([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)`/g)].map(([, name]) => name!);
+}
+
 describe("the docs", () => {
   it("reads README.md and the docs folder", () => {
     expect(DOCS).toContain("docs/architecture.md");
@@ -66,6 +91,23 @@ describe("the docs", () => {
   it("link only to files and headings that exist", () => {
     const broken = DOCS.flatMap(brokenLinks);
     expect(broken, `broken links:\n  ${broken.join("\n  ")}`).toEqual([]);
+  });
+
+  it("name only settings and constants the code still has", () => {
+    const source = sourceText();
+    const gone = [
+      ...new Set(
+        DOCS.flatMap((file) =>
+          namesOf(file)
+            .filter((name) => !source.includes(name))
+            .map((name) => `${file}: \`${name}\``),
+        ),
+      ),
+    ];
+    expect(
+      gone,
+      `settings or constants named in the docs that the code no longer names:\n  ${gone.join("\n  ")}`,
+    ).toEqual([]);
   });
 
   it("name only paths of the checkout that exist", () => {

@@ -8,14 +8,8 @@ import { queue } from "@/lib/queues/queues";
 import { redis } from "@/lib/redis/client";
 import { heartbeatIntervalMs } from "@/lib/jobs/liveness";
 import { nounOf } from "@/lib/jobs/messages";
-import {
-  cancelKey,
-  cancelledMessage,
-  latestRequestEvent,
-  REQUEST_EVENT,
-  why,
-  type CancelAsk,
-} from "@/lib/runs/cancel-request";
+import { cancelKey, cancelledMessage, latestRequestEvent, why, type CancelAsk } from "@/lib/runs/cancel-request";
+import { REQUEST_EVENT } from "@/lib/core/cancel-events";
 import { finalizeJob } from "@/lib/runs/finalize";
 import { cancelOpenBatch } from "@/lib/runs/batch-lane";
 import { isTerminal, STATUS_LABEL, type JobStatus } from "@/lib/core/job-statuses";

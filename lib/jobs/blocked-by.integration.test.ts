@@ -223,7 +223,7 @@ describe("GET /api/jobs/:id blockedBy: every waiting job says why, from the live
     expect(b!.message).toMatch(/^Waiting for the model service, down since \d\d:\d\d:\d\d UTC/);
     expect(b!.message).toContain("ECONNREFUSED");
     expect(Date.parse(b!.until!) - Date.now()).toBeGreaterThan(30_000);
-    expect(b!.message).toMatch(/; next probe at \d\d:\d\d:\d\d UTC\. It resumes by itself\.$/);
+    expect(b!.message).toMatch(/; probed again from \d\d:\d\d:\d\d UTC\. It resumes by itself\.$/);
   });
 
   it("a job delayed for a service that is down tells its customer it waits for the service, with no brief pause and no time promised; a rate-limit wait is a brief pause", async () => {

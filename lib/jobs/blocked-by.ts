@@ -360,11 +360,12 @@ function serviceDown({ row, live }: CauseCheck): BlockedBy | null {
   const breaker = service ? live.breakers?.find((b) => b.service === service && b.state !== "closed") : undefined;
   if (!service || !breaker?.since) return null;
   const name = SERVICE_NAMES[service];
-  // Open: the next probe after the cool-down (once it has passed, the next call is the probe); half-open: one is out.
+  // Open: the first call after the cool-down is the probe (a waiting job's next look, which comes
+  // later the longer the outage lasts: lib/runs/outage-waits.ts); half-open: one is out.
   const probe = !breaker.probeAt
     ? "; a probe call is out"
     : breaker.probeAt > live.now
-      ? `; next probe at ${clock(breaker.probeAt)}`
+      ? `; probed again from ${clock(breaker.probeAt)}`
       : "; the next call is its probe";
   const lasted = formatDuration((live.now.getTime() - breaker.since.getTime()) / env().BOUNDED_TIME_SCALE);
   return {

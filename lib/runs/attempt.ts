@@ -2,7 +2,7 @@ import type { ResolvedBudget } from "@/lib/budgets/budgets";
 import { db, type Prisma } from "@/lib/db/client";
 import { catalogPairs } from "@/lib/catalog/catalog";
 import { isTerminal, TERMINAL_STATUSES, type JobStatus } from "@/lib/core/job-statuses";
-import { REQUEST_EVENT, RETRY_EVENT } from "./cancel-request";
+import { REQUEST_EVENT, RETRY_EVENT } from "@/lib/core/cancel-events";
 
 /** What a run knows about its job once its attempt has started. */
 export interface RunStart {

@@ -3,6 +3,7 @@ import { db } from "@/lib/db/client";
 import { key, redis } from "@/lib/redis/client";
 import { nounOf, progressPhrase, type FinalRow } from "@/lib/jobs/messages";
 import type { JobStatus } from "@/lib/core/job-statuses";
+import { REQUEST_EVENT, RETRY_EVENT } from "@/lib/core/cancel-events";
 import type { RunStart } from "./attempt";
 import { finalizeJob } from "./finalize";
 
@@ -24,10 +25,7 @@ export interface CancelAsk {
 
 export const cancelKey = (jobId: string) => key("jobs", "cancel", jobId);
 
-/** The timeline event of a request; its message names who asked, read back by `pendingCancel`. */
-export const REQUEST_EVENT = "cancel_requested";
-/** An operator's retry: it closes any request before it. */
-export const RETRY_EVENT = "retry";
+/** A request's message names who asked, read back by `pendingCancel`. */
 const REQUESTED_BY = /^Cancel requested by (\S+?)(?: \(“(.*)”\))?:/s;
 
 export function why(reason: string | null | undefined): string {

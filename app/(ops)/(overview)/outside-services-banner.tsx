@@ -41,7 +41,7 @@ export async function OutsideServicesBanner({ now = new Date() }: { now?: Date }
           {b.state === "half_open"
             ? " A probe call is out now."
             : b.probeAt
-              ? ` Next probe at ${b.probeAt.toISOString().slice(11, 19)} UTC.`
+              ? ` Probed again from ${b.probeAt.toISOString().slice(11, 19)} UTC, by the first call after then.`
               : ""}
         </p>
       ))}
