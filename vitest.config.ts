@@ -1,11 +1,14 @@
 import { defineConfig } from "vitest/config";
 
-// Two people (or two checkouts) testing on one machine give each run its own database and prefix.
-const database = process.env.BOUNDED_TEST_DATABASE ?? "bounded_test";
-const prefix = process.env.BOUNDED_TEST_REDIS_PREFIX ?? "bounded-test";
+/**
+ * Test files at once: three on two cores, as most of a test's time is waiting (timers at time scale
+ * 0.001, other processes, the database). Each worker gets a database of its own (test/global-setup.ts).
+ */
+const TEST_WORKERS = Math.max(1, Number(process.env.BOUNDED_TEST_WORKERS ?? 3));
 
-// Tests run against the real PostgreSQL and Redis; each integration test isolates itself
-// (own database rows, own queue names, own key prefix).
+// Tests run against the real PostgreSQL and Redis, several files at once: each worker has its own
+// database and key prefix (test/worker-env.ts), and each integration test isolates itself within
+// them (own tenants, own queue names).
 export default defineConfig({
   resolve: {
     alias: {
@@ -18,15 +21,14 @@ export default defineConfig({
     environment: "node",
     include: ["**/*.test.ts"],
     exclude: ["node_modules/**", "e2e/**", ".next/**"],
-    fileParallelism: false,
+    pool: "forks",
+    maxWorkers: TEST_WORKERS,
     globalSetup: ["./test/global-setup.ts"],
-    setupFiles: ["./test/outside-state.ts"],
+    setupFiles: ["./test/worker-env.ts", "./test/outside-state.ts"],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     env: {
-      DATABASE_URL: `postgresql://postgres@127.0.0.1:5432/${database}`,
       REDIS_URL: "redis://127.0.0.1:6379",
-      BOUNDED_REDIS_PREFIX: prefix,
       BOUNDED_TIME_SCALE: "0.001",
       // A job projected not to fit would split itself, and the projection reads what earlier runs
       // on this database measured: tests of deadlines would not be repeatable. The fan-out tests

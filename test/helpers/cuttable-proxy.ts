@@ -67,8 +67,8 @@ export async function startProxy(targetPort: number, targetHost = "127.0.0.1"): 
   };
 }
 
-/** The shared PostgreSQL's test database (vitest.config.ts names it), reached directly. */
-export const TEST_DATABASE_URL = `postgresql://postgres@127.0.0.1:5432/${process.env.BOUNDED_TEST_DATABASE ?? "bounded_test"}`;
+/** The test worker's database (test/worker-env.ts names it), reached directly. */
+export const TEST_DATABASE_URL = process.env.DATABASE_URL!;
 
 /**
  * Proxies in front of the shared PostgreSQL and Redis, with `DATABASE_URL` and `REDIS_URL` pointed
