@@ -334,11 +334,12 @@ export async function getCustomerProgress(token: string, now = new Date()): Prom
         id: true,
         kind: true,
         status: true,
+        attemptStartedAt: true,
         batch: {
           select: { rows: true, expectedBy: true, lastMomentAt: true, deadlineAt: true, endedAt: true, fallback: true },
         },
         events: {
-          where: { type: { in: [SERVICE_WAIT_EVENT, "started", HANDLED_EVENT] } },
+          where: { type: { in: [SERVICE_WAIT_EVENT, "started", "delayed", HANDLED_EVENT] } },
           select: { at: true, type: true, attempt: true, message: true },
           orderBy: { at: "desc" },
           take: 500,
@@ -347,7 +348,7 @@ export async function getCustomerProgress(token: string, now = new Date()): Prom
     }),
   ]);
   if (!progress || !job) return null;
-  const serviceWaits = serviceWaitsOf(job.events).map((w) => ({
+  const serviceWaits = serviceWaitsOf(job.events, job.attemptStartedAt).map((w) => ({
     ...w,
     sentence: serviceWaitSentence(w, formatDuration),
   }));

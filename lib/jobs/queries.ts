@@ -243,6 +243,8 @@ export interface JobDetail extends JobListItem {
   budgetSource: string;
   heartbeatAt: string | null;
   startedAt: string | null;
+  /** When its latest run started (a new attempt, or a resume of one). */
+  attemptStartedAt: string | null;
   finishedAt: string | null;
   progressToken: string;
   upload: { filename: string; sizeBytes: number; delimiter: string } | null;
@@ -328,6 +330,7 @@ export async function getJob(id: string, failuresLimit = 200): Promise<JobDetail
       budgetSource: true,
       heartbeatAt: true,
       startedAt: true,
+      attemptStartedAt: true,
       finishedAt: true,
       progressToken: true,
       upload: { select: { filename: true, sizeBytes: true, delimiter: true } },
@@ -359,6 +362,7 @@ export async function getJob(id: string, failuresLimit = 200): Promise<JobDetail
     budgetSource: row.budgetSource,
     heartbeatAt: row.heartbeatAt?.toISOString() ?? null,
     startedAt: row.startedAt?.toISOString() ?? null,
+    attemptStartedAt: row.attemptStartedAt?.toISOString() ?? null,
     finishedAt: row.finishedAt?.toISOString() ?? null,
     progressToken: row.progressToken,
     upload: row.upload,

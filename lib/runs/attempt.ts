@@ -37,6 +37,12 @@ export interface RunStart {
    * round trip (./cancel-request.ts). Absent when the run was started another way.
    */
   cancelRequest?: string | null;
+  /**
+   * True when this run resumes a job that gave its slot back (its row was `delayed`: a rate-limit
+   * window, an outside service that was down, a batch not done yet): the attempt goes on — same
+   * number, no "started" event, no new projection. Any other start is a new attempt.
+   */
+  resumed?: boolean;
 }
 
 /** Budgets an operator set for a retry stay as they are; all others are what this worker resolves. */
@@ -76,10 +82,11 @@ function catalogBudgets(resolve: (queue: string, kind: string) => ResolvedBudget
 }
 
 /**
- * Starts a new attempt: the attempt number goes up (fencing every older run), the row is
- * `running` with the budget this worker really uses, and its "started" timeline event is
- * written — all in one statement. Returns null for a job that is already terminal or no longer
- * exists. `resolveBudget` must give the same answer for a pair every time within the process
+ * Starts a run: the row is `running` with the budget this worker really uses — in one statement.
+ * A job that gave its slot back (`delayed`) resumes its attempt: the run that deferred it ended
+ * before it did, so there is nothing to fence. Any other start is a new attempt: the attempt
+ * number goes up (fencing every older run: a crashed worker's, a stalled one's) and its "started"
+ * timeline event is written. Returns null for a job that is already terminal or no longer exists. `resolveBudget` must give the same answer for a pair every time within the process
  * (as `resolveBudget` of lib/budgets does: its environment is read once): its answers are kept.
  */
 export async function startAttempt(
@@ -112,10 +119,13 @@ async function startStatement(jobId: string, now: Date, budgets: PairBudget[] | 
     WITH budget AS (
       SELECT * FROM unnest(${list.map((b) => b.queue)}::text[], ${list.map((b) => b.kind)}::text[], ${list.map((b) => b.softMs)}::int[],
                            ${list.map((b) => b.hardMs)}::int[], ${list.map((b) => b.source)}::text[]) AS b(queue, kind, "softMs", "hardMs", source)
+    ), before AS (
+      -- The row as it was, locked: two runs started at once get different attempts (one increment
+      -- each, under the lock), and a resume from delayed keeps its attempt.
+      SELECT status = 'delayed' AS resumed FROM "Job" WHERE id = ${jobId}::uuid FOR UPDATE
     ), started AS (
-      -- One atomic increment under the row lock: two runs started at once get different attempts.
       UPDATE "Job" j
-      SET attempt = j.attempt + 1, status = 'running', message = NULL,
+      SET attempt = CASE WHEN before.resumed THEN j.attempt ELSE j.attempt + 1 END, status = 'running', message = NULL,
           "heartbeatAt" = ${at}::timestamptz AT TIME ZONE 'UTC', "attemptStartedAt" = ${at}::timestamptz AT TIME ZONE 'UTC',
           "startedAt" = coalesce(j."startedAt", ${at}::timestamptz AT TIME ZONE 'UTC'), "updatedAt" = now() AT TIME ZONE 'UTC',
           "budgetSoftMs" = CASE WHEN starts_with(j."budgetSource", ${OPERATOR_BUDGET_PREFIX}) THEN j."budgetSoftMs"
@@ -124,9 +134,10 @@ async function startStatement(jobId: string, now: Date, budgets: PairBudget[] | 
             ELSE coalesce((SELECT b."hardMs" FROM budget b WHERE b.queue = j.queue AND b.kind = j.kind), j."budgetHardMs") END,
           "budgetSource" = CASE WHEN starts_with(j."budgetSource", ${OPERATOR_BUDGET_PREFIX}) THEN j."budgetSource"
             ELSE coalesce((SELECT b.source FROM budget b WHERE b.queue = j.queue AND b.kind = j.kind), j."budgetSource") END
+      FROM before
       WHERE j.id = ${jobId}::uuid AND j.status::text <> ALL(${[...TERMINAL_STATUSES]})
         AND (${budgets === null} OR EXISTS (SELECT 1 FROM budget b WHERE b.queue = j.queue AND b.kind = j.kind))
-      RETURNING j.attempt, j.cursor, j.kind, j.queue, j."tenantId", j."parentId", j.total, j.processed, j.failed, j.params,
+      RETURNING before.resumed, j.attempt, j.cursor, j.kind, j.queue, j."tenantId", j."parentId", j.total, j.processed, j.failed, j.params,
                 j."budgetSoftMs", j."budgetHardMs", j."budgetSource", j."slotMsUsed",
                 EXISTS (SELECT 1 FROM "JobBatch" jb WHERE jb."jobId" = j.id) AS "sentToBatch",
                 (SELECT u."sizeBytes"::float8 / src.total FROM "Job" src JOIN "Upload" u ON u."jobId" = src.id
@@ -138,7 +149,7 @@ async function startStatement(jobId: string, now: Date, budgets: PairBudget[] | 
       SELECT ${jobId}::uuid, ${at}::timestamptz AT TIME ZONE 'UTC', 'started', attempt,
              'Attempt ' || attempt || ' started (budget ' || to_char(round("budgetSoftMs" / 1000.0), 'FM999,999,999,990') || ' s soft, '
                || to_char(round("budgetHardMs" / 1000.0), 'FM999,999,999,990') || ' s hard, ' || "budgetSource" || ')'
-      FROM started
+      FROM started WHERE NOT resumed
     )
     SELECT * FROM started`;
   const row = rows[0];

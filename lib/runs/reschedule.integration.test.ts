@@ -91,6 +91,29 @@ describe("deadline budget under rescheduling", () => {
   }, 30_000);
 });
 
+describe("a resume", () => {
+  it("goes on with its attempt: a sync that waited for windows several times ends on attempt 1, with one start on its timeline and one deferral per wait", async () => {
+    const s = await sync("resume");
+    h.startWorker();
+    const r = await terminal(s.jobId);
+    expect(r).toMatchObject({ status: "completed", processed: PAGES, attempt: 1 });
+    expect(r.reschedules).toBeGreaterThanOrEqual(2);
+    const events = await h.m.db.db().jobEvent.groupBy({
+      by: ["type", "attempt"],
+      where: { jobId: s.jobId, type: { in: ["started", "delayed"] } },
+      _count: { _all: true },
+    });
+    expect(
+      events
+        .map((e) => ({ type: e.type, attempt: e.attempt, n: e._count._all }))
+        .sort((a, b) => (a.type < b.type ? -1 : 1)),
+    ).toEqual([
+      { type: "delayed", attempt: 1, n: r.reschedules },
+      { type: "started", attempt: 1, n: 1 },
+    ]);
+  }, 30_000);
+});
+
 describe("the deferral context", () => {
   it("is opened only around the rescheduling queues' jobs: running at the same time in one process, the sync defers while a sweep on a deadline-only queue sleeps through the same wait", async () => {
     const { makeJob } = await import("@/test/helpers/jobs");

@@ -65,7 +65,7 @@ export async function runJob(
  * A run that ends before its processor is called: a cancel asked of an earlier attempt that went
  * back to the queue before it saw the request, or a job that cannot fit its budget and becomes
  * parts. A projection that cannot be read (a database blip) is no reason not to run: it runs
- * whole, in slices.
+ * whole, in slices. A resumed attempt was projected when it started: it is not projected again.
  */
 async function endsBeforeWork(run: RunStart, attemptStart: Date, jobLog: Logger): Promise<boolean> {
   const asked = await cancelAskedAtStart(run).catch(() => null);
@@ -74,6 +74,7 @@ async function endsBeforeWork(run: RunStart, attemptStart: Date, jobLog: Logger)
     jobLog.info({ by: asked.by }, "cancelled by an operator before this attempt ran");
     return true;
   }
+  if (run.resumed) return false;
   const fanOut = await fanOutIfTooBig(run, attemptStart).catch((err: unknown) => {
     jobLog.warn({ err }, "could not project the job; it runs whole");
     return { type: "not_projected" } as const;

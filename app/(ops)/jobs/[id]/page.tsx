@@ -125,7 +125,7 @@ export default async function JobPage({
           timeScale={env().BOUNDED_TIME_SCALE}
         />
         {job.message ? <p className={`message ${statusTone(job.status)}`}>{job.message}</p> : null}
-        {serviceWaitsOf(job.events).map((w) => (
+        {serviceWaitsOf(job.events, job.attemptStartedAt).map((w) => (
           <p key={w.from} className="small" data-testid="service-wait">
             {serviceWaitSentence(w, formatDuration)} Not charged to its budget.
           </p>
