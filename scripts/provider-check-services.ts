@@ -68,12 +68,39 @@ export function describeAnnouncedLimits(header: HeaderLookup): string {
   return `limits: ${parts.join("; ")}`;
 }
 
-/**
- * A 1-token chat completion through the client the workers use (`modelClient`: the same base URL,
- * key and transport). A 404 that is not the path's is the model's; then the models the service
- * lists are looked up, so the sentence can say which ones it does serve.
- */
-export async function checkModel({ env, timeoutMs }: CheckOptions): Promise<ServiceCheck> {
+/** What every check of the model call reads: the service as configured and the client that called it. */
+interface ModelCheck {
+  base: Pick<ServiceCheck, "service" | "url" | "simulated">;
+  /** "The model service at {url}", the start of every problem's sentence. */
+  at: string;
+  key: string | undefined;
+  model: string;
+  client: ReturnType<typeof modelClient>;
+  timeoutMs: number;
+}
+
+/** An HTTP error answer of the model service, as the checks of its status read it. */
+interface ModelRefusal {
+  status: number;
+  /** The service's own words for it, the key taken out. */
+  message: string;
+  code: string | undefined;
+  /** "{at} answered {status}: {message}". */
+  answered: string;
+  /** The lines every report of an answer starts with. */
+  details: string[];
+  roundTripMs: number;
+  headers: HeaderLookup;
+}
+
+/** One row of the table of refusals: when it applies, and what the check then reports. */
+interface RefusalCheck {
+  when: (r: ModelRefusal) => boolean;
+  report: (check: ModelCheck, r: ModelRefusal) => ServiceCheck | Promise<ServiceCheck>;
+}
+
+/** The model service as configured, and the client the workers would call it with. */
+function modelCheck(env: Env, timeoutMs: number): ModelCheck {
   const url = env.MODEL_BASE_URL;
   const key = env.MODEL_API_KEY || undefined;
   const model = env.MODEL_NAME;
@@ -84,130 +111,198 @@ export async function checkModel({ env, timeoutMs }: CheckOptions): Promise<Serv
   };
   const at = `${NAMES.model} at ${url}`;
   const client = modelClient({ baseUrl: url, apiKey: key });
+  return { base, at, key, model, client, timeoutMs };
+}
+
+/** The completion came back: the service is reachable, takes the key and serves the model. */
+function modelAnswered(
+  { base, key, model }: ModelCheck,
+  answeredAs: string | undefined,
+  response: Response,
+  roundTripMs: number,
+): ServiceCheck {
+  return {
+    ...base,
+    ok: true,
+    roundTripMs,
+    details: [
+      `reachable: yes, answered ${response.status} in ${formatDuration(roundTripMs)}`,
+      key
+        ? "auth: ok (MODEL_API_KEY accepted)"
+        : "auth: no key configured (MODEL_API_KEY unset), and the service asked for none",
+      `model: ${model} exists${answeredAs && answeredAs !== model ? ` (answered as ${answeredAs})` : ""}`,
+      describeAnnouncedLimits((name) => response.headers.get(name)),
+    ],
+  };
+}
+
+/** No answer within the time limit. */
+function modelSilent({ base, at, timeoutMs }: ModelCheck): ServiceCheck {
+  return {
+    ...base,
+    ok: false,
+    details: [`reachable: no answer within ${formatDuration(timeoutMs)}`],
+    problem: `${at} did not answer within ${formatDuration(timeoutMs)} — it is silent or unreachable: check the provider's status page and the network between here and it.`,
+  };
+}
+
+/** No HTTP answer at all: the connection failed, or something other than the service's status went wrong. */
+function modelUnreachable({ base, at }: ModelCheck, err: unknown): ServiceCheck {
+  const cause = err instanceof APIConnectionError && err.cause ? err.cause : err;
+  return {
+    ...base,
+    ok: false,
+    details: [`reachable: no (${describeError(cause)})`],
+    problem: `${at} could not be reached (${describeError(cause)}) — check MODEL_BASE_URL.`,
+  };
+}
+
+/** An HTTP error answer read once for the checks of its status: its words (without the key), its code, its headers. */
+function readRefusal({ at, key }: ModelCheck, err: APIError, status: number, roundTripMs: number): ModelRefusal {
+  const body = err.error as { message?: unknown; code?: unknown } | undefined;
+  const message = withoutKey(
+    typeof body?.message === "string" && body.message
+      ? body.message
+      : snippet(err.message.replace(/^\d{3} /, "")) || "(no body)",
+    key,
+  );
+  return {
+    status,
+    message,
+    code: typeof body?.code === "string" ? body.code : undefined,
+    answered: `${at} answered ${status}: ${message}`,
+    details: [`reachable: yes, answered ${status} in ${formatDuration(roundTripMs)}`],
+    roundTripMs,
+    headers: (name: string) => err.headers?.get(name),
+  };
+}
+
+/** A failed report of an error answer: its round trip, its lines and the sentence naming what to check. */
+const refused = (check: ModelCheck, r: ModelRefusal, details: string[], problem: string): ServiceCheck => ({
+  ...check.base,
+  ok: false,
+  roundTripMs: r.roundTripMs,
+  details,
+  problem,
+});
+
+/** The error answers the model check tells apart, first match wins; any other is `otherRefusal`. */
+const REFUSALS: RefusalCheck[] = [
+  /** The key refused (or wanted and not set). */
+  {
+    when: (r) => r.status === 401 || r.status === 403,
+    report: (check, r) =>
+      refused(
+        check,
+        r,
+        [...r.details, `auth: refused (${check.key ? "MODEL_API_KEY is set" : "no MODEL_API_KEY set"})`],
+        `${r.answered} — check MODEL_API_KEY.`,
+      ),
+  },
+  /** A 404 that is the model's, not the path's: the models the service does serve are looked up. */
+  {
+    when: (r) =>
+      r.status === 404 && r.code !== "unknown_url" && (r.code === "model_not_found" || /model/i.test(r.message)),
+    report: modelNotServed,
+  },
+  /** Any other 404 is the path's: the base URL is wrong. */
+  {
+    when: (r) => r.status === 404,
+    report: (check, r) =>
+      refused(
+        check,
+        r,
+        r.details,
+        `${r.answered} — check MODEL_BASE_URL: it is the API's base URL with /v1 (e.g. https://api.openai.com/v1), to which /chat/completions is added.`,
+      ),
+  },
+  /** OpenAI's 429 for an account without credit: no wait ends it. */
+  {
+    when: (r) => r.status === 429 && r.code === "insufficient_quota",
+    report: (check, r) =>
+      refused(
+        check,
+        r,
+        [...r.details, "auth: ok", "quota: none left"],
+        `${r.answered} — the account has no quota left: check the provider's plan and billing.`,
+      ),
+  },
+  /** The key works and the model exists: the account's limits are spent for the moment. */
+  { when: (r) => r.status === 429, report: rateLimited },
+  /** The provider failing. */
+  {
+    when: (r) => r.status >= 500,
+    report: (check, r) =>
+      refused(check, r, r.details, `${r.answered} — the provider is failing: check its status page, then try again.`),
+  },
+];
+
+/** A 404 for the model: the sentence names the models the service lists, when it lists them. */
+async function modelNotServed(check: ModelCheck, r: ModelRefusal): Promise<ServiceCheck> {
+  const served = await listModels(check.client, check.timeoutMs);
+  const tail =
+    served && served.length > 0
+      ? ` It serves: ${served.slice(0, 10).join(", ")}${served.length > 10 ? ", …" : ""}.`
+      : "";
+  return refused(
+    check,
+    r,
+    [...r.details, "auth: ok", `model: ${check.model} not served`],
+    `${r.answered} — check MODEL_NAME.${tail}`,
+  );
+}
+
+/** A 429 that is not about quota: reported, not a problem, with the limits the headers announce. */
+function rateLimited({ base, model }: ModelCheck, r: ModelRefusal): ServiceCheck {
+  return {
+    ...base,
+    ok: true,
+    roundTripMs: r.roundTripMs,
+    details: [
+      ...r.details,
+      "auth: ok",
+      `model: ${model} exists`,
+      `rate limited right now: ${r.message}`,
+      describeAnnouncedLimits(r.headers),
+    ],
+  };
+}
+
+/** An error answer none of the table's rows knows. */
+function otherRefusal(check: ModelCheck, r: ModelRefusal): ServiceCheck {
+  return refused(
+    check,
+    r,
+    r.details,
+    `${r.answered} — check MODEL_NAME and that MODEL_BASE_URL is an OpenAI-compatible chat completions API.`,
+  );
+}
+
+/**
+ * A 1-token chat completion through the client the workers use (`modelClient`: the same base URL,
+ * key and transport). A 404 that is not the path's is the model's; then the models the service
+ * lists are looked up, so the sentence can say which ones it does serve.
+ */
+export async function checkModel({ env, timeoutMs }: CheckOptions): Promise<ServiceCheck> {
+  const check = modelCheck(env, timeoutMs);
   const signal = AbortSignal.timeout(timeoutMs);
   const started = performance.now();
   try {
-    const { data, response } = await client.chat.completions
-      .create({ model, messages: [{ role: "user", content: "Reply with OK." }], max_completion_tokens: 1 }, { signal })
+    const { data, response } = await check.client.chat.completions
+      .create(
+        { model: check.model, messages: [{ role: "user", content: "Reply with OK." }], max_completion_tokens: 1 },
+        { signal },
+      )
       .withResponse();
-    const roundTripMs = performance.now() - started;
-    return {
-      ...base,
-      ok: true,
-      roundTripMs,
-      details: [
-        `reachable: yes, answered ${response.status} in ${formatDuration(roundTripMs)}`,
-        key
-          ? "auth: ok (MODEL_API_KEY accepted)"
-          : "auth: no key configured (MODEL_API_KEY unset), and the service asked for none",
-        `model: ${model} exists${data.model && data.model !== model ? ` (answered as ${data.model})` : ""}`,
-        describeAnnouncedLimits((name) => response.headers.get(name)),
-      ],
-    };
+    return modelAnswered(check, data.model, response, performance.now() - started);
   } catch (err) {
     const roundTripMs = performance.now() - started;
-    if (signal.aborted) {
-      return {
-        ...base,
-        ok: false,
-        details: [`reachable: no answer within ${formatDuration(timeoutMs)}`],
-        problem: `${at} did not answer within ${formatDuration(timeoutMs)} — it is silent or unreachable: check the provider's status page and the network between here and it.`,
-      };
-    }
-    if (!(err instanceof APIError) || err.status === undefined || err instanceof APIConnectionError) {
-      const cause = err instanceof APIConnectionError && err.cause ? err.cause : err;
-      return {
-        ...base,
-        ok: false,
-        details: [`reachable: no (${describeError(cause)})`],
-        problem: `${at} could not be reached (${describeError(cause)}) — check MODEL_BASE_URL.`,
-      };
-    }
-    const status = err.status;
-    const body = err.error as { message?: unknown; code?: unknown } | undefined;
-    const message = withoutKey(
-      typeof body?.message === "string" && body.message
-        ? body.message
-        : snippet(err.message.replace(/^\d{3} /, "")) || "(no body)",
-      key,
-    );
-    const code = typeof body?.code === "string" ? body.code : undefined;
-    const answered = `${at} answered ${status}: ${message}`;
-    const details = [`reachable: yes, answered ${status} in ${formatDuration(roundTripMs)}`];
-    const headers = (name: string) => err.headers?.get(name);
-    if (status === 401 || status === 403) {
-      return {
-        ...base,
-        ok: false,
-        roundTripMs,
-        details: [...details, `auth: refused (${key ? "MODEL_API_KEY is set" : "no MODEL_API_KEY set"})`],
-        problem: `${answered} — check MODEL_API_KEY.`,
-      };
-    }
-    if (status === 404 && code !== "unknown_url" && (code === "model_not_found" || /model/i.test(message))) {
-      const served = await listModels(client, timeoutMs);
-      const tail =
-        served && served.length > 0
-          ? ` It serves: ${served.slice(0, 10).join(", ")}${served.length > 10 ? ", …" : ""}.`
-          : "";
-      return {
-        ...base,
-        ok: false,
-        roundTripMs,
-        details: [...details, "auth: ok", `model: ${model} not served`],
-        problem: `${answered} — check MODEL_NAME.${tail}`,
-      };
-    }
-    if (status === 404) {
-      return {
-        ...base,
-        ok: false,
-        roundTripMs,
-        details,
-        problem: `${answered} — check MODEL_BASE_URL: it is the API's base URL with /v1 (e.g. https://api.openai.com/v1), to which /chat/completions is added.`,
-      };
-    }
-    if (status === 429 && code === "insufficient_quota") {
-      // OpenAI's 429 for an account without credit: no wait ends it.
-      return {
-        ...base,
-        ok: false,
-        roundTripMs,
-        details: [...details, "auth: ok", "quota: none left"],
-        problem: `${answered} — the account has no quota left: check the provider's plan and billing.`,
-      };
-    }
-    if (status === 429) {
-      // The key works and the model exists: the account's limits are spent for the moment.
-      return {
-        ...base,
-        ok: true,
-        roundTripMs,
-        details: [
-          ...details,
-          "auth: ok",
-          `model: ${model} exists`,
-          `rate limited right now: ${message}`,
-          describeAnnouncedLimits(headers),
-        ],
-      };
-    }
-    if (status >= 500) {
-      return {
-        ...base,
-        ok: false,
-        roundTripMs,
-        details,
-        problem: `${answered} — the provider is failing: check its status page, then try again.`,
-      };
-    }
-    return {
-      ...base,
-      ok: false,
-      roundTripMs,
-      details,
-      problem: `${answered} — check MODEL_NAME and that MODEL_BASE_URL is an OpenAI-compatible chat completions API.`,
-    };
+    if (signal.aborted) return modelSilent(check);
+    if (!(err instanceof APIError) || err.status === undefined || err instanceof APIConnectionError)
+      return modelUnreachable(check, err);
+    const refusal = readRefusal(check, err, err.status, roundTripMs);
+    const row = REFUSALS.find((c) => c.when(refusal));
+    return row ? await row.report(check, refusal) : otherRefusal(check, refusal);
   }
 }
 

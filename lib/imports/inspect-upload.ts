@@ -35,7 +35,13 @@ export type UploadRejection =
   | "wrong_delimiter"
   | "malformed_csv";
 
-const reject = (status: 413 | 415 | 422, code: UploadRejection, message: string): UploadInspection => ({
+/** A refused upload: the status, the code and the sentence for the person who uploaded it. */
+type Refusal = Extract<UploadInspection, { ok: false }>;
+
+/** What a check hands the next one, when the upload passes it. */
+type Passed<T> = { ok: true } & T;
+
+const reject = (status: 413 | 415 | 422, code: UploadRejection, message: string): Refusal => ({
   ok: false,
   status,
   code,
@@ -86,11 +92,8 @@ function headerColumns(headerLine: string, delimiter: string): string[] | null {
   }
 }
 
-/**
- * Everything checked before any row is created: size, encoding, delimiter, header, row count and
- * CSV well-formedness. Individual bad rows are not rejected here: they become item failures.
- */
-export function inspectUpload(bytes: Uint8Array, limits: UploadLimits): UploadInspection {
+/** The size limit and the empty file, read from the byte count alone. */
+function checkSize(bytes: Uint8Array, limits: UploadLimits): Refusal | undefined {
   if (bytes.byteLength > limits.maxBytes) {
     return reject(
       413,
@@ -99,9 +102,17 @@ export function inspectUpload(bytes: Uint8Array, limits: UploadLimits): UploadIn
     );
   }
   if (bytes.byteLength === 0) return reject(422, "empty_file", "The file is empty.");
-  const binary = sniffBinary(bytes);
-  if (binary) return reject(415, "not_text", binary);
+  return undefined;
+}
 
+/** A file that is not text at all (UTF-16, a workbook, a PDF, binary data), told by its first bytes. */
+function checkBinary(bytes: Uint8Array): Refusal | undefined {
+  const binary = sniffBinary(bytes);
+  return binary ? reject(415, "not_text", binary) : undefined;
+}
+
+/** The bytes as UTF-8 text, refused when they are not UTF-8 or say nothing. */
+function decodeText(bytes: Uint8Array): Refusal | Passed<{ text: string }> {
   let text: string;
   try {
     text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(bytes);
@@ -109,54 +120,72 @@ export function inspectUpload(bytes: Uint8Array, limits: UploadLimits): UploadIn
     return reject(415, "not_utf8", "The file is not valid UTF-8 text. Save it as “CSV UTF-8” and upload it again.");
   }
   if (text.trim() === "") return reject(422, "empty_file", "The file is empty.");
+  return { ok: true, text };
+}
+
+/** A NUL byte anywhere in the text, named by its line. */
+function checkNul(text: string): Refusal | undefined {
   // Binary sniffing reads only the start: a NUL further in is binary data too, and PostgreSQL
   // text cannot hold it, so the row would fail for a reason nobody could see in a spreadsheet.
   const nul = text.indexOf("\u0000");
-  if (nul !== -1) {
-    const line = text.slice(0, nul).split("\n").length;
-    return reject(
-      415,
-      "not_text",
-      `The file contains a NUL byte (binary data) on line ${formatCount(line)}, so it is not a CSV text file.`,
-    );
-  }
+  if (nul === -1) return undefined;
+  const line = text.slice(0, nul).split("\n").length;
+  return reject(
+    415,
+    "not_text",
+    `The file contains a NUL byte (binary data) on line ${formatCount(line)}, so it is not a CSV text file.`,
+  );
+}
 
+/** The delimiters a file may use, in the order they are tried. */
+const DELIMITERS: Delimiter[] = [",", ";"];
+
+/** Whether a header names every required column. */
+const hasRequiredColumns = (cols: string[] | null): cols is string[] =>
+  cols !== null && REQUIRED_COLUMNS.every((c) => cols.includes(c));
+
+/** The header's delimiter and columns: the first delimiter that splits it into the required columns. */
+function readHeader(text: string): Refusal | Passed<{ delimiter: Delimiter; columns: string[] }> {
   const headerLine = text.split(/\r?\n/, 1)[0]!;
-  const candidates: Delimiter[] = [",", ";"];
-  let delimiter: Delimiter | undefined;
-  let columns: string[] = [];
-  for (const d of candidates) {
-    const cols = headerColumns(headerLine, d);
-    if (cols && REQUIRED_COLUMNS.every((c) => cols.includes(c))) {
-      delimiter = d;
-      columns = cols;
-      break;
+  for (const delimiter of DELIMITERS) {
+    const columns = headerColumns(headerLine, delimiter);
+    if (hasRequiredColumns(columns)) return { ok: true, delimiter, columns };
+  }
+  return wrongDelimiter(headerLine) ?? missingColumns(headerLine);
+}
+
+/** A header with the required columns separated by tabs or '|', which the import does not read. */
+function wrongDelimiter(headerLine: string): Refusal | undefined {
+  for (const [other, label] of [
+    ["\t", "tabs"],
+    ["|", "'|'"],
+  ] as const) {
+    if (hasRequiredColumns(headerColumns(headerLine, other))) {
+      return reject(
+        422,
+        "wrong_delimiter",
+        `The columns are separated by ${label}. Use a comma (,) or a semicolon (;).`,
+      );
     }
   }
-  if (!delimiter) {
-    for (const [other, label] of [
-      ["\t", "tabs"],
-      ["|", "'|'"],
-    ] as const) {
-      const cols = headerColumns(headerLine, other);
-      if (cols && REQUIRED_COLUMNS.every((c) => cols.includes(c))) {
-        return reject(
-          422,
-          "wrong_delimiter",
-          `The columns are separated by ${label}. Use a comma (,) or a semicolon (;).`,
-        );
-      }
-    }
-    const best = candidates.map((d) => headerColumns(headerLine, d) ?? []).sort((a, b) => b.length - a.length)[0] ?? [];
-    const missing = REQUIRED_COLUMNS.filter((c) => !best.includes(c));
-    const found = best.filter((c) => c !== "").slice(0, 10);
-    return reject(
-      422,
-      "missing_columns",
-      `Missing required column${missing.length > 1 ? "s" : ""}: ${missing.join(", ")}. The first line must name the columns ${REQUIRED_COLUMNS.join(", ")}` +
-        (found.length ? ` (found: ${found.join(", ")}).` : "."),
-    );
-  }
+  return undefined;
+}
+
+/** The required columns the header lacks, read with the delimiter that finds the most columns. */
+function missingColumns(headerLine: string): Refusal {
+  const best = DELIMITERS.map((d) => headerColumns(headerLine, d) ?? []).sort((a, b) => b.length - a.length)[0] ?? [];
+  const missing = REQUIRED_COLUMNS.filter((c) => !best.includes(c));
+  const found = best.filter((c) => c !== "").slice(0, 10);
+  return reject(
+    422,
+    "missing_columns",
+    `Missing required column${missing.length > 1 ? "s" : ""}: ${missing.join(", ")}. The first line must name the columns ${REQUIRED_COLUMNS.join(", ")}` +
+      (found.length ? ` (found: ${found.join(", ")}).` : "."),
+  );
+}
+
+/** Too many columns, or a column named twice. */
+function checkColumns(columns: string[]): Refusal | undefined {
   if (columns.length > MAX_COLUMNS) {
     return reject(
       422,
@@ -167,8 +196,11 @@ export function inspectUpload(bytes: Uint8Array, limits: UploadLimits): UploadIn
   const duplicated = columns.filter((c, i) => c !== "" && columns.indexOf(c) !== i);
   if (duplicated.length)
     return reject(422, "duplicate_columns", `The column “${duplicated[0]}” appears more than once in the header.`);
+  return undefined;
+}
 
-  let rows = 0;
+/** The rows after the header, parsed as the import parses them; refused when the CSV is not well-formed. */
+function parseRows(text: string, delimiter: Delimiter): Refusal | Passed<{ rows: number }> {
   try {
     const records = parse(text, {
       bom: true,
@@ -180,7 +212,7 @@ export function inspectUpload(bytes: Uint8Array, limits: UploadLimits): UploadIn
       skip_records_with_empty_values: true,
       max_record_size: 64 * 1024,
     }) as string[][];
-    rows = records.length;
+    return { ok: true, rows: records.length };
   } catch (err) {
     const line = (err as { lines?: number }).lines;
     const detail = err instanceof Error ? err.message.replace(/^Invalid Record Length: |^CSV_\w+: /, "") : "unreadable";
@@ -190,6 +222,10 @@ export function inspectUpload(bytes: Uint8Array, limits: UploadLimits): UploadIn
       `The file is not well-formed CSV${line ? ` near line ${line}` : ""}: ${detail}`,
     );
   }
+}
+
+/** No transactions, or more than the row limit. */
+function checkRowCount(rows: number, limits: UploadLimits): Refusal | undefined {
   if (rows === 0) return reject(422, "no_rows", "The file has a header but no transactions.");
   if (rows > limits.maxRows) {
     return reject(
@@ -198,5 +234,29 @@ export function inspectUpload(bytes: Uint8Array, limits: UploadLimits): UploadIn
       `The file has ${formatCount(rows)} rows; the limit is ${formatCount(limits.maxRows)}. Split it into smaller files.`,
     );
   }
-  return { ok: true, delimiter, rows, columns };
+  return undefined;
+}
+
+/**
+ * Everything checked before any row is created: size, encoding, delimiter, header, row count and
+ * CSV well-formedness. Individual bad rows are not rejected here: they become item failures. The
+ * checks run in order and the first refusal is the answer.
+ */
+export function inspectUpload(bytes: Uint8Array, limits: UploadLimits): UploadInspection {
+  const unread = checkSize(bytes, limits) ?? checkBinary(bytes);
+  if (unread) return unread;
+  const decoded = decodeText(bytes);
+  if (!decoded.ok) return decoded;
+  const { text } = decoded;
+  const notText = checkNul(text);
+  if (notText) return notText;
+  const header = readHeader(text);
+  if (!header.ok) return header;
+  const { delimiter, columns } = header;
+  const badColumns = checkColumns(columns);
+  if (badColumns) return badColumns;
+  const parsed = parseRows(text, delimiter);
+  if (!parsed.ok) return parsed;
+  const { rows } = parsed;
+  return checkRowCount(rows, limits) ?? { ok: true, delimiter, rows, columns };
 }

@@ -128,13 +128,32 @@ type Attempt = (
   headers?: Headers;
 };
 
-/**
- * One chat completion against an OpenAI-compatible endpoint (`POST {baseUrl}/chat/completions`)
- * through the official OpenAI client, its own retries off: Bounded's provider limit and this
- * retry policy decide when to call again. Transient failures are retried up to `maxRetries`
- * times; the final failure is a `ModelCallError`. Nothing is retried once `signal` has aborted.
- */
-export async function chatCompletion(options: ChatCompletionOptions): Promise<ChatCompletionResult> {
+/** An attempt that answered. */
+type Answer = Extract<Attempt, { ok: true }>;
+
+/** An attempt that failed. */
+type Failure = Extract<Attempt, { ok: false }>;
+
+/** One call's options resolved once: what each of its attempts sends, how it retries, and where it is recorded. */
+interface CallPlan {
+  signal: AbortSignal;
+  context: ModelCallContext;
+  model: string;
+  maxRetries: number;
+  timeScale: number;
+  maxRetryAfterMs: number;
+  record: RecordModelCall;
+  /** Real ms, floored; undefined: no attempt timeout. */
+  attemptTimeoutMs: number | undefined;
+  /** Real ms, floored; undefined: never hedged. */
+  hedgeAfterMs: number | undefined;
+  client: OpenAI;
+  request: { model: string; messages: ChatMessage[]; temperature?: number };
+  tokens: { input: number; shape: string };
+}
+
+/** The options with their defaults, the durations scaled and floored, the client and request built. */
+function planCall(options: ChatCompletionOptions): CallPlan {
   const { messages, signal, context } = options;
   const model = options.model ?? env().MODEL_NAME;
   const maxRetries = options.maxRetries ?? 2;
@@ -161,99 +180,163 @@ export async function chatCompletion(options: ChatCompletionOptions): Promise<Ch
     input: countPromptTokens(messages),
     shape: `${model}:${context.jobKind ?? "call"}:${context.batchSize ?? 1}`,
   };
-
-  /**
-   * One request in a provider slot (a spare one for a hedge), released before any backoff; the
-   * row times the request only. `sent` is called as it goes out.
-   */
-  const sendOnce = (attemptSignal: AbortSignal, spare: boolean, sent: () => void): Promise<Sent> =>
-    withProviderSlot(
-      "model",
-      async (call) => {
-        const startedAt = new Date();
-        const attemptStarted = performance.now();
-        sent();
-        const result = await attemptOnce(client, request, attemptSignal, attemptTimeoutMs);
-        const durationMs = performance.now() - attemptStarted;
-        // Tokens settled from usage, limits learnt from the headers, a 429's wait shared (lib/ratelimit/provider.ts).
-        await call.observe({
-          status: result.ok ? 200 : "status" in result ? result.status : undefined,
-          header: result.headers ? (name) => result.headers!.get(name) : undefined,
-          usage:
-            result.ok && result.usage.promptTokens !== undefined
-              ? { input: result.usage.promptTokens, output: result.usage.completionTokens ?? 0 }
-              : undefined,
-        });
-        // A failed attempt is recorded here, inside the slot: when it is the failure that opens the
-        // provider's circuit breaker, the slot ends with `OutsideServiceDown` and nothing after runs.
-        const recorded = !result.ok && !attemptSignal.aborted;
-        if (recorded)
-          recordInBackground(
-            record,
-            { ...context, model, startedAt, durationMs, outcome: "error", error: result.message },
-            "a model call",
-          );
-        return { result, startedAt, durationMs, recorded };
-      },
-      // The provider's circuit breaker reads each attempt's failure (lib/ratelimit/breaker.ts);
-      // a request cancelled here (the job's end, the other request of a hedge) says nothing of it.
-      { signal: attemptSignal, tokens, spare, failureOf: ({ result }) => (result.ok ? undefined : result) },
-    );
-  /**
-   * A request whose answer was not the attempt's: recorded as what it was — answered, cancelled
-   * for its twin's answer (`superseded`, no failure), or cancelled by the job (`aborted`).
-   */
-  const recordLoser = (sent: Sent, why: string) => {
-    const row = { ...context, model, startedAt: sent.startedAt, durationMs: sent.durationMs };
-    if (sent.result.ok) recordInBackground(record, { ...row, outcome: "ok", ...sent.result.usage }, "a model call");
-    else if (!sent.recorded) {
-      const outcome = signal.aborted ? "aborted" : "superseded";
-      recordInBackground(record, { ...row, outcome, error: why }, "a model call");
-    }
+  return {
+    signal,
+    context,
+    model,
+    maxRetries,
+    timeScale,
+    maxRetryAfterMs,
+    record,
+    attemptTimeoutMs,
+    hedgeAfterMs,
+    client,
+    request,
+    tokens,
   };
+}
 
+/** The ModelCall row's fields common to every outcome of one request. */
+function rowOf(plan: CallPlan, sent: Pick<Sent, "startedAt" | "durationMs">) {
+  return { ...plan.context, model: plan.model, startedAt: sent.startedAt, durationMs: sent.durationMs };
+}
+
+/**
+ * One request in a provider slot (a spare one for a hedge), released before any backoff; the
+ * row times the request only. `sent` is called as it goes out.
+ */
+function sendOnce(plan: CallPlan, attemptSignal: AbortSignal, spare: boolean, sent: () => void): Promise<Sent> {
+  const { context, model, record, tokens } = plan;
+  return withProviderSlot(
+    "model",
+    async (call) => {
+      const startedAt = new Date();
+      const attemptStarted = performance.now();
+      sent();
+      const result = await attemptOnce(plan.client, plan.request, attemptSignal, plan.attemptTimeoutMs);
+      const durationMs = performance.now() - attemptStarted;
+      // Tokens settled from usage, limits learnt from the headers, a 429's wait shared (lib/ratelimit/provider.ts).
+      await call.observe({
+        status: result.ok ? 200 : "status" in result ? result.status : undefined,
+        header: result.headers ? (name) => result.headers!.get(name) : undefined,
+        usage:
+          result.ok && result.usage.promptTokens !== undefined
+            ? { input: result.usage.promptTokens, output: result.usage.completionTokens ?? 0 }
+            : undefined,
+      });
+      // A failed attempt is recorded here, inside the slot: when it is the failure that opens the
+      // provider's circuit breaker, the slot ends with `OutsideServiceDown` and nothing after runs.
+      const recorded = !result.ok && !attemptSignal.aborted;
+      if (recorded)
+        recordInBackground(
+          record,
+          { ...context, model, startedAt, durationMs, outcome: "error", error: result.message },
+          "a model call",
+        );
+      return { result, startedAt, durationMs, recorded };
+    },
+    // The provider's circuit breaker reads each attempt's failure (lib/ratelimit/breaker.ts);
+    // a request cancelled here (the job's end, the other request of a hedge) says nothing of it.
+    { signal: attemptSignal, tokens, spare, failureOf: ({ result }) => (result.ok ? undefined : result) },
+  );
+}
+
+/**
+ * A request whose answer was not the attempt's: recorded as what it was — answered, cancelled
+ * for its twin's answer (`superseded`, no failure), or cancelled by the job (`aborted`).
+ */
+function recordLoser(plan: CallPlan, sent: Sent, why: string): void {
+  const row = rowOf(plan, sent);
+  if (sent.result.ok) recordInBackground(plan.record, { ...row, outcome: "ok", ...sent.result.usage }, "a model call");
+  else if (!sent.recorded) {
+    const outcome = plan.signal.aborted ? "aborted" : "superseded";
+    recordInBackground(plan.record, { ...row, outcome, error: why }, "a model call");
+  }
+}
+
+/** One attempt: a single request, or a hedged pair when the call hedges. */
+function sendAttempt(plan: CallPlan): Promise<Sent> {
+  const send = (attemptSignal: AbortSignal, spare: boolean, sent: () => void) =>
+    sendOnce(plan, attemptSignal, spare, sent);
+  return plan.hedgeAfterMs === undefined
+    ? send(plan.signal, false, () => undefined)
+    : hedged(send, plan.signal, plan.hedgeAfterMs, (loser, why) => recordLoser(plan, loser, why), {
+        ...plan.context,
+        model: plan.model,
+      });
+}
+
+/** The answering attempt recorded, and the call's result. */
+function answered(
+  plan: CallPlan,
+  sent: Sent,
+  result: Answer,
+  attempts: number,
+  callStarted: number,
+): ChatCompletionResult {
+  recordInBackground(plan.record, { ...rowOf(plan, sent), outcome: "ok", ...result.usage }, "a model call");
+  return {
+    content: result.content,
+    durationMs: Math.round(performance.now() - callStarted),
+    attempts,
+    usage: result.usage,
+  };
+}
+
+/**
+ * The retry policy's refusals after a failed attempt: the signal's reason once it has aborted,
+ * else a `ModelCallError` for a failure not retryable, the last retry spent or too long a wait.
+ */
+function throwIfFinal(plan: CallPlan, sent: Sent, result: Failure, attempt: number): void {
+  const { signal } = plan;
+  // Whatever the attempt failed with, an aborted signal is the reason; callers tell a deadline
+  // from a bad item by this exact object, so it is never wrapped.
+  if (signal.aborted) {
+    if (!sent.recorded)
+      recordInBackground(
+        plan.record,
+        { ...rowOf(plan, sent), outcome: "aborted", error: describeError(signal.reason) },
+        "a model call",
+      );
+    throw signal.reason;
+  }
+  const waitTooLong = result.retryAfterMs !== undefined && result.retryAfterMs > plan.maxRetryAfterMs;
+  if (!result.retryable || attempt > plan.maxRetries || waitTooLong) {
+    throw new ModelCallError(`model call failed after ${attempt} attempt(s): ${result.message}`, {
+      status: result.status,
+      attempts: attempt,
+      retryable: result.retryable,
+      retryAfterMs: result.retryAfterMs,
+      cause: result.cause,
+    });
+  }
+}
+
+/** The wait before the next attempt (the backoff, or the server's longer Retry-After), logged with the failure. */
+function retryWait(plan: CallPlan, result: Failure, attempt: number): number {
+  const waitMs = retryWaitMs(attempt, result.retryAfterMs, plan.timeScale);
+  log.warn(
+    { ...plan.context, model: plan.model, attempt, status: result.status, waitMs, error: result.message },
+    "model call failed, retrying",
+  );
+  return waitMs;
+}
+
+/**
+ * One chat completion against an OpenAI-compatible endpoint (`POST {baseUrl}/chat/completions`)
+ * through the official OpenAI client, its own retries off: Bounded's provider limit and this
+ * retry policy decide when to call again. Transient failures are retried up to `maxRetries`
+ * times; the final failure is a `ModelCallError`. Nothing is retried once `signal` has aborted.
+ */
+export async function chatCompletion(options: ChatCompletionOptions): Promise<ChatCompletionResult> {
+  const plan = planCall(options);
   const callStarted = performance.now();
   for (let attempt = 1; ; attempt++) {
-    signal.throwIfAborted();
-    const { result, startedAt, durationMs, recorded } =
-      hedgeAfterMs === undefined
-        ? await sendOnce(signal, false, () => undefined)
-        : await hedged(sendOnce, signal, hedgeAfterMs, recordLoser, { ...context, model });
-    const row = { ...context, model, startedAt, durationMs };
-
-    if (result.ok) {
-      recordInBackground(record, { ...row, outcome: "ok", ...result.usage }, "a model call");
-      return {
-        content: result.content,
-        durationMs: Math.round(performance.now() - callStarted),
-        attempts: attempt,
-        usage: result.usage,
-      };
-    }
-    // Whatever the attempt failed with, an aborted signal is the reason; callers tell a deadline
-    // from a bad item by this exact object, so it is never wrapped.
-    if (signal.aborted) {
-      if (!recorded)
-        recordInBackground(record, { ...row, outcome: "aborted", error: describeError(signal.reason) }, "a model call");
-      throw signal.reason;
-    }
-
-    const waitTooLong = result.retryAfterMs !== undefined && result.retryAfterMs > maxRetryAfterMs;
-    if (!result.retryable || attempt > maxRetries || waitTooLong) {
-      throw new ModelCallError(`model call failed after ${attempt} attempt(s): ${result.message}`, {
-        status: result.status,
-        attempts: attempt,
-        retryable: result.retryable,
-        retryAfterMs: result.retryAfterMs,
-        cause: result.cause,
-      });
-    }
-    const waitMs = retryWaitMs(attempt, result.retryAfterMs, timeScale);
-    log.warn(
-      { ...context, model, attempt, status: result.status, waitMs, error: result.message },
-      "model call failed, retrying",
-    );
-    await sleep(waitMs, signal);
+    plan.signal.throwIfAborted();
+    const sent = await sendAttempt(plan);
+    if (sent.result.ok) return answered(plan, sent, sent.result, attempt, callStarted);
+    throwIfFinal(plan, sent, sent.result, attempt);
+    await sleep(retryWait(plan, sent.result, attempt), plan.signal);
   }
 }
 

@@ -122,13 +122,50 @@ interface StatsRow {
  * summary counts every call. Null for an unknown job.
  */
 export async function getJobForensics(jobId: string, callsLimit = TIMELINE_CALLS): Promise<JobForensics | null> {
+  const scope = await readJobScope(jobId);
+  if (!scope) return null;
+  const { stats, calls, events } = await readTimelineRows(scope.ids, callsLimit);
+  const callsTotal = stats.reduce((n, s) => n + s.calls, 0);
+  const entries = mergeTimeline([
+    ...eventEntries(events, scope.partOfRow),
+    ...callEntries(calls, scope.partOfRow),
+    ...earlierCallsEntry(stats, calls, callsTotal),
+  ]);
+  const { reschedules, attempts, reaped } = await countEvents(scope.ids, events);
+
+  return {
+    jobId,
+    calls: callStats(stats),
+    callsTotal,
+    callsShown: calls.length,
+    reschedules,
+    attempts,
+    reaped,
+    entries,
+    eventsTruncated: events.length > TIMELINE_EVENTS,
+  };
+}
+
+/** The rows a job's timeline reads: the job's and its parts' ids, and the part a row's job is. */
+interface JobScope {
+  ids: string[];
+  /** The part a row of `id` belongs to (null: the job itself). */
+  partOfRow: (id: string | null) => number | null;
+}
+
+/** The job and its parts, to read their rows together; null for an unknown job. */
+async function readJobScope(jobId: string): Promise<JobScope | null> {
   const job = await db().job.findUnique({ where: { id: jobId }, select: { id: true } });
   if (!job) return null;
   const parts = await db().job.findMany({ where: { parentId: jobId }, select: { id: true, params: true } });
   const partIndex = new Map(parts.map((p) => [p.id, partOf(p.params)?.index ?? null]));
   const ids = [jobId, ...parts.map((p) => p.id)];
   const partOfRow = (id: string | null) => (id && id !== jobId ? (partIndex.get(id) ?? null) : null);
+  return { ids, partOfRow };
+}
 
+/** Every call summed up per type, the latest `callsLimit` calls and the first events (one more than shown). */
+async function readTimelineRows(ids: string[], callsLimit: number) {
   const [stats, calls, events] = await Promise.all([
     // Every call of the job, aggregated in the database from the jobId index: a job with 12,000
     // calls sends one row per call type.
@@ -164,88 +201,97 @@ export async function getJobForensics(jobId: string, callsLimit = TIMELINE_CALLS
       select: { jobId: true, at: true, type: true, attempt: true, message: true },
     }),
   ]);
+  return { stats, calls, events };
+}
 
-  const callsTotal = stats.reduce((n, s) => n + s.calls, 0);
-  const entries: (TimelineEntry & { order: number })[] = [];
-  for (const [i, e] of events.slice(0, TIMELINE_EVENTS).entries()) {
-    entries.push({
-      kind: "event",
-      at: e.at.toISOString(),
-      category: eventCategory(e.type),
-      type: e.type,
-      attempt: e.attempt,
-      message: e.message,
-      part: partOfRow(e.jobId),
-      order: i,
-    });
-  }
-  for (const [i, c] of calls.entries()) {
-    entries.push({
-      kind: "call",
-      at: c.startedAt.toISOString(),
-      id: c.id.toString(),
-      type: c.type,
-      model: c.model,
-      durationMs: c.durationMs,
-      outcome: c.outcome,
-      error: c.error,
-      batchSize: c.batchSize,
-      part: partOfRow(c.jobId),
-      order: TIMELINE_EVENTS + 1 + (calls.length - i),
-    });
-  }
+type TimelineRows = Awaited<ReturnType<typeof readTimelineRows>>;
+type CallRow = TimelineRows["calls"][number];
+type EventRow = TimelineRows["events"][number];
+/** A timeline entry with its place among those at the same moment. */
+type OrderedEntry = TimelineEntry & { order: number };
+
+/** The events shown (the first `TIMELINE_EVENTS`), as timeline entries before any call. */
+function eventEntries(events: EventRow[], partOfRow: JobScope["partOfRow"]): OrderedEntry[] {
+  return events.slice(0, TIMELINE_EVENTS).map((e, i) => ({
+    kind: "event",
+    at: e.at.toISOString(),
+    category: eventCategory(e.type),
+    type: e.type,
+    attempt: e.attempt,
+    message: e.message,
+    part: partOfRow(e.jobId),
+    order: i,
+  }));
+}
+
+/** The calls shown (newest first as read), as timeline entries in the order they were made. */
+function callEntries(calls: CallRow[], partOfRow: JobScope["partOfRow"]): OrderedEntry[] {
+  return calls.map((c, i) => ({
+    kind: "call",
+    at: c.startedAt.toISOString(),
+    id: c.id.toString(),
+    type: c.type,
+    model: c.model,
+    durationMs: c.durationMs,
+    outcome: c.outcome,
+    error: c.error,
+    batchSize: c.batchSize,
+    part: partOfRow(c.jobId),
+    order: TIMELINE_EVENTS + 1 + (calls.length - i),
+  }));
+}
+
+/** The one line counting the calls not shown, all before the first one shown; none when every call is shown. */
+function earlierCallsEntry(stats: StatsRow[], calls: CallRow[], callsTotal: number): OrderedEntry[] {
   const earlier = callsTotal - calls.length;
-  if (earlier > 0) {
-    const first = stats.reduce<Date | null>((d, s) => (d === null || s.first < d ? s.first : d), null)!;
-    const errorsShown = calls.filter((c) => c.outcome === "error").length;
-    const errors = stats.reduce((n, s) => n + s.errors, 0) - errorsShown;
-    const oldestShown = calls.at(-1)!.startedAt.toISOString();
-    entries.push({
+  if (earlier <= 0) return [];
+  const first = stats.reduce<Date | null>((d, s) => (d === null || s.first < d ? s.first : d), null)!;
+  const errorsShown = calls.filter((c) => c.outcome === "error").length;
+  const errors = stats.reduce((n, s) => n + s.errors, 0) - errorsShown;
+  const oldestShown = calls.at(-1)!.startedAt.toISOString();
+  return [
+    {
       kind: "earlier_calls",
       at: first.toISOString(),
       until: oldestShown,
       calls: earlier,
       errors,
       order: TIMELINE_EVENTS,
-    });
-  }
+    },
+  ];
+}
+
+/** The entries in timeline order, without their order keys. */
+function mergeTimeline(entries: OrderedEntry[]): TimelineEntry[] {
   // By time; at the same moment, events before calls (a run starts, then calls), calls in the order made.
   entries.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : a.order - b.order));
+  return entries.map(({ order: _order, ...e }) => e as TimelineEntry);
+}
 
+/** The job's reschedules, attempts started and reaper's ends, over every event, not only those shown. */
+async function countEvents(ids: string[], events: EventRow[]) {
+  const truncated = events.length > TIMELINE_EVENTS;
   const eventTypes = events.slice(0, TIMELINE_EVENTS).map((e) => e.type);
-  const [reschedules, attempts, reaped] = await Promise.all([
-    // Counted over every event, not only those shown.
-    events.length > TIMELINE_EVENTS
-      ? db().jobEvent.count({ where: { jobId: { in: ids }, type: "delayed" } })
-      : eventTypes.filter((t) => t === "delayed").length,
-    events.length > TIMELINE_EVENTS
-      ? db().jobEvent.count({ where: { jobId: { in: ids }, type: "started" } })
-      : eventTypes.filter((t) => t === "started").length,
-    events.length > TIMELINE_EVENTS
-      ? db().jobEvent.count({ where: { jobId: { in: ids }, type: "abandoned" } })
-      : eventTypes.filter((t) => t === "abandoned").length,
-  ]);
+  const count = (type: string) =>
+    truncated
+      ? db().jobEvent.count({ where: { jobId: { in: ids }, type } })
+      : eventTypes.filter((t) => t === type).length;
+  const [reschedules, attempts, reaped] = await Promise.all([count("delayed"), count("started"), count("abandoned")]);
+  return { reschedules, attempts, reaped };
+}
 
-  return {
-    jobId,
-    calls: stats
-      .map((s) => ({
-        type: s.type,
-        calls: s.calls,
-        errors: s.errors,
-        aborted: s.aborted,
-        superseded: s.superseded,
-        p50Ms: Number(s.p50),
-        maxMs: Number(s.max),
-        items: s.items,
-      }))
-      .sort((a, b) => TYPE_ORDER.indexOf(a.type) - TYPE_ORDER.indexOf(b.type)),
-    callsTotal,
-    callsShown: calls.length,
-    reschedules,
-    attempts,
-    reaped,
-    entries: entries.map(({ order: _order, ...e }) => e as TimelineEntry),
-    eventsTruncated: events.length > TIMELINE_EVENTS,
-  };
+/** The per-type summary of every call, model calls first. */
+function callStats(stats: StatsRow[]): CallStats[] {
+  return stats
+    .map((s) => ({
+      type: s.type,
+      calls: s.calls,
+      errors: s.errors,
+      aborted: s.aborted,
+      superseded: s.superseded,
+      p50Ms: Number(s.p50),
+      maxMs: Number(s.max),
+      items: s.items,
+    }))
+    .sort((a, b) => TYPE_ORDER.indexOf(a.type) - TYPE_ORDER.indexOf(b.type));
 }

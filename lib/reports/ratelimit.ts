@@ -2,7 +2,7 @@ import "server-only";
 import { z } from "zod";
 import { db } from "@/lib/db/client";
 import { env } from "@/lib/env";
-import { listOverdueDelayedJobs } from "@/lib/reports/stuck";
+import { listOverdueDelayedJobs, type OverdueDelayedJob } from "@/lib/reports/stuck";
 import { reapGraceMs } from "@/lib/jobs/liveness";
 import { logger } from "@/lib/log";
 import { BUCKETS, FAMILIES, toProductionMs, type Family } from "@/lib/ratelimit/buckets";
@@ -118,16 +118,66 @@ export async function getLimiterReport(
   now = new Date(),
 ): Promise<LimiterReport> {
   const { range } = limiterQuerySchema.parse(query);
-  const spec = LIMITER_RANGES[range];
+  const span = limiterWindow(range, now);
   const scale = env().BOUNDED_TIME_SCALE;
-  // Whole steps, so bars line up with the clock; the window covers the current partial step.
-  const to = new Date(Math.floor(now.getTime() / spec.stepMs) * spec.stepMs + spec.stepMs);
-  const from = new Date(to.getTime() - spec.ms);
-  const stepSeconds = spec.stepMs / 1000;
 
   // Started first, read last: Redis only, so it runs beside the database reads.
   const providersRead = readProviderStates();
-  const [perStep, perSeries, perTenant, delayedRows, bucketStates, overdue] = await Promise.all([
+  const [rollup, delayedRows, bucketStates, overdue] = await Promise.all([
+    readRollup(span),
+    readDelayedJobs(),
+    readBucketStates(scale),
+    listOverdueDelayedJobs(200, now),
+  ]);
+  const providers = await providersRead;
+
+  const series = seriesSummaries(rollup.perSeries);
+  return {
+    range,
+    asOf: now.toISOString(),
+    timeScale: scale,
+    window: {
+      from: span.from.toISOString(),
+      to: span.to.toISOString(),
+      stepSeconds: span.stepSeconds,
+      stepLabel: span.spec.step,
+      rangeLabel: span.spec.label,
+    },
+    series,
+    points: reschedulePoints(rollup.perStep, span),
+    totals: {
+      reschedules: series.reduce((n, s) => n + s.reschedules, 0),
+      waitSeconds: series.reduce((n, s) => n + s.waitSeconds, 0),
+    },
+    topTenants: tenantLosses(rollup.perTenant),
+    buckets: bucketViews(),
+    bucketStates,
+    delayed: delayedJobViews(delayedRows, overdue, now, scale),
+    overdueAfterSeconds: reapGraceMs() / scale / 1000,
+    providers,
+  };
+}
+
+/** The span a report covers and the width of its bars. */
+interface LimiterWindow {
+  spec: (typeof LIMITER_RANGES)[LimiterRange];
+  from: Date;
+  to: Date;
+  stepSeconds: number;
+}
+
+/** The range's window, in steps of its bar width, up to the end of the current step. */
+function limiterWindow(range: LimiterRange, now: Date): LimiterWindow {
+  const spec = LIMITER_RANGES[range];
+  // Whole steps, so bars line up with the clock; the window covers the current partial step.
+  const to = new Date(Math.floor(now.getTime() / spec.stepMs) * spec.stepMs + spec.stepMs);
+  const from = new Date(to.getTime() - spec.ms);
+  return { spec, from, to, stepSeconds: spec.stepMs / 1000 };
+}
+
+/** The rollup over the window: reschedules per step and series, per series, and the ten tenants that waited most. */
+async function readRollup({ from, to, stepSeconds }: LimiterWindow) {
+  const [perStep, perSeries, perTenant] = await Promise.all([
     db().$queryRaw<{ step: Date; queue: string; family: string; n: bigint }[]>`
       SELECT to_timestamp(floor(extract(epoch FROM minute) / ${stepSeconds}) * ${stepSeconds}) AT TIME ZONE 'UTC' AS step,
              queue, family, sum(reschedules)::bigint AS n
@@ -145,28 +195,35 @@ export async function getLimiterReport(
       FROM "RateLimitRollup"
       WHERE minute >= ${from}::timestamptz AT TIME ZONE 'UTC' AND minute < ${to}::timestamptz AT TIME ZONE 'UTC'
       GROUP BY tenant ORDER BY 3 DESC, 2 DESC LIMIT 10`,
-    db().job.findMany({
-      where: { status: "delayed" },
-      orderBy: [{ wakeUpAt: "asc" }],
-      take: 200,
-      select: {
-        id: true,
-        kind: true,
-        queue: true,
-        message: true,
-        wakeUpAt: true,
-        reschedules: true,
-        processed: true,
-        total: true,
-        tenant: { select: { slug: true } },
-      },
-    }),
-    readBucketStates(scale),
-    listOverdueDelayedJobs(200, now),
   ]);
-  const providers = await providersRead;
+  return { perStep, perSeries, perTenant };
+}
 
-  const series: SeriesSummary[] = perSeries
+type Rollup = Awaited<ReturnType<typeof readRollup>>;
+
+/** The jobs waiting in *delayed* (at most 200), the next to wake up first. */
+function readDelayedJobs() {
+  return db().job.findMany({
+    where: { status: "delayed" },
+    orderBy: [{ wakeUpAt: "asc" }],
+    take: 200,
+    select: {
+      id: true,
+      kind: true,
+      queue: true,
+      message: true,
+      wakeUpAt: true,
+      reschedules: true,
+      processed: true,
+      total: true,
+      tenant: { select: { slug: true } },
+    },
+  });
+}
+
+/** Each series' reschedules and waits over the window, the most rescheduled first. */
+function seriesSummaries(perSeries: Rollup["perSeries"]): SeriesSummary[] {
+  return perSeries
     .map((g) => ({
       key: seriesKey(g.queue, g.family),
       queue: g.queue,
@@ -176,7 +233,10 @@ export async function getLimiterReport(
       maxWaitSeconds: (g._max.maxWaitMs ?? 0) / 1000,
     }))
     .sort((a, b) => b.reschedules - a.reschedules);
+}
 
+/** One bar per step of the window, steps with no reschedules included. */
+function reschedulePoints(perStep: Rollup["perStep"], { spec, from, to }: LimiterWindow): ReschedulePoint[] {
   const byStep = new Map<number, Record<string, number>>();
   for (const r of perStep) {
     const counts = byStep.get(r.step.getTime()) ?? {};
@@ -186,56 +246,52 @@ export async function getLimiterReport(
   const points: ReschedulePoint[] = [];
   for (let t = from.getTime(); t < to.getTime(); t += spec.stepMs)
     points.push({ at: new Date(t).toISOString(), counts: byStep.get(t) ?? {} });
+  return points;
+}
 
+/** The tenants that lost the most time waiting, in production seconds. */
+function tenantLosses(perTenant: Rollup["perTenant"]): TenantLoss[] {
+  return perTenant.map((t) => ({
+    tenant: t.tenant,
+    reschedules: Number(t.reschedules),
+    waitSeconds: Number(t.waitMs) / 1000,
+    families: t.families,
+  }));
+}
+
+/** Each family's bucket spec, with why it is so. */
+function bucketViews(): BucketView[] {
+  return FAMILIES.map((family) => ({
+    family,
+    capacity: BUCKETS[family].capacity,
+    refillPerWindow: BUCKETS[family].refillPerWindow,
+    windowSeconds: BUCKETS[family].windowMs / 1000,
+    why: BUCKETS[family].why,
+  }));
+}
+
+/** The delayed jobs with their wake-up times in production seconds, those the reaper flagged overdue marked. */
+function delayedJobViews(
+  rows: Awaited<ReturnType<typeof readDelayedJobs>>,
+  overdue: OverdueDelayedJob[],
+  now: Date,
+  scale: number,
+): DelayedJobView[] {
   const overdueById = new Map(overdue.map((o) => [o.id, o]));
-  return {
-    range,
-    asOf: now.toISOString(),
-    timeScale: scale,
-    window: {
-      from: from.toISOString(),
-      to: to.toISOString(),
-      stepSeconds,
-      stepLabel: spec.step,
-      rangeLabel: spec.label,
-    },
-    series,
-    points,
-    totals: {
-      reschedules: series.reduce((n, s) => n + s.reschedules, 0),
-      waitSeconds: series.reduce((n, s) => n + s.waitSeconds, 0),
-    },
-    topTenants: perTenant.map((t) => ({
-      tenant: t.tenant,
-      reschedules: Number(t.reschedules),
-      waitSeconds: Number(t.waitMs) / 1000,
-      families: t.families,
-    })),
-    buckets: FAMILIES.map((family) => ({
-      family,
-      capacity: BUCKETS[family].capacity,
-      refillPerWindow: BUCKETS[family].refillPerWindow,
-      windowSeconds: BUCKETS[family].windowMs / 1000,
-      why: BUCKETS[family].why,
-    })),
-    bucketStates,
-    delayed: delayedRows.map((d) => ({
-      id: d.id,
-      kind: d.kind,
-      queue: d.queue,
-      tenant: d.tenant.slug,
-      message: d.message,
-      wakeUpAt: d.wakeUpAt?.toISOString() ?? null,
-      dueInSeconds: d.wakeUpAt ? (d.wakeUpAt.getTime() - now.getTime()) / scale / 1000 : null,
-      reschedules: d.reschedules,
-      processed: d.processed,
-      total: d.total,
-      overdue: overdueById.has(d.id),
-      queueState: overdueById.get(d.id)?.queueState ?? null,
-    })),
-    overdueAfterSeconds: reapGraceMs() / scale / 1000,
-    providers,
-  };
+  return rows.map((d) => ({
+    id: d.id,
+    kind: d.kind,
+    queue: d.queue,
+    tenant: d.tenant.slug,
+    message: d.message,
+    wakeUpAt: d.wakeUpAt?.toISOString() ?? null,
+    dueInSeconds: d.wakeUpAt ? (d.wakeUpAt.getTime() - now.getTime()) / scale / 1000 : null,
+    reschedules: d.reschedules,
+    processed: d.processed,
+    total: d.total,
+    overdue: overdueById.has(d.id),
+    queueState: overdueById.get(d.id)?.queueState ?? null,
+  }));
 }
 
 /** The buckets with state in Redis (used within their refill time), emptiest first; null when Redis cannot be read. */

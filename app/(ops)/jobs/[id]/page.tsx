@@ -1,49 +1,55 @@
-import Link from "next/link";
 import { notFound } from "next/navigation";
-import { getJob } from "@/lib/jobs/queries";
-import { StatusBadge, statusTone } from "../../../components/status-badge";
-import { formatCount } from "@/lib/format/number";
-import { fmtOutOf, fmtTime } from "../../../components/format";
-import { env } from "@/lib/env";
+import { getJob, type JobDetail } from "@/lib/jobs/queries";
 import { readJobFacts } from "@/lib/progress/operator";
-import { JobStream, LiveJobProgress, LiveJobStatus, type RenderedFacts } from "./job-live";
-import { DataTable, num } from "../../../components/data-table";
-import { formatDuration } from "@/lib/format/duration";
+import { JobStream, type RenderedFacts } from "./job-live";
 import { requirePageViewer } from "@/lib/auth/principal";
 import { hasRole } from "@/lib/auth/roles";
-import { MAX_BUDGET_FACTOR } from "@/lib/actions/retry";
 import { RETRYABLE_STATUSES } from "@/lib/jobs/reopen";
 import { MAX_PARTS, MIN_PARTS } from "@/lib/jobs/split-plan";
-import { planSplit } from "@/lib/actions/split";
-import { nounOf } from "@/lib/jobs/messages";
-import { serviceWaitSentence, serviceWaitsOf } from "@/lib/jobs/service-waits";
-import { isTerminal, STATUS_LABEL } from "@/lib/core/job-statuses";
-import { RetryForm } from "./retry-form";
-import { SplitForm } from "./split-form";
+import { planSplit, type PlanResult } from "@/lib/actions/split";
+import { isTerminal } from "@/lib/core/job-statuses";
 import { CancelForm } from "./cancel-form";
 import { ForensicsSummary, Timeline } from "./timeline";
 import { BatchLanePanel } from "./batch-lane";
-import { getJobForensics } from "@/lib/reports/forensics";
+import { getJobForensics, type JobForensics } from "@/lib/reports/forensics";
 import { forensicsInProductionTime } from "@/lib/reports/production-time";
-import { deliveriesOfJob } from "@/lib/webhooks/deliveries";
+import { deliveriesOfJob, type DeliveryView } from "@/lib/webhooks/deliveries";
 import { WebhookDeliveries } from "./webhook-deliveries";
-import { getJobTokenUsage } from "@/lib/modelcalls/usage";
-import { getJobAnswerReuse } from "@/lib/answers/stats";
-import { formatTokens, formatUsd } from "../../model-calls/format";
+import { getJobTokenUsage, type TokenTotals } from "@/lib/modelcalls/usage";
+import { getJobAnswerReuse, type AnswerReuse } from "@/lib/answers/stats";
+import { nounOf } from "@/lib/jobs/messages";
+import {
+  BlockedBy,
+  DetailsPanel,
+  FailuresPanel,
+  JobHeader,
+  PartsPanel,
+  ProgressPanel,
+  RetryPanel,
+  SplitPanel,
+} from "./sections";
 
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Job" };
 
-/** Causes nothing clears by itself: a person resumes the queue, starts a worker or grants units. */
-const NEEDS_A_PERSON: ReadonlySet<string> = new Set(["queue_paused", "no_worker", "quota_empty"]);
+/** What the page shows: the job, whether its viewer may act on it, and what each section reads. */
+interface JobView {
+  job: JobDetail;
+  isOperator: boolean;
+  retryable: boolean;
+  split: PlanResult | null;
+  forensics: JobForensics;
+  deliveries: DeliveryView[];
+  tokens: TokenTotals;
+  reuse: AnswerReuse;
+  rendered: RenderedFacts;
+}
 
-export default async function JobPage({
-  params,
-  searchParams,
-}: {
-  params: Promise<{ id: string }>;
-  searchParams: Promise<{ parts?: string | string[] }>;
-}) {
+/** Checks the viewer, then reads the job and everything its sections show; a 404 for an unknown job. */
+async function loadJobView(
+  params: Promise<{ id: string }>,
+  searchParams: Promise<{ parts?: string | string[] }>,
+): Promise<JobView> {
   // Checked here, not only in the layout: a client navigation renders the page without it.
   const principal = await requirePageViewer("/jobs");
   // Before the row is read: facts the stream computed after this moment are at least as new.
@@ -65,7 +71,6 @@ export default async function JobPage({
     job.status === "running" ? readJobFacts(job.progressToken) : Promise.resolve(null),
   ]);
   if (!forensics) notFound();
-  const done = job.processed + job.failed;
   const rendered: RenderedFacts = {
     at: renderedAt,
     status: job.status,
@@ -76,62 +81,29 @@ export default async function JobPage({
     perSecond: stored?.perSecond ?? null,
     etaSeconds: stored?.etaSeconds ?? null,
   };
+  return { job, isOperator, retryable, split, forensics, deliveries, tokens, reuse, rendered };
+}
+
+/** A job's page: its sections (./sections.tsx) in order, over what loadJobView read. */
+export default async function JobPage({
+  params,
+  searchParams,
+}: {
+  params: Promise<{ id: string }>;
+  searchParams: Promise<{ parts?: string | string[] }>;
+}) {
+  const { job, isOperator, retryable, split, forensics, deliveries, tokens, reuse, rendered } = await loadJobView(
+    params,
+    searchParams,
+  );
+  const done = job.processed + job.failed;
   return (
     <main className="page">
       {/* Operators follow a running job on its stream; viewers' pages, and ended jobs, refresh on the timer. */}
       <JobStream jobId={job.id} follow={isOperator && job.status === "running"} />
-      <div className="page-head">
-        <div>
-          <p className="small muted">
-            <Link href="/jobs">Jobs</Link> /{" "}
-            {job.partOf ? (
-              <>
-                <Link href={`/jobs/${job.partOf.jobId}`} className="mono">
-                  {job.partOf.jobId.slice(0, 8)}…
-                </Link>{" "}
-                / part {job.partOf.index} of {job.partOf.count} /{" "}
-              </>
-            ) : null}
-            <span className="mono">{job.id}</span>
-          </p>
-          <h1>
-            <span className="mono">{job.kind}</span> for {job.tenant}{" "}
-            <LiveJobStatus jobId={job.id} rendered={rendered} />
-          </h1>
-        </div>
-        <a className="button secondary" href={`/progress/${job.progressToken}`} target="_blank" rel="noreferrer">
-          Customer’s progress page ↗
-        </a>
-      </div>
-
-      {job.blockedBy ? (
-        // Why a queued or delayed job is not running, from the live state (lib/jobs/blocked-by.ts).
-        <p
-          className={`message ${NEEDS_A_PERSON.has(job.blockedBy.type) ? "warn" : "info"}`}
-          role="status"
-          data-testid="blocked-by"
-          data-type={job.blockedBy.type}
-        >
-          <strong>Why it is waiting:</strong> {job.blockedBy.message}
-        </p>
-      ) : null}
-
-      <section className="panel">
-        <LiveJobProgress
-          jobId={job.id}
-          rendered={rendered}
-          attempt={job.attempt}
-          noun={nounOf(job.kind)}
-          timeScale={env().BOUNDED_TIME_SCALE}
-        />
-        {job.message ? <p className={`message ${statusTone(job.status)}`}>{job.message}</p> : null}
-        {serviceWaitsOf(job.events, job.attemptStartedAt).map((w) => (
-          <p key={w.from} className="small" data-testid="service-wait">
-            {serviceWaitSentence(w, formatDuration)} Not charged to its budget.
-          </p>
-        ))}
-      </section>
-
+      <JobHeader job={job} rendered={rendered} />
+      <BlockedBy job={job} />
+      <ProgressPanel job={job} rendered={rendered} />
       <CancelForm
         jobId={job.id}
         status={job.status}
@@ -140,213 +112,19 @@ export default async function JobPage({
         done={done}
         parts={job.children.length}
       />
-
       <div className="grid cols-2">
-        <section className="panel" aria-labelledby="retry-heading">
-          <h2 id="retry-heading">Retry</h2>
-          <p className="muted small">
-            Puts the job back in its queue; it resumes after the {formatCount(job.cursor)} items already done, with a
-            fresh budget (or a larger one, up to {MAX_BUDGET_FACTOR}×). The customer’s progress link keeps working.
-          </p>
-          <RetryForm
-            jobId={job.id}
-            canAct={isOperator && retryable}
-            disabledReason={
-              !isOperator
-                ? "Only operators can retry jobs; you are signed in as a viewer."
-                : !retryable
-                  ? job.children.length > 0
-                    ? "This job was split into parts: retry the parts instead."
-                    : `Nothing to retry: the job is ${STATUS_LABEL[job.status].toLowerCase()}.`
-                  : null
-            }
-            softS={Math.round(job.budgetSoftMs / 1000)}
-            maxSoftS={Math.round((job.budgetSoftMs * MAX_BUDGET_FACTOR) / 1000)}
-          />
-        </section>
-        <section className="panel" aria-labelledby="split-heading">
-          <h2 id="split-heading">Split the rest into parts</h2>
-          {job.partOf ? (
-            <p className="muted small">
-              This job is part {job.partOf.index} of {job.partOf.count} of a split job: retry it instead, with a larger
-              budget if needed.
-            </p>
-          ) : job.children.length > 0 ? (
-            <p className="message info" role="status">
-              {job.splitBy === "auto" ? "Projected not to fit its budget, so it split itself" : "Split"} into{" "}
-              {job.splitParts ?? job.children.length} parts, run one after another
-              {job.splitParts !== null && job.children.length < job.splitParts
-                ? ` (${job.children.length} made so far, below)`
-                : " (below)"}
-              ; the job ends when the last part ends.
-            </p>
-          ) : split?.type === "plan" ? (
-            <>
-              <p className="muted small">
-                Each part is a job of its own with a fresh budget; parts run one after another, each sized from the
-                projected rate (what a {split.plan.noun} really costs end to end, its concurrency and the provider's
-                limits) so it finishes inside its budget with room to spare. The customer’s progress page shows one job.
-              </p>
-              <p className="plan" data-testid="split-arithmetic">
-                {split.plan.arithmetic}
-              </p>
-              <p className="muted small">Figures: {split.plan.projection.basis}.</p>
-              <form method="get" className="inline-form">
-                <label className="field">
-                  Parts ({MIN_PARTS}–{Math.min(MAX_PARTS, split.plan.remaining)})
-                  <input
-                    type="number"
-                    name="parts"
-                    min={MIN_PARTS}
-                    max={Math.min(MAX_PARTS, split.plan.remaining)}
-                    defaultValue={split.plan.parts}
-                  />
-                </label>
-                <button type="submit" className="secondary">
-                  Recalculate
-                </button>
-              </form>
-              <SplitForm
-                jobId={job.id}
-                parts={split.plan.parts}
-                canAct={isOperator}
-                disabledReason={isOperator ? null : "Only operators can split jobs; you are signed in as a viewer."}
-              />
-            </>
-          ) : (
-            <p className="muted small">
-              {split?.type === "not_splittable" ? split.message : "This job cannot be split."}
-            </p>
-          )}
-        </section>
+        <RetryPanel job={job} isOperator={isOperator} retryable={retryable} />
+        <SplitPanel job={job} split={split} isOperator={isOperator} />
       </div>
-
-      {job.children.length > 0 ? (
-        <section className="panel" aria-labelledby="parts-heading">
-          <h2 id="parts-heading">
-            Parts{" "}
-            <span className="muted small">
-              ({job.children.filter((c) => c.status === "completed" || c.status === "completed_with_errors").length} of{" "}
-              {job.children.length} completed)
-            </span>
-          </h2>
-          <DataTable
-            headings={[
-              num("Part"),
-              num(`${nounOf(job.kind)[0]!.toUpperCase() + nounOf(job.kind).slice(1)}s`),
-              "Status",
-              num("Done"),
-              num("Failed"),
-              num("Attempt"),
-              "Message",
-            ]}
-            rows={job.children}
-          >
-            {(c) => (
-              <tr key={c.id} data-part={c.index}>
-                <td className="num">
-                  <Link href={`/jobs/${c.id}`}>{c.index}</Link>
-                </td>
-                <td className="num">
-                  {formatCount(c.from + 1)}–{formatCount(c.to)}
-                </td>
-                <td>
-                  <StatusBadge status={c.status} />
-                </td>
-                <td className="num">{fmtOutOf(c.processed + c.failed, c.total)}</td>
-                <td className="num">{formatCount(c.failed)}</td>
-                <td className="num">{c.attempt}</td>
-                <td className="small">{c.message ?? "—"}</td>
-              </tr>
-            )}
-          </DataTable>
-        </section>
-      ) : null}
-
+      <PartsPanel job={job} />
       <div className="grid cols-2">
-        <section className="panel">
-          <h2>Details</h2>
-          <dl className="facts">
-            <dt>Queue</dt>
-            <dd className="mono">{job.queue}</dd>
-            <dt>Budget</dt>
-            <dd>
-              soft {formatDuration(job.budgetSoftMs)}, hard {formatDuration(job.budgetHardMs)}{" "}
-              <span className="muted small">({job.budgetSource})</span>
-            </dd>
-            <dt>Cursor</dt>
-            <dd className="num">
-              {formatCount(job.cursor)} {job.cursor === 1 ? "item" : "items"} read
-            </dd>
-            <dt>File</dt>
-            <dd>
-              {job.upload
-                ? `${job.upload.filename} (${formatCount(job.upload.sizeBytes)} bytes, “${job.upload.delimiter}” separated)`
-                : "—"}
-            </dd>
-            <dt>Created</dt>
-            <dd>{fmtTime(job.createdAt)}</dd>
-            <dt>Started</dt>
-            <dd>{fmtTime(job.startedAt)}</dd>
-            <dt>Finished</dt>
-            <dd>{fmtTime(job.finishedAt)}</dd>
-            <dt>Last heartbeat</dt>
-            <dd>{fmtTime(job.heartbeatAt)}</dd>
-            <dt>Model tokens</dt>
-            <dd className="num" data-testid="job-tokens">
-              {tokens.calls === 0
-                ? "—"
-                : `${formatTokens(tokens.promptTokens + tokens.completionTokens)}, estimated ${formatUsd(tokens.costUsd)}${tokens.unpriced ? " (some unpriced)" : ""}`}
-            </dd>
-            {reuse.model + reuse.job + reuse.cache > 0 ? (
-              <>
-                <dt>Answers reused</dt>
-                <dd data-testid="job-answer-reuse">
-                  {formatCount(reuse.cache)} {reuse.cache === 1 ? "row" : "rows"} from stored answers,{" "}
-                  {formatCount(reuse.job)} shared within the job, {formatCount(reuse.model)} asked the model; saved{" "}
-                  {reuse.saved.calls.toFixed(1)} calls,{" "}
-                  {formatTokens(reuse.saved.promptTokens + reuse.saved.completionTokens)}, estimated{" "}
-                  {formatUsd(reuse.saved.costUsd)}
-                  {reuse.saved.unpriced ? " (some unpriced)" : ""}
-                </dd>
-              </>
-            ) : null}
-          </dl>
-        </section>
+        <DetailsPanel job={job} tokens={tokens} reuse={reuse} />
         <ForensicsSummary f={forensics} />
       </div>
-
       <BatchLanePanel jobId={job.id} />
-
       <Timeline f={forensics} />
-
       <WebhookDeliveries deliveries={deliveries} />
-
-      <section className="panel">
-        <h2>
-          Item failures <span className="muted small">({formatCount(job.failuresTotal)})</span>
-        </h2>
-        <DataTable
-          headings={[num("Row"), "Reason", num("Attempt")]}
-          rows={job.failures}
-          empty="No item failed."
-          after={
-            job.failuresTotal > job.failures.length ? (
-              <p className="small muted" style={{ padding: "0 0.75rem" }}>
-                Showing the first {formatCount(job.failures.length)} of {formatCount(job.failuresTotal)}.
-              </p>
-            ) : null
-          }
-        >
-          {(f) => (
-            <tr key={f.row}>
-              <td className="num">{f.row}</td>
-              <td>{f.reason}</td>
-              <td className="num">{f.attempt}</td>
-            </tr>
-          )}
-        </DataTable>
-      </section>
+      <FailuresPanel job={job} />
     </main>
   );
 }
