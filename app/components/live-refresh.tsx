@@ -66,22 +66,9 @@ export function LiveRefresh() {
   return <LiveStatus key={path} path={path} />;
 }
 
+/** Says when the page's data was last brought up to date, or why it could not be; refreshes it meanwhile. */
 function LiveStatus({ path }: { path: string }) {
-  const router = useRouter();
-  const [pending, startTransition] = useTransition();
-  // Resolvers of the refreshes waiting for their transition to commit.
-  const committed = useRef<(() => void)[]>([]);
-  useEffect(() => {
-    if (!pending) for (const done of committed.current.splice(0)) done();
-  }, [pending]);
-  // A refresh left unresolved would hold the query "fetching" and block every later one.
-  useEffect(
-    () => () => {
-      for (const done of committed.current.splice(0)) done();
-    },
-    [],
-  );
-
+  const refresh = useCommittedRefresh();
   const visible = useSyncExternalStore(subscribeFocus, isVisible, () => true);
   const mounted = useSyncExternalStore(
     subscribeNothing,
@@ -96,32 +83,7 @@ function LiveStatus({ path }: { path: string }) {
     initialData: false,
   }).data;
 
-  const query = useQuery({
-    queryKey: ["live-page", path],
-    queryFn: async () => {
-      // A refresh whose request fails makes the router fall back to a full page load, which would
-      // replace the page with the browser's error screen: ask the (cheap, public) health check first.
-      const res = await fetch("/api/health", { cache: "no-store", signal: AbortSignal.timeout(10_000) }).catch(
-        () => null,
-      );
-      if (!res) throw new Error("the server cannot be reached");
-      if (!res.ok) throw new Error(await describeFailure(res));
-      await new Promise<void>((resolve) => {
-        committed.current.push(resolve);
-        startTransition(() => router.refresh());
-      });
-      return Date.now();
-    },
-    initialData: () => Date.now(),
-    // The interval refetches while visible; the interval is also how long a render counts as
-    // fresh, so coming back to the tab refreshes only when the page is older than that.
-    staleTime: LIVE_INTERVAL_MS,
-    // While a stream tells of every change, no timer: the stream's owner asks for redraws.
-    refetchInterval: streamed ? false : LIVE_INTERVAL_MS,
-    refetchIntervalInBackground: false,
-    refetchOnWindowFocus: true,
-    refetchOnReconnect: true,
-  });
+  const query = useLivePage(path, streamed, refresh);
 
   const updatedAt = query.data;
   const state = query.isError ? "error" : visible ? "live" : "paused";
@@ -154,4 +116,57 @@ function LiveStatus({ path }: { path: string }) {
       </p>
     </section>
   );
+}
+
+/**
+ * Re-renders the server page in a transition: the promise it returns settles once the new page is
+ * committed (or this component is gone).
+ */
+function useCommittedRefresh(): () => Promise<void> {
+  const router = useRouter();
+  const [pending, startTransition] = useTransition();
+  // Resolvers of the refreshes waiting for their transition to commit.
+  const committed = useRef<(() => void)[]>([]);
+  useEffect(() => {
+    if (!pending) for (const done of committed.current.splice(0)) done();
+  }, [pending]);
+  // A refresh left unresolved would hold the query "fetching" and block every later one.
+  useEffect(
+    () => () => {
+      for (const done of committed.current.splice(0)) done();
+    },
+    [],
+  );
+  return () =>
+    new Promise<void>((resolve) => {
+      committed.current.push(resolve);
+      startTransition(() => router.refresh());
+    });
+}
+
+/** The page's refresh, as a query whose data is when it was last brought up to date: on a timer unless a stream keeps it. */
+function useLivePage(path: string, streamed: boolean, refresh: () => Promise<void>) {
+  return useQuery({
+    queryKey: ["live-page", path],
+    queryFn: async () => {
+      // A refresh whose request fails makes the router fall back to a full page load, which would
+      // replace the page with the browser's error screen: ask the (cheap, public) health check first.
+      const res = await fetch("/api/health", { cache: "no-store", signal: AbortSignal.timeout(10_000) }).catch(
+        () => null,
+      );
+      if (!res) throw new Error("the server cannot be reached");
+      if (!res.ok) throw new Error(await describeFailure(res));
+      await refresh();
+      return Date.now();
+    },
+    initialData: () => Date.now(),
+    // The interval refetches while visible; the interval is also how long a render counts as
+    // fresh, so coming back to the tab refreshes only when the page is older than that.
+    staleTime: LIVE_INTERVAL_MS,
+    // While a stream tells of every change, no timer: the stream's owner asks for redraws.
+    refetchInterval: streamed ? false : LIVE_INTERVAL_MS,
+    refetchIntervalInBackground: false,
+    refetchOnWindowFocus: true,
+    refetchOnReconnect: true,
+  });
 }

@@ -48,16 +48,9 @@ function refusalFor(status: JobStatus): string {
   return `A ${status} job cannot be retried.`;
 }
 
-/**
- * Retries a job that timed out, was stopped, failed or was abandoned: it goes back to the queue
- * and resumes at its cursor (items already done are not redone), with a fresh budget or a larger
- * one the operator picks (up to 4× the resolved one), ahead of every fresh job in its queue
- * (`RETRY_PRIORITY`). The status flips in one statement, so a double click or two operators at
- * once give exactly one retry.
- */
-export async function retryJob(jobId: string, by: Principal, request: RetryRequest = {}): Promise<RetryResult> {
-  if (!UUID.test(jobId)) return { type: "not_found" };
-  const job = await db().job.findUnique({
+/** The row a retry reads: its status, where it runs, how far it got and whether it was split. */
+async function retryTarget(jobId: string) {
+  return db().job.findUnique({
     where: { id: jobId },
     select: {
       status: true,
@@ -70,7 +63,12 @@ export async function retryJob(jobId: string, by: Principal, request: RetryReque
       _count: { select: { children: true } },
     },
   });
-  if (!job) return { type: "not_found" };
+}
+
+type RetryTarget = NonNullable<Awaited<ReturnType<typeof retryTarget>>>;
+
+/** Why a job cannot be retried as it stands (split into parts, or in a status a retry does not take), or null. */
+function retryRefusal(job: RetryTarget): RetryResult | null {
   if (job._count.children > 0)
     return {
       type: "not_retryable",
@@ -79,7 +77,21 @@ export async function retryJob(jobId: string, by: Principal, request: RetryReque
     };
   if (!(RETRYABLE_STATUSES as readonly string[]).includes(job.status))
     return { type: "not_retryable", status: job.status, message: refusalFor(job.status) };
+  return null;
+}
 
+interface RetryBudget {
+  softMs: number;
+  hardMs: number;
+  source: string;
+}
+
+/** The retry's budget: the resolved one, or the operator's larger soft one (hard scaled alike) within bounds. */
+function retryBudget(
+  job: RetryTarget,
+  by: Principal,
+  request: RetryRequest,
+): RetryBudget | { type: "budget_out_of_bounds"; message: string } {
   const resolved = resolveBudget(job.queue, job.kind);
   let softMs = resolved.softMs;
   let hardMs = resolved.hardMs;
@@ -95,21 +107,11 @@ export async function retryJob(jobId: string, by: Principal, request: RetryReque
     hardMs = Math.round(softMs * (resolved.hardMs / resolved.softMs));
     source = `${OPERATOR_BUDGET_PREFIX}${by.username}`;
   }
+  return { softMs, hardMs, source };
+}
 
-  const noun = nounOf(job.kind);
-  const message = `Retry requested by ${by.username}: resumes after ${countLabel(job.cursor, noun)} already done.`;
-  const claimed = await reopenForRetry({
-    jobId,
-    parentId: job.parentId,
-    message,
-    by: by.username,
-    budget: { softMs, hardMs, source },
-  });
-  if (!claimed) {
-    const now = await db().job.findUniqueOrThrow({ where: { id: jobId }, select: { status: true } });
-    return { type: "not_retryable", status: now.status, message: refusalFor(now.status) };
-  }
-
+/** Puts the reopened row's queue job back; if it cannot be queued, the row goes back as it was. */
+async function queueRetry(jobId: string, job: RetryTarget): Promise<RetryResult | null> {
   try {
     // The finished queue job keeps its id for a while; the retry reuses the id (one queue job per row).
     // A queue job id shared by successive rows (syncs) that now holds a newer row's job is left to
@@ -133,6 +135,43 @@ export async function retryJob(jobId: string, by: Principal, request: RetryReque
         "The job queue is unavailable or the previous run is still winding down; nothing changed. Try again in a minute.",
     };
   }
+  return null;
+}
+
+/**
+ * Retries a job that timed out, was stopped, failed or was abandoned: it goes back to the queue
+ * and resumes at its cursor (items already done are not redone), with a fresh budget or a larger
+ * one the operator picks (up to 4× the resolved one), ahead of every fresh job in its queue
+ * (`RETRY_PRIORITY`). The status flips in one statement, so a double click or two operators at
+ * once give exactly one retry.
+ */
+export async function retryJob(jobId: string, by: Principal, request: RetryRequest = {}): Promise<RetryResult> {
+  if (!UUID.test(jobId)) return { type: "not_found" };
+  const job = await retryTarget(jobId);
+  if (!job) return { type: "not_found" };
+  const refusal = retryRefusal(job);
+  if (refusal) return refusal;
+
+  const budget = retryBudget(job, by, request);
+  if ("type" in budget) return budget;
+  const { softMs, hardMs, source } = budget;
+
+  const noun = nounOf(job.kind);
+  const message = `Retry requested by ${by.username}: resumes after ${countLabel(job.cursor, noun)} already done.`;
+  const claimed = await reopenForRetry({
+    jobId,
+    parentId: job.parentId,
+    message,
+    by: by.username,
+    budget: { softMs, hardMs, source },
+  });
+  if (!claimed) {
+    const now = await db().job.findUniqueOrThrow({ where: { id: jobId }, select: { status: true } });
+    return { type: "not_retryable", status: now.status, message: refusalFor(now.status) };
+  }
+
+  const unqueued = await queueRetry(jobId, job);
+  if (unqueued) return unqueued;
   return {
     type: "retried",
     jobId,

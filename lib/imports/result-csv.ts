@@ -162,6 +162,54 @@ export async function resultCsv(jobId: string, pageRows = PAGE_ROWS): Promise<Re
   });
 }
 
+type RecordedFailure = { row: number; reason: string };
+
+/** The failures recorded for an import and its parts, in row order, read a page at a time as they are reached. */
+function failureCursor(jobId: string, pageRows: number) {
+  const where = { OR: [{ jobId }, { job: { parentId: jobId } }] };
+  let failures: RecordedFailure[] = [];
+  let failuresAfter = 0;
+  let failuresDone = false;
+  return {
+    /** The first failure not yet passed over (reading the next page when the current one is used up), or null. */
+    async next(): Promise<RecordedFailure | null> {
+      if (failures.length === 0 && !failuresDone) {
+        failures = await db().jobItemFailure.findMany({
+          where: { ...where, row: { gt: failuresAfter } },
+          select: { row: true, reason: true },
+          orderBy: { row: "asc" },
+          take: pageRows,
+        });
+        if (failures.length < pageRows) failuresDone = true;
+        if (failures.length > 0) failuresAfter = failures.at(-1)!.row;
+      }
+      return failures[0] ?? null;
+    },
+    /** Passes over the failure `next` returned. */
+    skip(): void {
+      failures.shift();
+    },
+  };
+}
+
+/** A failed row's cells with its reason: after all of them when it has too many, else in the reason column. */
+function withReason(
+  fields: readonly string[],
+  reason: string,
+  columns: { header: readonly string[]; outHeader: readonly string[]; reasonAt: number },
+): string[] {
+  const cells = [...fields];
+  if (cells.length > columns.header.length) {
+    // Too many fields: all are kept, the reason after them, so nothing the customer wrote is lost.
+    cells.push(reason);
+  } else {
+    // Too few fields: padded, so the reason lands in its own column.
+    while (cells.length < columns.outHeader.length) cells.push("");
+    cells[columns.reasonAt] = reason;
+  }
+  return cells;
+}
+
 /**
  * The rows of an import that failed, exactly as uploaded (same columns, same order, same
  * delimiter), each with its reason in a `reason` column: fixed, the file is uploaded again as it
@@ -173,24 +221,7 @@ export async function failedRowsCsv(jobId: string, pageRows = PAGE_ROWS): Promis
   const upload = await db().upload.findUnique({ where: { jobId }, select: { content: true, delimiter: true } });
   if (!upload) throw new Error(`import ${jobId} has no stored upload`);
   const delimiter = upload.delimiter;
-  const where = { OR: [{ jobId }, { job: { parentId: jobId } }] };
-
-  let failures: { row: number; reason: string }[] = [];
-  let failuresAfter = 0;
-  let failuresDone = false;
-  const nextFailure = async (): Promise<{ row: number; reason: string } | null> => {
-    if (failures.length === 0 && !failuresDone) {
-      failures = await db().jobItemFailure.findMany({
-        where: { ...where, row: { gt: failuresAfter } },
-        select: { row: true, reason: true },
-        orderBy: { row: "asc" },
-        take: pageRows,
-      });
-      if (failures.length < pageRows) failuresDone = true;
-      if (failures.length > 0) failuresAfter = failures.at(-1)!.row;
-    }
-    return failures[0] ?? null;
-  };
+  const failures = failureCursor(jobId, pageRows);
 
   // Read as the import reads it (./csv-rows.ts): the same records, so the same row numbers.
   const records = uploadRecords({ content: upload.content, delimiter })[Symbol.asyncIterator]();
@@ -200,6 +231,7 @@ export async function failedRowsCsv(jobId: string, pageRows = PAGE_ROWS): Promis
   let reasonAt = header.findIndex((c) => c.trim().toLowerCase() === REASON_COLUMN);
   const outHeader = reasonAt === -1 ? [...header, REASON_COLUMN] : header;
   if (reasonAt === -1) reasonAt = header.length;
+  const columns = { header, outHeader, reasonAt };
   let index = 0;
   let finished = false;
 
@@ -209,7 +241,7 @@ export async function failedRowsCsv(jobId: string, pageRows = PAGE_ROWS): Promis
       if (finished) return null;
       const lines: string[] = [];
       while (lines.length < pageRows) {
-        let failure = await nextFailure();
+        let failure = await failures.next();
         if (!failure) break;
         const next = await records.next();
         if (next.done) break;
@@ -217,24 +249,14 @@ export async function failedRowsCsv(jobId: string, pageRows = PAGE_ROWS): Promis
         const row = index + 1; // the header is row 1, as in a spreadsheet and in the recorded failures
         // A failure under a row number the file does not reach again is passed over.
         while (failure && failure.row < row) {
-          failures.shift();
-          failure = await nextFailure();
+          failures.skip();
+          failure = await failures.next();
         }
         if (!failure) break;
         if (failure.row !== row) continue;
-        const reason = customerReason(failure.reason, "row");
-        const cells = [...next.value];
-        if (cells.length > header.length) {
-          // Too many fields: all are kept, the reason after them, so nothing the customer wrote is lost.
-          cells.push(reason);
-        } else {
-          // Too few fields: padded, so the reason lands in its own column.
-          while (cells.length < outHeader.length) cells.push("");
-          cells[reasonAt] = reason;
-        }
-        lines.push(csvLine(cells, delimiter));
+        lines.push(csvLine(withReason(next.value, customerReason(failure.reason, "row"), columns), delimiter));
         // One failure per job and row; a second one for the same row is not a second line.
-        while ((await nextFailure())?.row === row) failures.shift();
+        while ((await failures.next())?.row === row) failures.skip();
       }
       if (lines.length === 0) {
         finished = true;

@@ -136,43 +136,69 @@ function outOf(done: number, total: number | null, noun: string): string {
   return total === null ? countLabel(done, noun) : `${formatCount(done)} of ${countLabel(total, noun)}`;
 }
 
+/** The next step of a job that stopped short: what is kept, what is left, and who continues it. */
+function resumeSentence(p: CustomerSentenceInput, w: KindWords, remaining: number | null): string {
+  // Every cause a short ending (timed out, stopped, failed, abandoned) can have waits for a person
+  // (lib/jobs/resume-policy.ts: OPERATOR_STATUSES), who is told — the stuck page,
+  // bounded_jobs_awaiting_operator and its alert — so that is what the customer reads, never "it
+  // continues by itself"; resume-policy.integration.test.ts holds it to what the platform then does.
+  const kept =
+    p.processed > 0 ? `Nothing is lost: the ${countLabel(p.processed, p.noun)} already ${w.done} are kept. ` : "";
+  const left = remaining === null ? `the remaining ${p.noun}s` : `the remaining ${countLabel(remaining, p.noun)}`;
+  const again = UPLOADED.has(p.kind) ? "you don't need to upload again" : "you don't need to start it again";
+  if (p.handled) return `${kept}Our team has looked into it and closed it: nothing more will be done with it.`;
+  if (p.continuesAt) {
+    const at = p.continuesAt.toISOString().slice(11, 16);
+    return `${kept}It continues by itself at about ${at} UTC, from where ${w.thing} stopped with ${left}, without doing any ${p.noun} twice: an outside service it needs kept failing and gets a few minutes to recover. You don't need to do anything; this page updates by itself when it goes on.`;
+  }
+  return `${kept}Our team has been told and will continue it; ${again}. It goes on from where ${w.thing} stopped with ${left}, without doing any ${p.noun} twice, and this page updates by itself when it does.`;
+}
+
+/** The sentence of a queued job: in line, or resuming where it stopped with what is left. */
+function queuedSentence(
+  p: CustomerSentenceInput,
+  w: KindWords,
+  done: number,
+  remaining: number | null,
+): CustomerSentence {
+  if (done === 0) return { message: p.waitMessage ?? "In line: it starts shortly.", next: null };
+  const left = remaining === null ? `the remaining ${p.noun}s` : countLabel(remaining, p.noun);
+  const kept = p.processed > 0 ? ` The ${countLabel(p.processed, p.noun)} already ${w.done} are kept.` : "";
+  return {
+    message: `Resuming where it stopped: ${left} to go${p.waitMessage ? `. ${p.waitMessage}` : ", starting shortly."}${kept}`,
+    next: null,
+  };
+}
+
+/** The sentence of a completed job (with errors or not), and how to fix what was not done. */
+function completedSentence(p: CustomerSentenceInput, w: KindWords, done: number): CustomerSentence {
+  const fixable =
+    p.kind === "csv_import"
+      ? "Download the rows that could not be imported below: each has a reason column. Fix them and upload that file again."
+      : `The list below says why each ${p.noun} ${w.notDone}.`;
+  if (done === 0) return { message: "Done: there was nothing to do.", next: null };
+  if (p.failed === 0)
+    return {
+      message:
+        done === 1 ? `${capital(w.done)} the 1 ${p.noun}.` : `${capital(w.done)} all ${countLabel(done, p.noun)}.`,
+      next: null,
+    };
+  return {
+    message: `${capital(w.done)} ${formatCount(p.processed)} of ${countLabel(done, p.noun)}; ${countLabel(p.failed, p.noun)} ${w.notDone} (see the list below).`,
+    next: fixable,
+  };
+}
+
 /** The sentence and the next step for every status, from the counts alone. */
 export function customerSentence(p: CustomerSentenceInput): CustomerSentence {
   const w = wordsOf(p.kind);
   const done = p.processed + p.failed;
   const remaining = p.total === null ? null : Math.max(0, p.total - done);
   const problems = p.failed > 0 ? `; ${countLabel(p.failed, p.noun)} ${w.notDone}` : "";
-  const fixable =
-    p.kind === "csv_import"
-      ? "Download the rows that could not be imported below: each has a reason column. Fix them and upload that file again."
-      : `The list below says why each ${p.noun} ${w.notDone}.`;
-  // For every way of stopping short: what is kept, what is left, and who continues it. Every cause
-  // a short ending (timed out, stopped, failed, abandoned) can have waits for a person
-  // (lib/jobs/resume-policy.ts: OPERATOR_STATUSES), who is told — the stuck page,
-  // bounded_jobs_awaiting_operator and its alert — so that is what the customer reads, never "it
-  // continues by itself"; resume-policy.integration.test.ts holds it to what the platform then does.
-  const resume = (): string => {
-    const kept =
-      p.processed > 0 ? `Nothing is lost: the ${countLabel(p.processed, p.noun)} already ${w.done} are kept. ` : "";
-    const left = remaining === null ? `the remaining ${p.noun}s` : `the remaining ${countLabel(remaining, p.noun)}`;
-    const again = UPLOADED.has(p.kind) ? "you don't need to upload again" : "you don't need to start it again";
-    if (p.handled) return `${kept}Our team has looked into it and closed it: nothing more will be done with it.`;
-    if (p.continuesAt) {
-      const at = p.continuesAt.toISOString().slice(11, 16);
-      return `${kept}It continues by itself at about ${at} UTC, from where ${w.thing} stopped with ${left}, without doing any ${p.noun} twice: an outside service it needs kept failing and gets a few minutes to recover. You don't need to do anything; this page updates by itself when it goes on.`;
-    }
-    return `${kept}Our team has been told and will continue it; ${again}. It goes on from where ${w.thing} stopped with ${left}, without doing any ${p.noun} twice, and this page updates by itself when it does.`;
-  };
+  const resume = (): string => resumeSentence(p, w, remaining);
   switch (p.status) {
-    case "queued": {
-      if (done === 0) return { message: p.waitMessage ?? "In line: it starts shortly.", next: null };
-      const left = remaining === null ? `the remaining ${p.noun}s` : countLabel(remaining, p.noun);
-      const kept = p.processed > 0 ? ` The ${countLabel(p.processed, p.noun)} already ${w.done} are kept.` : "";
-      return {
-        message: `Resuming where it stopped: ${left} to go${p.waitMessage ? `. ${p.waitMessage}` : ", starting shortly."}${kept}`,
-        next: null,
-      };
-    }
+    case "queued":
+      return queuedSentence(p, w, done, remaining);
     case "running":
       return {
         message: `${w.doing} your ${p.noun}s: ${outOf(done, p.total, p.noun)} done so far${problems}.${p.batch && batchSentence(p, p.batch) ? ` ${batchSentence(p, p.batch)}` : ""}`,
@@ -187,19 +213,8 @@ export function customerSentence(p: CustomerSentenceInput): CustomerSentence {
         next: null,
       };
     case "completed":
-    case "completed_with_errors": {
-      if (done === 0) return { message: "Done: there was nothing to do.", next: null };
-      if (p.failed === 0)
-        return {
-          message:
-            done === 1 ? `${capital(w.done)} the 1 ${p.noun}.` : `${capital(w.done)} all ${countLabel(done, p.noun)}.`,
-          next: null,
-        };
-      return {
-        message: `${capital(w.done)} ${formatCount(p.processed)} of ${countLabel(done, p.noun)}; ${countLabel(p.failed, p.noun)} ${w.notDone} (see the list below).`,
-        next: fixable,
-      };
-    }
+    case "completed_with_errors":
+      return completedSentence(p, w, done);
     case "timed_out":
       return {
         message: `Paused after ${outOf(done, p.total, p.noun)}: this took longer than expected${problems}.`,

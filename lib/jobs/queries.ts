@@ -454,9 +454,9 @@ function statusForEstimate(status: JobStatus, parts: readonly PartSummary[]): Jo
   return status === "running" && parts.some((p) => p.status === "delayed") ? "delayed" : status;
 }
 
-export async function getProgress(token: string, now = new Date()): Promise<Progress | null> {
-  if (!isProgressToken(token)) return null;
-  const row = await db().job.findUnique({
+/** The job a progress link opens, with what its page shows of it. */
+async function progressRow(token: string) {
+  return db().job.findUnique({
     where: { progressToken: token },
     select: {
       id: true,
@@ -475,9 +475,14 @@ export async function getProgress(token: string, now = new Date()): Promise<Prog
       upload: { select: { filename: true } },
     },
   });
-  if (!row) return null;
+}
+
+type ProgressRow = NonNullable<Awaited<ReturnType<typeof progressRow>>>;
+
+/** Its first failures, its parts, its measured pace (running) and why it waits (queued or delayed), read at once. */
+async function progressDetails(row: ProgressRow, now: Date) {
   // All at once: each is one round trip, and the answer waits for the slowest, not for their sum.
-  const [failures, parts, measured, blockedBy] = await Promise.all([
+  return Promise.all([
     db().jobItemFailure.findMany({
       where: failuresWhere(row.id),
       select: { row: true, reason: true },
@@ -493,7 +498,10 @@ export async function getProgress(token: string, now = new Date()): Promise<Prog
       ? withTimeout(getBlockedBy(row.id, now), BLOCKED_BY_WAIT_MS).catch(() => null)
       : null,
   ]);
-  const estimate = estimateFrom({ ...row, status: statusForEstimate(row.status, parts) }, measured, now);
+}
+
+/** The message of a job waiting in *delayed* for a rate-limit window, and its seconds to go; else the row's own. */
+function progressWait(row: ProgressRow, now: Date): { message: string | null; waitSeconds: number | undefined } {
   // What the operators read names the bucket; the end user is told what happens and for how long.
   let waitSeconds: number | undefined;
   let message = row.message;
@@ -506,6 +514,16 @@ export async function getProgress(token: string, now = new Date()): Promise<Prog
         : "a busy outside service to free up";
     message = `Waiting ${formatWaitSeconds(waitMs)} for ${what}; it goes on by itself.`;
   }
+  return { message, waitSeconds };
+}
+
+export async function getProgress(token: string, now = new Date()): Promise<Progress | null> {
+  if (!isProgressToken(token)) return null;
+  const row = await progressRow(token);
+  if (!row) return null;
+  const [failures, parts, measured, blockedBy] = await progressDetails(row, now);
+  const estimate = estimateFrom({ ...row, status: statusForEstimate(row.status, parts) }, measured, now);
+  const { message, waitSeconds } = progressWait(row, now);
   return {
     title: progressTitle(row.kind, row.total, row.upload?.filename ?? null, row.params),
     noun: nounOf(row.kind),

@@ -176,6 +176,81 @@ export interface Classified {
   why: string;
 }
 
+type Starts = Map<string, { createdAt: number; startedAt: number }[]>;
+
+/** What the expected-start rule compares with: every waiting row of the queues at stake, and their recent starts. */
+async function queuePace(
+  rows: OpenRow[],
+  paused: Map<string, { by: string; since: Date }>,
+  now: Date,
+  ids: string[] | undefined,
+): Promise<{ waiting: OpenRow[]; windowStart: number; starts: Starts }> {
+  // All waiting rows of a queue (not just the selection) decide who is ahead of whom.
+  const queuedQueues = [
+    ...new Set(rows.filter((r) => r.status === "queued" && !paused.has(r.queue)).map((r) => r.queue)),
+  ];
+  const waiting =
+    ids === undefined
+      ? rows.filter((r) => r.status === "queued")
+      : queuedQueues.length
+        ? await openRows(now).then((all) => all.filter((r) => r.status === "queued"))
+        : [];
+  const windowStart = now.getTime() - scaled(PACE_WINDOW_MS);
+  const oldestWait = Math.min(
+    windowStart,
+    ...waiting.filter((r) => queuedQueues.includes(r.queue)).map((r) => r.waitingSince.getTime()),
+  );
+  const starts = queuedQueues.length
+    ? await startsSince(queuedQueues, new Date(oldestWait))
+    : new Map<string, { createdAt: number; startedAt: number }[]>();
+  return { waiting, windowStart, starts };
+}
+
+/** A row the queue no longer holds (missing or finished) past the grace, as the reaper sees it; else null. */
+function lostFromQueue(r: OpenRow, state: string, nowMs: number, grace: number, scale: number): Classified | null {
+  // As the reaper: lost only once its last sign of life is older than the grace (a retry
+  // flips the row before it queues the job again).
+  const lost =
+    (state === "unknown" || state === "completed" || state === "failed") && nowMs - r.waitingSince.getTime() > grace;
+  if (!lost) return null;
+  const age = (nowMs - r.waitingSince.getTime()) / scale;
+  return {
+    row: r,
+    cause: "lost_from_queue",
+    queueState: state,
+    ageMs: age,
+    expectedMs: null,
+    why: `the row says ${r.status}, the queue ${state === "unknown" ? "has no job for it" : `says ${state}`}`,
+  };
+}
+
+/** A running row past its hard limit, or with three heartbeats missed; else null. */
+function runningStuck(r: OpenRow, state: string, nowMs: number, silence: number, scale: number): Classified | null {
+  const runMs = (nowMs - (r.attemptStartedAt ?? r.createdAt).getTime()) / scale;
+  if (runMs > r.budgetHardMs) {
+    return {
+      row: r,
+      cause: "over_hard_limit",
+      queueState: state,
+      ageMs: runMs,
+      expectedMs: r.budgetHardMs,
+      why: "running past its hard limit",
+    };
+  }
+  if (r.heartbeatAt && nowMs - r.heartbeatAt.getTime() > silence) {
+    const silentMs = (nowMs - r.heartbeatAt.getTime()) / scale;
+    return {
+      row: r,
+      cause: "heartbeat_lost",
+      queueState: state,
+      ageMs: silentMs,
+      expectedMs: (3 * heartbeatIntervalMs()) / scale,
+      why: "three heartbeats missed",
+    };
+  }
+  return null;
+}
+
 /**
  * Classifies open rows. Exported for `markStuckJobsFailed`, which re-checks a selection against
  * the group it was shown in.
@@ -190,70 +265,20 @@ export async function classifyOpenJobs(
   const grace = rowGraceMs();
   const [rows, paused] = await Promise.all([openRows(now, ids), pausedQueues()]);
   const states = await mapLimited(rows, QUEUE_LOOKUP_CONCURRENCY, (r) => queueStateOf(r.queue, r.queueJobId ?? r.id));
-
-  // All waiting rows of a queue (not just the selection) decide who is ahead of whom.
-  const queuedQueues = [
-    ...new Set(rows.filter((r) => r.status === "queued" && !paused.has(r.queue)).map((r) => r.queue)),
-  ];
-  const waiting =
-    ids === undefined
-      ? rows.filter((r) => r.status === "queued")
-      : queuedQueues.length
-        ? await openRows(now).then((all) => all.filter((r) => r.status === "queued"))
-        : [];
-  const windowStart = nowMs - scaled(PACE_WINDOW_MS);
-  const oldestWait = Math.min(
-    windowStart,
-    ...waiting.filter((r) => queuedQueues.includes(r.queue)).map((r) => r.waitingSince.getTime()),
-  );
-  const starts = queuedQueues.length
-    ? await startsSince(queuedQueues, new Date(oldestWait))
-    : new Map<string, { createdAt: number; startedAt: number }[]>();
+  const { waiting, windowStart, starts } = await queuePace(rows, paused, now, ids);
 
   const stuck: Classified[] = [];
   let waitingInPausedQueues = 0;
   rows.forEach((r, i) => {
     const state = states[i]!;
-    // As the reaper: lost only once its last sign of life is older than the grace (a retry
-    // flips the row before it queues the job again).
-    const lost =
-      (state === "unknown" || state === "completed" || state === "failed") && nowMs - r.waitingSince.getTime() > grace;
+    const lost = lostFromQueue(r, state, nowMs, grace, scale);
     if (lost) {
-      const age = (nowMs - r.waitingSince.getTime()) / scale;
-      stuck.push({
-        row: r,
-        cause: "lost_from_queue",
-        queueState: state,
-        ageMs: age,
-        expectedMs: null,
-        why: `the row says ${r.status}, the queue ${state === "unknown" ? "has no job for it" : `says ${state}`}`,
-      });
+      stuck.push(lost);
       return;
     }
     if (r.status === "running") {
-      const runMs = (nowMs - (r.attemptStartedAt ?? r.createdAt).getTime()) / scale;
-      if (runMs > r.budgetHardMs) {
-        stuck.push({
-          row: r,
-          cause: "over_hard_limit",
-          queueState: state,
-          ageMs: runMs,
-          expectedMs: r.budgetHardMs,
-          why: "running past its hard limit",
-        });
-        return;
-      }
-      if (r.heartbeatAt && nowMs - r.heartbeatAt.getTime() > silence) {
-        const silentMs = (nowMs - r.heartbeatAt.getTime()) / scale;
-        stuck.push({
-          row: r,
-          cause: "heartbeat_lost",
-          queueState: state,
-          ageMs: silentMs,
-          expectedMs: (3 * heartbeatIntervalMs()) / scale,
-          why: "three heartbeats missed",
-        });
-      }
+      const found = runningStuck(r, state, nowMs, silence, scale);
+      if (found) stuck.push(found);
       return;
     }
     if (r.status !== "queued") return;

@@ -381,6 +381,82 @@ export interface CallList {
 /** Calls of these types are rows; whole items exist only as rollup counts. */
 const CALL_ROW_TYPES = [...CALL_TYPES];
 
+/** A list query as parsed: defaults filled in. */
+type ParsedCallListQuery = z.output<typeof callListQuerySchema>;
+
+/** What a list query matches over all pages: its type, filters, job (with its parts), bucket and window. */
+function callsWhere(q: ParsedCallListQuery, parts: { id: string }[]): Prisma.ModelCallWhereInput {
+  // Bucket 0 has no lower edge and the last no upper one, as in `bounded_latency_bucket`.
+  const duration =
+    q.bucket === undefined
+      ? undefined
+      : {
+          ...(q.bucket > 0 ? { gte: bucketFirstMs(q.bucket) } : {}),
+          ...(q.bucket < LAST_BUCKET ? { lt: bucketFirstMs(q.bucket + 1) } : {}),
+        };
+  return {
+    type: q.type ?? { in: CALL_ROW_TYPES },
+    ...(q.queue ? { queue: q.queue } : {}),
+    ...(q.kind ? { jobKind: q.kind } : {}),
+    ...(q.model ? { model: q.model } : {}),
+    ...(q.job ? { jobId: { in: [q.job, ...parts.map((p) => p.id)] } } : {}),
+    ...(duration ? { durationMs: duration } : {}),
+    ...(q.from || q.to
+      ? { startedAt: { ...(q.from ? { gte: new Date(q.from) } : {}), ...(q.to ? { lte: new Date(q.to) } : {}) } }
+      : {}),
+  };
+}
+
+/** The page after the cursor call (newest first), or the first page when there is none. */
+function afterCursor(
+  where: Prisma.ModelCallWhereInput,
+  cursor: { startedAt: Date } | undefined,
+  after: string | undefined,
+): Prisma.ModelCallWhereInput {
+  // Written as `startedAt <= c AND (startedAt < c OR id < i)` so the first half bounds the index range (see listJobs).
+  return cursor && after
+    ? {
+        AND: [
+          where,
+          { startedAt: { lte: cursor.startedAt } },
+          { OR: [{ startedAt: { lt: cursor.startedAt } }, { id: { lt: BigInt(after) } }] },
+        ],
+      }
+    : where;
+}
+
+/** The columns a list row shows. */
+const CALL_ROW_SELECT = {
+  id: true,
+  startedAt: true,
+  type: true,
+  model: true,
+  queue: true,
+  jobKind: true,
+  jobId: true,
+  durationMs: true,
+  outcome: true,
+  error: true,
+  batchSize: true,
+} satisfies Prisma.ModelCallSelect;
+
+/** One call as a list row. */
+function callRowOf(r: Prisma.ModelCallGetPayload<{ select: typeof CALL_ROW_SELECT }>): CallRow {
+  return {
+    id: r.id.toString(),
+    startedAt: r.startedAt.toISOString(),
+    type: r.type,
+    model: r.model,
+    queue: r.queue,
+    kind: r.jobKind,
+    jobId: r.jobId,
+    durationMs: r.durationMs,
+    outcome: r.outcome,
+    error: r.error,
+    batchSize: r.batchSize,
+  };
+}
+
 /**
  * The calls that match a list query, newest first, a keyset page at a time, and how many match in
  * all. A bucket is the same whole-millisecond range the rollup trigger counts it by
@@ -397,72 +473,19 @@ export async function listCalls(query: CallListQuery): Promise<CallList> {
       : Promise.resolve(undefined),
   ]);
   if (cursor === null) return { calls: [], total: 0, nextAfter: null, bucket: null };
-  // Bucket 0 has no lower edge and the last no upper one, as in `bounded_latency_bucket`.
-  const duration =
-    q.bucket === undefined
-      ? undefined
-      : {
-          ...(q.bucket > 0 ? { gte: bucketFirstMs(q.bucket) } : {}),
-          ...(q.bucket < LAST_BUCKET ? { lt: bucketFirstMs(q.bucket + 1) } : {}),
-        };
-  const where: Prisma.ModelCallWhereInput = {
-    type: q.type ?? { in: CALL_ROW_TYPES },
-    ...(q.queue ? { queue: q.queue } : {}),
-    ...(q.kind ? { jobKind: q.kind } : {}),
-    ...(q.model ? { model: q.model } : {}),
-    ...(q.job ? { jobId: { in: [q.job, ...parts.map((p) => p.id)] } } : {}),
-    ...(duration ? { durationMs: duration } : {}),
-    ...(q.from || q.to
-      ? { startedAt: { ...(q.from ? { gte: new Date(q.from) } : {}), ...(q.to ? { lte: new Date(q.to) } : {}) } }
-      : {}),
-  };
-  // Written as `startedAt <= c AND (startedAt < c OR id < i)` so the first half bounds the index range (see listJobs).
-  const page: Prisma.ModelCallWhereInput =
-    cursor && q.after
-      ? {
-          AND: [
-            where,
-            { startedAt: { lte: cursor.startedAt } },
-            { OR: [{ startedAt: { lt: cursor.startedAt } }, { id: { lt: BigInt(q.after) } }] },
-          ],
-        }
-      : where;
+  const where = callsWhere(q, parts);
   const [rows, total] = await Promise.all([
     db().modelCall.findMany({
-      where: page,
+      where: afterCursor(where, cursor, q.after),
       orderBy: [{ startedAt: "desc" }, { id: "desc" }],
       take: q.limit + 1,
-      select: {
-        id: true,
-        startedAt: true,
-        type: true,
-        model: true,
-        queue: true,
-        jobKind: true,
-        jobId: true,
-        durationMs: true,
-        outcome: true,
-        error: true,
-        batchSize: true,
-      },
+      select: CALL_ROW_SELECT,
     }),
     db().modelCall.count({ where }),
   ]);
   const shown = rows.slice(0, q.limit);
   return {
-    calls: shown.map((r) => ({
-      id: r.id.toString(),
-      startedAt: r.startedAt.toISOString(),
-      type: r.type,
-      model: r.model,
-      queue: r.queue,
-      kind: r.jobKind,
-      jobId: r.jobId,
-      durationMs: r.durationMs,
-      outcome: r.outcome,
-      error: r.error,
-      batchSize: r.batchSize,
-    })),
+    calls: shown.map(callRowOf),
     total,
     nextAfter: rows.length > q.limit ? (shown.at(-1)?.id.toString() ?? null) : null,
     bucket:

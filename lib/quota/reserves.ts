@@ -144,70 +144,69 @@ export interface ReleaseOptions {
   timeoutMs?: number;
 }
 
-/**
- * Ends a reserve, in one transaction. Succeeded: one spend is recorded (and `effect`, the
- * delivered image, written with it). Failed: the unit goes back to the pack. A `dislike`
- * reserve clears the ad's flag whatever the outcome.
- *
- * A reserve the sweeper already took back is a late release, and never passes silently: a
- * success is charged again (a debt when the pack is empty, settled by the next `grantPack`), its
- * image still written; a failure changes nothing (the sweeper refunded it). Either way one
- * LateRelease row, a warning with ids and ages, and `bounded_reserve_late_releases_total`.
- */
-export async function release(
+/** What the release's transaction decided, and when the sweeper took the reserve back (a late release). */
+type Released = { result: ReleaseResult; reclaimedAt?: Date };
+
+/** Ends a reserve still held (inside the release's transaction): a spend and its effect, or the unit back in the pack. */
+async function endHeld(
+  tx: Prisma.TransactionClient,
   reserve: Reserve,
   outcome: ReleaseOutcome,
-  options: ReleaseOptions = {},
-): Promise<ReleaseResult> {
-  const now = options.now ?? new Date();
-  const { result, reclaimedAt } = await db().$transaction(
-    async (tx): Promise<{ result: ReleaseResult; reclaimedAt?: Date }> => {
-      const { count } = await tx.quotaReserve.deleteMany({ where: { id: reserve.id } });
-      if (count === 1) {
-        if (outcome === "succeeded") {
-          await tx.quotaSpend.create({ data: spendOf(reserve, now, false), select: { id: true } });
-          await options.effect?.(tx);
-        } else {
-          await tx.quotaPack.update({
-            where: { id: reserve.packId },
-            data: { remaining: { increment: 1 } },
-            select: { id: true },
-          });
-        }
-        await undoKindEffects(tx, reserve);
-        return { result: { type: outcome === "succeeded" ? "spent" : "refunded" } };
-      }
+  now: Date,
+  effect: ReleaseEffect | undefined,
+): Promise<Released> {
+  if (outcome === "succeeded") {
+    await tx.quotaSpend.create({ data: spendOf(reserve, now, false), select: { id: true } });
+    await effect?.(tx);
+  } else {
+    await tx.quotaPack.update({
+      where: { id: reserve.packId },
+      data: { remaining: { increment: 1 } },
+      select: { id: true },
+    });
+  }
+  await undoKindEffects(tx, reserve);
+  return { result: { type: outcome === "succeeded" ? "spent" : "refunded" } };
+}
 
-      // Gone: taken back by the sweeper, or released before.
-      const reclaim = await tx.reserveReclaim.findUnique({
-        where: { reserveId: reserve.id },
-        select: { reclaimedAt: true },
-      });
-      const before = await tx.lateRelease.count({ where: { reserveId: reserve.id } });
-      if (!reclaim || before > 0) return { result: { type: "already_released" } };
-      let resolution: "charged" | "debt" | "none" = "none";
-      if (outcome === "succeeded") {
-        // The generation was delivered: charge it, even though the sweeper refunded its unit.
-        const charged = await tx.quotaPack.updateMany({
-          where: { id: reserve.packId, remaining: { gt: 0 } },
-          data: { remaining: { decrement: 1 } },
-        });
-        resolution = charged.count === 1 ? "charged" : "debt";
-        if (resolution === "charged")
-          await tx.quotaSpend.create({ data: spendOf(reserve, now, true), select: { id: true } });
-        await options.effect?.(tx);
-      }
-      // The sweeper already undid the kind's effects; a newer dislike of the same ad may hold the
-      // flag now, so it is left alone.
-      await tx.lateRelease.create({
-        data: { ...reserveColumns(reserve), outcome, resolution, reclaimedAt: reclaim.reclaimedAt, releasedAt: now },
-        select: { id: true },
-      });
-      return { result: { type: "late", resolution }, reclaimedAt: reclaim.reclaimedAt };
-    },
-    options.timeoutMs === undefined ? undefined : { timeout: options.timeoutMs },
-  );
+/** Ends a reserve already gone (inside the release's transaction): a late release recorded once, or nothing. */
+async function endGone(
+  tx: Prisma.TransactionClient,
+  reserve: Reserve,
+  outcome: ReleaseOutcome,
+  now: Date,
+  effect: ReleaseEffect | undefined,
+): Promise<Released> {
+  // Gone: taken back by the sweeper, or released before.
+  const reclaim = await tx.reserveReclaim.findUnique({
+    where: { reserveId: reserve.id },
+    select: { reclaimedAt: true },
+  });
+  const before = await tx.lateRelease.count({ where: { reserveId: reserve.id } });
+  if (!reclaim || before > 0) return { result: { type: "already_released" } };
+  let resolution: "charged" | "debt" | "none" = "none";
+  if (outcome === "succeeded") {
+    // The generation was delivered: charge it, even though the sweeper refunded its unit.
+    const charged = await tx.quotaPack.updateMany({
+      where: { id: reserve.packId, remaining: { gt: 0 } },
+      data: { remaining: { decrement: 1 } },
+    });
+    resolution = charged.count === 1 ? "charged" : "debt";
+    if (resolution === "charged")
+      await tx.quotaSpend.create({ data: spendOf(reserve, now, true), select: { id: true } });
+    await effect?.(tx);
+  }
+  // The sweeper already undid the kind's effects; a newer dislike of the same ad may hold the
+  // flag now, so it is left alone.
+  await tx.lateRelease.create({
+    data: { ...reserveColumns(reserve), outcome, resolution, reclaimedAt: reclaim.reclaimedAt, releasedAt: now },
+    select: { id: true },
+  });
+  return { result: { type: "late", resolution }, reclaimedAt: reclaim.reclaimedAt };
+}
 
+/** Reports a release once committed: the reserve's age, or a late or repeated release as a warning (and a count). */
+function reportRelease(reserve: Reserve, outcome: ReleaseOutcome, now: Date, { result, reclaimedAt }: Released): void {
   const ageMs = now.getTime() - reserve.reservedAt.getTime();
   if (result.type === "spent" || result.type === "refunded") {
     metrics.observeReserveAge({ kind: reserve.kind, end: result.type }, productionSeconds(ageMs));
@@ -240,7 +239,35 @@ export async function release(
       "release of a reserve that was already released: nothing changed",
     );
   }
-  return result;
+}
+
+/**
+ * Ends a reserve, in one transaction. Succeeded: one spend is recorded (and `effect`, the
+ * delivered image, written with it). Failed: the unit goes back to the pack. A `dislike`
+ * reserve clears the ad's flag whatever the outcome.
+ *
+ * A reserve the sweeper already took back is a late release, and never passes silently: a
+ * success is charged again (a debt when the pack is empty, settled by the next `grantPack`), its
+ * image still written; a failure changes nothing (the sweeper refunded it). Either way one
+ * LateRelease row, a warning with ids and ages, and `bounded_reserve_late_releases_total`.
+ */
+export async function release(
+  reserve: Reserve,
+  outcome: ReleaseOutcome,
+  options: ReleaseOptions = {},
+): Promise<ReleaseResult> {
+  const now = options.now ?? new Date();
+  const released = await db().$transaction(
+    async (tx): Promise<Released> => {
+      const { count } = await tx.quotaReserve.deleteMany({ where: { id: reserve.id } });
+      return count === 1
+        ? endHeld(tx, reserve, outcome, now, options.effect)
+        : endGone(tx, reserve, outcome, now, options.effect);
+    },
+    options.timeoutMs === undefined ? undefined : { timeout: options.timeoutMs },
+  );
+  reportRelease(reserve, outcome, now, released);
+  return released.result;
 }
 
 /** What a spend and a late release copy of their reserve, so either can be traced back to it. */

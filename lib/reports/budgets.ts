@@ -130,28 +130,23 @@ export interface BudgetReportOptions {
   now?: Date;
 }
 
-/**
- * The budgets page and `GET /api/budgets`: for every (queue, kind) of the catalog, what this
- * process's environment resolves, what each live worker really uses, where they drift, and
- * whether recent jobs fit their soft budget at the p99 of recorded model calls.
- */
-export async function getBudgetReport(options: BudgetReportOptions = {}): Promise<BudgetReport> {
-  const source = options.source ?? env();
-  const now = options.now ?? new Date();
-  const pairs = catalogPairs();
+/** What the live workers published, or why they could not be read (Redis down or slow): never a throw. */
+function readPublished(options: BudgetReportOptions): Promise<{ workers: WorkerBudgets[]; error: string | null }> {
+  return withTimeout(
+    listWorkerBudgets({ redis: options.redis, namespace: options.namespace }),
+    REDIS_READ_TIMEOUT_MS,
+  ).then(
+    (workers) => ({ workers, error: null as string | null }),
+    (err: unknown) => ({
+      workers: [] as WorkerBudgets[],
+      error: `Could not read the live workers from Redis: ${err instanceof Error ? err.message : String(err)}`,
+    }),
+  );
+}
 
-  const [published, stats] = await Promise.all([
-    withTimeout(listWorkerBudgets({ redis: options.redis, namespace: options.namespace }), REDIS_READ_TIMEOUT_MS).then(
-      (workers) => ({ workers, error: null as string | null }),
-      (err: unknown) => ({
-        workers: [] as WorkerBudgets[],
-        error: `Could not read the live workers from Redis: ${err instanceof Error ? err.message : String(err)}`,
-      }),
-    ),
-    riskStats(pairs, now),
-  ]);
-
-  const workers: LiveWorker[] = published.workers.map((w) => ({
+/** A live worker as the page lists it, with the age of its last publication. */
+function liveWorkerOf(w: WorkerBudgets, now: Date): LiveWorker {
+  return {
     id: `${w.host}:${w.pid}`,
     host: w.host,
     pid: w.pid,
@@ -161,10 +156,19 @@ export async function getBudgetReport(options: BudgetReportOptions = {}): Promis
     startedAt: w.startedAt,
     publishedAt: w.publishedAt,
     ageMs: Math.max(0, now.getTime() - Date.parse(w.publishedAt)),
-  }));
+  };
+}
 
+type Projected = Map<string, { largest: Projection; median: Projection }>;
+
+/** The projections of the largest and the median job of every kind that is projected and split at its start. */
+async function projectedPairs(
+  pairs: { queue: string; kind: JobKind }[],
+  stats: Map<string, PairStats>,
+  now: Date,
+): Promise<Projected> {
   // Kinds that are projected and split at their start are judged the same way here.
-  const projected = new Map<string, { largest: Projection; median: Projection }>();
+  const projected: Projected = new Map();
   await Promise.all(
     pairs.map(async ({ queue, kind }) => {
       const s = stats.get(`${queue}\0${kind}`);
@@ -176,36 +180,60 @@ export async function getBudgetReport(options: BudgetReportOptions = {}): Promis
       if (largest && median) projected.set(`${queue}\0${kind}`, { largest, median });
     }),
   );
+  return projected;
+}
 
-  const rows = pairs.map(({ queue, kind }): BudgetRow => {
-    const resolved = resolveBudgetUnchecked(queue, kind, source);
-    const configuration = { ...resolved, problem: budgetProblem(queue, kind, resolved) };
-    const runtime: RuntimeBudget[] = published.workers.flatMap((w) =>
-      w.budgets
-        .filter((b) => b.queue === queue && b.kind === kind)
-        .map((b) => ({
-          worker: `${w.host}:${w.pid}`,
-          softMs: b.softMs,
-          hardMs: b.hardMs,
-          source: b.source,
-          why: b.why,
-        })),
-    );
-    const drift = findDrift(configuration, runtime);
-    const status = runtime.length === 0 ? "not_served" : drift.length > 0 ? "drift" : "ok";
-    const effective = effectiveSoft(configuration, runtime);
-    const pairStats = stats.get(`${queue}\0${kind}`) ?? EMPTY_STATS;
-    const projection = projected.get(`${queue}\0${kind}`);
-    const risk = projection
-      ? assessProjectedRisk(
-          assessRisk(pairStats, effective, source.BOUNDED_TIME_SCALE, kind, KINDS[kind].noun),
-          projection,
-          source.BOUNDED_AUTO_SPLIT,
-          KINDS[kind].noun,
-        )
-      : assessRisk(pairStats, effective, source.BOUNDED_TIME_SCALE, kind, KINDS[kind].noun);
-    return { queue, kind, noun: KINDS[kind].noun, configuration, runtime, status, drift, risk };
-  });
+/** One (queue, kind)'s row: its configured budget, what each live worker uses, their drift, and its risk. */
+function budgetRow(
+  { queue, kind }: { queue: string; kind: JobKind },
+  source: Env,
+  workers: WorkerBudgets[],
+  stats: Map<string, PairStats>,
+  projected: Projected,
+): BudgetRow {
+  const resolved = resolveBudgetUnchecked(queue, kind, source);
+  const configuration = { ...resolved, problem: budgetProblem(queue, kind, resolved) };
+  const runtime: RuntimeBudget[] = workers.flatMap((w) =>
+    w.budgets
+      .filter((b) => b.queue === queue && b.kind === kind)
+      .map((b) => ({
+        worker: `${w.host}:${w.pid}`,
+        softMs: b.softMs,
+        hardMs: b.hardMs,
+        source: b.source,
+        why: b.why,
+      })),
+  );
+  const drift = findDrift(configuration, runtime);
+  const status = runtime.length === 0 ? "not_served" : drift.length > 0 ? "drift" : "ok";
+  const effective = effectiveSoft(configuration, runtime);
+  const pairStats = stats.get(`${queue}\0${kind}`) ?? EMPTY_STATS;
+  const projection = projected.get(`${queue}\0${kind}`);
+  const risk = projection
+    ? assessProjectedRisk(
+        assessRisk(pairStats, effective, source.BOUNDED_TIME_SCALE, kind, KINDS[kind].noun),
+        projection,
+        source.BOUNDED_AUTO_SPLIT,
+        KINDS[kind].noun,
+      )
+    : assessRisk(pairStats, effective, source.BOUNDED_TIME_SCALE, kind, KINDS[kind].noun);
+  return { queue, kind, noun: KINDS[kind].noun, configuration, runtime, status, drift, risk };
+}
+
+/**
+ * The budgets page and `GET /api/budgets`: for every (queue, kind) of the catalog, what this
+ * process's environment resolves, what each live worker really uses, where they drift, and
+ * whether recent jobs fit their soft budget at the p99 of recorded model calls.
+ */
+export async function getBudgetReport(options: BudgetReportOptions = {}): Promise<BudgetReport> {
+  const source = options.source ?? env();
+  const now = options.now ?? new Date();
+  const pairs = catalogPairs();
+
+  const [published, stats] = await Promise.all([readPublished(options), riskStats(pairs, now)]);
+  const workers: LiveWorker[] = published.workers.map((w) => liveWorkerOf(w, now));
+  const projected = await projectedPairs(pairs, stats, now);
+  const rows = pairs.map((pair) => budgetRow(pair, source, published.workers, stats, projected));
 
   return {
     generatedAt: now.toISOString(),

@@ -219,18 +219,79 @@ export async function throughBatchLane(input: BatchLaneInput): Promise<Map<numbe
   return new Map();
 }
 
-async function start(input: BatchLaneInput): Promise<void> {
+/** The `lane` event of this run that states `message`. */
+function laneEventOf(run: RunStart, message: string) {
+  return { jobId: run.jobId, type: LANE_EVENT, attempt: run.attempt, message };
+}
+
+/** The job's batch: one an earlier run submitted, taken up, or a new one; null once it went direct after all. */
+async function submitOrTakeUp(input: BatchLaneInput, items: LaneItem[], decided: string): Promise<BatchState | null> {
   const { run, log, service, signal } = input;
+  // A batch this job submitted and could not write down (its process stopped between the two) is
+  // taken up again, never sent and paid for twice.
+  const own = await ownBatch(input);
+  if (own) {
+    log.warn({ batchId: own.id }, "took up the batch an earlier run of this job submitted");
+    return own;
+  }
+  try {
+    return await service.submitBatch(
+      items.map((item) => ({ customId: customIdOf(item.row), messages: item.messages })),
+      { signal, context: { queue: run.queue, jobKind: run.kind, jobId: run.jobId } },
+    );
+  } catch (err) {
+    // The job's own stop (deadline, cancel, shutdown) or an outage the run waits out goes on up,
+    // with nothing written: the next run decides again (and takes up a batch that was created).
+    if (signal.aborted || isControlSignal(err)) throw err;
+    // A create whose answer was lost (no status: a timeout, a dropped connection) may have made
+    // the batch all the same; one the provider refused did not.
+    const answered = err instanceof ModelCallError && err.status !== undefined;
+    const state = answered ? null : await ownBatch(input);
+    if (!state) await directAfterAll(input, decided, err);
+    return state;
+  }
+}
+
+/** Writes the decision and the batch together (one transaction): a job with a lane event has its batch. */
+async function recordBatch(
+  run: RunStart,
+  decision: Extract<LaneDecision, { lane: "batch" }>,
+  state: BatchState,
+  rows: number,
+  now: Date,
+): Promise<void> {
+  await db().$transaction([
+    db().jobEvent.create({ data: laneEventOf(run, decision.text) }),
+    db().jobBatch.create({
+      data: {
+        jobId: run.jobId,
+        batchId: state.id,
+        status: state.status,
+        rows,
+        completed: state.completed,
+        failed: state.failed,
+        submittedAt: now,
+        expectedBy: decision.expectedBy,
+        deadlineAt: decision.deadlineAt,
+        lastMomentAt: decision.lastMomentAt,
+        decision: decision.text,
+      },
+    }),
+  ]);
+}
+
+/** Decides the job's lane at its first run: a `lane` event when direct; else the batch sent, written down, and the slot given back. */
+async function start(input: BatchLaneInput): Promise<void> {
+  const { run, log } = input;
   const now = input.now?.() ?? new Date();
   const scale = env().BOUNDED_TIME_SCALE;
   // The budget left: less the slot time earlier runs used (this run has only just started).
   const remainingMs = Math.max(0, run.budgetSoftMs - run.slotMsUsed);
   const turnaround = await laneTurnaround(now);
-  const laneEvent = (message: string) => ({ jobId: run.jobId, type: LANE_EVENT, attempt: run.attempt, message });
   const early = decideWithoutItems({ remainingMs, turnaround });
   if (early) {
     log.info({ lane: early.lane }, early.text);
-    await db().jobEvent.create({ data: laneEvent(early.text) });
+    await db().jobEvent.create({ data: laneEventOf(run, early.text) });
     metrics.batchLaneDecided.inc({ kind: run.kind, lane: "direct" });
     return;
   }
@@ -248,50 +309,14 @@ async function start(input: BatchLaneInput): Promise<void> {
   });
   log.info({ lane: decision.lane, items: items.length }, decision.text);
   if (decision.lane === "direct") {
-    await db().jobEvent.create({ data: laneEvent(decision.text) });
+    await db().jobEvent.create({ data: laneEventOf(run, decision.text) });
     metrics.batchLaneDecided.inc({ kind: run.kind, lane: "direct" });
     return;
   }
-  // A batch this job submitted and could not write down (its process stopped between the two) is
-  // taken up again, never sent and paid for twice.
-  let state = await ownBatch(input);
-  if (state) log.warn({ batchId: state.id }, "took up the batch an earlier run of this job submitted");
-  else
-    try {
-      state = await service.submitBatch(
-        items.map((item) => ({ customId: customIdOf(item.row), messages: item.messages })),
-        { signal, context: { queue: run.queue, jobKind: run.kind, jobId: run.jobId } },
-      );
-    } catch (err) {
-      // The job's own stop (deadline, cancel, shutdown) or an outage the run waits out goes on up,
-      // with nothing written: the next run decides again (and takes up a batch that was created).
-      if (signal.aborted || isControlSignal(err)) throw err;
-      // A create whose answer was lost (no status: a timeout, a dropped connection) may have made
-      // the batch all the same; one the provider refused did not.
-      const answered = err instanceof ModelCallError && err.status !== undefined;
-      state = answered ? null : await ownBatch(input);
-      if (!state) return directAfterAll(input, decision.text, err);
-    }
+  const state = await submitOrTakeUp(input, items, decision.text);
+  if (!state) return;
   metrics.batchLaneDecided.inc({ kind: run.kind, lane: "batch" });
-  // The decision and the batch are written together: a job with a lane event has its batch.
-  await db().$transaction([
-    db().jobEvent.create({ data: laneEvent(decision.text) }),
-    db().jobBatch.create({
-      data: {
-        jobId: run.jobId,
-        batchId: state.id,
-        status: state.status,
-        rows: items.length,
-        completed: state.completed,
-        failed: state.failed,
-        submittedAt: now,
-        expectedBy: decision.expectedBy,
-        deadlineAt: decision.deadlineAt,
-        lastMomentAt: decision.lastMomentAt,
-        decision: decision.text,
-      },
-    }),
-  ]);
+  await recordBatch(run, decision, state, items.length, now);
   log.info({ batchId: state.id, rows: items.length }, "rows sent to the provider's batch service");
   throw pending(state.id, decision.expectedBy, decision.lastMomentAt, now);
 }

@@ -1,12 +1,12 @@
 import Link from "next/link";
-import { getBudgetReport } from "@/lib/reports/budgets";
+import { getBudgetReport, type BudgetReport } from "@/lib/reports/budgets";
 import { countLabel } from "@/lib/jobs/messages";
-import { countJobsByStatus, listJobs } from "@/lib/jobs/queries";
-import { countRecentFailures } from "@/lib/reports/recent-failures";
+import { countJobsByStatus, listJobs, type JobListItem } from "@/lib/jobs/queries";
+import { countRecentFailures, type RecentFailures } from "@/lib/reports/recent-failures";
 import { getStuckOverview, stuckHeadline, type StuckHeadline } from "@/lib/reports/stuck-groups";
-import { JOB_STATUSES, STATUS_LABEL } from "@/lib/core/job-statuses";
+import { JOB_STATUSES, STATUS_LABEL, type JobStatus } from "@/lib/core/job-statuses";
 import { histogramInProductionTime } from "@/lib/reports/production-time";
-import { getLatencyHistogram } from "@/lib/modelcalls/queries";
+import { getLatencyHistogram, type LatencyHistogram } from "@/lib/modelcalls/queries";
 import { JobsTable } from "../../components/jobs-table";
 import { formatCount } from "@/lib/format/number";
 import { formatDurationRounded } from "@/lib/format/duration";
@@ -44,10 +44,6 @@ export default async function OverviewPage() {
     countRecentFailures(),
   ]);
   const attention = JOB_STATUSES.filter((s) => ATTENTION.has(s)).reduce((n, s) => n + counts[s], 0);
-  const drifting = budgets.rows.filter((r) => r.status === "drift").length;
-  const atRisk = budgets.rows.filter((r) => r.risk.atRisk).length;
-  const s = calls.summary;
-  const failedCalls = failedCallCount(s.byOutcome);
   return (
     <main className="page">
       <PageHead
@@ -64,63 +60,115 @@ export default async function OverviewPage() {
 
       <OutsideServicesBanner />
 
-      <section className="grid cols-4" aria-label="Headlines">
-        <Stat
-          href="/stuck"
-          label="Stuck / awaiting an operator"
-          value={`${formatCount(stuck.stuckNow)} / ${formatCount(stuck.awaitingOperator)}`}
-          alert={stuck.stuckNow + stuck.awaitingOperator > 0}
-          testId="overview-stuck"
-        >
-          <div className="label">
-            {stuck.awaitingOperator > 0
-              ? `${countLabel(stuck.awaitingOperator, "ended job")} only a person continues`
-              : stuck.stuckNow > 0
-                ? stuck.openCauses
-                : "no job is stuck or waits for a person"}
-          </div>
-        </Stat>
-        <Stat
-          href="/jobs?status=failed"
-          label="Failed, last hour"
-          value={countLabel(failures.items, "item")}
-          alert={failures.items + failures.jobs > 0}
-          testId="recent-failures"
-        >
-          <div className="label">
-            {failures.jobs > 0
-              ? `and ${countLabel(failures.jobs, "job")} ended failed, timed out, stopped or abandoned`
-              : "no job ended failed, timed out, stopped or abandoned"}
-          </div>
-        </Stat>
-        <Stat
-          href="/model-calls"
-          label="Model calls, 24 h: p50 / p99"
-          value={s.p50 && s.p99 ? `${formatDurationRounded(s.p50.ms)} / ${formatDurationRounded(s.p99.ms)}` : "—"}
-        >
-          <div className="label">
-            {formatCount(s.total)} calls{failedCalls ? `, ${formatCount(failedCalls)} failed or aborted` : ""}
-          </div>
-        </Stat>
-        <Stat
-          href="/budgets"
-          label="Budgets: drifting / at risk"
-          value={`${formatCount(drifting)} / ${formatCount(atRisk)}`}
-          alert={drifting > 0 || atRisk > 0 || budgets.workers.length === 0}
-        >
-          <div className="label">
-            {budgets.workers.length === 0
-              ? "no worker is running"
-              : `${formatCount(budgets.workers.length)} live worker process${budgets.workers.length === 1 ? "" : "es"}`}
-          </div>
-        </Stat>
-        <Stat
-          href="/jobs?status=running"
-          label="Running / queued"
-          value={`${formatCount(counts.running)} / ${formatCount(counts.queued)}`}
-        />
-      </section>
+      <Headlines counts={counts} stuck={stuck} calls={calls} budgets={budgets} failures={failures} />
+      <JobsByStatus counts={counts} />
+      <LatestJobs jobs={recent.jobs} />
+    </main>
+  );
+}
 
+/** The headlines: stuck jobs, recent failures, model-call latency, budgets and what runs now. */
+function Headlines({
+  counts,
+  stuck,
+  calls,
+  budgets,
+  failures,
+}: {
+  counts: Record<JobStatus, number>;
+  stuck: StuckHeadline;
+  calls: LatencyHistogram;
+  budgets: BudgetReport;
+  failures: RecentFailures;
+}) {
+  const drifting = budgets.rows.filter((r) => r.status === "drift").length;
+  const atRisk = budgets.rows.filter((r) => r.risk.atRisk).length;
+  return (
+    <section className="grid cols-4" aria-label="Headlines">
+      <StuckStat stuck={stuck} />
+      <FailuresStat failures={failures} />
+      <CallsStat summary={calls.summary} />
+      <Stat
+        href="/budgets"
+        label="Budgets: drifting / at risk"
+        value={`${formatCount(drifting)} / ${formatCount(atRisk)}`}
+        alert={drifting > 0 || atRisk > 0 || budgets.workers.length === 0}
+      >
+        <div className="label">
+          {budgets.workers.length === 0
+            ? "no worker is running"
+            : `${formatCount(budgets.workers.length)} live worker process${budgets.workers.length === 1 ? "" : "es"}`}
+        </div>
+      </Stat>
+      <Stat
+        href="/jobs?status=running"
+        label="Running / queued"
+        value={`${formatCount(counts.running)} / ${formatCount(counts.queued)}`}
+      />
+    </section>
+  );
+}
+
+/** Open jobs stuck and ended jobs awaiting an operator, with what holds them. */
+function StuckStat({ stuck }: { stuck: StuckHeadline }) {
+  return (
+    <Stat
+      href="/stuck"
+      label="Stuck / awaiting an operator"
+      value={`${formatCount(stuck.stuckNow)} / ${formatCount(stuck.awaitingOperator)}`}
+      alert={stuck.stuckNow + stuck.awaitingOperator > 0}
+      testId="overview-stuck"
+    >
+      <div className="label">
+        {stuck.awaitingOperator > 0
+          ? `${countLabel(stuck.awaitingOperator, "ended job")} only a person continues`
+          : stuck.stuckNow > 0
+            ? stuck.openCauses
+            : "no job is stuck or waits for a person"}
+      </div>
+    </Stat>
+  );
+}
+
+/** Items failed in the last hour, and the jobs that ended badly in it. */
+function FailuresStat({ failures }: { failures: RecentFailures }) {
+  return (
+    <Stat
+      href="/jobs?status=failed"
+      label="Failed, last hour"
+      value={countLabel(failures.items, "item")}
+      alert={failures.items + failures.jobs > 0}
+      testId="recent-failures"
+    >
+      <div className="label">
+        {failures.jobs > 0
+          ? `and ${countLabel(failures.jobs, "job")} ended failed, timed out, stopped or abandoned`
+          : "no job ended failed, timed out, stopped or abandoned"}
+      </div>
+    </Stat>
+  );
+}
+
+/** The model calls' p50 and p99 over 24 h, and how many failed. */
+function CallsStat({ summary: s }: { summary: LatencyHistogram["summary"] }) {
+  const failedCalls = failedCallCount(s.byOutcome);
+  return (
+    <Stat
+      href="/model-calls"
+      label="Model calls, 24 h: p50 / p99"
+      value={s.p50 && s.p99 ? `${formatDurationRounded(s.p50.ms)} / ${formatDurationRounded(s.p99.ms)}` : "—"}
+    >
+      <div className="label">
+        {formatCount(s.total)} calls{failedCalls ? `, ${formatCount(failedCalls)} failed or aborted` : ""}
+      </div>
+    </Stat>
+  );
+}
+
+/** A count per status, each linking to its list, with where the queues are shown. */
+function JobsByStatus({ counts }: { counts: Record<JobStatus, number> }) {
+  return (
+    <>
       <h2 style={{ marginTop: "1.5rem" }}>Jobs by status</h2>
       <p className="muted">
         Waiting and running now; finished in the last 24 hours. Each links to the full list. Queue by queue — depth,
@@ -137,13 +185,19 @@ export default async function OverviewPage() {
           />
         ))}
       </section>
-      <section className="panel" style={{ marginTop: "1.25rem" }}>
-        <h2>Latest jobs</h2>
-        <JobsTable jobs={recent.jobs} />
-        <p className="small">
-          <Link href="/jobs">All jobs →</Link>
-        </p>
-      </section>
-    </main>
+    </>
+  );
+}
+
+/** The ten newest jobs, and the way to all of them. */
+function LatestJobs({ jobs }: { jobs: JobListItem[] }) {
+  return (
+    <section className="panel" style={{ marginTop: "1.25rem" }}>
+      <h2>Latest jobs</h2>
+      <JobsTable jobs={jobs} />
+      <p className="small">
+        <Link href="/jobs">All jobs →</Link>
+      </p>
+    </section>
   );
 }

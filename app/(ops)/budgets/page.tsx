@@ -3,6 +3,7 @@ import { formatAgo, formatDuration } from "@/lib/format/duration";
 import {
   formatRatio,
   getBudgetReport,
+  type BudgetReport,
   type BudgetRisk,
   type BudgetRow,
   type LiveWorker,
@@ -18,14 +19,12 @@ import { DataTable, num } from "../../components/data-table";
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Budgets" };
 
+/** Each queue and kind's effective budget, whether live workers agree, and whether its jobs fit in it. */
 export default async function BudgetsPage() {
   // Checked here, not only in the layout: a client navigation renders the page without it.
   await requirePageViewer("/budgets");
   const report = await getBudgetReport();
   const drifting = report.rows.filter((r) => r.status === "drift");
-  const atRisk = report.rows.filter((r) => r.risk.atRisk);
-  const notServed = report.rows.filter((r) => r.status === "not_served");
-  const noWorkers = report.workers.length === 0;
 
   return (
     <main className="page">
@@ -40,11 +39,32 @@ export default async function BudgetsPage() {
         }
       />
 
+      <BudgetWarnings report={report} drifting={drifting} />
+
+      <Summary report={report} drifting={drifting} />
+
+      <EffectiveBudgets report={report} />
+
+      <RiskPanel report={report} />
+
+      <WorkersPanel report={report} />
+
+      <p className="small muted">
+        Same data as JSON: <a href="/api/budgets">/api/budgets</a>
+      </p>
+    </main>
+  );
+}
+
+/** What is wrong, above everything: no live worker, an invalid configuration, drift, a time scale other than 1. */
+function BudgetWarnings({ report, drifting }: { report: BudgetReport; drifting: BudgetRow[] }) {
+  return (
+    <>
       {report.workersError ? (
         <p className="message bad" role="alert">
           {report.workersError}. The “live workers” columns below are empty because of it, not because workers agree.
         </p>
-      ) : noWorkers ? (
+      ) : report.workers.length === 0 ? (
         <p className="message bad" role="alert">
           No worker process is publishing its budgets — workers are down or not started. Nothing below is confirmed by a
           running worker; jobs wait in their queues until a worker starts.
@@ -75,134 +95,148 @@ export default async function BudgetsPage() {
           {report.timeScale} for the risk estimates.
         </p>
       ) : null}
+    </>
+  );
+}
 
-      <section className="grid cols-4" aria-label="Summary" style={{ marginBottom: "1.25rem" }}>
-        <Stat label="Live workers" value={formatCount(report.workers.length)} alert={noWorkers} />
-        <Stat label="Budgets drifting" value={formatCount(drifting.length)} alert={drifting.length > 0} />
-        <Stat label="At risk of timing out" value={formatCount(atRisk.length)} alert={atRisk.length > 0} />
-        <Stat label="Not served by a live worker" value={formatCount(notServed.length)} />
-      </section>
+/** The counts: live workers, budgets drifting, kinds at risk, and queues no live worker serves. */
+function Summary({ report, drifting }: { report: BudgetReport; drifting: BudgetRow[] }) {
+  const atRisk = report.rows.filter((r) => r.risk.atRisk);
+  const notServed = report.rows.filter((r) => r.status === "not_served");
+  return (
+    <section className="grid cols-4" aria-label="Summary" style={{ marginBottom: "1.25rem" }}>
+      <Stat label="Live workers" value={formatCount(report.workers.length)} alert={report.workers.length === 0} />
+      <Stat label="Budgets drifting" value={formatCount(drifting.length)} alert={drifting.length > 0} />
+      <Stat label="At risk of timing out" value={formatCount(atRisk.length)} alert={atRisk.length > 0} />
+      <Stat label="Not served by a live worker" value={formatCount(notServed.length)} />
+    </section>
+  );
+}
 
-      <section className="panel">
-        <h2>Effective budgets</h2>
-        <p className="small muted">
-          One row per queue and job kind. Precedence: environment override of the queue › task › queue › global default
-          (10 min / 15 min).
-        </p>
-        <DataTable
-          headings={[
-            "Queue / kind",
-            "Soft / hard",
-            "Source and why",
-            "Live workers use",
-            `Risk (last ${report.windowDays} days)`,
-          ]}
-          rows={report.rows}
-          label="Effective budgets"
-          style={{ tableLayout: "fixed", overflowWrap: "anywhere" }}
-          columnWidths={["14%", "14%", "26%", "26%", "20%"]}
-        >
-          {(row) => (
-            <tr
-              key={`${row.queue}/${row.kind}`}
-              data-queue={row.queue}
-              data-kind={row.kind}
-              data-status={row.status}
-              data-risk={row.risk.status}
-            >
-              <td>
-                <div className="mono">{row.queue}</div>
-                <div className="small muted mono">{row.kind}</div>
-              </td>
-              <td className="num" style={{ textAlign: "left" }}>
-                <strong data-budget>{formatBudget(row.configuration)}</strong>
-                {row.configuration.problem ? (
-                  <div>
-                    <span className="badge bad">invalid</span>
-                  </div>
-                ) : null}
-              </td>
-              <td>
-                <div className="mono" data-source>
-                  {row.configuration.source}
-                </div>
-                <div className="small muted">{row.configuration.why}</div>
-                {row.configuration.problem ? (
-                  <div className="small" style={{ color: "var(--bad)" }}>
-                    {row.configuration.problem}
-                  </div>
-                ) : null}
-              </td>
-              <td>
-                <RuntimeCell row={row} />
-              </td>
-              <td data-risk-summary>
-                <RiskBadge risk={row.risk} />
-                <div className="small">{row.risk.summary}</div>
-              </td>
-            </tr>
-          )}
-        </DataTable>
-      </section>
-
-      <section className="panel">
-        <h2>Will the jobs fit? (last {report.windowDays} days)</h2>
-        <p className="small muted">
-          Expected time = items × per-item p99, where per-item p99 = p99 of one model call × model calls per item
-          (recorded calls of the last {report.windowDays} days); for imports and document batches, whose items run side
-          by side, the projection each job makes at its start (its rate from items in flight and the provider's limits,
-          plus its slowest item). Shown for the largest and the median job of the window, with the ratio to the soft
-          budget: above 1× a job that size is expected to time out — or, for those two kinds, splits itself into parts
-          that fit.
-        </p>
-        <DataTable
-          headings={[
-            "Queue / kind",
-            num("Jobs"),
-            num("p99 per call"),
-            num("Calls per item"),
-            num("p99 per item"),
-            num("Largest job"),
-            num("Median job"),
-            num("Soft budget"),
-            "",
-          ]}
-          rows={report.rows}
-          label="Risk per queue and kind"
-        >
-          {(row) => <RiskRow key={`${row.queue}/${row.kind}`} row={row} />}
-        </DataTable>
-      </section>
-
-      <section className="panel">
-        <h2>Live workers</h2>
-        <DataTable
-          headings={[
-            "Worker (host:pid)",
-            "Queues",
-            num("Concurrency"),
-            num("Time scale"),
-            "Started",
-            num("Last publish"),
-          ]}
-          rows={report.workers}
-          empty={
-            report.workersError ?? "No worker process is publishing its budgets — workers are down or not started."
-          }
-          label="Live workers"
-        >
-          {(w) => <WorkerRow key={w.id} worker={w} timeScale={report.timeScale} />}
-        </DataTable>
-        <p className="small muted">
-          Each worker process publishes the budgets it really resolved every 10 s (scaled); a worker that stops
-          publishing disappears after three missed publications.
-        </p>
-      </section>
-
+/** One row per queue and kind: its budget, where it comes from, what live workers use, and its risk. */
+function EffectiveBudgets({ report }: { report: BudgetReport }) {
+  return (
+    <section className="panel">
+      <h2>Effective budgets</h2>
       <p className="small muted">
-        Same data as JSON: <a href="/api/budgets">/api/budgets</a>
+        One row per queue and job kind. Precedence: environment override of the queue › task › queue › global default
+        (10 min / 15 min).
       </p>
-    </main>
+      <DataTable
+        headings={[
+          "Queue / kind",
+          "Soft / hard",
+          "Source and why",
+          "Live workers use",
+          `Risk (last ${report.windowDays} days)`,
+        ]}
+        rows={report.rows}
+        label="Effective budgets"
+        style={{ tableLayout: "fixed", overflowWrap: "anywhere" }}
+        columnWidths={["14%", "14%", "26%", "26%", "20%"]}
+      >
+        {(row) => <BudgetRowView key={`${row.queue}/${row.kind}`} row={row} />}
+      </DataTable>
+    </section>
+  );
+}
+
+/** A queue and kind's row of the effective budgets. */
+function BudgetRowView({ row }: { row: BudgetRow }) {
+  return (
+    <tr data-queue={row.queue} data-kind={row.kind} data-status={row.status} data-risk={row.risk.status}>
+      <td>
+        <div className="mono">{row.queue}</div>
+        <div className="small muted mono">{row.kind}</div>
+      </td>
+      <td className="num" style={{ textAlign: "left" }}>
+        <strong data-budget>{formatBudget(row.configuration)}</strong>
+        {row.configuration.problem ? (
+          <div>
+            <span className="badge bad">invalid</span>
+          </div>
+        ) : null}
+      </td>
+      <td>
+        <div className="mono" data-source>
+          {row.configuration.source}
+        </div>
+        <div className="small muted">{row.configuration.why}</div>
+        {row.configuration.problem ? (
+          <div className="small" style={{ color: "var(--bad)" }}>
+            {row.configuration.problem}
+          </div>
+        ) : null}
+      </td>
+      <td>
+        <RuntimeCell row={row} />
+      </td>
+      <td data-risk-summary>
+        <RiskBadge risk={row.risk} />
+        <div className="small">{row.risk.summary}</div>
+      </td>
+    </tr>
+  );
+}
+
+/** Whether the largest and the median job of the window fit in the soft budget, per queue and kind. */
+function RiskPanel({ report }: { report: BudgetReport }) {
+  return (
+    <section className="panel">
+      <h2>Will the jobs fit? (last {report.windowDays} days)</h2>
+      <p className="small muted">
+        Expected time = items × per-item p99, where per-item p99 = p99 of one model call × model calls per item
+        (recorded calls of the last {report.windowDays} days); for imports and document batches, whose items run side by
+        side, the projection each job makes at its start (its rate from items in flight and the provider's limits, plus
+        its slowest item). Shown for the largest and the median job of the window, with the ratio to the soft budget:
+        above 1× a job that size is expected to time out — or, for those two kinds, splits itself into parts that fit.
+      </p>
+      <DataTable
+        headings={[
+          "Queue / kind",
+          num("Jobs"),
+          num("p99 per call"),
+          num("Calls per item"),
+          num("p99 per item"),
+          num("Largest job"),
+          num("Median job"),
+          num("Soft budget"),
+          "",
+        ]}
+        rows={report.rows}
+        label="Risk per queue and kind"
+      >
+        {(row) => <RiskRow key={`${row.queue}/${row.kind}`} row={row} />}
+      </DataTable>
+    </section>
+  );
+}
+
+/** The worker processes publishing the budgets they resolved. */
+function WorkersPanel({ report }: { report: BudgetReport }) {
+  return (
+    <section className="panel">
+      <h2>Live workers</h2>
+      <DataTable
+        headings={[
+          "Worker (host:pid)",
+          "Queues",
+          num("Concurrency"),
+          num("Time scale"),
+          "Started",
+          num("Last publish"),
+        ]}
+        rows={report.workers}
+        empty={report.workersError ?? "No worker process is publishing its budgets — workers are down or not started."}
+        label="Live workers"
+      >
+        {(w) => <WorkerRow key={w.id} worker={w} timeScale={report.timeScale} />}
+      </DataTable>
+      <p className="small muted">
+        Each worker process publishes the budgets it really resolved every 10 s (scaled); a worker that stops publishing
+        disappears after three missed publications.
+      </p>
+    </section>
   );
 }
 

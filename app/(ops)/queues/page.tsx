@@ -2,7 +2,13 @@ import Link from "next/link";
 import { requirePageViewer } from "@/lib/auth/principal";
 import { hasRole } from "@/lib/auth/roles";
 import { formatDuration, formatDurationRounded, formatEstimate } from "@/lib/format/duration";
-import { getQueuesOverview, RECENT_MINUTES, THROUGHPUT_MINUTES, type QueueOverview } from "@/lib/queues/overview";
+import {
+  getQueuesOverview,
+  RECENT_MINUTES,
+  THROUGHPUT_MINUTES,
+  type QueueOverview,
+  type QueuesOverview,
+} from "@/lib/queues/overview";
 import { BLOCKED_BY_LABEL, mostCommonCauses, QUEUE_CAUSE_SAMPLE, type QueueCause } from "@/lib/jobs/blocked-by";
 import { DataTable, num } from "../../components/data-table";
 import { formatCount } from "@/lib/format/number";
@@ -69,25 +75,13 @@ function WaitCause({ cause }: { cause: QueueCause | undefined }) {
   );
 }
 
+/** Each queue now: what it holds, how long its oldest job waited, its worker slots and throughput, and its pause. */
 export default async function QueuesPage() {
   // Checked here, not only in the layout: a client navigation renders the page without it.
   const principal = await requirePageViewer("/queues");
   const isOperator = hasRole(principal, "operator");
   const [o, causes] = await Promise.all([getQueuesOverview(), mostCommonCauses()]);
   const causeOf = new Map<string, QueueCause>(causes.map((c) => [c.queue, c]));
-  const total = (f: (q: QueueOverview) => number) => o.queues.reduce((n, q) => n + f(q), 0);
-  const waiting = total((q) => q.counts.waiting);
-  const busy = total((q) => q.slots.busy);
-  const slots = total((q) => q.slots.total);
-  const late = o.queues.filter(overBudget);
-  const paused = o.queues.filter((q) => q.paused);
-  const oldest = o.queues.reduce<QueueOverview | null>(
-    (best, q) =>
-      q.oldestWaitingSeconds !== null && (best === null || q.oldestWaitingSeconds > best.oldestWaitingSeconds!)
-        ? q
-        : best,
-    null,
-  );
 
   return (
     <main className="page">
@@ -106,104 +100,9 @@ export default async function QueuesPage() {
 
       <OutsideServicesBanner />
 
-      <section className={`grid cols-4 ${styles.grid}`} aria-label="Summary">
-        <Stat label="Waiting, all queues" value={formatCount(waiting)} testId="waiting-total" />
-        <Stat
-          label="Worker slots busy / total"
-          value={`${formatCount(busy)} / ${formatCount(slots)}`}
-          alert={o.workers === 0}
-        >
-          <div className="label">
-            {o.workers === 0
-              ? "no worker is running"
-              : `${formatCount(o.workers)} live worker process${o.workers === 1 ? "" : "es"}`}
-          </div>
-        </Stat>
-        <Stat
-          label="Oldest waiting"
-          value={oldest ? formatDurationRounded(oldest.oldestWaitingSeconds! * 1000) : "—"}
-          alert={late.length > 0}
-        >
-          <div className="label">
-            {oldest ? `on ${oldest.queue}` : "nothing queued"}
-            {late.length > 0 ? ` · ${formatCount(late.length)} queue${late.length === 1 ? "" : "s"} past budget` : ""}
-          </div>
-        </Stat>
-        <Stat label="Paused queues" value={formatCount(paused.length)} alert={paused.length > 0} testId="paused-total">
-          <div className="label">{paused.length > 0 ? paused.map((q) => q.queue).join(", ") : "all running"}</div>
-        </Stat>
-      </section>
+      <Summary o={o} />
 
-      <section className="panel" aria-labelledby="now-title">
-        <h2 id="now-title">Queues now</h2>
-        <DataTable
-          headings={[
-            "Queue",
-            num("Waiting"),
-            num("Active"),
-            num("Delayed"),
-            num("Failed"),
-            num("Oldest waiting / budget"),
-            num("Slots busy / total"),
-            num("Drain"),
-          ]}
-          rows={o.queues}
-          testId="queues-table"
-          label="Queues now"
-          className={styles.table}
-        >
-          {(q) => (
-            <tr key={q.queue} data-queue={q.queue}>
-              <td>
-                <span className="mono">{q.queue}</span>{" "}
-                {q.paused ? (
-                  <span className="badge warn" data-testid={`queue-${q.queue}-paused`}>
-                    paused
-                  </span>
-                ) : null}
-                {q.paused ? (
-                  <div className="small muted">
-                    Paused by {q.paused.by} since {fmtTime(q.paused.since)}
-                  </div>
-                ) : null}
-              </td>
-              <td className="num" data-testid={`queue-${q.queue}-waiting`}>
-                {formatCount(q.counts.waiting)}
-              </td>
-              <td className="num">{formatCount(q.counts.active)}</td>
-              <td className="num">{formatCount(q.counts.delayed)}</td>
-              <td className="num">{formatCount(q.counts.failed)}</td>
-              <td className={`num ${styles.nowrap}`}>
-                {q.oldestWaitingSeconds === null ? (
-                  "—"
-                ) : overBudget(q) ? (
-                  <span className="badge bad">{formatDurationRounded(q.oldestWaitingSeconds * 1000)}</span>
-                ) : (
-                  formatDurationRounded(q.oldestWaitingSeconds * 1000)
-                )}
-                <div className="small muted">budget {formatDuration(q.softBudgetSeconds * 1000)}</div>
-              </td>
-              <td className="num">
-                {formatCount(q.slots.busy)} / {formatCount(q.slots.total)}
-                <div className="small muted">
-                  {formatCount(q.slots.workers)} worker{q.slots.workers === 1 ? "" : "s"}
-                </div>
-              </td>
-              <td className={`num ${styles.nowrap}`} data-testid={`queue-${q.queue}-drain`}>
-                {q.drain.state === "not-draining" ? <span className="badge bad">not draining</span> : drainText(q)}
-              </td>
-            </tr>
-          )}
-        </DataTable>
-        <p className="small muted" style={{ marginBottom: 0 }}>
-          Waiting counts jobs ready for a worker (a paused queue’s included); failed is the queue’s failed set of the
-          last 7 days — why each ended is on <Link href="/jobs">Jobs</Link>. The oldest wait is measured from when a job
-          last entered the queue, against the smallest soft budget of the queue’s kinds. Drain divides the waiting jobs
-          by what completed per minute over the last {RECENT_MINUTES} minutes. What jobs wait for (on each queue’s card)
-          is the most common cause among its {QUEUE_CAUSE_SAMPLE} longest-waiting jobs, read from the live state; each
-          job’s page says its own.
-        </p>
-      </section>
+      <QueuesNow o={o} />
 
       <div className={styles.cards}>
         {o.queues.map((q) => (
@@ -211,6 +110,133 @@ export default async function QueuesPage() {
         ))}
       </div>
     </main>
+  );
+}
+
+/** All queues together: jobs waiting, worker slots busy, the oldest wait (and queues past budget), pauses. */
+function Summary({ o }: { o: QueuesOverview }) {
+  const total = (f: (q: QueueOverview) => number) => o.queues.reduce((n, q) => n + f(q), 0);
+  const waiting = total((q) => q.counts.waiting);
+  const busy = total((q) => q.slots.busy);
+  const slots = total((q) => q.slots.total);
+  const late = o.queues.filter(overBudget);
+  const paused = o.queues.filter((q) => q.paused);
+  const oldest = o.queues.reduce<QueueOverview | null>(
+    (best, q) =>
+      q.oldestWaitingSeconds !== null && (best === null || q.oldestWaitingSeconds > best.oldestWaitingSeconds!)
+        ? q
+        : best,
+    null,
+  );
+  return (
+    <section className={`grid cols-4 ${styles.grid}`} aria-label="Summary">
+      <Stat label="Waiting, all queues" value={formatCount(waiting)} testId="waiting-total" />
+      <Stat
+        label="Worker slots busy / total"
+        value={`${formatCount(busy)} / ${formatCount(slots)}`}
+        alert={o.workers === 0}
+      >
+        <div className="label">
+          {o.workers === 0
+            ? "no worker is running"
+            : `${formatCount(o.workers)} live worker process${o.workers === 1 ? "" : "es"}`}
+        </div>
+      </Stat>
+      <Stat
+        label="Oldest waiting"
+        value={oldest ? formatDurationRounded(oldest.oldestWaitingSeconds! * 1000) : "—"}
+        alert={late.length > 0}
+      >
+        <div className="label">
+          {oldest ? `on ${oldest.queue}` : "nothing queued"}
+          {late.length > 0 ? ` · ${formatCount(late.length)} queue${late.length === 1 ? "" : "s"} past budget` : ""}
+        </div>
+      </Stat>
+      <Stat label="Paused queues" value={formatCount(paused.length)} alert={paused.length > 0} testId="paused-total">
+        <div className="label">{paused.length > 0 ? paused.map((q) => q.queue).join(", ") : "all running"}</div>
+      </Stat>
+    </section>
+  );
+}
+
+/** The table of queues, one row each, and how its columns are measured. */
+function QueuesNow({ o }: { o: QueuesOverview }) {
+  return (
+    <section className="panel" aria-labelledby="now-title">
+      <h2 id="now-title">Queues now</h2>
+      <DataTable
+        headings={[
+          "Queue",
+          num("Waiting"),
+          num("Active"),
+          num("Delayed"),
+          num("Failed"),
+          num("Oldest waiting / budget"),
+          num("Slots busy / total"),
+          num("Drain"),
+        ]}
+        rows={o.queues}
+        testId="queues-table"
+        label="Queues now"
+        className={styles.table}
+      >
+        {(q) => <QueueRow key={q.queue} q={q} />}
+      </DataTable>
+      <p className="small muted" style={{ marginBottom: 0 }}>
+        Waiting counts jobs ready for a worker (a paused queue’s included); failed is the queue’s failed set of the last
+        7 days — why each ended is on <Link href="/jobs">Jobs</Link>. The oldest wait is measured from when a job last
+        entered the queue, against the smallest soft budget of the queue’s kinds. Drain divides the waiting jobs by what
+        completed per minute over the last {RECENT_MINUTES} minutes. What jobs wait for (on each queue’s card) is the
+        most common cause among its {QUEUE_CAUSE_SAMPLE} longest-waiting jobs, read from the live state; each job’s page
+        says its own.
+      </p>
+    </section>
+  );
+}
+
+/** A queue's row: its pause, its counts, its oldest wait against its budget, its slots and its drain time. */
+function QueueRow({ q }: { q: QueueOverview }) {
+  return (
+    <tr data-queue={q.queue}>
+      <td>
+        <span className="mono">{q.queue}</span>{" "}
+        {q.paused ? (
+          <span className="badge warn" data-testid={`queue-${q.queue}-paused`}>
+            paused
+          </span>
+        ) : null}
+        {q.paused ? (
+          <div className="small muted">
+            Paused by {q.paused.by} since {fmtTime(q.paused.since)}
+          </div>
+        ) : null}
+      </td>
+      <td className="num" data-testid={`queue-${q.queue}-waiting`}>
+        {formatCount(q.counts.waiting)}
+      </td>
+      <td className="num">{formatCount(q.counts.active)}</td>
+      <td className="num">{formatCount(q.counts.delayed)}</td>
+      <td className="num">{formatCount(q.counts.failed)}</td>
+      <td className={`num ${styles.nowrap}`}>
+        {q.oldestWaitingSeconds === null ? (
+          "—"
+        ) : overBudget(q) ? (
+          <span className="badge bad">{formatDurationRounded(q.oldestWaitingSeconds * 1000)}</span>
+        ) : (
+          formatDurationRounded(q.oldestWaitingSeconds * 1000)
+        )}
+        <div className="small muted">budget {formatDuration(q.softBudgetSeconds * 1000)}</div>
+      </td>
+      <td className="num">
+        {formatCount(q.slots.busy)} / {formatCount(q.slots.total)}
+        <div className="small muted">
+          {formatCount(q.slots.workers)} worker{q.slots.workers === 1 ? "" : "s"}
+        </div>
+      </td>
+      <td className={`num ${styles.nowrap}`} data-testid={`queue-${q.queue}-drain`}>
+        {q.drain.state === "not-draining" ? <span className="badge bad">not draining</span> : drainText(q)}
+      </td>
+    </tr>
   );
 }
 

@@ -1,9 +1,15 @@
 import Link from "next/link";
 import { env } from "@/lib/env";
 import { formatDuration, formatDurationRounded } from "@/lib/format/duration";
-import { getStuckCounts, listOverdueDelayedJobs } from "@/lib/reports/stuck";
+import { getStuckCounts, listOverdueDelayedJobs, type OverdueDelayedJob } from "@/lib/reports/stuck";
 import { reapGraceMs, reaperIntervalMs } from "@/lib/jobs/liveness";
-import { getStuckOverview, stuckHeadline, type StuckGroup } from "@/lib/reports/stuck-groups";
+import {
+  getStuckOverview,
+  stuckHeadline,
+  type StuckGroup,
+  type StuckHeadline,
+  type StuckOverview,
+} from "@/lib/reports/stuck-groups";
 import { STUCK_CAUSES, type StuckCause, type StuckGroupJob } from "@/lib/jobs/stuck-causes";
 import { STUCK_ACTION_CAP } from "@/lib/actions/mark-failed";
 import { ACTION_LABEL, type OperatorAction } from "@/lib/jobs/resume-policy";
@@ -60,6 +66,7 @@ function ageCell(cause: StuckCause, j: StuckGroupJob) {
   return `open ${formatDurationRounded(j.ageMs)}`;
 }
 
+/** One cause's group: its heading and actions, its jobs (for a group with any), and its pages. */
 function GroupSection({
   group,
   pages,
@@ -79,140 +86,166 @@ function GroupSection({
       data-testid={`group-${cause}`}
       style={group.count === 0 ? { padding: "0.6rem 1.25rem", marginBottom: "0.6rem" } : undefined}
     >
-      <div className="page-head" style={{ marginBottom: group.count === 0 ? 0 : "0.5rem" }}>
-        <h2
-          id={`${cause}-title`}
-          style={{
-            margin: 0,
-            fontSize: group.count === 0 ? "1rem" : undefined,
-            fontWeight: group.count === 0 ? 500 : undefined,
-          }}
-        >
-          {group.title} <span data-testid={`count-${cause}`}>({formatCount(group.count)})</span>
-          {group.count === 0 ? <span className="muted"> — none</span> : null}
-        </h2>
-        <div style={{ display: "flex", flexWrap: "wrap", gap: "0.5rem", alignItems: "flex-start" }}>
-          {group.actions.map((intent) => (
-            <GroupAction
-              key={intent}
-              cause={cause}
-              title={group.title}
-              intent={intent}
-              ids={group.ids}
-              cap={STUCK_ACTION_CAP}
-              canAct={canAct}
-              disabledReason={canAct ? null : "Only operators can act on stuck jobs; you are signed in as a viewer."}
-            />
-          ))}
-        </div>
-      </div>
+      <GroupHead group={group} canAct={canAct} />
       {group.count === 0 ? null : (
         <>
           <p className="muted small">{EXPLAIN[cause]}</p>
-          {cause === "awaiting_operator" ? (
-            <DataTable
-              // What to do first (the cause, the action, how long the customer has waited), then who: on a phone the first columns are what shows.
-              headings={[
-                "Job",
-                "Why it ended",
-                "Action",
-                num("Customer waiting"),
-                num("Waiting on us"),
-                "Kind · tenant",
-                num("Done / total"),
-              ]}
-              rows={group.jobs}
-              label={`${group.title}, newest first`}
-              style={{ minWidth: "50rem" }}
-            >
-              {(j) => (
-                <tr key={j.id} data-job={j.id}>
-                  <td>
-                    <JobLink id={j.id} />
-                  </td>
-                  <td>
-                    <StatusBadge status={j.status} /> {j.why}
-                  </td>
-                  <td data-testid="action">
-                    <ActionCell id={j.id} action={j.action} />
-                  </td>
-                  <td className="num" data-testid="customer-wait">
-                    {formatDurationRounded(j.customerWaitMs ?? 0)}
-                  </td>
-                  <td
-                    className="num"
-                    data-testid="our-wait"
-                    title={j.finishedAt ? `ended ${fmtTime(j.finishedAt)}` : undefined}
-                  >
-                    {formatDurationRounded(j.ageMs)}
-                  </td>
-                  <td>
-                    <span className="mono">{j.kind}</span> · {j.tenant}
-                  </td>
-                  <td className="num">{fmtOutOf(j.processed + j.failed, j.total)}</td>
-                </tr>
-              )}
-            </DataTable>
-          ) : (
-            <DataTable
-              headings={[
-                "Job",
-                "Kind · tenant",
-                "Status",
-                "Why",
-                num("How long"),
-                "Last heartbeat",
-                "Queue",
-                num("Done / total"),
-              ]}
-              rows={group.jobs}
-              label={`${group.title}, newest first`}
-              // Scrolls sideways on a phone rather than squeezing the reason into a sliver.
-              style={{ minWidth: "56rem" }}
-            >
-              {(j) => (
-                <tr key={j.id} data-job={j.id}>
-                  <td>
-                    <JobLink id={j.id} />
-                  </td>
-                  <td>
-                    <span className="mono">{j.kind}</span> · {j.tenant}
-                  </td>
-                  <td>
-                    <StatusBadge status={j.status} />
-                  </td>
-                  <td>{j.why}</td>
-                  <td className="num">{ageCell(cause, j)}</td>
-                  <td className="small">{j.heartbeatAt ? fmtAgo(j.heartbeatAt) : "never"}</td>
-                  <td className="mono">{`${j.queue}: ${j.queueState}`}</td>
-                  <td className="num">{fmtOutOf(j.processed + j.failed, j.total)}</td>
-                </tr>
-              )}
-            </DataTable>
-          )}
+          {cause === "awaiting_operator" ? <AwaitingOperatorTable group={group} /> : <StuckJobsTable group={group} />}
         </>
       )}
-      {group.pages > 1 ? (
-        <nav className="pager" aria-label={`${group.title}: pages`} style={{ gap: "0.6rem", alignItems: "center" }}>
-          {group.page > 1 ? (
-            <Link className="button secondary" href={pageHref(pages, cause, group.page - 1)}>
-              ← Newer
-            </Link>
-          ) : null}
-          <span className="muted small">
-            Page {formatCount(group.page)} of {formatCount(group.pages)}
-          </span>
-          {group.page < group.pages ? (
-            <Link className="button secondary" href={pageHref(pages, cause, group.page + 1)}>
-              Older →
-            </Link>
-          ) : null}
-        </nav>
-      ) : null}
+      <GroupPager group={group} pages={pages} />
     </section>
   );
 }
 
+/** A group's title and count (slim when it is empty), and the actions on all of its jobs. */
+function GroupHead({ group, canAct }: { group: StuckGroup; canAct: boolean }) {
+  const { cause } = group;
+  return (
+    <div className="page-head" style={{ marginBottom: group.count === 0 ? 0 : "0.5rem" }}>
+      <h2
+        id={`${cause}-title`}
+        style={{
+          margin: 0,
+          fontSize: group.count === 0 ? "1rem" : undefined,
+          fontWeight: group.count === 0 ? 500 : undefined,
+        }}
+      >
+        {group.title} <span data-testid={`count-${cause}`}>({formatCount(group.count)})</span>
+        {group.count === 0 ? <span className="muted"> — none</span> : null}
+      </h2>
+      <div style={{ display: "flex", flexWrap: "wrap", gap: "0.5rem", alignItems: "flex-start" }}>
+        {group.actions.map((intent) => (
+          <GroupAction
+            key={intent}
+            cause={cause}
+            title={group.title}
+            intent={intent}
+            ids={group.ids}
+            cap={STUCK_ACTION_CAP}
+            canAct={canAct}
+            disabledReason={canAct ? null : "Only operators can act on stuck jobs; you are signed in as a viewer."}
+          />
+        ))}
+      </div>
+    </div>
+  );
+}
+
+/** The ended jobs that wait for a person: why each ended, what to do, and how long its customer has waited. */
+function AwaitingOperatorTable({ group }: { group: StuckGroup }) {
+  return (
+    <DataTable
+      // What to do first (the cause, the action, how long the customer has waited), then who: on a phone the first columns are what shows.
+      headings={[
+        "Job",
+        "Why it ended",
+        "Action",
+        num("Customer waiting"),
+        num("Waiting on us"),
+        "Kind · tenant",
+        num("Done / total"),
+      ]}
+      rows={group.jobs}
+      label={`${group.title}, newest first`}
+      style={{ minWidth: "50rem" }}
+    >
+      {(j) => (
+        <tr key={j.id} data-job={j.id}>
+          <td>
+            <JobLink id={j.id} />
+          </td>
+          <td>
+            <StatusBadge status={j.status} /> {j.why}
+          </td>
+          <td data-testid="action">
+            <ActionCell id={j.id} action={j.action} />
+          </td>
+          <td className="num" data-testid="customer-wait">
+            {formatDurationRounded(j.customerWaitMs ?? 0)}
+          </td>
+          <td
+            className="num"
+            data-testid="our-wait"
+            title={j.finishedAt ? `ended ${fmtTime(j.finishedAt)}` : undefined}
+          >
+            {formatDurationRounded(j.ageMs)}
+          </td>
+          <td>
+            <span className="mono">{j.kind}</span> · {j.tenant}
+          </td>
+          <td className="num">{fmtOutOf(j.processed + j.failed, j.total)}</td>
+        </tr>
+      )}
+    </DataTable>
+  );
+}
+
+/** An open cause's jobs: why each is stuck, for how long, its last heartbeat and where the queue has it. */
+function StuckJobsTable({ group }: { group: StuckGroup }) {
+  const { cause } = group;
+  return (
+    <DataTable
+      headings={[
+        "Job",
+        "Kind · tenant",
+        "Status",
+        "Why",
+        num("How long"),
+        "Last heartbeat",
+        "Queue",
+        num("Done / total"),
+      ]}
+      rows={group.jobs}
+      label={`${group.title}, newest first`}
+      // Scrolls sideways on a phone rather than squeezing the reason into a sliver.
+      style={{ minWidth: "56rem" }}
+    >
+      {(j) => (
+        <tr key={j.id} data-job={j.id}>
+          <td>
+            <JobLink id={j.id} />
+          </td>
+          <td>
+            <span className="mono">{j.kind}</span> · {j.tenant}
+          </td>
+          <td>
+            <StatusBadge status={j.status} />
+          </td>
+          <td>{j.why}</td>
+          <td className="num">{ageCell(cause, j)}</td>
+          <td className="small">{j.heartbeatAt ? fmtAgo(j.heartbeatAt) : "never"}</td>
+          <td className="mono">{`${j.queue}: ${j.queueState}`}</td>
+          <td className="num">{fmtOutOf(j.processed + j.failed, j.total)}</td>
+        </tr>
+      )}
+    </DataTable>
+  );
+}
+
+/** Newer and older pages of a group with more than one; nothing otherwise. */
+function GroupPager({ group, pages }: { group: StuckGroup; pages: Partial<Record<StuckCause, number>> }) {
+  const { cause } = group;
+  return group.pages > 1 ? (
+    <nav className="pager" aria-label={`${group.title}: pages`} style={{ gap: "0.6rem", alignItems: "center" }}>
+      {group.page > 1 ? (
+        <Link className="button secondary" href={pageHref(pages, cause, group.page - 1)}>
+          ← Newer
+        </Link>
+      ) : null}
+      <span className="muted small">
+        Page {formatCount(group.page)} of {formatCount(group.pages)}
+      </span>
+      {group.page < group.pages ? (
+        <Link className="button secondary" href={pageHref(pages, cause, group.page + 1)}>
+          Older →
+        </Link>
+      ) : null}
+    </nav>
+  ) : null;
+}
+
+/** The stuck jobs, worst first: those awaiting a person, then open ones by why they are stuck, then delayed ones overdue. */
 export default async function StuckPage({
   searchParams,
 }: {
@@ -232,7 +265,8 @@ export default async function StuckPage({
     listOverdueDelayedJobs(),
   ]);
   const canAct = hasRole(principal, "operator");
-  const { stuckNow, awaitingOperator, openCauses } = stuckHeadline(overview);
+  const headline = stuckHeadline(overview);
+  const { stuckNow, awaitingOperator } = headline;
   // Worst first: the causes' order is their severity; empty groups follow, one line each (kept,
   // not hidden, so the result of the action that emptied one stays on the screen).
   const shown = [...overview.groups.filter((g) => g.count > 0), ...overview.groups.filter((g) => g.count === 0)];
@@ -252,42 +286,7 @@ export default async function StuckPage({
         }
       />
 
-      <section className="grid cols-4" aria-label="Summary">
-        <Stat label="Stuck now (open jobs)" value={formatCount(stuckNow)} alert={stuckNow > 0} testId="stuck-now">
-          <div className="label">{stuckNow > 0 ? openCauses : "none lost, late, silent or over the limit"}</div>
-        </Stat>
-        <Stat
-          label="Awaiting an operator (ended)"
-          value={formatCount(awaitingOperator)}
-          alert={awaitingOperator > 0}
-          href="#awaiting_operator"
-          testId="awaiting-operator"
-        >
-          <div className="label">
-            {awaitingOperator > 0
-              ? "only a person continues these; see the first group"
-              : "no ended job waits for a person"}
-          </div>
-        </Stat>
-        <Stat
-          label="Waiting in paused queues (not late)"
-          value={formatCount(overview.waitingInPausedQueues)}
-          href="/queues"
-        >
-          <div className="label">
-            {overview.paused.length
-              ? overview.paused.map((p) => `${p.queue} paused by ${p.by} since ${fmtTime(p.since)}`).join("; ")
-              : "no queue is paused"}
-          </div>
-        </Stat>
-        <Stat
-          label="Delayed, going on by themselves (not stuck)"
-          value={formatCount(delayed)}
-          href="/jobs?status=delayed"
-        >
-          <div className="label">for a rate limit, a service that is down or the batch service</div>
-        </Stat>
-      </section>
+      <Summary headline={headline} overview={overview} delayed={delayed} />
 
       {stuckNow === 0 && awaitingOperator === 0 ? (
         <p className="message ok" style={{ marginBottom: "1.25rem" }}>
@@ -302,30 +301,85 @@ export default async function StuckPage({
         ))}
       </div>
 
-      {overdue.length > 0 ? (
-        <section
-          className="panel"
-          style={{ marginTop: "1.25rem" }}
-          aria-labelledby="overdue-title"
-          data-testid="overdue-delayed"
-        >
-          <h2 id="overdue-title">Delayed past their wake-up time ({formatCount(overdue.length)})</h2>
-          <p className="muted small">
-            Waiting in delayed is not stuck, and these are never reaped; but they should have gone back to a worker by
-            now (see <Link href="/limiter">the limiter</Link>).
-          </p>
-          <DataTable headings={["Job", "Kind", "Tenant", "Due back", num("Overdue by"), "Queue state"]} rows={overdue}>
-            {(d) => (
-              <tr key={d.id}>
-                <JobCells job={d} />
-                <td className="small">{fmtTime(d.wakeUpAt)}</td>
-                <td className="num">{formatDurationRounded(d.overdueMs)}</td>
-                <td className="mono">{d.queueState}</td>
-              </tr>
-            )}
-          </DataTable>
-        </section>
-      ) : null}
+      <OverdueDelayed overdue={overdue} />
     </main>
   );
+}
+
+/** The counts: open jobs stuck, ended jobs awaiting an operator, and those waiting that are not stuck. */
+function Summary({
+  headline: { stuckNow, awaitingOperator, openCauses },
+  overview,
+  delayed,
+}: {
+  headline: StuckHeadline;
+  overview: StuckOverview;
+  delayed: number;
+}) {
+  return (
+    <section className="grid cols-4" aria-label="Summary">
+      <Stat label="Stuck now (open jobs)" value={formatCount(stuckNow)} alert={stuckNow > 0} testId="stuck-now">
+        <div className="label">{stuckNow > 0 ? openCauses : "none lost, late, silent or over the limit"}</div>
+      </Stat>
+      <Stat
+        label="Awaiting an operator (ended)"
+        value={formatCount(awaitingOperator)}
+        alert={awaitingOperator > 0}
+        href="#awaiting_operator"
+        testId="awaiting-operator"
+      >
+        <div className="label">
+          {awaitingOperator > 0
+            ? "only a person continues these; see the first group"
+            : "no ended job waits for a person"}
+        </div>
+      </Stat>
+      <Stat
+        label="Waiting in paused queues (not late)"
+        value={formatCount(overview.waitingInPausedQueues)}
+        href="/queues"
+      >
+        <div className="label">
+          {overview.paused.length
+            ? overview.paused.map((p) => `${p.queue} paused by ${p.by} since ${fmtTime(p.since)}`).join("; ")
+            : "no queue is paused"}
+        </div>
+      </Stat>
+      <Stat
+        label="Delayed, going on by themselves (not stuck)"
+        value={formatCount(delayed)}
+        href="/jobs?status=delayed"
+      >
+        <div className="label">for a rate limit, a service that is down or the batch service</div>
+      </Stat>
+    </section>
+  );
+}
+
+/** Delayed jobs past their wake-up time (not stuck, never reaped); nothing when there are none. */
+function OverdueDelayed({ overdue }: { overdue: OverdueDelayedJob[] }) {
+  return overdue.length > 0 ? (
+    <section
+      className="panel"
+      style={{ marginTop: "1.25rem" }}
+      aria-labelledby="overdue-title"
+      data-testid="overdue-delayed"
+    >
+      <h2 id="overdue-title">Delayed past their wake-up time ({formatCount(overdue.length)})</h2>
+      <p className="muted small">
+        Waiting in delayed is not stuck, and these are never reaped; but they should have gone back to a worker by now
+        (see <Link href="/limiter">the limiter</Link>).
+      </p>
+      <DataTable headings={["Job", "Kind", "Tenant", "Due back", num("Overdue by"), "Queue state"]} rows={overdue}>
+        {(d) => (
+          <tr key={d.id}>
+            <JobCells job={d} />
+            <td className="small">{fmtTime(d.wakeUpAt)}</td>
+            <td className="num">{formatDurationRounded(d.overdueMs)}</td>
+            <td className="mono">{d.queueState}</td>
+          </tr>
+        )}
+      </DataTable>
+    </section>
+  ) : null;
 }

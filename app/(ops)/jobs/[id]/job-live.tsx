@@ -43,75 +43,85 @@ export function JobStream({ jobId, follow }: { jobId: string; follow: boolean })
   const client = useQueryClient();
   useEffect(() => {
     if (!follow || typeof EventSource === "undefined") return;
-    const path = `/jobs/${jobId}`;
-    const setOpen = (open: boolean) => client.setQueryData(liveStreamKey(path), open);
-    let source: EventSource | undefined;
-    let reopen: ReturnType<typeof setTimeout> | undefined;
-    let redraw: ReturnType<typeof setTimeout> | undefined;
-    let lastRedraw = Date.now();
-    let seen = 0;
-    let wait: number = BACKOFF_MS.first;
-    let ended = false;
-
-    const redrawSoon = (now = false) => {
-      if (redraw !== undefined && !now) return;
-      clearTimeout(redraw);
-      redraw = setTimeout(
-        () => {
-          redraw = undefined;
-          // A hidden tab is redrawn when it is shown again (the page counts as stale by then).
-          if (!focusManager.isFocused()) return;
-          // A refresh under way was asked before this change: ask again when it is done.
-          if (isRefreshing(client, path)) return redrawSoon();
-          lastRedraw = Date.now();
-          void refreshLivePage(client, path);
-        },
-        now ? 0 : Math.max(250, lastRedraw + REDRAW_EVERY_MS - Date.now()),
-      );
-    };
-
-    const open = () => {
-      const s = new EventSource(`/api/jobs/${jobId}/events`);
-      source = s;
-      s.addEventListener("ready", () => {
-        wait = BACKOFF_MS.first;
-        setOpen(true);
-      });
-      s.addEventListener("progress", (event) => {
-        wait = BACKOFF_MS.first;
-        const facts = JSON.parse((event as MessageEvent<string>).data) as JobFacts;
-        client.setQueryData(factsKey(jobId), facts);
-        if (facts.terminal) {
-          // The stream ends with the job: the page redraws now and polls from here on.
-          ended = true;
-          s.close();
-          setOpen(false);
-          redrawSoon(true);
-          return;
-        }
-        setOpen(true);
-        // The first version is the one the page was just drawn from; a later one is news.
-        if (seen !== 0 && facts.version !== seen) redrawSoon();
-        seen = facts.version;
-      });
-      s.onerror = () => {
-        setOpen(false);
-        // Dropped: the browser reconnects by itself. Refused or closed: try again later, waiting longer each time.
-        if (s.readyState !== EventSource.CLOSED || ended) return;
-        reopen = setTimeout(open, wait);
-        wait = Math.min(BACKOFF_MS.last, wait * 2);
-      };
-    };
-    open();
-    return () => {
-      ended = true;
-      clearTimeout(reopen);
-      clearTimeout(redraw);
-      source?.close();
-      setOpen(false);
-    };
+    return followJobStream(client, jobId);
   }, [client, jobId, follow]);
   return null;
+}
+
+/** Opens the job's stream, and again after it was refused or closed; returns what closes it for good. */
+function followJobStream(client: QueryClient, jobId: string): () => void {
+  const path = `/jobs/${jobId}`;
+  const setOpen = (open: boolean) => client.setQueryData(liveStreamKey(path), open);
+  let source: EventSource | undefined;
+  let reopen: ReturnType<typeof setTimeout> | undefined;
+  const redraw = pageRedraws(client, path);
+  let seen = 0;
+  let wait: number = BACKOFF_MS.first;
+  let ended = false;
+
+  const open = () => {
+    const s = new EventSource(`/api/jobs/${jobId}/events`);
+    source = s;
+    s.addEventListener("ready", () => {
+      wait = BACKOFF_MS.first;
+      setOpen(true);
+    });
+    s.addEventListener("progress", (event) => {
+      wait = BACKOFF_MS.first;
+      const facts = JSON.parse((event as MessageEvent<string>).data) as JobFacts;
+      client.setQueryData(factsKey(jobId), facts);
+      if (facts.terminal) {
+        // The stream ends with the job: the page redraws now and polls from here on.
+        ended = true;
+        s.close();
+        setOpen(false);
+        redraw.soon(true);
+        return;
+      }
+      setOpen(true);
+      // The first version is the one the page was just drawn from; a later one is news.
+      if (seen !== 0 && facts.version !== seen) redraw.soon();
+      seen = facts.version;
+    });
+    s.onerror = () => {
+      setOpen(false);
+      // Dropped: the browser reconnects by itself. Refused or closed: try again later, waiting longer each time.
+      if (s.readyState !== EventSource.CLOSED || ended) return;
+      reopen = setTimeout(open, wait);
+      wait = Math.min(BACKOFF_MS.last, wait * 2);
+    };
+  };
+  open();
+  return () => {
+    ended = true;
+    clearTimeout(reopen);
+    redraw.cancel();
+    source?.close();
+    setOpen(false);
+  };
+}
+
+/** Redraws of the page at `path`: at most one per `REDRAW_EVERY_MS` (or one now), none while hidden or mid-refresh. */
+function pageRedraws(client: QueryClient, path: string): { soon: (now?: boolean) => void; cancel: () => void } {
+  let redraw: ReturnType<typeof setTimeout> | undefined;
+  let lastRedraw = Date.now();
+  const soon = (now = false) => {
+    if (redraw !== undefined && !now) return;
+    clearTimeout(redraw);
+    redraw = setTimeout(
+      () => {
+        redraw = undefined;
+        // A hidden tab is redrawn when it is shown again (the page counts as stale by then).
+        if (!focusManager.isFocused()) return;
+        // A refresh under way was asked before this change: ask again when it is done.
+        if (isRefreshing(client, path)) return soon();
+        lastRedraw = Date.now();
+        void refreshLivePage(client, path);
+      },
+      now ? 0 : Math.max(250, lastRedraw + REDRAW_EVERY_MS - Date.now()),
+    );
+  };
+  return { soon, cancel: () => clearTimeout(redraw) };
 }
 
 function isRefreshing(client: QueryClient, path: string): boolean {
