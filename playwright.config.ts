@@ -5,7 +5,13 @@ export default defineConfig({
   testDir: "e2e",
   testMatch: "**/*.spec.ts",
   fullyParallel: false,
-  workers: 1,
+  // Two at once: the chaos run (a whole system of its own, e2e/chaos.spec.ts) beside the rest, whose
+  // files share the systems below and so run one at a time.
+  workers: 2,
+  projects: [
+    { name: "chaos", testMatch: "chaos.spec.ts", workers: 1 },
+    { name: "systems", testIgnore: "chaos.spec.ts", workers: 1 },
+  ],
   retries: 0,
   timeout: 120_000,
   expect: { timeout: 15_000 },
