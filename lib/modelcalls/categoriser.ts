@@ -116,6 +116,139 @@ function shareOf(usage: AnswerTokens, rows: number): Omit<RowAnswer, "slug"> {
   };
 }
 
+/** A categoriser's settings, and the batch it is filling: the rows waiting, their tokens, the linger timer. */
+interface BatchState {
+  categories: CategoryChoice[];
+  slugs: string[];
+  batchSize: number;
+  lingerMs: number;
+  maxBatchTokens: number | undefined;
+  /** The options of every chat completion, less the messages. */
+  call: Omit<CategoriserOptions, "categories" | "batchSize" | "lingerMs" | "maxBatchTokens">;
+  /** What every batch's prompt takes besides its rows (instructions, the category list). */
+  fixedTokens: number;
+  waiting: PendingRow[];
+  waitingTokens: number;
+  timer: NodeJS.Timeout | undefined;
+  closed: boolean;
+  /** Rejects the rows not yet sent with the signal's reason. */
+  onAbort: () => void;
+}
+
+/** The most prompt tokens one batch may take: the option, else a share of the model's known tokens per minute. */
+function batchTokenLimit(state: BatchState): number {
+  if (state.maxBatchTokens !== undefined) return state.maxBatchTokens;
+  const tpm = knownTokenLimit("model");
+  return tpm === undefined ? Infinity : tpm * MAX_BATCH_SHARE_OF_TPM;
+}
+
+/** Empties the batch being filled (its linger timer stopped) and returns its rows. */
+function takeWaiting(state: BatchState): PendingRow[] {
+  clearTimeout(state.timer);
+  state.timer = undefined;
+  const rows = state.waiting;
+  state.waiting = [];
+  state.waitingTokens = 0;
+  return rows;
+}
+
+/** Sends the batch being filled, if it has rows, without waiting for its answer. */
+function flush(state: BatchState): void {
+  const rows = takeWaiting(state);
+  if (rows.length > 0) void send(state, rows);
+}
+
+/**
+ * Asks one row on its own, with the single-row prompt, and settles it. `spent`: the row's share of
+ * a batch call that left it unanswered, added to this call's cost.
+ */
+function single(state: BatchState, row: PendingRow, spent?: Omit<RowAnswer, "slug">): Promise<void> {
+  const { call, categories, slugs } = state;
+  return chatCompletion({
+    temperature: 0,
+    attemptTimeoutMs: ATTEMPT_TIMEOUT_MS,
+    hedgeAfterMs: HEDGE_AFTER_MS,
+    ...call,
+    context: { ...call.context, batchSize: 1 },
+    messages: buildCategoryPrompt(row.transaction, categories),
+  }).then(({ content, usage }) => {
+    const own = shareOf(usage, 1);
+    row.resolve({
+      slug: parseCategoryAnswer(content, slugs),
+      promptTokens: own.promptTokens + (spent?.promptTokens ?? 0),
+      completionTokens: own.completionTokens + (spent?.completionTokens ?? 0),
+      callShare: own.callShare + (spent?.callShare ?? 0),
+    });
+  }, row.reject);
+}
+
+/** Asks a batch's rows in one call and settles them; the rows its answer leaves out are asked again one by one. */
+async function send(state: BatchState, rows: PendingRow[]): Promise<void> {
+  if (rows.length === 1) return single(state, rows[0]!);
+  const { call, categories, slugs } = state;
+  const { context } = call;
+  let content: string;
+  let usage: AnswerTokens;
+  try {
+    ({ content, usage } = await chatCompletion({
+      temperature: 0,
+      attemptTimeoutMs: ATTEMPT_TIMEOUT_MS,
+      hedgeAfterMs: HEDGE_AFTER_MS,
+      ...call,
+      context: { ...context, batchSize: rows.length },
+      messages: buildBatchCategoryPrompt(rows, categories),
+    }));
+  } catch (err) {
+    for (const row of rows) row.reject(err);
+    return;
+  }
+  const answers = parseBatchCategoryAnswer(
+    content,
+    rows.map((r) => r.id),
+    slugs,
+  );
+  const unanswered = rows.filter((row) => !answers.has(row.id));
+  const share = shareOf(usage, rows.length);
+  for (const row of rows) {
+    const slug = answers.get(row.id);
+    if (slug !== undefined) row.resolve({ slug, ...share });
+  }
+  if (unanswered.length > 0) {
+    log.warn(
+      { ...context, rows: rows.length, unanswered: unanswered.length },
+      "batch answer left rows unanswered, asking them one by one",
+    );
+    await Promise.all(unanswered.map((row) => single(state, row, share)));
+  }
+}
+
+/** `Categoriser.answer`: puts the row into the batch being filled, which is sent when full or when its linger ends. */
+function answerRow(state: BatchState, transaction: CategorisableTransaction, row: number): Promise<RowAnswer> {
+  const { signal } = state.call;
+  if (signal.aborted) return Promise.reject(signal.reason);
+  if (state.closed) return Promise.reject(new Error("the categoriser is closed"));
+  const id = String(row);
+  // Ids are what the answer is matched by: a row asked twice goes into the next batch.
+  if (state.waiting.some((r) => r.id === id)) flush(state);
+  const tokens = countTextTokens(batchLine(id, transaction)) + 1;
+  // A row that would take the batch past its share of the token budget starts the next batch.
+  if (state.waiting.length > 0 && state.fixedTokens + state.waitingTokens + tokens > batchTokenLimit(state))
+    flush(state);
+  return new Promise<RowAnswer>((resolve, reject) => {
+    state.waiting.push({ id, transaction, tokens, resolve, reject });
+    state.waitingTokens += tokens;
+    if (state.waiting.length >= state.batchSize) flush(state);
+    else state.timer ??= setTimeout(() => flush(state), state.lingerMs);
+  });
+}
+
+/** `Categoriser.close`: refuses new rows, stops listening to the signal and rejects the rows not yet sent. */
+function closeCategoriser(state: BatchState): void {
+  state.closed = true;
+  state.call.signal.removeEventListener("abort", state.onAbort);
+  for (const row of takeWaiting(state)) row.reject(new Error("the categoriser was closed before this row was sent"));
+}
+
 /**
  * Collects concurrent `categorise` calls into batched model calls: a batch is sent when it has
  * `batchSize` rows or `lingerMs` after its first row arrived, so a row alone still goes out at once
@@ -129,121 +262,38 @@ function shareOf(usage: AnswerTokens, rows: number): Omit<RowAnswer, "slug"> {
  */
 export function createCategoriser(options: CategoriserOptions): Categoriser {
   const { categories, batchSize, lingerMs = DEFAULT_LINGER_MS, maxBatchTokens, ...call } = options;
-  const { signal, context } = call;
+  const { signal } = call;
   if (!Number.isInteger(batchSize) || batchSize < 1)
     throw new RangeError(`batchSize must be an integer ≥ 1, got ${batchSize}`);
   const slugs = categories.map((c) => c.slug);
   const model = call.model ?? env().MODEL_NAME;
-  // What every batch's prompt takes besides its rows (instructions, the category list).
-  const fixedTokens = countPromptTokens(buildBatchCategoryPrompt([], categories));
-  const batchTokenLimit = () => {
-    if (maxBatchTokens !== undefined) return maxBatchTokens;
-    const tpm = knownTokenLimit("model");
-    return tpm === undefined ? Infinity : tpm * MAX_BATCH_SHARE_OF_TPM;
+  const state: BatchState = {
+    categories,
+    slugs,
+    batchSize,
+    lingerMs,
+    maxBatchTokens,
+    call,
+    fixedTokens: countPromptTokens(buildBatchCategoryPrompt([], categories)),
+    waiting: [],
+    waitingTokens: 0,
+    timer: undefined,
+    closed: false,
+    // Rows already sent reject through their call, which takes the same signal.
+    onAbort: () => {
+      for (const row of takeWaiting(state)) row.reject(signal.reason);
+    },
   };
-
-  let waiting: PendingRow[] = [];
-  let waitingTokens = 0;
-  let timer: NodeJS.Timeout | undefined;
-  let closed = false;
-
-  const takeWaiting = (): PendingRow[] => {
-    clearTimeout(timer);
-    timer = undefined;
-    const rows = waiting;
-    waiting = [];
-    waitingTokens = 0;
-    return rows;
-  };
-  const flush = () => {
-    const rows = takeWaiting();
-    if (rows.length > 0) void send(rows);
-  };
-  // Rows already sent reject through their call, which takes the same signal.
-  const onAbort = () => {
-    for (const row of takeWaiting()) row.reject(signal.reason);
-  };
-  signal.addEventListener("abort", onAbort, { once: true });
-
-  // `spent`: the row's share of a batch call that left it unanswered, added to this call's cost.
-  const single = (row: PendingRow, spent?: Omit<RowAnswer, "slug">) =>
-    chatCompletion({
-      temperature: 0,
-      attemptTimeoutMs: ATTEMPT_TIMEOUT_MS,
-      hedgeAfterMs: HEDGE_AFTER_MS,
-      ...call,
-      context: { ...context, batchSize: 1 },
-      messages: buildCategoryPrompt(row.transaction, categories),
-    }).then(({ content, usage }) => {
-      const own = shareOf(usage, 1);
-      row.resolve({
-        slug: parseCategoryAnswer(content, slugs),
-        promptTokens: own.promptTokens + (spent?.promptTokens ?? 0),
-        completionTokens: own.completionTokens + (spent?.completionTokens ?? 0),
-        callShare: own.callShare + (spent?.callShare ?? 0),
-      });
-    }, row.reject);
-
-  async function send(rows: PendingRow[]): Promise<void> {
-    if (rows.length === 1) return single(rows[0]!);
-    let content: string;
-    let usage: AnswerTokens;
-    try {
-      ({ content, usage } = await chatCompletion({
-        temperature: 0,
-        attemptTimeoutMs: ATTEMPT_TIMEOUT_MS,
-        hedgeAfterMs: HEDGE_AFTER_MS,
-        ...call,
-        context: { ...context, batchSize: rows.length },
-        messages: buildBatchCategoryPrompt(rows, categories),
-      }));
-    } catch (err) {
-      for (const row of rows) row.reject(err);
-      return;
-    }
-    const answers = parseBatchCategoryAnswer(
-      content,
-      rows.map((r) => r.id),
-      slugs,
-    );
-    const unanswered = rows.filter((row) => !answers.has(row.id));
-    const share = shareOf(usage, rows.length);
-    for (const row of rows) {
-      const slug = answers.get(row.id);
-      if (slug !== undefined) row.resolve({ slug, ...share });
-    }
-    if (unanswered.length > 0) {
-      log.warn(
-        { ...context, rows: rows.length, unanswered: unanswered.length },
-        "batch answer left rows unanswered, asking them one by one",
-      );
-      await Promise.all(unanswered.map((row) => single(row, share)));
-    }
-  }
+  signal.addEventListener("abort", state.onAbort, { once: true });
 
   const categoriser: Categoriser = {
     model,
     categorise: (transaction, row) => categoriser.answer(transaction, row).then((a) => a.slug),
     answer(transaction, row) {
-      if (signal.aborted) return Promise.reject(signal.reason);
-      if (closed) return Promise.reject(new Error("the categoriser is closed"));
-      const id = String(row);
-      // Ids are what the answer is matched by: a row asked twice goes into the next batch.
-      if (waiting.some((r) => r.id === id)) flush();
-      const tokens = countTextTokens(batchLine(id, transaction)) + 1;
-      // A row that would take the batch past its share of the token budget starts the next batch.
-      if (waiting.length > 0 && fixedTokens + waitingTokens + tokens > batchTokenLimit()) flush();
-      return new Promise<RowAnswer>((resolve, reject) => {
-        waiting.push({ id, transaction, tokens, resolve, reject });
-        waitingTokens += tokens;
-        if (waiting.length >= batchSize) flush();
-        else timer ??= setTimeout(flush, lingerMs);
-      });
+      return answerRow(state, transaction, row);
     },
     close() {
-      closed = true;
-      signal.removeEventListener("abort", onAbort);
-      for (const row of takeWaiting()) row.reject(new Error("the categoriser was closed before this row was sent"));
+      closeCategoriser(state);
     },
   };
   return categoriser;

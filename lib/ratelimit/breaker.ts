@@ -299,6 +299,30 @@ export function breakerKey(service: OutsideService): string {
   return key("breaker", service);
 }
 
+/** One breaker's settings and what it keeps between calls: the state `createBreaker` hands each of its functions. */
+interface BreakerInstance {
+  /** The Redis connection, asked for at each use: `options.redis`, else the shared one. */
+  client: () => RedisClient;
+  timeScale: number;
+  threshold: number;
+  windowMs: number;
+  cooldownMs: number;
+  redisTimeoutMs: number;
+  /** breaker.lua could not reach Redis last time: its warning is logged once per outage. */
+  failing: boolean;
+  silence: ReturnType<typeof silenceScript>;
+  /** Silence detection could not reach Redis last time: its warning is logged once per outage. */
+  silenceFailing: boolean;
+  /** The calls guarded by this breaker that have not settled (one breaker per process, but tests make several). */
+  mine: Set<TrackedCall>;
+  /** The periodic silence check's interval, while this process has calls out. */
+  watchTimer: NodeJS.Timeout | undefined;
+  /** When the periodic check last renewed the calls' registrations. */
+  lastRenewal: number;
+  /** A periodic check is running (the next one skips its turn). */
+  ticking: boolean;
+}
+
 /** A breaker on its own Redis connection, time scale and thresholds (tests); `guardCall` uses a shared one. */
 export function createBreaker(options: BreakerOptions = {}): Breaker {
   const client = () => options.redis ?? redis();
@@ -307,359 +331,437 @@ export function createBreaker(options: BreakerOptions = {}): Breaker {
   const windowMs = options.windowMs ?? Math.max(WINDOW_FLOOR_MS, scaled(BREAKER_WINDOW_MS, timeScale));
   const cooldownMs = options.cooldownMs ?? cooldownRealMs(timeScale);
   const redisTimeoutMs = options.redisTimeoutMs ?? 2_000;
-  let failing = false;
-  const silence = silenceScript({ redis: client, timeScale, redisTimeoutMs, breakerKey });
-  let silenceFailing = false;
-  /** Registering calls fails open like the breaker: a call goes out whether or not Redis heard of it. */
-  const quietly = async (what: () => Promise<unknown>) => {
-    try {
-      await what();
-      silenceFailing = false;
-    } catch (err) {
-      if (!silenceFailing)
-        log.warn(
-          { error: describeError(err) },
-          "silence detection cannot reach Redis; calls go out unwatched until it can",
-        );
-      silenceFailing = true;
-    }
+  const self: BreakerInstance = {
+    client,
+    timeScale,
+    threshold,
+    windowMs,
+    cooldownMs,
+    redisTimeoutMs,
+    failing: false,
+    silence: silenceScript({ redis: client, timeScale, redisTimeoutMs, breakerKey }),
+    silenceFailing: false,
+    mine: new Set<TrackedCall>(),
+    watchTimer: undefined,
+    lastRenewal: 0,
+    ticking: false,
   };
+  registerSilence(self);
+
+  return {
+    guard: (service, fn, guardOptions) => guard(self, service, fn, guardOptions),
+    read: () => read(self),
+    downFor: (jobId, services) => downFor(self, jobId, services),
+    markSilent: (service, reason, since) => markSilent(self, service, reason, since),
+    checkSilence: async (service, callsNeeded) => (await checkService(self, service, callsNeeded))?.reading ?? null,
+  };
+}
+
+/** Registering calls fails open like the breaker: a call goes out whether or not Redis heard of it. */
+async function quietly(self: BreakerInstance, what: () => Promise<unknown>): Promise<void> {
+  try {
+    await what();
+    self.silenceFailing = false;
+  } catch (err) {
+    if (!self.silenceFailing)
+      log.warn(
+        { error: describeError(err) },
+        "silence detection cannot reach Redis; calls go out unwatched until it can",
+      );
+    self.silenceFailing = true;
+  }
+}
+
+/** Makes `self` the transports' silence registry: a call registered starts the periodic check. */
+function registerSilence(self: BreakerInstance): void {
   setSilenceRegistry({
     start: async (call) => {
-      watch();
+      watch(self);
       let at: number | undefined;
-      await quietly(async () => {
-        at = await silence.start(call);
+      await quietly(self, async () => {
+        at = await self.silence.start(call);
       });
       return at;
     },
     finish: async (call, answered) => {
-      await quietly(() => silence.finish(call, answered));
+      await quietly(self, () => self.silence.finish(call, answered));
     },
   });
+}
 
-  /** The only call site of breaker.lua. Fails open: without Redis the breaker lets every call go (the provider limit stops them anyway). */
-  async function script(
-    service: OutsideService,
-    mode: "admit" | "success" | "failure" | "silent" | "misconfigured",
-    caller: string,
-    error = "",
-    silentSince = 0,
-  ): Promise<Reply | null> {
-    try {
-      const reply = await withTimeout(
-        runLua<Reply>(
-          client(),
-          luaScript("breaker.lua"),
-          [breakerKey(service)],
-          [mode, threshold, windowMs, cooldownMs, cooldownMs, error.slice(0, 400), caller, silentSince],
-        ),
-        redisTimeoutMs,
-      );
-      failing = false;
-      const [decision, state, transition, waitMs, since, err] = reply;
-      if (transition) announce(service, transition as BreakerState, Number(since), String(err), Number(waitMs));
-      return [String(decision), String(state), String(transition), Number(waitMs), Number(since), String(err)];
-    } catch (err) {
-      if (!failing)
-        log.warn(
-          { service, error: describeError(err) },
-          "circuit breaker cannot reach Redis; calls go out unguarded until it can",
-        );
-      failing = true;
-      return null;
-    }
-  }
-
-  /** The one log line and count of a state change, by the process that made it (and, when it answers again, the recovery listeners). */
-  function announce(service: OutsideService, state: BreakerState, since: number, error: string, waitMs: number): void {
-    metrics.outsideServiceStateChanged({ service, state });
-    const name = SERVICE_NAMES[service];
-    const sinceIso = new Date(since).toISOString();
-    if (state === "open")
-      log.error(
-        { service, state, error, since: sinceIso, cooldownMs: unscaled(waitMs) },
-        `${name} is down since ${sinceIso} (${error}): circuit open, nothing is sent to it for ${formatDuration(unscaled(waitMs))}; jobs wait, nothing is failed for it`,
-      );
-    else if (state === "misconfigured")
-      log.error(
-        { service, state, error, since: sinceIso, cooldownMs: unscaled(waitMs) },
-        `${name} refuses our configuration since ${sinceIso} (${error}): circuit open as misconfigured, one probe every ${formatDuration(unscaled(waitMs))}; jobs wait, nothing is failed for it — fix the configuration and restart`,
-      );
-    else if (state === "half_open")
-      log.error(
-        { service, state, error, since: sinceIso },
-        `${name} is down since ${sinceIso} (${error}): circuit half-open, one probe call goes out`,
-      );
-    else {
-      log.error(
-        { service, state, error, since: sinceIso, downMs: Date.now() - since },
-        `${name} answers again: circuit closed after ${formatDuration(Date.now() - since)} down (since ${sinceIso}, ${error})`,
-      );
-      for (const listener of recoveryListeners) listener(service);
-    }
-  }
-
-  const down = (service: OutsideService, reply: Reply) =>
-    new OutsideServiceDown(service, Math.max(1, reply[3]), new Date(reply[4]), reply[5], SERVICE_NAMES[service]);
-  const isDown = (state: string | undefined) => state === "open" || state === "misconfigured";
-
-  async function guard<T>(
-    service: OutsideService,
-    fn: () => Promise<T>,
-    guardOptions: GuardOptions<T> = {},
-  ): Promise<T> {
-    const { signal, failureOf } = guardOptions;
-    const caller = randomUUID();
-    const admitted = await script(service, "admit", caller);
-    if (admitted?.[0] === "wait") throw down(service, admitted);
-    // The transport registers the call as in flight when it sends it, and gives it the outage
-    // signal that the periodic check aborts when the breaker opens (lib/ratelimit/silence.ts).
-    const { call, result } = trackedCall(service, fn);
-    call.probe = admitted?.[0] === "probe";
-    mine.add(call);
-    void result.then(
-      () => mine.delete(call),
-      () => mine.delete(call),
+/** The only call site of breaker.lua. Fails open: without Redis the breaker lets every call go (the provider limit stops them anyway). */
+async function script(
+  self: BreakerInstance,
+  service: OutsideService,
+  mode: "admit" | "success" | "failure" | "silent" | "misconfigured",
+  caller: string,
+  error = "",
+  silentSince = 0,
+): Promise<Reply | null> {
+  try {
+    const reply = await withTimeout(
+      runLua<Reply>(
+        self.client(),
+        luaScript("breaker.lua"),
+        [breakerKey(service)],
+        [
+          mode,
+          self.threshold,
+          self.windowMs,
+          self.cooldownMs,
+          self.cooldownMs,
+          error.slice(0, 400),
+          caller,
+          silentSince,
+        ],
+      ),
+      self.redisTimeoutMs,
     );
-    const cut = (): OutsideServiceDown | null =>
-      call.outage.signal.aborted && !signal?.aborted ? (call.outage.signal.reason as OutsideServiceDown) : null;
-
-    /** Records a failure; the signal to throw instead of it when the service is (now) down. */
-    const failed = async (failure: unknown): Promise<OutsideServiceDown | null> => {
-      if (signal?.aborted) return null;
-      // Aborted because the breaker opened while it was out: the outage, never the item's failure.
-      const outage = cut();
-      if (outage) return outage;
-      const verdict = serviceVerdict(failure, service);
-      if (verdict === "up") await script(service, "success", caller);
-      if (verdict === "misconfigured") {
-        const text = misconfigurationText(failure, call.target, service === "model" ? env().MODEL_API_KEY : undefined);
-        const reply = await script(service, "misconfigured", caller, text);
-        // Without Redis the breaker cannot open, but the answer is no less true of every call: the
-        // item still waits instead of failing.
-        return reply
-          ? down(service, reply)
-          : new OutsideServiceDown(service, cooldownMs, new Date(), text, SERVICE_NAMES[service]);
-      }
-      if (verdict !== "down") return null;
-      const reply = await script(
-        service,
-        "failure",
-        caller,
-        describeError(
-          failure instanceof Error ? failure : ((failure as { cause?: unknown }).cause ?? describeOutcome(failure)),
-        ),
+    self.failing = false;
+    const [decision, state, transition, waitMs, since, err] = reply;
+    if (transition) announce(service, transition as BreakerState, Number(since), String(err), Number(waitMs));
+    return [String(decision), String(state), String(transition), Number(waitMs), Number(since), String(err)];
+  } catch (err) {
+    if (!self.failing)
+      log.warn(
+        { service, error: describeError(err) },
+        "circuit breaker cannot reach Redis; calls go out unguarded until it can",
       );
-      return reply && isDown(reply[1]) ? down(service, reply) : null;
-    };
-
-    let value: T;
-    try {
-      value = await result;
-    } catch (err) {
-      throw (await failed(err)) ?? err;
-    }
-    // An answer that arrived is kept even when the breaker opened as it came: a paid submit the
-    // provider accepted, or a completion, is never thrown away (and never asked for twice).
-    const failure = failureOf?.(value);
-    if (failure === undefined) {
-      await script(service, "success", caller);
-      return value;
-    }
-    const signalled = await failed(failure);
-    if (signalled) throw signalled;
-    return value;
-  }
-
-  /**
-   * The periodic silence check of this process, while it has calls out: renews their
-   * registrations, checks each service it has calls out to, opens a silent one's breaker, and
-   * aborts its own calls to a service whose breaker is open or misconfigured (whoever opened it).
-   */
-  /** The calls guarded by this breaker that have not settled (one breaker per process, but tests make several). */
-  const mine = new Set<TrackedCall>();
-  let watchTimer: NodeJS.Timeout | undefined;
-  let lastRenewal = 0;
-  let ticking = false;
-  function watch(): void {
-    if (watchTimer) return;
-    watchTimer = setInterval(() => void tick(), silence.checkEveryMs);
-    watchTimer.unref();
-  }
-  async function tick(): Promise<void> {
-    if (ticking) return;
-    ticking = true;
-    try {
-      const out = [...mine].filter((c) => c.sentAt !== undefined);
-      if (out.length === 0) {
-        clearInterval(watchTimer);
-        watchTimer = undefined;
-        return;
-      }
-      const renew = Date.now() - lastRenewal > silence.leaseMs / 3;
-      for (const service of new Set(out.map((c) => c.service))) {
-        if (renew)
-          await quietly(() =>
-            silence.renew(
-              service,
-              out.filter((c) => c.service === service).map((c) => c.id),
-            ),
-          );
-        await checkService(service);
-      }
-      if (renew) lastRenewal = Date.now();
-    } finally {
-      ticking = false;
-    }
-  }
-
-  /** One check of `service`: its reading, after opening its breaker if silent and aborting this process's calls if down. */
-  async function checkService(
-    service: OutsideService,
-    callsNeeded?: number,
-  ): Promise<{ reading: SilenceReading; outage: OutsideServiceDown | null } | null> {
-    let reading: SilenceReading;
-    try {
-      reading = await silence.check(service, callsNeeded);
-    } catch (err) {
-      await quietly(() => Promise.reject(err));
-      return null;
-    }
-    let outage: OutsideServiceDown | null = null;
-    if (reading.silent && (reading.breakerState === "closed" || reading.breakerState === "half_open")) {
-      const reply = await script(service, "silent", "", silenceReason(reading, timeScale), reading.since);
-      if (reply && isDown(reply[1])) outage = down(service, reply);
-    } else if (isDown(reading.breakerState)) {
-      const h = await withTimeout(client().hgetall(breakerKey(service)), redisTimeoutMs).catch(() => null);
-      if (h && isDown(h.state))
-        outage = new OutsideServiceDown(
-          service,
-          Math.max(1, Number(h.until) - Date.now()),
-          new Date(Number(h.since)),
-          h.error ?? "",
-          SERVICE_NAMES[service],
-        );
-    }
-    // A probe is judged alone, whatever else the service answers meanwhile: past the threshold it
-    // failed. Still half-open, the breaker opens again; already closed (a later probe got through),
-    // the hung one was lost by the service during its outage and would never be answered — it is
-    // cut as the outage it belongs to, and its job goes on at once.
-    const now = Date.now();
-    const hungProbes = [...mine].filter(
-      (c) =>
-        c.service === service &&
-        c.probe &&
-        c.sentAt !== undefined &&
-        now - c.sentAt >= reading.thresholdMs &&
-        !c.outage.signal.aborted,
-    );
-    if (!outage && hungProbes.length > 0) {
-      if (reading.breakerState === "half_open") {
-        const reply = await script(
-          service,
-          "silent",
-          "",
-          `not answering: the probe call got no answer for ${formatDuration(unscaled(now - hungProbes[0]!.sentAt!, timeScale))}`,
-        );
-        if (reply && isDown(reply[1])) outage = down(service, reply);
-      } else if (reading.breakerState === "closed") {
-        for (const c of hungProbes)
-          c.outage.abort(
-            new OutsideServiceDown(
-              service,
-              1,
-              new Date(c.sentAt!),
-              "a probe call sent while it was down was never answered",
-              SERVICE_NAMES[service],
-            ),
-          );
-      }
-    }
-    if (outage) {
-      for (const c of mine) if (c.service === service && !c.outage.signal.aborted) c.outage.abort(outage);
-    }
-    return { reading, outage };
-  }
-
-  async function downFor(jobId: string, services: readonly OutsideService[] = []): Promise<OutsideServiceDown | null> {
-    const calling = new Set(callsOf(jobId).map((c) => c.service));
-    for (const service of calling) {
-      // A call of the job's younger than the threshold is not judged yet: silence or the long tail?
-      // Checked again each interval until its oldest call has waited the threshold (at most that long).
-      for (;;) {
-        const checked = await checkService(service, 1);
-        if (!checked) break;
-        if (checked.outage) return checked.outage;
-        const out = callsOf(jobId).filter((c) => c.service === service);
-        if (out.length === 0) break;
-        const r = checked.reading;
-        const now = Date.now();
-        // A service that answered a call sent after every one of this job's, and has answered
-        // something within its threshold, is alive: a call of the job still out is its long tail,
-        // and the deadline is the job's own, judged at once.
-        const answeredLately = now - r.answeredAt < r.thresholdMs;
-        const answeredLater = out.every((c) => c.registeredAt !== undefined && r.answeredSent >= c.registeredAt);
-        if (answeredLately && answeredLater) break;
-        // Answered nothing for a whole threshold (it may have frozen just after this job's call went
-        // out): the calls sent after its last answered one decide, once the oldest has waited the
-        // threshold (`since`; with none out, the job's own calls as below).
-        const ignoredOut = r.quietMs > 0;
-        const judgedAt =
-          answeredLater && ignoredOut
-            ? r.since + r.thresholdMs + silence.checkEveryMs
-            : Math.min(...out.map((c) => c.sentAt)) + r.thresholdMs;
-        if (now >= judgedAt) break;
-        await new Promise((r) => setTimeout(r, Math.min(silence.checkEveryMs, judgedAt - Date.now() + 1)));
-      }
-    }
-    // Services it has no call out to (waiting for a provider slot that hung calls hold, say): their breaker alone.
-    for (const service of services) {
-      if (calling.has(service)) continue;
-      const h = await withTimeout(client().hgetall(breakerKey(service)), redisTimeoutMs);
-      if (isDown(h.state))
-        return new OutsideServiceDown(
-          service,
-          Math.max(1, Number(h.until) - Date.now()),
-          new Date(Number(h.since)),
-          h.error ?? "",
-          SERVICE_NAMES[service],
-        );
-    }
+    self.failing = true;
     return null;
   }
+}
 
-  async function read(): Promise<BreakerReading[]> {
-    const c = client();
-    return Promise.all(
-      OUTSIDE_SERVICES.map(async (service) => {
-        const h = await withTimeout(c.hgetall(breakerKey(service)), redisTimeoutMs);
-        const state = (h.state ?? "closed") as BreakerState;
-        if (state === "closed") return { service, state, since: null, error: null, probeAt: null };
-        return {
-          service,
-          state,
-          since: new Date(Number(h.since)),
-          error: h.error ?? null,
-          probeAt: isDown(state) ? new Date(Number(h.until)) : null,
-        };
-      }),
+/** The one log line and count of a state change, by the process that made it (and, when it answers again, the recovery listeners). */
+function announce(service: OutsideService, state: BreakerState, since: number, error: string, waitMs: number): void {
+  metrics.outsideServiceStateChanged({ service, state });
+  const name = SERVICE_NAMES[service];
+  const sinceIso = new Date(since).toISOString();
+  if (state === "open")
+    log.error(
+      { service, state, error, since: sinceIso, cooldownMs: unscaled(waitMs) },
+      `${name} is down since ${sinceIso} (${error}): circuit open, nothing is sent to it for ${formatDuration(unscaled(waitMs))}; jobs wait, nothing is failed for it`,
     );
+  else if (state === "misconfigured")
+    log.error(
+      { service, state, error, since: sinceIso, cooldownMs: unscaled(waitMs) },
+      `${name} refuses our configuration since ${sinceIso} (${error}): circuit open as misconfigured, one probe every ${formatDuration(unscaled(waitMs))}; jobs wait, nothing is failed for it — fix the configuration and restart`,
+    );
+  else if (state === "half_open")
+    log.error(
+      { service, state, error, since: sinceIso },
+      `${name} is down since ${sinceIso} (${error}): circuit half-open, one probe call goes out`,
+    );
+  else {
+    log.error(
+      { service, state, error, since: sinceIso, downMs: Date.now() - since },
+      `${name} answers again: circuit closed after ${formatDuration(Date.now() - since)} down (since ${sinceIso}, ${error})`,
+    );
+    for (const listener of recoveryListeners) listener(service);
   }
+}
 
-  async function markSilent(service: OutsideService, reason: string, since: Date): Promise<OutsideServiceDown> {
-    const reply = await script(service, "silent", "", `not answering: ${reason}`, since.getTime());
-    if (reply && isDown(reply[1])) return down(service, reply);
-    return new OutsideServiceDown(service, cooldownMs, since, `not answering: ${reason}`, SERVICE_NAMES[service]);
+/** The outage a breaker.lua reply says: its wait (at least 1 ms), since when and why. */
+function down(service: OutsideService, reply: Reply): OutsideServiceDown {
+  return new OutsideServiceDown(service, Math.max(1, reply[3]), new Date(reply[4]), reply[5], SERVICE_NAMES[service]);
+}
+
+/** The outage a breaker's Redis hash says, or null while it lets calls go. */
+function outageOfHash(service: OutsideService, h: Record<string, string>): OutsideServiceDown | null {
+  if (!isDown(h.state)) return null;
+  return new OutsideServiceDown(
+    service,
+    Math.max(1, Number(h.until) - Date.now()),
+    new Date(Number(h.since)),
+    h.error ?? "",
+    SERVICE_NAMES[service],
+  );
+}
+
+/** Whether a breaker state lets no call go: open or misconfigured. */
+function isDown(state: string | undefined): boolean {
+  return state === "open" || state === "misconfigured";
+}
+
+/** `Breaker.guard` on `self`: admits the call, tracks it while it is out, and records what it said about the service. */
+async function guard<T>(
+  self: BreakerInstance,
+  service: OutsideService,
+  fn: () => Promise<T>,
+  guardOptions: GuardOptions<T> = {},
+): Promise<T> {
+  const { signal, failureOf } = guardOptions;
+  const caller = randomUUID();
+  const admitted = await script(self, service, "admit", caller);
+  if (admitted?.[0] === "wait") throw down(service, admitted);
+  // The transport registers the call as in flight when it sends it, and gives it the outage
+  // signal that the periodic check aborts when the breaker opens (lib/ratelimit/silence.ts).
+  const { call, result } = trackedCall(service, fn);
+  call.probe = admitted?.[0] === "probe";
+  self.mine.add(call);
+  void result.then(
+    () => self.mine.delete(call),
+    () => self.mine.delete(call),
+  );
+
+  let value: T;
+  try {
+    value = await result;
+  } catch (err) {
+    throw (await failed(self, service, caller, call, signal, err)) ?? err;
   }
+  // An answer that arrived is kept even when the breaker opened as it came: a paid submit the
+  // provider accepted, or a completion, is never thrown away (and never asked for twice).
+  const failure = failureOf?.(value);
+  if (failure === undefined) {
+    await script(self, service, "success", caller);
+    return value;
+  }
+  const signalled = await failed(self, service, caller, call, signal, failure);
+  if (signalled) throw signalled;
+  return value;
+}
 
-  return {
-    guard,
-    read,
-    downFor,
-    markSilent,
-    checkSilence: async (service, callsNeeded) => (await checkService(service, callsNeeded))?.reading ?? null,
-  };
+/** The outage that aborted `call` (the breaker opened while it was out), unless its caller's own signal did; else null. */
+function cut(call: TrackedCall, signal: AbortSignal | undefined): OutsideServiceDown | null {
+  return call.outage.signal.aborted && !signal?.aborted ? (call.outage.signal.reason as OutsideServiceDown) : null;
+}
+
+/** Records a failure; the signal to throw instead of it when the service is (now) down. */
+async function failed(
+  self: BreakerInstance,
+  service: OutsideService,
+  caller: string,
+  call: TrackedCall,
+  signal: AbortSignal | undefined,
+  failure: unknown,
+): Promise<OutsideServiceDown | null> {
+  if (signal?.aborted) return null;
+  // Aborted because the breaker opened while it was out: the outage, never the item's failure.
+  const outage = cut(call, signal);
+  if (outage) return outage;
+  const verdict = serviceVerdict(failure, service);
+  if (verdict === "up") await script(self, service, "success", caller);
+  if (verdict === "misconfigured") {
+    const text = misconfigurationText(failure, call.target, service === "model" ? env().MODEL_API_KEY : undefined);
+    const reply = await script(self, service, "misconfigured", caller, text);
+    // Without Redis the breaker cannot open, but the answer is no less true of every call: the
+    // item still waits instead of failing.
+    return reply
+      ? down(service, reply)
+      : new OutsideServiceDown(service, self.cooldownMs, new Date(), text, SERVICE_NAMES[service]);
+  }
+  if (verdict !== "down") return null;
+  const reply = await script(
+    self,
+    service,
+    "failure",
+    caller,
+    describeError(
+      failure instanceof Error ? failure : ((failure as { cause?: unknown }).cause ?? describeOutcome(failure)),
+    ),
+  );
+  return reply && isDown(reply[1]) ? down(service, reply) : null;
+}
+
+/**
+ * The periodic silence check of this process, while it has calls out: renews their
+ * registrations, checks each service it has calls out to, opens a silent one's breaker, and
+ * aborts its own calls to a service whose breaker is open or misconfigured (whoever opened it).
+ */
+function watch(self: BreakerInstance): void {
+  if (self.watchTimer) return;
+  self.watchTimer = setInterval(() => void tick(self), self.silence.checkEveryMs);
+  self.watchTimer.unref();
+}
+
+/** One turn of the periodic silence check (none while the last is still running); stops it when no call is out. */
+async function tick(self: BreakerInstance): Promise<void> {
+  if (self.ticking) return;
+  self.ticking = true;
+  try {
+    const out = [...self.mine].filter((c) => c.sentAt !== undefined);
+    if (out.length === 0) {
+      clearInterval(self.watchTimer);
+      self.watchTimer = undefined;
+      return;
+    }
+    const renew = Date.now() - self.lastRenewal > self.silence.leaseMs / 3;
+    for (const service of new Set(out.map((c) => c.service))) {
+      if (renew)
+        await quietly(self, () =>
+          self.silence.renew(
+            service,
+            out.filter((c) => c.service === service).map((c) => c.id),
+          ),
+        );
+      await checkService(self, service);
+    }
+    if (renew) self.lastRenewal = Date.now();
+  } finally {
+    self.ticking = false;
+  }
+}
+
+/** One check of `service`: its reading, after opening its breaker if silent and aborting this process's calls if down. */
+async function checkService(
+  self: BreakerInstance,
+  service: OutsideService,
+  callsNeeded?: number,
+): Promise<{ reading: SilenceReading; outage: OutsideServiceDown | null } | null> {
+  let reading: SilenceReading;
+  try {
+    reading = await self.silence.check(service, callsNeeded);
+  } catch (err) {
+    await quietly(self, () => Promise.reject(err));
+    return null;
+  }
+  let outage = await readingOutage(self, service, reading);
+  // A probe is judged alone, whatever else the service answers meanwhile: past the threshold it
+  // failed. Still half-open, the breaker opens again; already closed (a later probe got through),
+  // the hung one was lost by the service during its outage and would never be answered — it is
+  // cut as the outage it belongs to, and its job goes on at once.
+  const now = Date.now();
+  const hungProbes = [...self.mine].filter(
+    (c) =>
+      c.service === service &&
+      c.probe &&
+      c.sentAt !== undefined &&
+      now - c.sentAt >= reading.thresholdMs &&
+      !c.outage.signal.aborted,
+  );
+  if (!outage && hungProbes.length > 0) outage = await judgeHungProbes(self, service, reading, hungProbes, now);
+  if (outage) {
+    for (const c of self.mine) if (c.service === service && !c.outage.signal.aborted) c.outage.abort(outage);
+  }
+  return { reading, outage };
+}
+
+/** The outage a silence reading shows: a silent service's breaker opened now, or one already open or misconfigured; else null. */
+async function readingOutage(
+  self: BreakerInstance,
+  service: OutsideService,
+  reading: SilenceReading,
+): Promise<OutsideServiceDown | null> {
+  let outage: OutsideServiceDown | null = null;
+  if (reading.silent && (reading.breakerState === "closed" || reading.breakerState === "half_open")) {
+    const reply = await script(self, service, "silent", "", silenceReason(reading, self.timeScale), reading.since);
+    if (reply && isDown(reply[1])) outage = down(service, reply);
+  } else if (isDown(reading.breakerState)) {
+    const h = await withTimeout(self.client().hgetall(breakerKey(service)), self.redisTimeoutMs).catch(() => null);
+    if (h) outage = outageOfHash(service, h);
+  }
+  return outage;
+}
+
+/** Probes past the threshold: half-open, the breaker opens again (the outage, or null); closed, each is cut. */
+async function judgeHungProbes(
+  self: BreakerInstance,
+  service: OutsideService,
+  reading: SilenceReading,
+  hungProbes: TrackedCall[],
+  now: number,
+): Promise<OutsideServiceDown | null> {
+  let outage: OutsideServiceDown | null = null;
+  if (reading.breakerState === "half_open") {
+    const reply = await script(
+      self,
+      service,
+      "silent",
+      "",
+      `not answering: the probe call got no answer for ${formatDuration(unscaled(now - hungProbes[0]!.sentAt!, self.timeScale))}`,
+    );
+    if (reply && isDown(reply[1])) outage = down(service, reply);
+  } else if (reading.breakerState === "closed") {
+    for (const c of hungProbes)
+      c.outage.abort(
+        new OutsideServiceDown(
+          service,
+          1,
+          new Date(c.sentAt!),
+          "a probe call sent while it was down was never answered",
+          SERVICE_NAMES[service],
+        ),
+      );
+  }
+  return outage;
+}
+
+/** `Breaker.downFor` on `self`: the outage a job's calls and `services` wait for, or null. */
+async function downFor(
+  self: BreakerInstance,
+  jobId: string,
+  services: readonly OutsideService[] = [],
+): Promise<OutsideServiceDown | null> {
+  const calling = new Set(callsOf(jobId).map((c) => c.service));
+  for (const service of calling) {
+    // A call of the job's younger than the threshold is not judged yet: silence or the long tail?
+    // Checked again each interval until its oldest call has waited the threshold (at most that long).
+    for (;;) {
+      const checked = await checkService(self, service, 1);
+      if (!checked) break;
+      if (checked.outage) return checked.outage;
+      const out = callsOf(jobId).filter((c) => c.service === service);
+      if (out.length === 0) break;
+      const r = checked.reading;
+      const now = Date.now();
+      // A service that answered a call sent after every one of this job's, and has answered
+      // something within its threshold, is alive: a call of the job still out is its long tail,
+      // and the deadline is the job's own, judged at once.
+      const answeredLately = now - r.answeredAt < r.thresholdMs;
+      const answeredLater = out.every((c) => c.registeredAt !== undefined && r.answeredSent >= c.registeredAt);
+      if (answeredLately && answeredLater) break;
+      // Answered nothing for a whole threshold (it may have frozen just after this job's call went
+      // out): the calls sent after its last answered one decide, once the oldest has waited the
+      // threshold (`since`; with none out, the job's own calls as below).
+      const ignoredOut = r.quietMs > 0;
+      const judgedAt =
+        answeredLater && ignoredOut
+          ? r.since + r.thresholdMs + self.silence.checkEveryMs
+          : Math.min(...out.map((c) => c.sentAt)) + r.thresholdMs;
+      if (now >= judgedAt) break;
+      await new Promise((r) => setTimeout(r, Math.min(self.silence.checkEveryMs, judgedAt - Date.now() + 1)));
+    }
+  }
+  // Services it has no call out to (waiting for a provider slot that hung calls hold, say): their breaker alone.
+  for (const service of services) {
+    if (calling.has(service)) continue;
+    const h = await withTimeout(self.client().hgetall(breakerKey(service)), self.redisTimeoutMs);
+    const outage = outageOfHash(service, h);
+    if (outage) return outage;
+  }
+  return null;
+}
+
+/** `Breaker.read` on `self`: every service's breaker from its Redis hash. */
+async function read(self: BreakerInstance): Promise<BreakerReading[]> {
+  const c = self.client();
+  return Promise.all(
+    OUTSIDE_SERVICES.map(async (service) => {
+      const h = await withTimeout(c.hgetall(breakerKey(service)), self.redisTimeoutMs);
+      const state = (h.state ?? "closed") as BreakerState;
+      if (state === "closed") return { service, state, since: null, error: null, probeAt: null };
+      return {
+        service,
+        state,
+        since: new Date(Number(h.since)),
+        error: h.error ?? null,
+        probeAt: isDown(state) ? new Date(Number(h.until)) : null,
+      };
+    }),
+  );
+}
+
+/** `Breaker.markSilent` on `self`: opens the breaker as for silence; the outage to throw. */
+async function markSilent(
+  self: BreakerInstance,
+  service: OutsideService,
+  reason: string,
+  since: Date,
+): Promise<OutsideServiceDown> {
+  const reply = await script(self, service, "silent", "", `not answering: ${reason}`, since.getTime());
+  if (reply && isDown(reply[1])) return down(service, reply);
+  return new OutsideServiceDown(service, self.cooldownMs, since, `not answering: ${reason}`, SERVICE_NAMES[service]);
 }
 
 /** "not answering: 12 calls in flight, none answered for 3 min" — what the silence check saw, in production time. */

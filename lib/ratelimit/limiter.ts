@@ -18,7 +18,7 @@ import {
 } from "./buckets";
 import { deferralThreshold } from "./context";
 import { RateLimitCapExceeded, RateLimitDefer } from "./errors";
-import { luaScript, runLua, withTimeout } from "./scripts";
+import { luaScript, runLua, withTimeout, type LuaScript } from "./scripts";
 
 const log = logger("ratelimit");
 
@@ -161,24 +161,49 @@ interface ResolvedScope {
   marginMs: number;
 }
 
-/** A limiter on its own Redis connection and time scale (tests, benchmarks); the module functions use a shared one. */
-export function createLimiter(options: LimiterOptions = {}): Limiter {
-  const client = () => options.redis ?? redis();
-  const timeScale = options.timeScale ?? env().BOUNDED_TIME_SCALE;
-  const marginMs = options.marginMs ?? scaled(MARGIN_MS, timeScale);
-  const redisTimeoutMs = options.redisTimeoutMs ?? 2_000;
-  const errorRetryMs = Math.max(1, scaled(REDIS_ERROR_RETRY_MS, timeScale));
-  const rate = (family: Family) => bucketRate(BUCKETS[family], timeScale, marginMs);
-  let failing = false;
+/** What `createLimiter` hands out: its settings, the scopes it has worked out and whether Redis is failing. */
+class TokenBucketLimiter {
+  private readonly timeScale: number;
+  private readonly marginMs: number;
+  private readonly redisTimeoutMs: number;
+  private readonly errorRetryMs: number;
+  private readonly tokenBucket: LuaScript;
+  /**
+   * What the token-bucket script is given for a scope, worked out once per scope: its family's
+   * spec and this limiter's rate never change within the process, and a call then costs the
+   * script's round trip and little else (bench:limiter compares it with a bare EVALSHA).
+   */
+  private readonly scopeCalls = new Map<string, ScopeCall>();
+  /** The last call could not reach Redis: the outage is logged once, and its end once. */
+  private failing = false;
+
+  /** Reads the options' defaults once (time scale, margin, timeouts) and the token-bucket script. */
+  constructor(private readonly options: LimiterOptions) {
+    this.timeScale = options.timeScale ?? env().BOUNDED_TIME_SCALE;
+    this.marginMs = options.marginMs ?? scaled(MARGIN_MS, this.timeScale);
+    this.redisTimeoutMs = options.redisTimeoutMs ?? 2_000;
+    this.errorRetryMs = Math.max(1, scaled(REDIS_ERROR_RETRY_MS, this.timeScale));
+    this.tokenBucket = luaScript("token-bucket.lua");
+  }
+
+  /** The Redis connection, asked for at each call: the options' own, or the process's shared one. */
+  private client(): RedisClient {
+    return this.options.redis ?? redis();
+  }
+
+  /** The rate the limiter enforces for a family, in real milliseconds (margin included). */
+  rate(family: Family): BucketRate {
+    return bucketRate(BUCKETS[family], this.timeScale, this.marginMs);
+  }
 
   /**
    * A marketplace scope (`family:tenant`) or a provider scope (`provider:model`). A provider's
    * bucket takes no margin: its spare burst covers what the margin covers for the marketplace.
    */
-  function specOf(scope: string): ResolvedScope {
+  private specOf(scope: string): ResolvedScope {
     const provider = parseProviderScope(scope);
     if (provider) {
-      const limits = options.providerLimits?.[provider] ?? providerLimits(provider);
+      const limits = this.options.providerLimits?.[provider] ?? providerLimits(provider);
       return { family: "provider", tenant: provider, spec: providerBucketSpec(provider, limits), marginMs: 0 };
     }
     const parsed = parseScope(scope);
@@ -186,22 +211,20 @@ export function createLimiter(options: LimiterOptions = {}): Limiter {
       throw new RangeError(
         `not a rate-limit scope (family:tenant with a known family, or provider:<name>): ${JSON.stringify(scope)}`,
       );
-    return { ...parsed, marginMs };
+    return { ...parsed, marginMs: this.marginMs };
   }
-  const rateOf = (resolved: ResolvedScope) => bucketRate(resolved.spec, timeScale, resolved.marginMs);
-  const tokenBucket = luaScript("token-bucket.lua");
 
-  /**
-   * What the token-bucket script is given for a scope, worked out once per scope: its family's
-   * spec and this limiter's rate never change within the process, and a call then costs the
-   * script's round trip and little else (bench:limiter compares it with a bare EVALSHA).
-   */
-  const scopeCalls = new Map<string, ScopeCall>();
-  function scopeCall(scope: string): ScopeCall {
-    const kept = scopeCalls.get(scope);
+  /** A resolved scope's rate in real milliseconds, with its own margin. */
+  private rateOf(resolved: ResolvedScope): BucketRate {
+    return bucketRate(resolved.spec, this.timeScale, resolved.marginMs);
+  }
+
+  /** What the token-bucket script is given for a scope, kept in `scopeCalls` after the first call. */
+  private scopeCall(scope: string): ScopeCall {
+    const kept = this.scopeCalls.get(scope);
     if (kept) return kept;
-    const resolved = specOf(scope);
-    const { capacity, refillPerMs } = rateOf(resolved);
+    const resolved = this.specOf(scope);
+    const { capacity, refillPerMs } = this.rateOf(resolved);
     const call = {
       family: resolved.family,
       key: bucketKey(scope),
@@ -210,13 +233,14 @@ export function createLimiter(options: LimiterOptions = {}): Limiter {
       ttlMs: Math.ceil(capacity / refillPerMs) + 1_000,
     };
     // Scopes name tenants: a process that met very many starts over rather than grow without end.
-    if (scopeCalls.size >= MAX_KEPT_SCOPES) scopeCalls.clear();
-    scopeCalls.set(scope, call);
+    if (this.scopeCalls.size >= MAX_KEPT_SCOPES) this.scopeCalls.clear();
+    this.scopeCalls.set(scope, call);
     return call;
   }
 
-  async function tryAcquire(scope: string, cost = 1): Promise<TryAcquireResult> {
-    const call = scopeCall(scope);
+  /** Takes `cost` tokens if the bucket has them; never waits, never rejects for Redis trouble (fails closed). */
+  async tryAcquire(scope: string, cost = 1): Promise<TryAcquireResult> {
+    const call = this.scopeCall(scope);
     if (!Number.isInteger(cost) || cost < 1 || cost > call.capacity) {
       throw new RangeError(`cost must be a whole number from 1 to ${call.capacity} for ${call.family}, got ${cost}`);
     }
@@ -225,51 +249,53 @@ export function createLimiter(options: LimiterOptions = {}): Limiter {
       // The only call site of the token-bucket script.
       reply = await withTimeout(
         runLua<[number, number, string]>(
-          client(),
-          tokenBucket,
+          this.client(),
+          this.tokenBucket,
           [call.key],
           [call.capacity, call.refillPerMs, cost, call.ttlMs],
         ),
-        redisTimeoutMs,
+        this.redisTimeoutMs,
       );
     } catch (err) {
       // Logged once per outage, not once per call: every waiting job asks again every second.
-      if (!failing)
+      if (!this.failing)
         log.error(
-          { scope, error: describeError(err), retryInMs: errorRetryMs },
+          { scope, error: describeError(err), retryInMs: this.errorRetryMs },
           "rate limiter cannot reach Redis; refusing tokens until it can",
         );
-      failing = true;
-      return { acquired: false, waitMs: errorRetryMs };
+      this.failing = true;
+      return { acquired: false, waitMs: this.errorRetryMs };
     }
-    if (failing) log.info({ scope }, "rate limiter reached Redis again");
-    failing = false;
+    if (this.failing) log.info({ scope }, "rate limiter reached Redis again");
+    this.failing = false;
     const [acquired, waitMs] = reply;
     return acquired === 1 ? { acquired: true } : { acquired: false, waitMs: Math.max(1, Number(waitMs)) };
   }
 
-  async function acquire(scope: string, acquireOptions: AcquireOptions = {}): Promise<Acquired> {
+  /** `tryAcquire` again and again, with `waitForRateLimit` between, until the tokens are taken. */
+  async acquire(scope: string, acquireOptions: AcquireOptions = {}): Promise<Acquired> {
     const { cost = 1, signal } = acquireOptions;
     let waitedMs = 0;
     for (let attempts = 1; ; attempts++) {
       signal?.throwIfAborted();
-      const result = await tryAcquire(scope, cost);
+      const result = await this.tryAcquire(scope, cost);
       if (result.acquired) return { waitedMs: Math.round(waitedMs), attempts };
       waitedMs += await waitForRateLimit(scope, result.waitMs, {
         waitedMs,
         signal,
-        maxWaitMs: acquireOptions.maxWaitMs ?? maxWaitMs(timeScale),
+        maxWaitMs: acquireOptions.maxWaitMs ?? maxWaitMs(this.timeScale),
       });
     }
   }
 
-  async function peekBucket(scope: string): Promise<BucketState> {
-    const resolved = specOf(scope);
+  /** A bucket's state now: HMGET + Redis TIME, the refill computed here, nothing written. */
+  async peekBucket(scope: string): Promise<BucketState> {
+    const resolved = this.specOf(scope);
     const { family, tenant } = resolved;
-    const { capacity, refillPerMs } = rateOf(resolved);
+    const { capacity, refillPerMs } = this.rateOf(resolved);
     const [state, time] = await withTimeout(
-      Promise.all([client().hmget(bucketKey(scope), "tokens", "ts"), client().time()]),
-      redisTimeoutMs,
+      Promise.all([this.client().hmget(bucketKey(scope), "tokens", "ts"), this.client().time()]),
+      this.redisTimeoutMs,
     );
     const now = Number(time[0]) * 1000 + Number(time[1]) / 1000;
     const [storedTokens, storedTs] = state;
@@ -289,14 +315,15 @@ export function createLimiter(options: LimiterOptions = {}): Limiter {
     };
   }
 
-  async function listActiveScopes(limit = 1_000): Promise<string[]> {
+  /** The scopes that have state in Redis now (a SCAN of the bucket keys), sorted, at most `limit`. */
+  async listActiveScopes(limit = 1_000): Promise<string[]> {
     const prefix = bucketKey("");
     const pattern = `${prefix.slice(0, -2)}{*}`;
     const scopes = new Set<string>();
-    const batches = scanKeys(client(), pattern, 500);
+    const batches = scanKeys(this.client(), pattern, 500);
     try {
       while (scopes.size < limit) {
-        const batch = await withTimeout(batches.next(), redisTimeoutMs);
+        const batch = await withTimeout(batches.next(), this.redisTimeoutMs);
         if (batch.done) break;
         for (const k of batch.value) scopes.add(k.slice(prefix.length - 1, -1));
       }
@@ -306,8 +333,23 @@ export function createLimiter(options: LimiterOptions = {}): Limiter {
     }
     return [...scopes].sort().slice(0, limit);
   }
+}
 
-  return { tryAcquire, acquire, peekBucket, listActiveScopes, rate };
+/** A limiter on its own Redis connection and time scale (tests, benchmarks); the module functions use a shared one. */
+export function createLimiter(options: LimiterOptions = {}): Limiter {
+  const limiter = new TokenBucketLimiter(options);
+  return {
+    /** Takes tokens if the bucket has them, or says how long until it will (`TokenBucketLimiter.tryAcquire`). */
+    tryAcquire: (scope, cost) => limiter.tryAcquire(scope, cost),
+    /** `tryAcquire` plus the waiting policy (`TokenBucketLimiter.acquire`). */
+    acquire: (scope, acquireOptions) => limiter.acquire(scope, acquireOptions),
+    /** A bucket's state now, read-only (`TokenBucketLimiter.peekBucket`). */
+    peekBucket: (scope) => limiter.peekBucket(scope),
+    /** The scopes with state in Redis now (`TokenBucketLimiter.listActiveScopes`). */
+    listActiveScopes: (limit) => limiter.listActiveScopes(limit),
+    /** A family's rate, margin included (`TokenBucketLimiter.rate`). */
+    rate: (family) => limiter.rate(family),
+  };
 }
 
 /**

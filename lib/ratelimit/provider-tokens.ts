@@ -123,39 +123,57 @@ export function configuredTokenLimits(provider: LimitedProvider, e: Env = env())
   return { tokens: e.BOUNDED_MODEL_TPM, input: e.BOUNDED_MODEL_INPUT_TPM, output: e.BOUNDED_MODEL_OUTPUT_TPM };
 }
 
-export function createProviderTokens(options: ProviderTokensOptions = {}): ProviderTokens {
-  const client = () => options.redis ?? redis();
-  const timeScale = options.timeScale ?? env().BOUNDED_TIME_SCALE;
-  const redisTimeoutMs = options.redisTimeoutMs ?? 2_000;
-  const minuteMs = Math.max(1, scaled(60_000, timeScale));
-  const configured = (provider: LimitedProvider) => {
-    const limits = options.limits?.[provider] ?? configuredTokenLimits(provider);
-    return TOKEN_BUDGETS.map((b) => limits[b] ?? 0);
-  };
+/** What `createProviderTokens` hands out: its settings over provider-tokens.lua, one Redis hash per provider. */
+class RedisProviderTokens {
+  private readonly timeScale: number;
+  private readonly redisTimeoutMs: number;
+  /** A minute in real ms: the window of every token budget. */
+  private readonly minuteMs: number;
 
-  const run = <T>(provider: LimitedProvider, mode: string, args: (string | number)[]) =>
-    withTimeout(
+  /** Reads the options' defaults once: the time scale, the Redis timeout and the minute they give. */
+  constructor(private readonly options: ProviderTokensOptions) {
+    this.timeScale = options.timeScale ?? env().BOUNDED_TIME_SCALE;
+    this.redisTimeoutMs = options.redisTimeoutMs ?? 2_000;
+    this.minuteMs = Math.max(1, scaled(60_000, this.timeScale));
+  }
+
+  /** The Redis connection, asked for at each call: the options' own, or the process's shared one. */
+  private client(): RedisClient {
+    return this.options.redis ?? redis();
+  }
+
+  /** A provider's configured tokens per minute, one per budget in `TOKEN_BUDGETS` order (0: learnt). */
+  private configured(provider: LimitedProvider): number[] {
+    const limits = this.options.limits?.[provider] ?? configuredTokenLimits(provider);
+    return TOKEN_BUDGETS.map((b) => limits[b] ?? 0);
+  }
+
+  /** The only call site of provider-tokens.lua: one mode of it for a provider, within the Redis timeout. */
+  private run<T>(provider: LimitedProvider, mode: string, args: (string | number)[]): Promise<T> {
+    return withTimeout(
       runLua<T>(
-        client(),
+        this.client(),
         luaScript("provider-tokens.lua"),
         [providerTokensKey(provider)],
-        [mode, minuteMs, ...configured(provider), ...args],
+        [mode, this.minuteMs, ...this.configured(provider), ...args],
       ),
-      redisTimeoutMs,
+      this.redisTimeoutMs,
     );
+  }
 
-  async function reserve(provider: LimitedProvider, request: TokenRequest): Promise<ReserveResult> {
+  /** Reserves a call's estimated tokens, or says how long to wait and why. Rejects when Redis cannot be asked. */
+  async reserve(provider: LimitedProvider, request: TokenRequest): Promise<ReserveResult> {
     const shape = request.shape ?? "call";
     const input = Math.max(0, Math.ceil(request.input));
-    const [ok, waitMs, reason, output] = await run<[number, number, string, number]>(provider, "reserve", [
+    const [ok, waitMs, reason, output] = await this.run<[number, number, string, number]>(provider, "reserve", [
       input,
       request.maxOutput ?? 0,
       DEFAULT_COMPLETION_ESTIMATE,
       shape,
       // Never shorter than a slot's lease floor: at a tiny time scale a probe still answering would
       // lose its lease to a busy event loop, and more calls would ask than MAX_PROBES.
-      Math.max(PROBE_LEASE_FLOOR_MS, scaled(PROBE_LEASE_MS, timeScale)),
-      Math.max(1, scaled(PROBE_POLL_MS, timeScale)),
+      Math.max(PROBE_LEASE_FLOOR_MS, scaled(PROBE_LEASE_MS, this.timeScale)),
+      Math.max(1, scaled(PROBE_POLL_MS, this.timeScale)),
       MAX_PROBES,
     ]);
     if (Number(ok) === 1)
@@ -163,25 +181,23 @@ export function createProviderTokens(options: ProviderTokensOptions = {}): Provi
     return { ok: false, waitMs: Math.max(1, Number(waitMs)), reason: reason as "paused" | "tokens" | "probing" };
   }
 
-  async function settle(
+  /** Settles a reservation with what the answer used (`ProviderTokens.settle`). Never throws. */
+  async settle(
     provider: LimitedProvider,
     r: TokenReservation,
     used: { input: number; output: number } | "nothing" | undefined,
   ): Promise<void> {
     const [input, output] = used === "nothing" ? [0, -2] : [used?.input ?? -1, used?.output ?? -1];
     try {
-      await run(provider, "settle", [r.input, r.output, input, output, r.shape, r.probe ? 1 : 0]);
+      await this.run(provider, "settle", [r.input, r.output, input, output, r.shape, r.probe ? 1 : 0]);
     } catch (err) {
       // The reservation stays taken; the bucket refills from it within a minute.
       log.warn({ provider, error: describeError(err) }, "could not settle a token reservation");
     }
   }
 
-  async function learn(
-    provider: LimitedProvider,
-    announced: AnnouncedLimits | undefined,
-    answered: boolean,
-  ): Promise<void> {
+  /** Keeps the limits current from an answer's headers (undefined: it announced none). Never throws. */
+  async learn(provider: LimitedProvider, announced: AnnouncedLimits | undefined, answered: boolean): Promise<void> {
     const args: (string | number)[] = [announced && Object.keys(announced.tokens).length > 0 ? 1 : 0];
     for (const b of TOKEN_BUDGETS) {
       const a = announced?.tokens[b];
@@ -189,28 +205,30 @@ export function createProviderTokens(options: ProviderTokensOptions = {}): Provi
     }
     args.push(answered ? 1 : 0);
     try {
-      await run(provider, "learn", args);
+      await this.run(provider, "learn", args);
     } catch (err) {
       log.warn({ provider, error: describeError(err) }, "could not keep the provider's token limits current");
     }
   }
 
-  async function pause(provider: LimitedProvider, ms: number, reason: string): Promise<void> {
+  /** Pauses the provider for every process for `ms` real ms. Never throws. */
+  async pause(provider: LimitedProvider, ms: number, reason: string): Promise<void> {
     try {
-      await run(provider, "pause", [Math.max(0, Math.round(ms)), reason]);
+      await this.run(provider, "pause", [Math.max(0, Math.round(ms)), reason]);
       log.warn({ provider, pauseMs: ms, reason }, "the provider asked every caller to wait: paused for every process");
     } catch (err) {
       log.warn({ provider, error: describeError(err) }, "could not pause the provider for every process");
     }
   }
 
-  async function peek(provider: LimitedProvider): Promise<ProviderTokensState> {
+  /** A provider's budgets and pause now (HGETALL + Redis TIME, refill computed here); rejects without Redis. */
+  async peek(provider: LimitedProvider): Promise<ProviderTokensState> {
     const [hash, time] = await withTimeout(
-      Promise.all([client().hgetall(providerTokensKey(provider)), client().time()]),
-      redisTimeoutMs,
+      Promise.all([this.client().hgetall(providerTokensKey(provider)), this.client().time()]),
+      this.redisTimeoutMs,
     );
     const now = Number(time[0]) * 1000 + Number(time[1]) / 1000;
-    const limits = configured(provider);
+    const limits = this.configured(provider);
     const num = (field: string) => (hash[field] === undefined ? undefined : Number(hash[field]));
     const budgets: TokenBudgetState[] = [];
     TOKEN_BUDGETS.forEach((b, i) => {
@@ -221,7 +239,7 @@ export function createProviderTokens(options: ProviderTokensOptions = {}): Provi
       const available =
         level === undefined || ts === undefined
           ? limit
-          : Math.min(limit, level + (Math.max(0, now - ts) * limit) / minuteMs);
+          : Math.min(limit, level + (Math.max(0, now - ts) * limit) / this.minuteMs);
       const announcedAt = num(`${b}:learntAt`);
       budgets.push({
         budget: b,
@@ -248,6 +266,21 @@ export function createProviderTokens(options: ProviderTokensOptions = {}): Provi
       unannounced: budgets.length === 0 && hash.announced === "none",
     };
   }
+}
 
-  return { reserve, settle, learn, pause, peek };
+/** Token budgets on their own Redis connection, time scale and limits (tests); the provider limiter makes its own. */
+export function createProviderTokens(options: ProviderTokensOptions = {}): ProviderTokens {
+  const tokens = new RedisProviderTokens(options);
+  return {
+    /** Reserves a call's estimated tokens (`RedisProviderTokens.reserve`). */
+    reserve: (provider, request) => tokens.reserve(provider, request),
+    /** Settles a reservation with what the answer used (`RedisProviderTokens.settle`). */
+    settle: (provider, reservation, used) => tokens.settle(provider, reservation, used),
+    /** Keeps the limits current from an answer's headers (`RedisProviderTokens.learn`). */
+    learn: (provider, announced, answered) => tokens.learn(provider, announced, answered),
+    /** Pauses the provider for every process (`RedisProviderTokens.pause`). */
+    pause: (provider, ms, reason) => tokens.pause(provider, ms, reason),
+    /** A provider's budgets and pause now (`RedisProviderTokens.peek`). */
+    peek: (provider) => tokens.peek(provider),
+  };
 }

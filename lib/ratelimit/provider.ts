@@ -212,6 +212,28 @@ export interface ProviderLimiter {
 
 type SlotReply = [ok: number, inFlight: number, waitMs: number];
 
+/** One provider limiter's settings, request-rate bucket, token budgets and Redis health: the state `createProviderLimiter` hands each of its functions. */
+interface ProviderLimiterInstance {
+  /** The options it was made with: `breaker` is read at each call (the shared one when absent). */
+  options: ProviderLimiterOptions;
+  /** The Redis connection, asked for at each use: `options.redis`, else the shared one. */
+  client: () => RedisClient;
+  timeScale: number;
+  leaseMs: number;
+  pollMs: number;
+  waiterTtlMs: number;
+  redisTimeoutMs: number;
+  errorRetryMs: number;
+  /** The limits in force for a provider: `options.limits`, else the environment's. */
+  limitsOf: (provider: LimitedProvider) => ProviderLimits;
+  /** The request-rate token bucket (./limiter.ts). */
+  tokens: Limiter;
+  /** The tokens per minute (./provider-tokens.ts). */
+  tokenBudgets: ProviderTokens;
+  /** Redis could not be reached last time: its error is logged once per outage. */
+  failing: boolean;
+}
+
 /** A provider limiter on its own Redis connection, time scale and limits (tests); `withProviderSlot` uses a shared one. */
 export function createProviderLimiter(options: ProviderLimiterOptions = {}): ProviderLimiter {
   const client = () => options.redis ?? redis();
@@ -231,244 +253,268 @@ export function createProviderLimiter(options: ProviderLimiterOptions = {}): Pro
   });
   const tokenBudgets: ProviderTokens =
     options.tokens ?? createProviderTokens({ redis: options.redis, timeScale, redisTimeoutMs });
-  let failing = false;
+  const self: ProviderLimiterInstance = {
+    options,
+    client,
+    timeScale,
+    leaseMs,
+    pollMs,
+    waiterTtlMs,
+    redisTimeoutMs,
+    errorRetryMs,
+    limitsOf,
+    tokens,
+    tokenBudgets,
+    failing: false,
+  };
 
-  /** The only call site of provider-slots.lua. Fails closed: without Redis, no slot. */
-  async function slotScript(
-    provider: LimitedProvider,
-    mode: "acquire" | "spare" | "renew",
-    holder: string,
-  ): Promise<SlotReply> {
-    try {
-      const reply = await withTimeout(
-        runLua<SlotReply>(
-          client(),
-          luaScript("provider-slots.lua"),
-          [providerSlotsKey(provider), providerWaitersKey(provider)],
-          [mode, holder, limitsOf(provider).concurrency, leaseMs, waiterTtlMs],
-        ),
-        redisTimeoutMs,
+  return {
+    withSlot: (provider, fn, slotOptions) => withSlot(self, provider, fn, slotOptions),
+    peek: (provider) => peek(self, provider),
+    limits: limitsOf,
+  };
+}
+
+/** The only call site of provider-slots.lua. Fails closed: without Redis, no slot. */
+async function slotScript(
+  self: ProviderLimiterInstance,
+  provider: LimitedProvider,
+  mode: "acquire" | "spare" | "renew",
+  holder: string,
+): Promise<SlotReply> {
+  try {
+    const reply = await withTimeout(
+      runLua<SlotReply>(
+        self.client(),
+        luaScript("provider-slots.lua"),
+        [providerSlotsKey(provider), providerWaitersKey(provider)],
+        [mode, holder, self.limitsOf(provider).concurrency, self.leaseMs, self.waiterTtlMs],
+      ),
+      self.redisTimeoutMs,
+    );
+    if (self.failing) log.info({ provider }, "provider limiter reached Redis again");
+    self.failing = false;
+    return reply.map(Number) as SlotReply;
+  } catch (err) {
+    // Once per outage, not once per call: every waiting call asks again shortly.
+    if (!self.failing)
+      log.error(
+        { provider, error: describeError(err), retryInMs: self.errorRetryMs },
+        "provider limiter cannot reach Redis; no provider slots until it can",
       );
-      if (failing) log.info({ provider }, "provider limiter reached Redis again");
-      failing = false;
-      return reply.map(Number) as SlotReply;
-    } catch (err) {
-      // Once per outage, not once per call: every waiting call asks again shortly.
-      if (!failing)
-        log.error(
-          { provider, error: describeError(err), retryInMs: errorRetryMs },
-          "provider limiter cannot reach Redis; no provider slots until it can",
+    self.failing = true;
+    return [0, 0, self.errorRetryMs];
+  }
+}
+
+/** Gives a slot back; never throws (its lease runs out by itself). */
+async function release(self: ProviderLimiterInstance, provider: LimitedProvider, holder: string): Promise<void> {
+  try {
+    await withTimeout(self.client().zrem(providerSlotsKey(provider), holder), self.redisTimeoutMs);
+  } catch (err) {
+    // The lease runs out by itself: the slot comes back within `leaseMs`.
+    log.warn(
+      { provider, error: describeError(err), leaseMs: self.leaseMs },
+      "could not release a provider slot; it comes back when its lease expires",
+    );
+  }
+}
+
+/** Renews the lease every third of it while the call runs; a lost lease is logged, never thrown at the call. */
+function keepLease(self: ProviderLimiterInstance, provider: LimitedProvider, holder: string): () => void {
+  let lost = false;
+  const timer = setInterval(
+    () => {
+      void slotScript(self, provider, "renew", holder).then(([ok]) => {
+        if (ok === 1 || lost || self.failing) return;
+        lost = true;
+        log.warn(
+          { provider, leaseMs: self.leaseMs },
+          "a provider call outlived its lease (renewals did not reach Redis); its slot may be handed out again",
         );
-      failing = true;
-      return [0, 0, errorRetryMs];
-    }
-  }
+      });
+    },
+    Math.max(1, Math.floor(self.leaseMs / 3)),
+  );
+  timer.unref();
+  return () => clearInterval(timer);
+}
 
-  async function release(provider: LimitedProvider, holder: string): Promise<void> {
-    try {
-      await withTimeout(client().zrem(providerSlotsKey(provider), holder), redisTimeoutMs);
-    } catch (err) {
-      // The lease runs out by itself: the slot comes back within `leaseMs`.
-      log.warn(
-        { provider, error: describeError(err), leaseMs },
-        "could not release a provider slot; it comes back when its lease expires",
-      );
-    }
-  }
+/** Counts a wait in Redis (for the page, across processes) and in this process's metrics. Never throws. */
+function countWait(self: ProviderLimiterInstance, provider: LimitedProvider, waitedMs: number, gaveUp: boolean): void {
+  if (waitedMs <= 0 && !gaveUp) return;
+  const productionMs = toProductionMs(waitedMs, self.timeScale);
+  metrics.providerWaited({ provider }, productionMs / 1000);
+  const k = providerWaitsKey(provider);
+  const batch = self.client().multi().hincrby(k, "waits", 1).hincrby(k, "waitMs", productionMs);
+  if (gaveUp) batch.hincrby(k, "gaveUp", 1);
+  void withTimeout(batch.exec(), self.redisTimeoutMs).catch((err: unknown) =>
+    log.debug({ provider, error: describeError(err) }, "could not count a provider wait"),
+  );
+}
 
-  /** Renews the lease every third of it while the call runs; a lost lease is logged, never thrown at the call. */
-  function keepLease(provider: LimitedProvider, holder: string): () => void {
-    let lost = false;
-    const timer = setInterval(
-      () => {
-        void slotScript(provider, "renew", holder).then(([ok]) => {
-          if (ok === 1 || lost || failing) return;
-          lost = true;
-          log.warn(
-            { provider, leaseMs },
-            "a provider call outlived its lease (renewals did not reach Redis); its slot may be handed out again",
-          );
-        });
-      },
-      Math.max(1, Math.floor(leaseMs / 3)),
-    );
-    timer.unref();
-    return () => clearInterval(timer);
-  }
-
-  /** Counts a wait in Redis (for the page, across processes) and in this process's metrics. Never throws. */
-  function countWait(provider: LimitedProvider, waitedMs: number, gaveUp: boolean): void {
-    if (waitedMs <= 0 && !gaveUp) return;
-    const productionMs = toProductionMs(waitedMs, timeScale);
-    metrics.providerWaited({ provider }, productionMs / 1000);
-    const k = providerWaitsKey(provider);
-    const batch = client().multi().hincrby(k, "waits", 1).hincrby(k, "waitMs", productionMs);
-    if (gaveUp) batch.hincrby(k, "gaveUp", 1);
-    void withTimeout(batch.exec(), redisTimeoutMs).catch((err: unknown) =>
-      log.debug({ provider, error: describeError(err) }, "could not count a provider wait"),
-    );
-  }
-
-  /**
-   * Waits for a slot, then for a token while holding it (a token taken while no slot is free
-   * would be spent on no call, and the pollers would drain the bucket the real calls need).
-   * Every wait, slot or token, goes through `waitForRateLimit` with the total waited so far: the
-   * reschedule rule decides, once for the whole wait. A slot refused for the fair share (free, but
-   * another tenant's turn) is waited for like a taken one: asked again after one poll.
-   */
-  async function take(
-    provider: LimitedProvider,
-    holder: string,
-    slotOptions: ProviderSlotOptions,
-  ): Promise<TokenReservation | undefined> {
-    const scope = providerScope(provider);
-    const { signal, spare } = slotOptions;
-    const cap = slotOptions.maxWaitMs ?? maxWaitMs(timeScale);
-    let waitedMs = 0;
-    let holding = false;
-    let reservation: TokenReservation | undefined;
-    try {
-      for (;;) {
-        signal?.throwIfAborted();
-        const [ok, , slotWaitMs] = await slotScript(provider, spare ? "spare" : "acquire", holder);
-        holding = ok === 1;
-        if (!holding) {
+/**
+ * Waits for a slot, then for a token while holding it (a token taken while no slot is free
+ * would be spent on no call, and the pollers would drain the bucket the real calls need).
+ * Every wait, slot or token, goes through `waitForRateLimit` with the total waited so far: the
+ * reschedule rule decides, once for the whole wait. A slot refused for the fair share (free, but
+ * another tenant's turn) is waited for like a taken one: asked again after one poll.
+ */
+async function take(
+  self: ProviderLimiterInstance,
+  provider: LimitedProvider,
+  holder: string,
+  slotOptions: ProviderSlotOptions,
+): Promise<TokenReservation | undefined> {
+  const scope = providerScope(provider);
+  const { signal, spare } = slotOptions;
+  const cap = slotOptions.maxWaitMs ?? maxWaitMs(self.timeScale);
+  let waitedMs = 0;
+  let holding = false;
+  let reservation: TokenReservation | undefined;
+  try {
+    for (;;) {
+      signal?.throwIfAborted();
+      const [ok, , slotWaitMs] = await slotScript(self, provider, spare ? "spare" : "acquire", holder);
+      holding = ok === 1;
+      if (!holding) {
+        if (spare) throw new NoSpareSlot(provider);
+        const poll = Math.max(1, Math.round(self.pollMs * (0.5 + Math.random())));
+        waitedMs += await waitForRateLimit(scope, Math.min(poll, slotWaitMs), { waitedMs, signal, maxWaitMs: cap });
+        continue;
+      }
+      // Tokens per minute before the request's token: a request token taken for a call that then
+      // waits for its tokens would be spent on no call.
+      if (slotOptions.tokens && !reservation) {
+        const reserved = await reserveTokens(self, provider, slotOptions.tokens);
+        if (!reserved.ok) {
           if (spare) throw new NoSpareSlot(provider);
-          const poll = Math.max(1, Math.round(pollMs * (0.5 + Math.random())));
-          waitedMs += await waitForRateLimit(scope, Math.min(poll, slotWaitMs), { waitedMs, signal, maxWaitMs: cap });
+          waitedMs += await waitForRateLimit(scope, reserved.waitMs, { waitedMs, signal, maxWaitMs: cap });
           continue;
         }
-        // Tokens per minute before the request's token: a request token taken for a call that then
-        // waits for its tokens would be spent on no call.
-        if (slotOptions.tokens && !reservation) {
-          const reserved = await reserveTokens(provider, slotOptions.tokens);
-          if (!reserved.ok) {
-            if (spare) throw new NoSpareSlot(provider);
-            waitedMs += await waitForRateLimit(scope, reserved.waitMs, { waitedMs, signal, maxWaitMs: cap });
-            continue;
-          }
-          reservation = reserved.reservation;
-        }
-        const token = await tokens.tryAcquire(scope);
-        if (token.acquired) break;
-        if (spare) throw new NoSpareSlot(provider);
-        waitedMs += await waitForRateLimit(scope, token.waitMs, { waitedMs, signal, maxWaitMs: cap });
+        reservation = reserved.reservation;
       }
-    } catch (err) {
-      if (holding) await release(provider, holder);
-      // Nothing was sent: every token reserved goes back.
-      if (reservation) await tokenBudgets.settle(provider, reservation, "nothing");
-      countWait(provider, waitedMs, isRateLimitDefer(err) || isRateLimitCapExceeded(err));
-      throw err;
+      const token = await self.tokens.tryAcquire(scope);
+      if (token.acquired) break;
+      if (spare) throw new NoSpareSlot(provider);
+      waitedMs += await waitForRateLimit(scope, token.waitMs, { waitedMs, signal, maxWaitMs: cap });
     }
-    countWait(provider, waitedMs, false);
-    return reservation;
+  } catch (err) {
+    if (holding) await release(self, provider, holder);
+    // Nothing was sent: every token reserved goes back.
+    if (reservation) await self.tokenBudgets.settle(provider, reservation, "nothing");
+    countWait(self, provider, waitedMs, isRateLimitDefer(err) || isRateLimitCapExceeded(err));
+    throw err;
   }
+  countWait(self, provider, waitedMs, false);
+  return reservation;
+}
 
-  /** A reservation of the call's tokens, or how long to wait for one. Fails closed: without Redis, no tokens. */
-  async function reserveTokens(provider: LimitedProvider, request: TokenRequest) {
-    try {
-      return await tokenBudgets.reserve(provider, request);
-    } catch (err) {
-      if (!failing)
-        log.error(
-          { provider, error: describeError(err), retryInMs: errorRetryMs },
-          "provider limiter cannot reach Redis; no provider tokens until it can",
-        );
-      failing = true;
-      return { ok: false as const, waitMs: errorRetryMs, reason: "tokens" as const };
-    }
+/** A reservation of the call's tokens, or how long to wait for one. Fails closed: without Redis, no tokens. */
+async function reserveTokens(self: ProviderLimiterInstance, provider: LimitedProvider, request: TokenRequest) {
+  try {
+    return await self.tokenBudgets.reserve(provider, request);
+  } catch (err) {
+    if (!self.failing)
+      log.error(
+        { provider, error: describeError(err), retryInMs: self.errorRetryMs },
+        "provider limiter cannot reach Redis; no provider tokens until it can",
+      );
+    self.failing = true;
+    return { ok: false as const, waitMs: self.errorRetryMs, reason: "tokens" as const };
   }
+}
 
-  /** The `ProviderCall` of one call: settles its reservation once, learns from its answer, and pauses the provider on a 429 that asks for it. */
-  function providerCall(
-    provider: LimitedProvider,
-    reservation: TokenReservation | undefined,
-  ): ProviderCall & { settled: boolean } {
-    const call = {
-      settled: false,
-      async observe(answer: ProviderAnswer): Promise<void> {
-        if (call.settled) return;
-        call.settled = true;
-        // The answer's own usage first, then the provider's word on what remains (which already counts it).
-        if (reservation)
-          await tokenBudgets.settle(provider, reservation, answer.status === 429 ? "nothing" : answer.usage);
-        const announced = answer.header ? readAnnouncedLimits(answer.header) : undefined;
-        if (reservation || announced)
-          await tokenBudgets.learn(provider, announced, answer.status !== undefined && answer.status < 400);
-        if (answer.status === 429 && answer.header) {
-          const pauseMs = pauseOf429(answer.header);
-          if (pauseMs !== undefined && pauseMs > 0)
-            await tokenBudgets.pause(
-              provider,
-              pauseMs,
-              `the provider answered 429 and asked for ${Math.round(pauseMs)} ms`,
-            );
-        }
-      },
-    };
-    return call;
+/** The `ProviderCall` of one call: settles its reservation once, learns from its answer, and pauses the provider on a 429 that asks for it. */
+function providerCall(
+  self: ProviderLimiterInstance,
+  provider: LimitedProvider,
+  reservation: TokenReservation | undefined,
+): ProviderCall & { settled: boolean } {
+  const call = {
+    settled: false,
+    async observe(answer: ProviderAnswer): Promise<void> {
+      if (call.settled) return;
+      call.settled = true;
+      // The answer's own usage first, then the provider's word on what remains (which already counts it).
+      if (reservation)
+        await self.tokenBudgets.settle(provider, reservation, answer.status === 429 ? "nothing" : answer.usage);
+      const announced = answer.header ? readAnnouncedLimits(answer.header) : undefined;
+      if (reservation || announced)
+        await self.tokenBudgets.learn(provider, announced, answer.status !== undefined && answer.status < 400);
+      if (answer.status === 429 && answer.header) {
+        const pauseMs = pauseOf429(answer.header);
+        if (pauseMs !== undefined && pauseMs > 0)
+          await self.tokenBudgets.pause(
+            provider,
+            pauseMs,
+            `the provider answered 429 and asked for ${Math.round(pauseMs)} ms`,
+          );
+      }
+    },
+  };
+  return call;
+}
+
+/** `ProviderLimiter.withSlot` on `self`: the breaker first, then a slot held (its lease renewed) while `fn` runs. */
+async function withSlot<T>(
+  self: ProviderLimiterInstance,
+  provider: LimitedProvider,
+  fn: (call: ProviderCall) => Promise<T>,
+  slotOptions: ProviderSlotOptions & Pick<GuardOptions<T>, "failureOf"> = {},
+): Promise<T> {
+  const holder = holderId(slotOptions.tenant ?? currentTenant() ?? ANONYMOUS_TENANT);
+  return (self.options.breaker ?? breakers()).guard(
+    provider,
+    async () => {
+      const reservation = await take(self, provider, holder, slotOptions);
+      const stopRenewing = keepLease(self, provider, holder);
+      const call = providerCall(self, provider, reservation);
+      try {
+        return await fn(call);
+      } finally {
+        stopRenewing();
+        await release(self, provider, holder);
+        // A call that ended without saying what came back: its prompt stays counted, the rest is given back.
+        if (!call.settled) await call.observe({});
+      }
+    },
+    { signal: slotOptions.signal, failureOf: slotOptions.failureOf },
+  );
+}
+
+/** `ProviderLimiter.peek` on `self`: one provider's slots, request rate, wait counters and token limits now. */
+async function peek(self: ProviderLimiterInstance, provider: LimitedProvider): Promise<ProviderState> {
+  const limits = self.limitsOf(provider);
+  const [time, bucket, waits, tokenLimits] = await Promise.all([
+    withTimeout(self.client().time(), self.redisTimeoutMs),
+    self.tokens.peekBucket(providerScope(provider)),
+    withTimeout(self.client().hmget(providerWaitsKey(provider), "waits", "waitMs", "gaveUp"), self.redisTimeoutMs),
+    self.tokenBudgets.peek(provider),
+  ]);
+  const now = Number(time[0]) * 1000 + Number(time[1]) / 1000;
+  const holders = await withTimeout(
+    self.client().zrangebyscore(providerSlotsKey(provider), now.toFixed(3), "+inf"),
+    self.redisTimeoutMs,
+  );
+  const inFlightByTenant: Record<string, number> = {};
+  for (const h of holders) {
+    const tenant = tenantOfHolder(h);
+    inFlightByTenant[tenant] = (inFlightByTenant[tenant] ?? 0) + 1;
   }
-
-  async function withSlot<T>(
-    provider: LimitedProvider,
-    fn: (call: ProviderCall) => Promise<T>,
-    slotOptions: ProviderSlotOptions & Pick<GuardOptions<T>, "failureOf"> = {},
-  ): Promise<T> {
-    const holder = holderId(slotOptions.tenant ?? currentTenant() ?? ANONYMOUS_TENANT);
-    return (options.breaker ?? breakers()).guard(
-      provider,
-      async () => {
-        const reservation = await take(provider, holder, slotOptions);
-        const stopRenewing = keepLease(provider, holder);
-        const call = providerCall(provider, reservation);
-        try {
-          return await fn(call);
-        } finally {
-          stopRenewing();
-          await release(provider, holder);
-          // A call that ended without saying what came back: its prompt stays counted, the rest is given back.
-          if (!call.settled) await call.observe({});
-        }
-      },
-      { signal: slotOptions.signal, failureOf: slotOptions.failureOf },
-    );
-  }
-
-  async function peek(provider: LimitedProvider): Promise<ProviderState> {
-    const limits = limitsOf(provider);
-    const [time, bucket, waits, tokenLimits] = await Promise.all([
-      withTimeout(client().time(), redisTimeoutMs),
-      tokens.peekBucket(providerScope(provider)),
-      withTimeout(client().hmget(providerWaitsKey(provider), "waits", "waitMs", "gaveUp"), redisTimeoutMs),
-      tokenBudgets.peek(provider),
-    ]);
-    const now = Number(time[0]) * 1000 + Number(time[1]) / 1000;
-    const holders = await withTimeout(
-      client().zrangebyscore(providerSlotsKey(provider), now.toFixed(3), "+inf"),
-      redisTimeoutMs,
-    );
-    const inFlightByTenant: Record<string, number> = {};
-    for (const h of holders) {
-      const tenant = tenantOfHolder(h);
-      inFlightByTenant[tenant] = (inFlightByTenant[tenant] ?? 0) + 1;
-    }
-    return {
-      provider,
-      inFlight: holders.length,
-      inFlightByTenant,
-      concurrency: limits.concurrency,
-      tokens: bucket.tokens,
-      capacity: providerBucketSpec(provider, limits).capacity,
-      rps: limits.rps,
-      waits: Number(waits[0] ?? 0),
-      waitSeconds: Number(waits[1] ?? 0) / 1000,
-      gaveUp: Number(waits[2] ?? 0),
-      tokenLimits,
-    };
-  }
-
-  return { withSlot, peek, limits: limitsOf };
+  return {
+    provider,
+    inFlight: holders.length,
+    inFlightByTenant,
+    concurrency: limits.concurrency,
+    tokens: bucket.tokens,
+    capacity: providerBucketSpec(provider, limits).capacity,
+    rps: limits.rps,
+    waits: Number(waits[0] ?? 0),
+    waitSeconds: Number(waits[1] ?? 0) / 1000,
+    gaveUp: Number(waits[2] ?? 0),
+    tokenLimits,
+  };
 }
 
 /**

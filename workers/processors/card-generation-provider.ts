@@ -112,125 +112,173 @@ async function withAttempts<T>(
   );
 }
 
-export function createProviderClient(options: ProviderOptions): ProviderClient {
-  const base = (options.baseUrl ?? env().IMAGE_PROVIDER_BASE_URL).replace(/\/+$/, "");
-  const timeScale = options.timeScale ?? env().BOUNDED_TIME_SCALE;
-  const { log } = options;
+/** What one client keeps between its calls: where the provider is, the time scale, its log, and when it last answered. */
+interface ProviderState {
+  base: string;
+  timeScale: number;
+  log: Logger;
   /** When the provider last answered this client (any status), real ms. */
-  let lastAnswer = 0;
-  const answeredSince = (at: number) => lastAnswer >= at;
+  lastAnswer: number;
+}
 
-  async function call(method: string, path: string, signal: AbortSignal, body?: unknown): Promise<Response> {
-    let response: Response;
-    try {
-      // Through the image provider's circuit breaker: a 5xx or no answer feeds it, an open one
-      // sends nothing; a 401 or 403 is its misconfiguration. The request is a call in flight of
-      // the provider (silence detection), cut when the breaker opens.
-      response = await guardCall(
-        "images",
-        () =>
-          sendTracked(
-            `${method} ${base}${path.replace(/\/generations\/[^/]+/, "/generations/{id}")}`,
-            (outage) =>
-              fetch(`${base}${path}`, {
-                method,
-                signal: outage ? AbortSignal.any([signal, outage]) : signal,
-                headers:
-                  body === undefined
-                    ? { accept: "application/json" }
-                    : { "content-type": "application/json", accept: "application/json" },
-                body: body === undefined ? undefined : JSON.stringify(body),
-              }),
-            (outcome) => "value" in outcome,
-          ),
-        {
-          signal,
-          failureOf: (r) =>
-            r.status >= 500 || r.status === 408 || r.status === 401 || r.status === 403
-              ? { status: r.status, message: `HTTP ${r.status}` }
-              : undefined,
-        },
-      );
-      lastAnswer = Date.now();
-    } catch (err) {
-      if (signal.aborted) throw signal.reason;
-      if (isOutsideServiceDown(err)) throw err;
-      throw new ProviderError(`the image provider could not be reached (${describeError(err)})`, true);
-    }
-    if (!response.ok) {
-      const text = await response.text().catch(() => "");
-      throw new ProviderError(
-        `the image provider answered HTTP ${response.status}${text ? `: ${snippet(text)}` : ""}`,
-        response.status >= 500 || response.status === 429 || response.status === 408,
-      );
-    }
-    return response;
-  }
+/** Whether the provider has answered this client (any status) since `at`, real ms: an attempt's silence test. */
+function answeredSince(state: ProviderState): (at: number) => boolean {
+  return (at) => state.lastAnswer >= at;
+}
 
-  /**
-   * The answer's body, checked. A body cut off because the attempt's own time ran out is that
-   * timeout (retried by `withAttempts`), not "something unexpected" (which is final).
-   */
-  async function json<T>(schema: z.ZodType<T>, response: Response, signal: AbortSignal): Promise<T> {
-    const body = await response.json().catch(() => {
-      if (signal.aborted) throw signal.reason;
-      return undefined;
-    });
-    const parsed = schema.safeParse(body);
-    if (!parsed.success) throw new ProviderError("the image provider answered something unexpected", false);
-    return parsed.data;
-  }
-
-  return {
-    async render(prompt, signal) {
-      let id: string | undefined;
-      return withAttempts("poll", PROVIDER_POLL, signal, timeScale, log, answeredSince, async (attemptSignal) => {
-        // Submitted once: a second attempt keeps polling the same render (a new submit pays twice).
-        id ??= (await json(submitSchema, await call("POST", "/generations", attemptSignal, { prompt }), attemptSignal))
-          .id;
-        for (;;) {
-          const s = await json(
-            statusSchema,
-            await call("GET", `/generations/${encodeURIComponent(id)}`, attemptSignal),
-            attemptSignal,
-          );
-          if (s.status === "succeeded") return id;
-          if (s.status === "failed")
-            throw new ProviderError(
-              `the image provider could not render the card (${s.error ?? "no reason given"})`,
-              false,
-            );
-          await sleep(Math.max(1, scaled(POLL_EVERY_MS, timeScale)), attemptSignal);
-        }
-      });
-    },
-    download: (id, signal) =>
-      withAttempts("download", PROVIDER_DOWNLOAD, signal, timeScale, log, answeredSince, async (attemptSignal) => {
-        const response = await call("GET", `/generations/${encodeURIComponent(id)}/image`, attemptSignal);
-        try {
-          return Buffer.from(await response.arrayBuffer());
-        } catch (err) {
-          if (attemptSignal.aborted) throw attemptSignal.reason;
-          throw new ProviderError(`the download broke off (${describeError(err)})`, true);
-        }
-      }),
-    qa: (id, signal) =>
-      // A silent QA check is no reason to wait: the image is delivered unchecked (card-generation.ts).
-      withAttempts(
-        "QA check",
-        QA_CHECK,
+/** One HTTP request to the provider, through its circuit breaker; an answer other than 2xx is a `ProviderError`. */
+async function call(
+  state: ProviderState,
+  method: string,
+  path: string,
+  signal: AbortSignal,
+  body?: unknown,
+): Promise<Response> {
+  const { base } = state;
+  let response: Response;
+  try {
+    // Through the image provider's circuit breaker: a 5xx or no answer feeds it, an open one
+    // sends nothing; a 401 or 403 is its misconfiguration. The request is a call in flight of
+    // the provider (silence detection), cut when the breaker opens.
+    response = await guardCall(
+      "images",
+      () =>
+        sendTracked(
+          `${method} ${base}${path.replace(/\/generations\/[^/]+/, "/generations/{id}")}`,
+          (outage) =>
+            fetch(`${base}${path}`, {
+              method,
+              signal: outage ? AbortSignal.any([signal, outage]) : signal,
+              headers:
+                body === undefined
+                  ? { accept: "application/json" }
+                  : { "content-type": "application/json", accept: "application/json" },
+              body: body === undefined ? undefined : JSON.stringify(body),
+            }),
+          (outcome) => "value" in outcome,
+        ),
+      {
         signal,
-        timeScale,
-        log,
-        () => true,
-        async (attemptSignal) =>
-          (
-            await json(
-              qaSchema,
-              await call("POST", `/generations/${encodeURIComponent(id)}/qa`, attemptSignal, {}),
-              attemptSignal,
-            )
-          ).verdict,
-      ),
+        failureOf: (r) =>
+          r.status >= 500 || r.status === 408 || r.status === 401 || r.status === 403
+            ? { status: r.status, message: `HTTP ${r.status}` }
+            : undefined,
+      },
+    );
+    state.lastAnswer = Date.now();
+  } catch (err) {
+    if (signal.aborted) throw signal.reason;
+    if (isOutsideServiceDown(err)) throw err;
+    throw new ProviderError(`the image provider could not be reached (${describeError(err)})`, true);
+  }
+  if (!response.ok) {
+    const text = await response.text().catch(() => "");
+    throw new ProviderError(
+      `the image provider answered HTTP ${response.status}${text ? `: ${snippet(text)}` : ""}`,
+      response.status >= 500 || response.status === 429 || response.status === 408,
+    );
+  }
+  return response;
+}
+
+/**
+ * The answer's body, checked. A body cut off because the attempt's own time ran out is that
+ * timeout (retried by `withAttempts`), not "something unexpected" (which is final).
+ */
+async function json<T>(schema: z.ZodType<T>, response: Response, signal: AbortSignal): Promise<T> {
+  const body = await response.json().catch(() => {
+    if (signal.aborted) throw signal.reason;
+    return undefined;
+  });
+  const parsed = schema.safeParse(body);
+  if (!parsed.success) throw new ProviderError("the image provider answered something unexpected", false);
+  return parsed.data;
+}
+
+/** Submits a render of `prompt`; returns the provider's id for it. */
+async function submit(state: ProviderState, prompt: string, signal: AbortSignal): Promise<string> {
+  return (await json(submitSchema, await call(state, "POST", "/generations", signal, { prompt }), signal)).id;
+}
+
+/** Polls the render `id` until it has succeeded (returns `id`) or failed (a final `ProviderError`). */
+async function pollUntilDone(state: ProviderState, id: string, signal: AbortSignal): Promise<string> {
+  for (;;) {
+    const s = await json(
+      statusSchema,
+      await call(state, "GET", `/generations/${encodeURIComponent(id)}`, signal),
+      signal,
+    );
+    if (s.status === "succeeded") return id;
+    if (s.status === "failed")
+      throw new ProviderError(`the image provider could not render the card (${s.error ?? "no reason given"})`, false);
+    await sleep(Math.max(1, scaled(POLL_EVERY_MS, state.timeScale)), signal);
+  }
+}
+
+/** `ProviderClient.render`: submits (in the first attempt) and polls until the image is ready; returns the provider's id. */
+async function render(state: ProviderState, prompt: string, signal: AbortSignal): Promise<string> {
+  let id: string | undefined;
+  const { timeScale, log } = state;
+  return withAttempts("poll", PROVIDER_POLL, signal, timeScale, log, answeredSince(state), async (attemptSignal) => {
+    // Submitted once: a second attempt keeps polling the same render (a new submit pays twice).
+    id ??= await submit(state, prompt, attemptSignal);
+    return await pollUntilDone(state, id, attemptSignal);
+  });
+}
+
+/** `ProviderClient.download`: the image of the finished render `id`. */
+function download(state: ProviderState, id: string, signal: AbortSignal): Promise<Buffer> {
+  const { timeScale, log } = state;
+  return withAttempts(
+    "download",
+    PROVIDER_DOWNLOAD,
+    signal,
+    timeScale,
+    log,
+    answeredSince(state),
+    async (attemptSignal) => {
+      const response = await call(state, "GET", `/generations/${encodeURIComponent(id)}/image`, attemptSignal);
+      try {
+        return Buffer.from(await response.arrayBuffer());
+      } catch (err) {
+        if (attemptSignal.aborted) throw attemptSignal.reason;
+        throw new ProviderError(`the download broke off (${describeError(err)})`, true);
+      }
+    },
+  );
+}
+
+/** `ProviderClient.qa`: the QA check's verdict on the render `id`. */
+function qa(state: ProviderState, id: string, signal: AbortSignal): Promise<"ok" | "defect"> {
+  // A silent QA check is no reason to wait: the image is delivered unchecked (card-generation.ts).
+  return withAttempts(
+    "QA check",
+    QA_CHECK,
+    signal,
+    state.timeScale,
+    state.log,
+    () => true,
+    async (attemptSignal) =>
+      (
+        await json(
+          qaSchema,
+          await call(state, "POST", `/generations/${encodeURIComponent(id)}/qa`, attemptSignal, {}),
+          attemptSignal,
+        )
+      ).verdict,
+  );
+}
+
+export function createProviderClient(options: ProviderOptions): ProviderClient {
+  const state: ProviderState = {
+    base: (options.baseUrl ?? env().IMAGE_PROVIDER_BASE_URL).replace(/\/+$/, ""),
+    timeScale: options.timeScale ?? env().BOUNDED_TIME_SCALE,
+    log: options.log,
+    lastAnswer: 0,
+  };
+  return {
+    render: (prompt, signal) => render(state, prompt, signal),
+    download: (id, signal) => download(state, id, signal),
+    qa: (id, signal) => qa(state, id, signal),
   };
 }

@@ -92,48 +92,75 @@ function serviceOf(pathname: string): SilenceableService | undefined {
 }
 
 export function createSimulatorFaults(initiallySilent: readonly SilenceableService[] = []): SimulatorFaults {
-  const silent = new Set<SilenceableService>(initiallySilent);
-  const held = new Map<SilenceableService, Set<ServerResponse>>();
-  const heldOf = (service: SilenceableService) => held.get(service) ?? held.set(service, new Set()).get(service)!;
-
-  const batchFaults: BatchFaultState = { expire: false, turnaroundMs: null, failing: false, failingCancel: false };
-  const setBatches = (change: Partial<BatchFaultState>): BatchFaultState => {
-    Object.assign(batchFaults, change);
-    log.warn({ batches: batchFaults }, "batch service faults changed");
-    return { ...batchFaults };
+  const faults: FaultsState = {
+    silent: new Set<SilenceableService>(initiallySilent),
+    held: new Map<SilenceableService, Set<ServerResponse>>(),
+    batchFaults: { expire: false, turnaroundMs: null, failing: false, failingCancel: false },
   };
-
-  const state = (service: SilenceableService): ServiceFaultState => ({
-    service,
-    silent: silent.has(service),
-    held: heldOf(service).size,
-  });
-  const setSilent = (service: SilenceableService, on: boolean): ServiceFaultState => {
-    if (on !== silent.has(service))
-      log.warn(
-        { service, silent: on },
-        on ? `${service} simulator stops answering` : `${service} simulator answers again`,
-      );
-    if (on) silent.add(service);
-    else silent.delete(service);
-    return state(service);
+  return {
+    setSilent: (service, on) => setSilent(faults, service, on),
+    state: (service) => serviceState(faults, service),
+    batches: () => ({ ...faults.batchFaults }),
+    setBatches: (change) => setBatches(faults, change),
+    routes: controlRoutes(faults),
+    hold: (req, res) => hold(faults, req, res),
   };
+}
 
-  const parseService = (name: string | undefined): SilenceableService => {
-    const parsed = silenceableServiceSchema.safeParse(name);
-    if (!parsed.success)
-      throw new HttpError(
-        404,
-        `no such simulated service '${name}': one of ${Object.keys(SILENCEABLE_SERVICES).join(", ")}`,
-      );
-    return parsed.data;
-  };
+/** What `createSimulatorFaults` keeps: the silent services, the calls each holds, the batch service's faults. */
+interface FaultsState {
+  silent: Set<SilenceableService>;
+  held: Map<SilenceableService, Set<ServerResponse>>;
+  batchFaults: BatchFaultState;
+}
 
-  const routes: Route[] = [
+/** The calls a service holds unanswered, an empty set the first time. */
+function heldOf(faults: FaultsState, service: SilenceableService): Set<ServerResponse> {
+  return faults.held.get(service) ?? faults.held.set(service, new Set()).get(service)!;
+}
+
+/** `SimulatorFaults.state`: whether the service is silent, and how many of its calls it holds. */
+function serviceState(faults: FaultsState, service: SilenceableService): ServiceFaultState {
+  return { service, silent: faults.silent.has(service), held: heldOf(faults, service).size };
+}
+
+/** `SimulatorFaults.setSilent`: silences the service or lets it answer again, logged when it changes. */
+function setSilent(faults: FaultsState, service: SilenceableService, on: boolean): ServiceFaultState {
+  if (on !== faults.silent.has(service))
+    log.warn(
+      { service, silent: on },
+      on ? `${service} simulator stops answering` : `${service} simulator answers again`,
+    );
+  if (on) faults.silent.add(service);
+  else faults.silent.delete(service);
+  return serviceState(faults, service);
+}
+
+/** `SimulatorFaults.setBatches`: changes the fields given, logged; a copy of the faults after. */
+function setBatches(faults: FaultsState, change: Partial<BatchFaultState>): BatchFaultState {
+  Object.assign(faults.batchFaults, change);
+  log.warn({ batches: faults.batchFaults }, "batch service faults changed");
+  return { ...faults.batchFaults };
+}
+
+/** The service a `:service` segment names; a 404 naming the others when it names none. */
+function parseService(name: string | undefined): SilenceableService {
+  const parsed = silenceableServiceSchema.safeParse(name);
+  if (!parsed.success)
+    throw new HttpError(
+      404,
+      `no such simulated service '${name}': one of ${Object.keys(SILENCEABLE_SERVICES).join(", ")}`,
+    );
+  return parsed.data;
+}
+
+/** `GET` and `POST /_control/:service`, and `/_control/model/batches`. */
+function controlRoutes(faults: FaultsState): Route[] {
+  return [
     {
       method: "GET",
       path: "/_control/:service",
-      handler: ({ res, params }) => sendJson(res, 200, state(parseService(params.service))),
+      handler: ({ res, params }) => sendJson(res, 200, serviceState(faults, parseService(params.service))),
     },
     {
       method: "POST",
@@ -142,10 +169,14 @@ export function createSimulatorFaults(initiallySilent: readonly SilenceableServi
         const service = parseService(params.service);
         const body = controlBodySchema.safeParse(await readJson(req));
         if (!body.success) throw new HttpError(400, 'the body must be {"silent": true} or {"silent": false}');
-        sendJson(res, 200, setSilent(service, body.data.silent));
+        sendJson(res, 200, setSilent(faults, service, body.data.silent));
       },
     },
-    { method: "GET", path: "/_control/model/batches", handler: ({ res }) => sendJson(res, 200, { ...batchFaults }) },
+    {
+      method: "GET",
+      path: "/_control/model/batches",
+      handler: ({ res }) => sendJson(res, 200, { ...faults.batchFaults }),
+    },
     {
       method: "POST",
       path: "/_control/model/batches",
@@ -156,27 +187,21 @@ export function createSimulatorFaults(initiallySilent: readonly SilenceableServi
             400,
             'the body names any of {"expire": boolean, "turnaroundMs": production ms or null, "failing": boolean, "failingCancel": boolean}',
           );
-        sendJson(res, 200, setBatches(body.data));
+        sendJson(res, 200, setBatches(faults, body.data));
       },
     },
   ];
+}
 
-  return {
-    setSilent,
-    state,
-    batches: () => ({ ...batchFaults }),
-    setBatches,
-    routes,
-    hold(req, res) {
-      const service = serviceOf(new URL(req.url ?? "/", "http://simulator.local").pathname);
-      if (!service || !silent.has(service)) return false;
-      const calls = heldOf(service);
-      calls.add(res);
-      res.on("close", () => calls.delete(res));
-      // Read the body as a server that received it would, so the caller's upload completes and
-      // it waits for an answer, the way a call to a frozen provider waits.
-      req.resume();
-      return true;
-    },
-  };
+/** `SimulatorFaults.hold`: keeps a call of a silent service unanswered until its caller leaves. */
+function hold(faults: FaultsState, req: IncomingMessage, res: ServerResponse): boolean {
+  const service = serviceOf(new URL(req.url ?? "/", "http://simulator.local").pathname);
+  if (!service || !faults.silent.has(service)) return false;
+  const calls = heldOf(faults, service);
+  calls.add(res);
+  res.on("close", () => calls.delete(res));
+  // Read the body as a server that received it would, so the caller's upload completes and
+  // it waits for an answer, the way a call to a frozen provider waits.
+  req.resume();
+  return true;
 }

@@ -4,8 +4,14 @@ import { z } from "zod";
 import { env } from "@/lib/env";
 import { logger } from "@/lib/log";
 import { scaled } from "@/lib/time";
-import { HttpError, readJson, sendJson, type Route } from "./router";
-import { createCallerWait, sampleLatencyMs, type LatencyShape, type SimulatorOptions } from "./simulated-call";
+import { HttpError, readJson, sendJson, type RequestContext, type Route } from "./router";
+import {
+  createCallerWait,
+  sampleLatencyMs,
+  type CallerWait,
+  type LatencyShape,
+  type SimulatorOptions,
+} from "./simulated-call";
 
 const log = logger("simulators.images");
 
@@ -124,60 +130,25 @@ export function cardPng(seed: string, size = 16): Buffer {
 export function createImageSimulator(options: ImageSimulatorOptions = {}): ImageSimulator {
   const timeScale = options.timeScale ?? env().BOUNDED_TIME_SCALE;
   const random = options.random ?? Math.random;
-  const defectRate = options.defectRate ?? 0.15;
-  const failRate = options.failRate ?? 0.01;
   const L = IMAGE_LATENCY;
-  const renderMs = options.renderMs ?? (() => sampleRenderMs(random));
-  const pollMs = options.pollMs ?? (() => (random() < L.pollHangShare ? L.pollHangMs : L.pollMs));
-  const downloadMs =
-    options.downloadMs ??
-    (() => (random() < L.downloadStallShare ? L.downloadStallMs : L.downloadMs * (0.5 + random())));
-  const qaMs = options.qaMs ?? (() => (random() < L.qaSlowShare ? L.qaSlowMs : L.qaMedianMs * (0.5 + random())));
-  const renders = new Map<string, Render>();
-  let paid = 0;
-  const caller = createCallerWait(timeScale, log);
-
-  function find(id: string): Render {
-    const render = renders.get(id);
-    if (!render) throw new HttpError(404, `no generation ${id}`, "not_found");
-    return render;
-  }
-
-  /** A render that has succeeded: its image and its QA check exist only then. */
-  function findSucceeded(id: string): Render {
-    const render = find(id);
-    if (Date.now() < render.readyAt || render.failed) throw new HttpError(409, "the image is not ready", "not_ready");
-    return render;
-  }
-
+  const provider: ImageProvider = {
+    timeScale,
+    random,
+    defectRate: options.defectRate ?? 0.15,
+    failRate: options.failRate ?? 0.01,
+    renderMs: options.renderMs ?? (() => sampleRenderMs(random)),
+    pollMs: options.pollMs ?? (() => (random() < L.pollHangShare ? L.pollHangMs : L.pollMs)),
+    downloadMs:
+      options.downloadMs ??
+      (() => (random() < L.downloadStallShare ? L.downloadStallMs : L.downloadMs * (0.5 + random()))),
+    qaMs: options.qaMs ?? (() => (random() < L.qaSlowShare ? L.qaSlowMs : L.qaMedianMs * (0.5 + random()))),
+    renders: new Map<string, Render>(),
+    paid: 0,
+    caller: createCallerWait(timeScale, log),
+  };
   const routes: Route[] = [
-    {
-      method: "POST",
-      path: "/images/generations",
-      handler: async (ctx) => {
-        const parsed = submitSchema.safeParse(await readJson(ctx.req));
-        if (!parsed.success)
-          throw new HttpError(400, `invalid request: ${parsed.error.issues[0]?.message ?? "bad body"}`);
-        const id = `img_${randomUUID()}`;
-        paid++;
-        renders.set(id, { id, readyAt: Date.now() + scaled(renderMs(), timeScale), failed: random() < failRate });
-        sendJson(ctx.res, 202, { id, status: "running" });
-      },
-    },
-    {
-      method: "GET",
-      path: "/images/generations/:id",
-      handler: async (ctx) => {
-        const render = find(ctx.params.id!);
-        if (!(await caller.wait(ctx, pollMs))) return;
-        const status = Date.now() < render.readyAt ? "running" : render.failed ? "failed" : "succeeded";
-        sendJson(ctx.res, 200, {
-          id: render.id,
-          status,
-          ...(status === "failed" ? { error: "the render failed on the provider's side" } : {}),
-        });
-      },
-    },
+    { method: "POST", path: "/images/generations", handler: (ctx) => submit(provider, ctx) },
+    { method: "GET", path: "/images/generations/:id", handler: (ctx) => poll(provider, ctx) },
     {
       method: "DELETE",
       path: "/images/generations/:id",
@@ -185,26 +156,79 @@ export function createImageSimulator(options: ImageSimulatorOptions = {}): Image
         throw new HttpError(405, "generations cannot be cancelled", "method_not_allowed");
       },
     },
-    {
-      method: "GET",
-      path: "/images/generations/:id/image",
-      handler: async (ctx) => {
-        const render = findSucceeded(ctx.params.id!);
-        if (!(await caller.wait(ctx, downloadMs))) return;
-        render.image ??= cardPng(render.id);
-        ctx.res.writeHead(200, { "content-type": "image/png", "content-length": render.image.length });
-        ctx.res.end(render.image);
-      },
-    },
-    {
-      method: "POST",
-      path: "/images/generations/:id/qa",
-      handler: async (ctx) => {
-        const render = findSucceeded(ctx.params.id!);
-        if (!(await caller.wait(ctx, qaMs))) return;
-        sendJson(ctx.res, 200, { id: render.id, verdict: random() < defectRate ? "defect" : "ok" });
-      },
-    },
+    { method: "GET", path: "/images/generations/:id/image", handler: (ctx) => download(provider, ctx) },
+    { method: "POST", path: "/images/generations/:id/qa", handler: (ctx) => checkQuality(provider, ctx) },
   ];
-  return { routes, submitted: () => paid };
+  return { routes, submitted: () => provider.paid };
+}
+
+/** What the image provider's routes share: its settings, the renders submitted and how many were paid for. */
+interface ImageProvider {
+  timeScale: number;
+  random: () => number;
+  defectRate: number;
+  failRate: number;
+  renderMs: () => number;
+  pollMs: () => number;
+  downloadMs: () => number;
+  qaMs: () => number;
+  renders: Map<string, Render>;
+  paid: number;
+  caller: CallerWait;
+}
+
+/** A render submitted; a 404 for an id never given out. */
+function find(provider: ImageProvider, id: string): Render {
+  const render = provider.renders.get(id);
+  if (!render) throw new HttpError(404, `no generation ${id}`, "not_found");
+  return render;
+}
+
+/** A render that has succeeded: its image and its QA check exist only then. */
+function findSucceeded(provider: ImageProvider, id: string): Render {
+  const render = find(provider, id);
+  if (Date.now() < render.readyAt || render.failed) throw new HttpError(409, "the image is not ready", "not_ready");
+  return render;
+}
+
+/** `POST /images/generations`: a render is paid for and started, answered 202 at once. */
+async function submit(provider: ImageProvider, ctx: RequestContext): Promise<void> {
+  const parsed = submitSchema.safeParse(await readJson(ctx.req));
+  if (!parsed.success) throw new HttpError(400, `invalid request: ${parsed.error.issues[0]?.message ?? "bad body"}`);
+  const id = `img_${randomUUID()}`;
+  provider.paid++;
+  provider.renders.set(id, {
+    id,
+    readyAt: Date.now() + scaled(provider.renderMs(), provider.timeScale),
+    failed: provider.random() < provider.failRate,
+  });
+  sendJson(ctx.res, 202, { id, status: "running" });
+}
+
+/** `GET /images/generations/:id`: the render's status, after a poll's latency. */
+async function poll(provider: ImageProvider, ctx: RequestContext): Promise<void> {
+  const render = find(provider, ctx.params.id!);
+  if (!(await provider.caller.wait(ctx, provider.pollMs))) return;
+  const status = Date.now() < render.readyAt ? "running" : render.failed ? "failed" : "succeeded";
+  sendJson(ctx.res, 200, {
+    id: render.id,
+    status,
+    ...(status === "failed" ? { error: "the render failed on the provider's side" } : {}),
+  });
+}
+
+/** `GET /images/generations/:id/image`: the PNG of a render that succeeded, after a download's latency. */
+async function download(provider: ImageProvider, ctx: RequestContext): Promise<void> {
+  const render = findSucceeded(provider, ctx.params.id!);
+  if (!(await provider.caller.wait(ctx, provider.downloadMs))) return;
+  render.image ??= cardPng(render.id);
+  ctx.res.writeHead(200, { "content-type": "image/png", "content-length": render.image.length });
+  ctx.res.end(render.image);
+}
+
+/** `POST /images/generations/:id/qa`: the QA verdict on a render that succeeded, after the check's latency. */
+async function checkQuality(provider: ImageProvider, ctx: RequestContext): Promise<void> {
+  const render = findSucceeded(provider, ctx.params.id!);
+  if (!(await provider.caller.wait(ctx, provider.qaMs))) return;
+  sendJson(ctx.res, 200, { id: render.id, verdict: provider.random() < provider.defectRate ? "defect" : "ok" });
 }

@@ -10,8 +10,8 @@ import { countPromptTokens } from "@/lib/modelcalls/tokens";
 import { scaled } from "@/lib/time";
 import type { SimulatorFaults } from "./faults";
 import { completion, modelRefusalsOf, simulateAnswer, type ModelSimulatorOptions } from "./model";
-import { completionLimitSchema } from "./model-refusals";
-import { errorBody, HttpError, readJson, sendJson, type Route } from "./router";
+import { completionLimitSchema, type ModelRefusals } from "./model-refusals";
+import { errorBody, HttpError, readJson, sendJson, type RequestContext, type Route } from "./router";
 
 const log = logger("simulators.model-batches");
 
@@ -144,75 +144,68 @@ const id = (prefix: string) => `${prefix}${randomBytes(12).toString("hex")}`;
 const seconds = (ms: number | undefined) => (ms === undefined ? null : Math.floor(ms / 1000));
 
 export function createModelBatches(options: ModelBatchesOptions, faults: SimulatorFaults): ModelBatches {
-  const timeScale = options.timeScale ?? env().BOUNDED_TIME_SCALE;
-  const random = options.random ?? Math.random;
-  const errorRate = options.errorRate ?? env().BOUNDED_SIM_MODEL_ERROR_RATE;
-  const turnaroundMs = options.turnaroundMs ?? (() => sampleBatchTurnaroundMs(random));
-  const now = options.now ?? Date.now;
-  const retentionMs = scaled(options.retentionMs ?? 7 * 24 * 3_600_000, timeScale);
-  const maxBatches = options.maxBatches ?? 1000;
-  const maxFiles = options.maxFiles ?? 2000;
-  const maxFileBytes = options.maxFileBytes ?? 100 * 1024 * 1024;
-  const refusals = modelRefusalsOf(options);
-  const files = new Map<string, StoredFile>();
-  const batches = new Map<string, StoredBatch>();
+  const service = new BatchService(options, faults);
+  return {
+    routes: service.routes().map(service.refusals.guard),
+    batches: () => service.batches.size,
+    files: () => service.files.size,
+  };
+}
 
-  const storeFile = (filename: string, purpose: FileObject["purpose"], content: string, lines?: BatchLine[]) => {
+/** The batch service's settings (from its options), its files and its batches, and the routes that use them. */
+class BatchService {
+  private readonly timeScale: number;
+  private readonly random: () => number;
+  private readonly errorRate: number;
+  private readonly turnaroundMs: () => number;
+  private readonly now: () => number;
+  private readonly retentionMs: number;
+  private readonly maxBatches: number;
+  private readonly maxFiles: number;
+  private readonly maxFileBytes: number;
+  private readonly faults: SimulatorFaults;
+  readonly refusals: ModelRefusals;
+  readonly files = new Map<string, StoredFile>();
+  readonly batches = new Map<string, StoredBatch>();
+
+  /** Settings from `options`, their defaults otherwise; no files, no batches. */
+  constructor(options: ModelBatchesOptions, faults: SimulatorFaults) {
+    this.faults = faults;
+    this.timeScale = options.timeScale ?? env().BOUNDED_TIME_SCALE;
+    const random = options.random ?? Math.random;
+    this.random = random;
+    this.errorRate = options.errorRate ?? env().BOUNDED_SIM_MODEL_ERROR_RATE;
+    this.turnaroundMs = options.turnaroundMs ?? (() => sampleBatchTurnaroundMs(random));
+    this.now = options.now ?? Date.now;
+    this.retentionMs = scaled(options.retentionMs ?? 7 * 24 * 3_600_000, this.timeScale);
+    this.maxBatches = options.maxBatches ?? 1000;
+    this.maxFiles = options.maxFiles ?? 2000;
+    this.maxFileBytes = options.maxFileBytes ?? 100 * 1024 * 1024;
+    this.refusals = modelRefusalsOf(options);
+  }
+
+  /** Keeps a file (an upload, or a batch's output or errors) and answers its File object. */
+  private storeFile(filename: string, purpose: FileObject["purpose"], content: string, lines?: BatchLine[]) {
     const object: FileObject = {
       id: id("file-"),
       object: "file",
       bytes: Buffer.byteLength(content),
-      created_at: seconds(now())!,
+      created_at: seconds(this.now())!,
       filename,
       purpose,
       status: "processed",
     };
-    files.set(object.id, { object, content, lines });
+    this.files.set(object.id, { object, content, lines });
     return object;
-  };
-
-  /** Requests done by real time `at`: spread evenly over the in-progress phase, in file order. */
-  const doneBy = (batch: StoredBatch, at: number) => {
-    const span = batch.finalizingAt - batch.startedAt;
-    if (at >= batch.finalizingAt || span <= 0) return batch.lines.length;
-    if (at < batch.startedAt) return 0;
-    return Math.floor((batch.lines.length * (at - batch.startedAt)) / span);
-  };
-
-  /** The counts once the first `done` requests are done, from the batch's running count of failures. */
-  const countsOf = (batch: StoredBatch, done: number): BatchRequestCounts => {
-    const failed = batch.failedBefore[done]!;
-    return { total: batch.lines.length, completed: done - failed, failed };
-  };
+  }
 
   /** Ends a batch: writes its output (the requests done) and error file (those that failed or were not done). */
-  const end = (batch: StoredBatch, status: Status, at: number, done: number) => {
-    const output: string[] = [];
-    const errors: string[] = [];
-    batch.lines.forEach((line, i) => {
-      const requestId = `req_${randomBytes(16).toString("hex")}`;
-      const base = { id: id("batch_req_"), custom_id: line.customId };
-      if (i >= done) {
-        const error =
-          status === "expired"
-            ? {
-                code: "batch_expired",
-                message: "This request could not be executed before the completion window expired.",
-              }
-            : { code: "batch_cancelled", message: "This request was not executed because the batch was cancelled." };
-        errors.push(JSON.stringify({ ...base, response: null, error }));
-      } else if (line.outcome.ok) {
-        const body = completion(line.request, simulateAnswer(line.request));
-        output.push(
-          JSON.stringify({ ...base, response: { status_code: 200, request_id: requestId, body }, error: null }),
-        );
-      } else {
-        const response = { status_code: line.outcome.status, request_id: requestId, body: line.outcome.error };
-        errors.push(JSON.stringify({ ...base, response, error: null }));
-      }
-    });
+  private end(batch: StoredBatch, status: Status, at: number, done: number): void {
+    const { output, errors } = resultLines(batch, status, done);
     const write = (lines: string[], kind: string) =>
-      lines.length === 0 ? null : storeFile(`${batch.id}_${kind}.jsonl`, "batch_output", `${lines.join("\n")}\n`).id;
+      lines.length === 0
+        ? null
+        : this.storeFile(`${batch.id}_${kind}.jsonl`, "batch_output", `${lines.join("\n")}\n`).id;
     const doneCounts = countsOf(batch, done);
     batch.ended = {
       at,
@@ -227,285 +220,260 @@ export function createModelBatches(options: ModelBatchesOptions, faults: Simulat
       },
     };
     log.info({ batch: batch.id, status, done, total: batch.lines.length }, `batch ${status}`);
-  };
+  }
 
   /** The batch as OpenAI's Batch object describes it now; ends it first when its time has come. */
-  const view = (batch: StoredBatch): Batch => {
-    const t = now();
-    let status: Status;
-    let counts: BatchRequestCounts = { total: batch.lines.length, completed: 0, failed: 0 };
-    const times: Partial<Record<`${Status}_at`, number>> = {};
-    if (batch.errors) {
-      status = t < batch.startedAt ? "validating" : "failed";
-      if (status === "failed") times.failed_at = batch.startedAt;
-      counts = { total: 0, completed: 0, failed: 0 };
-    } else if (batch.ended) {
-      status = batch.ended.status;
-      counts = batch.ended.counts;
-    } else if (batch.cancelledAt !== undefined) {
-      const cancelledAt = batch.cancelledAt + scaled(CANCELLING_MS, timeScale);
+  private view(batch: StoredBatch): Batch {
+    const t = this.now();
+    const state = this.statusAt(batch, t);
+    if (state === "ended") return this.view(batch);
+    return batchObject(batch, t, state.status, state.counts);
+  }
+
+  /**
+   * The batch's status and counts at real time `t`; "ended" when it has just been ended (its
+   * cancelling over, its window expired or its requests done), to be read again.
+   */
+  private statusAt(batch: StoredBatch, t: number): { status: Status; counts: BatchRequestCounts } | "ended" {
+    if (batch.errors)
+      return { status: t < batch.startedAt ? "validating" : "failed", counts: { total: 0, completed: 0, failed: 0 } };
+    if (batch.ended) return { status: batch.ended.status, counts: batch.ended.counts };
+    if (batch.cancelledAt !== undefined) {
+      const cancelledAt = batch.cancelledAt + scaled(CANCELLING_MS, this.timeScale);
       if (t >= cancelledAt) {
-        end(batch, "cancelled", cancelledAt, doneBy(batch, batch.cancelledAt));
-        return view(batch);
+        this.end(batch, "cancelled", cancelledAt, doneBy(batch, batch.cancelledAt));
+        return "ended";
       }
-      status = "cancelling";
-      counts = countsOf(batch, doneBy(batch, batch.cancelledAt));
-    } else if (batch.completedAt > batch.expiresAt && t >= batch.expiresAt) {
-      end(batch, "expired", batch.expiresAt, doneBy(batch, batch.expiresAt));
-      return view(batch);
-    } else if (t >= batch.completedAt) {
-      end(batch, "completed", batch.completedAt, batch.lines.length);
-      return view(batch);
-    } else {
-      status = t < batch.startedAt ? "validating" : t < batch.finalizingAt ? "in_progress" : "finalizing";
-      counts = countsOf(batch, doneBy(batch, t));
+      return { status: "cancelling", counts: countsOf(batch, doneBy(batch, batch.cancelledAt)) };
     }
-    if (!batch.errors && t >= batch.startedAt) times.in_progress_at = batch.startedAt;
-    if (batch.ended?.status === "completed" || status === "finalizing") times.finalizing_at = batch.finalizingAt;
-    if (batch.cancelledAt !== undefined) times.cancelling_at = batch.cancelledAt;
-    if (batch.ended) times[`${batch.ended.status}_at`] = batch.ended.at;
-    return {
-      id: batch.id,
-      object: "batch",
-      endpoint: "/v1/chat/completions",
-      errors: batch.errors,
-      input_file_id: batch.inputFileId,
-      completion_window: "24h",
-      status,
-      output_file_id: batch.ended?.outputFileId ?? null,
-      error_file_id: batch.ended?.errorFileId ?? null,
-      created_at: seconds(batch.createdAt)!,
-      in_progress_at: seconds(times.in_progress_at),
-      expires_at: seconds(batch.expiresAt),
-      finalizing_at: seconds(times.finalizing_at),
-      completed_at: seconds(times.completed_at),
-      failed_at: seconds(times.failed_at),
-      expired_at: seconds(times.expired_at),
-      cancelling_at: seconds(times.cancelling_at),
-      cancelled_at: seconds(times.cancelled_at),
-      request_counts: counts,
-      metadata: batch.metadata,
-    } as Batch;
-  };
+    if (batch.completedAt > batch.expiresAt && t >= batch.expiresAt) {
+      this.end(batch, "expired", batch.expiresAt, doneBy(batch, batch.expiresAt));
+      return "ended";
+    }
+    if (t >= batch.completedAt) {
+      this.end(batch, "completed", batch.completedAt, batch.lines.length);
+      return "ended";
+    }
+    const status = t < batch.startedAt ? "validating" : t < batch.finalizingAt ? "in_progress" : "finalizing";
+    return { status, counts: countsOf(batch, doneBy(batch, t)) };
+  }
 
   /** Drops what is past its retention, then the oldest finished batches (and files no batch uses) beyond the caps. */
-  const prune = () => {
-    const t = now();
-    for (const batch of batches.values()) view(batch);
-    const finishedAt = (b: StoredBatch) => b.ended?.at ?? (b.errors ? b.startedAt : undefined);
-    const finished = [...batches.values()]
-      .filter((b) => finishedAt(b) !== undefined && now() >= finishedAt(b)!)
+  private prune(): void {
+    const t = this.now();
+    for (const batch of this.batches.values()) this.view(batch);
+    const finished = [...this.batches.values()]
+      .filter((b) => finishedAt(b) !== undefined && this.now() >= finishedAt(b)!)
       .sort((a, b) => finishedAt(a)! - finishedAt(b)!);
     for (const batch of finished) {
-      if (t - finishedAt(batch)! < retentionMs && batches.size < maxBatches) break;
-      batches.delete(batch.id);
+      if (t - finishedAt(batch)! < this.retentionMs && this.batches.size < this.maxBatches) break;
+      this.batches.delete(batch.id);
       for (const fileId of [batch.inputFileId, batch.ended?.outputFileId, batch.ended?.errorFileId])
-        if (fileId) files.delete(fileId);
+        if (fileId) this.files.delete(fileId);
     }
-    if (files.size >= maxFiles) {
-      const used = new Set(
-        [...batches.values()].flatMap((b) => [b.inputFileId, b.ended?.outputFileId, b.ended?.errorFileId]),
-      );
-      for (const [fileId] of files) {
-        if (files.size < maxFiles) break;
-        if (!used.has(fileId)) files.delete(fileId);
-      }
-    }
-  };
+    if (this.files.size >= this.maxFiles) this.pruneFiles();
+  }
 
-  const requireUp = () => {
-    if (faults.batches().failing)
+  /** Drops the oldest files no kept batch uses, down to under the cap. */
+  private pruneFiles(): void {
+    const used = new Set(
+      [...this.batches.values()].flatMap((b) => [b.inputFileId, b.ended?.outputFileId, b.ended?.errorFileId]),
+    );
+    for (const [fileId] of this.files) {
+      if (this.files.size < this.maxFiles) break;
+      if (!used.has(fileId)) this.files.delete(fileId);
+    }
+  }
+
+  /** A 500 while the batch service is made to fail. */
+  private requireUp(): void {
+    if (this.faults.batches().failing)
       throw new HttpError(500, "The server had an error while processing your request.", "server_error");
-  };
-  const batchOf = (batchId: string) => {
-    const batch = batches.get(batchId);
+  }
+
+  /** The batch of that id; a 404 when there is none. */
+  private batchOf(batchId: string): StoredBatch {
+    const batch = this.batches.get(batchId);
     if (!batch) throw new HttpError(404, `No batch found with id '${batchId}'.`, "invalid_request_error");
     return batch;
-  };
-  const fileOf = (fileId: string) => {
-    const file = files.get(fileId);
+  }
+
+  /** The file of that id; a 404 when there is none. */
+  private fileOf(fileId: string): StoredFile {
+    const file = this.files.get(fileId);
     if (!file) throw new HttpError(404, `No such File object: ${fileId}`, "invalid_request_error", { param: "id" });
     return file;
-  };
+  }
 
-  const routes: Route[] = [
-    {
-      method: "POST",
-      path: "/v1/files",
-      handler: async ({ req, res }) => {
-        requireUp();
-        const form = await readForm(req, maxFileBytes);
-        const purpose = form.get("purpose");
-        const file = form.get("file");
-        if (purpose !== "batch")
-          throw new HttpError(
-            400,
-            `purpose must be 'batch': the simulator keeps batch input files only (got '${String(purpose)}')`,
-            "invalid_request_error",
-            { param: "purpose" },
-          );
-        if (!file || typeof file === "string")
-          throw new HttpError(400, "the form must carry the file in its 'file' field", "invalid_request_error", {
-            param: "file",
-          });
-        const content = await file.text();
-        const lines = parseBatchFile(content, (request) => refusalOf(request));
-        prune();
-        sendJson(res, 200, storeFile(file.name || "batch.jsonl", "batch", content, lines));
+  /** The service's endpoints, before the API key check `refusals.guard` adds. */
+  routes(): Route[] {
+    return [
+      { method: "POST", path: "/v1/files", handler: (ctx) => this.uploadFile(ctx) },
+      {
+        method: "GET",
+        path: "/v1/files/:id",
+        handler: ({ res, params }) => {
+          this.requireUp();
+          sendJson(res, 200, this.fileOf(params.id!).object);
+        },
       },
-    },
-    {
-      method: "GET",
-      path: "/v1/files/:id",
-      handler: ({ res, params }) => {
-        requireUp();
-        sendJson(res, 200, fileOf(params.id!).object);
-      },
-    },
-    {
-      method: "GET",
-      path: "/v1/files/:id/content",
-      handler: ({ res, params }) => {
-        requireUp();
-        const { content } = fileOf(params.id!);
-        res.writeHead(200, {
-          "content-type": "application/octet-stream",
-          "content-length": Buffer.byteLength(content),
-        });
-        res.end(content);
-      },
-    },
-    {
-      method: "POST",
-      path: "/v1/batches",
-      handler: async ({ req, res }) => {
-        requireUp();
-        const parsed = createBatchSchema.safeParse(await readJson(req));
-        if (!parsed.success) {
-          const issue = parsed.error.issues[0];
-          throw new HttpError(
-            400,
-            `invalid batch: ${issue?.path.join(".") || "body"}: ${issue?.message ?? "bad body"}`,
-            "invalid_request_error",
-            { param: issue?.path.join(".") || null },
-          );
-        }
-        const input = fileOf(parsed.data.input_file_id);
-        if (!input.lines)
-          throw new HttpError(
-            400,
-            `file ${input.object.id} is not a batch input file (purpose '${input.object.purpose}')`,
-            "invalid_request_error",
-            { param: "input_file_id" },
-          );
-        prune();
-        if (batches.size >= maxBatches)
-          throw new HttpError(
-            429,
-            `Too many batches in progress: at most ${maxBatches} are kept; try again once some have finished.`,
-            "rate_limit_error",
-            { code: "rate_limit_exceeded" },
-          );
-
-        const fault = faults.batches();
-        const production = fault.expire
-          ? BATCH_TURNAROUND.windowMs * (1 + random())
-          : (fault.turnaroundMs ?? turnaroundMs());
-        const createdAt = now();
-        const total = scaled(production, timeScale);
-        const phase = Math.min(scaled(PHASE_MAX_MS, timeScale), Math.round(total * 0.05));
-        const unknownModel = input.lines.findIndex((l) => !refusals.models.includes(l.request.model));
-        const batch: StoredBatch = {
-          id: id("batch_"),
-          inputFileId: input.object.id,
-          metadata: parsed.data.metadata ?? null,
-          lines: input.lines,
-          failedBefore: runningFailures(input.lines),
-          createdAt,
-          startedAt: createdAt + phase,
-          finalizingAt: createdAt + total - phase,
-          completedAt: createdAt + total,
-          expiresAt: createdAt + scaled(BATCH_TURNAROUND.windowMs, timeScale),
-          errors:
-            unknownModel < 0
-              ? null
-              : {
-                  object: "list",
-                  data: [
-                    {
-                      code: "model_not_found",
-                      message: `The model \`${input.lines[unknownModel]!.request.model}\` does not exist or you do not have access to it.`,
-                      line: unknownModel + 1,
-                      param: "body.model",
-                    },
-                  ],
-                },
-        };
-        batches.set(batch.id, batch);
-        log.info(
-          { batch: batch.id, requests: batch.lines.length, turnaroundMs: Math.round(production) },
-          "batch created",
-        );
-        sendJson(res, 200, view(batch));
-      },
-    },
-    {
+      { method: "GET", path: "/v1/files/:id/content", handler: (ctx) => this.fileContent(ctx) },
+      { method: "POST", path: "/v1/batches", handler: (ctx) => this.createBatch(ctx) },
       // Newest first, `limit` (1–100, default 20) at a time, from `after` (a batch id) on.
-      method: "GET",
-      path: "/v1/batches",
-      handler: ({ res, url }) => {
-        requireUp();
-        const limit = Number(url.searchParams.get("limit") ?? 20);
-        if (!Number.isInteger(limit) || limit < 1 || limit > 100)
-          throw new HttpError(400, "limit must be a whole number from 1 to 100", "invalid_request_error", {
-            param: "limit",
-          });
-        const newestFirst = [...batches.values()].reverse();
-        const after = url.searchParams.get("after");
-        const from = after ? newestFirst.findIndex((b) => b.id === after) + 1 : 0;
-        const page = newestFirst.slice(from, from + limit).map(view);
-        sendJson(res, 200, {
-          object: "list",
-          data: page,
-          first_id: page[0]?.id ?? null,
-          last_id: page.at(-1)?.id ?? null,
-          has_more: from + limit < newestFirst.length,
-        });
+      { method: "GET", path: "/v1/batches", handler: (ctx) => this.listBatches(ctx) },
+      {
+        method: "GET",
+        path: "/v1/batches/:id",
+        handler: ({ res, params }) => {
+          this.requireUp();
+          sendJson(res, 200, this.view(this.batchOf(params.id!)));
+        },
       },
-    },
-    {
-      method: "GET",
-      path: "/v1/batches/:id",
-      handler: ({ res, params }) => {
-        requireUp();
-        sendJson(res, 200, view(batchOf(params.id!)));
-      },
-    },
-    {
-      method: "POST",
-      path: "/v1/batches/:id/cancel",
-      handler: ({ res, params }) => {
-        requireUp();
-        if (faults.batches().failingCancel)
-          throw new HttpError(500, "The server had an error while processing your request.", "server_error");
-        const batch = batchOf(params.id!);
-        const before = view(batch);
-        if (before.status === "cancelling" || before.status === "cancelled") {
-          sendJson(res, 200, before);
-          return;
-        }
-        if (batch.ended || batch.errors)
-          throw new HttpError(409, `Cannot cancel a batch with status '${before.status}'.`, "invalid_request_error");
-        batch.cancelledAt = now();
-        sendJson(res, 200, view(batch));
-      },
-    },
-  ];
+      { method: "POST", path: "/v1/batches/:id/cancel", handler: (ctx) => this.cancelBatch(ctx) },
+    ];
+  }
+
+  /** `POST /v1/files`: a batch input file (purpose `batch`), its lines checked and each one's outcome decided. */
+  private async uploadFile({ req, res }: RequestContext): Promise<void> {
+    this.requireUp();
+    const form = await readForm(req, this.maxFileBytes);
+    const purpose = form.get("purpose");
+    const file = form.get("file");
+    if (purpose !== "batch")
+      throw new HttpError(
+        400,
+        `purpose must be 'batch': the simulator keeps batch input files only (got '${String(purpose)}')`,
+        "invalid_request_error",
+        { param: "purpose" },
+      );
+    if (!file || typeof file === "string")
+      throw new HttpError(400, "the form must carry the file in its 'file' field", "invalid_request_error", {
+        param: "file",
+      });
+    const content = await file.text();
+    const lines = parseBatchFile(content, (request) => this.refusalOf(request));
+    this.prune();
+    sendJson(res, 200, this.storeFile(file.name || "batch.jsonl", "batch", content, lines));
+  }
+
+  /** `GET /v1/files/:id/content`: the file as it was uploaded or written. */
+  private fileContent({ res, params }: RequestContext): void {
+    this.requireUp();
+    const { content } = this.fileOf(params.id!);
+    res.writeHead(200, {
+      "content-type": "application/octet-stream",
+      "content-length": Buffer.byteLength(content),
+    });
+    res.end(content);
+  }
+
+  /** `POST /v1/batches`: a batch of an input file's requests, its turnaround drawn (or as the faults say). */
+  private async createBatch({ req, res }: RequestContext): Promise<void> {
+    this.requireUp();
+    const parsed = createBatchSchema.safeParse(await readJson(req));
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      throw new HttpError(
+        400,
+        `invalid batch: ${issue?.path.join(".") || "body"}: ${issue?.message ?? "bad body"}`,
+        "invalid_request_error",
+        { param: issue?.path.join(".") || null },
+      );
+    }
+    const input = this.fileOf(parsed.data.input_file_id);
+    if (!input.lines)
+      throw new HttpError(
+        400,
+        `file ${input.object.id} is not a batch input file (purpose '${input.object.purpose}')`,
+        "invalid_request_error",
+        { param: "input_file_id" },
+      );
+    this.prune();
+    if (this.batches.size >= this.maxBatches)
+      throw new HttpError(
+        429,
+        `Too many batches in progress: at most ${this.maxBatches} are kept; try again once some have finished.`,
+        "rate_limit_error",
+        { code: "rate_limit_exceeded" },
+      );
+    const { batch, production } = this.newBatch(input.object.id, input.lines, parsed.data.metadata ?? null);
+    this.batches.set(batch.id, batch);
+    log.info({ batch: batch.id, requests: batch.lines.length, turnaroundMs: Math.round(production) }, "batch created");
+    sendJson(res, 200, this.view(batch));
+  }
+
+  /** A new batch's state, its phases timed from now, and its production turnaround. */
+  private newBatch(
+    inputFileId: string,
+    lines: BatchLine[],
+    metadata: Record<string, string> | null,
+  ): { batch: StoredBatch; production: number } {
+    const { timeScale } = this;
+    const fault = this.faults.batches();
+    const production = fault.expire
+      ? BATCH_TURNAROUND.windowMs * (1 + this.random())
+      : (fault.turnaroundMs ?? this.turnaroundMs());
+    const createdAt = this.now();
+    const total = scaled(production, timeScale);
+    const phase = Math.min(scaled(PHASE_MAX_MS, timeScale), Math.round(total * 0.05));
+    const batch: StoredBatch = {
+      id: id("batch_"),
+      inputFileId,
+      metadata,
+      lines,
+      failedBefore: runningFailures(lines),
+      createdAt,
+      startedAt: createdAt + phase,
+      finalizingAt: createdAt + total - phase,
+      completedAt: createdAt + total,
+      expiresAt: createdAt + scaled(BATCH_TURNAROUND.windowMs, timeScale),
+      errors: unknownModelErrors(lines, this.refusals.models),
+    };
+    return { batch, production };
+  }
+
+  /** `GET /v1/batches`: a page of batches, newest first, `limit` (1–100, default 20) from `after` on. */
+  private listBatches({ res, url }: RequestContext): void {
+    this.requireUp();
+    const limit = Number(url.searchParams.get("limit") ?? 20);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 100)
+      throw new HttpError(400, "limit must be a whole number from 1 to 100", "invalid_request_error", {
+        param: "limit",
+      });
+    const newestFirst = [...this.batches.values()].reverse();
+    const after = url.searchParams.get("after");
+    const from = after ? newestFirst.findIndex((b) => b.id === after) + 1 : 0;
+    const page = newestFirst.slice(from, from + limit).map((batch) => this.view(batch));
+    sendJson(res, 200, {
+      object: "list",
+      data: page,
+      first_id: page[0]?.id ?? null,
+      last_id: page.at(-1)?.id ?? null,
+      has_more: from + limit < newestFirst.length,
+    });
+  }
+
+  /** `POST /v1/batches/:id/cancel`: the batch goes `cancelling`; one already cancelling or cancelled is answered as it is, one ended otherwise is a 409. */
+  private cancelBatch({ res, params }: RequestContext): void {
+    this.requireUp();
+    if (this.faults.batches().failingCancel)
+      throw new HttpError(500, "The server had an error while processing your request.", "server_error");
+    const batch = this.batchOf(params.id!);
+    const before = this.view(batch);
+    if (before.status === "cancelling" || before.status === "cancelled") {
+      sendJson(res, 200, before);
+      return;
+    }
+    if (batch.ended || batch.errors)
+      throw new HttpError(409, `Cannot cancel a batch with status '${before.status}'.`, "invalid_request_error");
+    batch.cancelledAt = this.now();
+    sendJson(res, 200, this.view(batch));
+  }
 
   /** What the sync endpoint would refuse a request with (its size), decided when it is uploaded; or a 500 at the error rate. */
-  function refusalOf(request: ChatCompletionRequest): BatchLine["outcome"] {
+  private refusalOf(request: ChatCompletionRequest): BatchLine["outcome"] {
     try {
-      refusals.requireFits({
+      this.refusals.requireFits({
         prompt: countPromptTokens(request.messages, request.tools),
         completion: completionLimitSchema.parse(request),
       });
@@ -514,7 +482,7 @@ export function createModelBatches(options: ModelBatchesOptions, faults: Simulat
         return { ok: false, status: err.status, error: errorBody(err.message, err.type, err.detail) };
       throw err;
     }
-    if (random() < errorRate)
+    if (this.random() < this.errorRate)
       return {
         ok: false,
         status: 500,
@@ -522,8 +490,103 @@ export function createModelBatches(options: ModelBatchesOptions, faults: Simulat
       };
     return { ok: true };
   }
+}
 
-  return { routes: routes.map(refusals.guard), batches: () => batches.size, files: () => files.size };
+/** Requests done by real time `at`: spread evenly over the in-progress phase, in file order. */
+function doneBy(batch: StoredBatch, at: number): number {
+  const span = batch.finalizingAt - batch.startedAt;
+  if (at >= batch.finalizingAt || span <= 0) return batch.lines.length;
+  if (at < batch.startedAt) return 0;
+  return Math.floor((batch.lines.length * (at - batch.startedAt)) / span);
+}
+
+/** The counts once the first `done` requests are done, from the batch's running count of failures. */
+function countsOf(batch: StoredBatch, done: number): BatchRequestCounts {
+  const failed = batch.failedBefore[done]!;
+  return { total: batch.lines.length, completed: done - failed, failed };
+}
+
+/** When a batch finished (ended, or failed at validation); undefined while it runs. */
+function finishedAt(batch: StoredBatch): number | undefined {
+  return batch.ended?.at ?? (batch.errors ? batch.startedAt : undefined);
+}
+
+/** An ended batch's output lines (the requests done that succeeded) and error lines (those that failed or were not done). */
+function resultLines(batch: StoredBatch, status: Status, done: number): { output: string[]; errors: string[] } {
+  const output: string[] = [];
+  const errors: string[] = [];
+  batch.lines.forEach((line, i) => {
+    const requestId = `req_${randomBytes(16).toString("hex")}`;
+    const base = { id: id("batch_req_"), custom_id: line.customId };
+    if (i >= done) {
+      const error =
+        status === "expired"
+          ? {
+              code: "batch_expired",
+              message: "This request could not be executed before the completion window expired.",
+            }
+          : { code: "batch_cancelled", message: "This request was not executed because the batch was cancelled." };
+      errors.push(JSON.stringify({ ...base, response: null, error }));
+    } else if (line.outcome.ok) {
+      const body = completion(line.request, simulateAnswer(line.request));
+      output.push(
+        JSON.stringify({ ...base, response: { status_code: 200, request_id: requestId, body }, error: null }),
+      );
+    } else {
+      const response = { status_code: line.outcome.status, request_id: requestId, body: line.outcome.error };
+      errors.push(JSON.stringify({ ...base, response, error: null }));
+    }
+  });
+  return { output, errors };
+}
+
+/** The Batch object of a batch with this status and these counts, read at real time `t`. */
+function batchObject(batch: StoredBatch, t: number, status: Status, counts: BatchRequestCounts): Batch {
+  const times: Partial<Record<`${Status}_at`, number>> = {};
+  if (batch.errors && status === "failed") times.failed_at = batch.startedAt;
+  if (!batch.errors && t >= batch.startedAt) times.in_progress_at = batch.startedAt;
+  if (batch.ended?.status === "completed" || status === "finalizing") times.finalizing_at = batch.finalizingAt;
+  if (batch.cancelledAt !== undefined) times.cancelling_at = batch.cancelledAt;
+  if (batch.ended) times[`${batch.ended.status}_at`] = batch.ended.at;
+  return {
+    id: batch.id,
+    object: "batch",
+    endpoint: "/v1/chat/completions",
+    errors: batch.errors,
+    input_file_id: batch.inputFileId,
+    completion_window: "24h",
+    status,
+    output_file_id: batch.ended?.outputFileId ?? null,
+    error_file_id: batch.ended?.errorFileId ?? null,
+    created_at: seconds(batch.createdAt)!,
+    in_progress_at: seconds(times.in_progress_at),
+    expires_at: seconds(batch.expiresAt),
+    finalizing_at: seconds(times.finalizing_at),
+    completed_at: seconds(times.completed_at),
+    failed_at: seconds(times.failed_at),
+    expired_at: seconds(times.expired_at),
+    cancelling_at: seconds(times.cancelling_at),
+    cancelled_at: seconds(times.cancelled_at),
+    request_counts: counts,
+    metadata: batch.metadata,
+  } as Batch;
+}
+
+/** A batch's validation errors: the first line whose model the service does not have, or null. */
+function unknownModelErrors(lines: BatchLine[], models: readonly string[]): Batch.Errors | null {
+  const unknownModel = lines.findIndex((l) => !models.includes(l.request.model));
+  if (unknownModel < 0) return null;
+  return {
+    object: "list",
+    data: [
+      {
+        code: "model_not_found",
+        message: `The model \`${lines[unknownModel]!.request.model}\` does not exist or you do not have access to it.`,
+        line: unknownModel + 1,
+        param: "body.model",
+      },
+    ],
+  };
 }
 
 /**

@@ -76,35 +76,74 @@ export interface SimulatedProviderLimits {
 const CONCURRENCY_RETRY_AFTER_MS = 1_000;
 
 export function createProviderLimits(options: ProviderLimitsOptions): SimulatedProviderLimits {
-  const { concurrency, rps, service, statsPath } = options;
-  const tpm = options.tpm ?? null;
-  const timeScale = options.timeScale ?? 1;
-  // The provider counts its quota in a bucket of one second's worth (Bounded's limiter keeps half
-  // of that as its burst, so requests granted apart but arriving together still fit).
-  const { capacity, refillPerMs } = bucketRate(
-    { capacity: Math.max(1, Math.ceil(rps)), refillPerWindow: rps, windowMs: 1_000, why: "" },
-    timeScale,
-  );
-  let tokens = capacity;
-  let tokensAt = performance.now();
-  let inFlight = 0;
-  let admitted = 0;
-  let rejected = { total: 0, concurrency: 0, rate: 0, tokens: 0 };
-  // The token bucket: a production minute's worth, refilled continuously.
-  const tokenMinuteMs = Math.max(1, scaled(60_000, timeScale));
-  const tokenRefillPerMs = tpm === null ? 0 : tpm / tokenMinuteMs;
-  let tokenLevel = tpm ?? 0;
-  let tokenLevelAt = performance.now();
-  let tokensCharged = 0;
+  const limits = new ProviderLimits(options);
+  return {
+    admit: (res, promptTokens) => limits.admit(res, promptTokens),
+    charge: (res, completionTokens) => limits.charge(res, completionTokens),
+    stats: () => limits.stats(),
+    reset: () => limits.reset(),
+    routes: limits.routes(),
+  };
+}
 
-  function refillTokens(now = performance.now()): void {
-    if (tpm === null) return;
-    tokenLevel = Math.min(tpm, tokenLevel + (now - tokenLevelAt) * tokenRefillPerMs);
-    tokenLevelAt = now;
+type Limit = "concurrency" | "rate" | "tokens";
+
+/** One service's limits: its request bucket, its token bucket and its counters, in this process's memory. */
+class ProviderLimits {
+  private readonly concurrency: number;
+  private readonly rps: number;
+  private readonly service: string;
+  private readonly statsPath: string;
+  private readonly tpm: number | null;
+  private readonly timeScale: number;
+  /** The request bucket: one production second's worth. */
+  private readonly capacity: number;
+  private readonly refillPerMs: number;
+  private tokens: number;
+  private tokensAt: number;
+  private inFlight = 0;
+  private admitted = 0;
+  private rejected = { total: 0, concurrency: 0, rate: 0, tokens: 0 };
+  /** The token bucket: a production minute's worth, refilled continuously. */
+  private readonly tokenRefillPerMs: number;
+  private tokenLevel: number;
+  private tokenLevelAt: number;
+  private tokensCharged = 0;
+
+  /** Both buckets full, the counters at zero. */
+  constructor(options: ProviderLimitsOptions) {
+    this.concurrency = options.concurrency;
+    this.rps = options.rps;
+    this.service = options.service;
+    this.statsPath = options.statsPath;
+    this.tpm = options.tpm ?? null;
+    this.timeScale = options.timeScale ?? 1;
+    // The provider counts its quota in a bucket of one second's worth (Bounded's limiter keeps half
+    // of that as its burst, so requests granted apart but arriving together still fit).
+    const { capacity, refillPerMs } = bucketRate(
+      { capacity: Math.max(1, Math.ceil(this.rps)), refillPerWindow: this.rps, windowMs: 1_000, why: "" },
+      this.timeScale,
+    );
+    this.capacity = capacity;
+    this.refillPerMs = refillPerMs;
+    this.tokens = capacity;
+    this.tokensAt = performance.now();
+    const tokenMinuteMs = Math.max(1, scaled(60_000, this.timeScale));
+    this.tokenRefillPerMs = this.tpm === null ? 0 : this.tpm / tokenMinuteMs;
+    this.tokenLevel = this.tpm ?? 0;
+    this.tokenLevelAt = performance.now();
+  }
+
+  /** Refills the token bucket up to `now`; nothing without a token limit. */
+  private refillTokens(now = performance.now()): void {
+    if (this.tpm === null) return;
+    this.tokenLevel = Math.min(this.tpm, this.tokenLevel + (now - this.tokenLevelAt) * this.tokenRefillPerMs);
+    this.tokenLevelAt = now;
   }
 
   /** OpenAI's rate-limit headers as the limits stand now (requests per minute: the per-second quota × 60). */
-  function rateLimitHeaders(): Record<string, string> {
+  private rateLimitHeaders(): Record<string, string> {
+    const { rps, capacity, tokens, refillPerMs, tpm } = this;
     const rpm = Math.round(rps * 60);
     const headers: Record<string, string> = {
       "x-ratelimit-limit-requests": String(rpm),
@@ -113,23 +152,19 @@ export function createProviderLimits(options: ProviderLimitsOptions): SimulatedP
       "x-ratelimit-reset-requests": formatResetDuration((capacity - tokens) / refillPerMs),
     };
     if (tpm !== null) {
-      refillTokens();
+      this.refillTokens();
       headers["x-ratelimit-limit-tokens"] = String(tpm);
-      headers["x-ratelimit-remaining-tokens"] = String(Math.max(0, Math.floor(tokenLevel)));
-      headers["x-ratelimit-reset-tokens"] = formatResetDuration((tpm - tokenLevel) / tokenRefillPerMs);
+      headers["x-ratelimit-remaining-tokens"] = String(Math.max(0, Math.floor(this.tokenLevel)));
+      headers["x-ratelimit-reset-tokens"] = formatResetDuration((tpm - this.tokenLevel) / this.tokenRefillPerMs);
     }
     return headers;
   }
 
-  function refuse(
-    res: ServerResponse,
-    limit: "concurrency" | "rate" | "tokens",
-    waitMs: number,
-    message: string,
-  ): false {
-    rejected.total++;
-    rejected[limit]++;
-    log.warn({ service, limit, waitMs }, "provider limit exceeded");
+  /** Counts a refusal by `limit` and answers it: 429, OpenAI's body, `Retry-After` and `retry-after-ms`. */
+  private refuse(res: ServerResponse, limit: Limit, waitMs: number, message: string): false {
+    this.rejected.total++;
+    this.rejected[limit]++;
+    log.warn({ service: this.service, limit, waitMs }, "provider limit exceeded");
     sendJson(
       res,
       429,
@@ -137,7 +172,7 @@ export function createProviderLimits(options: ProviderLimitsOptions): SimulatedP
         error: { message, type: limit === "tokens" ? "tokens" : "requests", param: null, code: "rate_limit_exceeded" },
       },
       {
-        ...rateLimitHeaders(),
+        ...this.rateLimitHeaders(),
         "retry-after": String(Math.max(1, Math.ceil(waitMs / 1000))),
         "retry-after-ms": String(waitMs),
       },
@@ -145,98 +180,102 @@ export function createProviderLimits(options: ProviderLimitsOptions): SimulatedP
     return false;
   }
 
-  function admit(res: ServerResponse, promptTokens = 0): boolean {
+  /** `SimulatedProviderLimits.admit`: the concurrency, then the request rate, then the tokens. */
+  admit(res: ServerResponse, promptTokens = 0): boolean {
+    const { service, concurrency, rps, capacity, refillPerMs } = this;
     const now = performance.now();
-    tokens = Math.min(capacity, tokens + (now - tokensAt) * refillPerMs);
-    tokensAt = now;
-    if (inFlight >= concurrency) {
-      return refuse(
+    this.tokens = Math.min(capacity, this.tokens + (now - this.tokensAt) * refillPerMs);
+    this.tokensAt = now;
+    if (this.inFlight >= concurrency) {
+      return this.refuse(
         res,
         "concurrency",
-        Math.max(1, scaled(CONCURRENCY_RETRY_AFTER_MS, timeScale)),
+        Math.max(1, scaled(CONCURRENCY_RETRY_AFTER_MS, this.timeScale)),
         `Rate limit reached for ${service}: ${concurrency} requests in flight at once. Please try again shortly.`,
       );
     }
-    if (tokens < 1) {
-      const waitMs = Math.ceil((1 - tokens) / refillPerMs);
-      return refuse(
+    if (this.tokens < 1) {
+      const waitMs = Math.ceil((1 - this.tokens) / refillPerMs);
+      return this.refuse(
         res,
         "rate",
         waitMs,
         `Rate limit reached for ${service}: ${rps} requests per second. Please try again in ${waitMs} ms.`,
       );
     }
-    if (tpm !== null) {
-      refillTokens(now);
-      // A prompt larger than the whole minute's budget can never be admitted: the provider says so.
-      const need = Math.min(promptTokens, tpm);
-      if (tokenLevel < need) {
-        const waitMs = Math.ceil((need - tokenLevel) / tokenRefillPerMs);
-        return refuse(
-          res,
-          "tokens",
-          waitMs,
-          `Rate limit reached for ${service} on tokens per min (TPM): Limit ${tpm}, Used ${Math.max(0, Math.ceil(tpm - tokenLevel))}, Requested ${promptTokens}. Please try again in ${formatResetDuration(waitMs)}.`,
-        );
-      }
-      tokenLevel -= promptTokens;
-      tokensCharged += promptTokens;
-    }
-    tokens -= 1;
-    for (const [name, value] of Object.entries(rateLimitHeaders())) res.setHeader(name, value);
-    inFlight++;
-    admitted++;
+    if (!this.takePromptTokens(res, promptTokens, now)) return false;
+    this.tokens -= 1;
+    for (const [name, value] of Object.entries(this.rateLimitHeaders())) res.setHeader(name, value);
+    this.inFlight++;
+    this.admitted++;
     // "close" comes once, whether the answer was sent or the caller left first.
-    res.once("close", () => inFlight--);
+    res.once("close", () => this.inFlight--);
     return true;
   }
 
-  function charge(res: ServerResponse, completionTokens: number): void {
-    if (tpm !== null) {
-      refillTokens();
-      tokenLevel -= completionTokens;
-      tokensCharged += completionTokens;
+  /** Takes a call's prompt tokens from the token bucket, or answers 429 and returns false; true without a token limit. */
+  private takePromptTokens(res: ServerResponse, promptTokens: number, now: number): boolean {
+    const { tpm, service } = this;
+    if (tpm === null) return true;
+    this.refillTokens(now);
+    // A prompt larger than the whole minute's budget can never be admitted: the provider says so.
+    const need = Math.min(promptTokens, tpm);
+    if (this.tokenLevel < need) {
+      const waitMs = Math.ceil((need - this.tokenLevel) / this.tokenRefillPerMs);
+      return this.refuse(
+        res,
+        "tokens",
+        waitMs,
+        `Rate limit reached for ${service} on tokens per min (TPM): Limit ${tpm}, Used ${Math.max(0, Math.ceil(tpm - this.tokenLevel))}, Requested ${promptTokens}. Please try again in ${formatResetDuration(waitMs)}.`,
+      );
     }
-    if (!res.headersSent) for (const [name, value] of Object.entries(rateLimitHeaders())) res.setHeader(name, value);
+    this.tokenLevel -= promptTokens;
+    this.tokensCharged += promptTokens;
+    return true;
   }
 
-  const stats = (): ProviderLimitsStats => ({
-    service,
-    concurrency,
-    rps,
-    tpm,
-    inFlight,
-    admitted,
-    rejected: { ...rejected },
-    tokensCharged,
-  });
-  const reset = () => {
-    tokens = capacity;
-    tokensAt = performance.now();
-    tokenLevel = tpm ?? 0;
-    tokenLevelAt = performance.now();
-    tokensCharged = 0;
-    admitted = 0;
-    rejected = { total: 0, concurrency: 0, rate: 0, tokens: 0 };
-  };
+  /** `SimulatedProviderLimits.charge`: the completion tokens, then the headers as they stand now. */
+  charge(res: ServerResponse, completionTokens: number): void {
+    if (this.tpm !== null) {
+      this.refillTokens();
+      this.tokenLevel -= completionTokens;
+      this.tokensCharged += completionTokens;
+    }
+    if (!res.headersSent)
+      for (const [name, value] of Object.entries(this.rateLimitHeaders())) res.setHeader(name, value);
+  }
 
-  return {
-    admit,
-    charge,
-    stats,
-    reset,
-    routes: [
-      { method: "GET", path: statsPath, handler: ({ res }) => sendJson(res, 200, stats()) },
+  /** The counters and the limits, a copy. */
+  stats(): ProviderLimitsStats {
+    const { service, concurrency, rps, tpm, inFlight, admitted, rejected, tokensCharged } = this;
+    return { service, concurrency, rps, tpm, inFlight, admitted, rejected: { ...rejected }, tokensCharged };
+  }
+
+  /** Refills both buckets and clears the counters (calls in flight stay counted). */
+  reset(): void {
+    this.tokens = this.capacity;
+    this.tokensAt = performance.now();
+    this.tokenLevel = this.tpm ?? 0;
+    this.tokenLevelAt = performance.now();
+    this.tokensCharged = 0;
+    this.admitted = 0;
+    this.rejected = { total: 0, concurrency: 0, rate: 0, tokens: 0 };
+  }
+
+  /** `GET` (read) and `DELETE` (reset, then read) of the stats path. */
+  routes(): Route[] {
+    return [
+      { method: "GET", path: this.statsPath, handler: ({ res }) => sendJson(res, 200, this.stats()) },
       {
         method: "DELETE",
-        path: statsPath,
+        path: this.statsPath,
         handler: ({ res }) => {
-          reset();
-          sendJson(res, 200, stats());
+          this.reset();
+          sendJson(res, 200, this.stats());
         },
       },
-    ],
-  };
+    ];
+  }
 }
 
 /** A simulator's limits given in its options; what is left out comes from the environment. */
