@@ -6,9 +6,14 @@ import { defineConfig } from "vitest/config";
  */
 const TEST_WORKERS = Math.max(1, Number(process.env.BOUNDED_TEST_WORKERS ?? 3));
 
-// Tests run against the real PostgreSQL and Redis, several files at once: each worker has its own
-// database and key prefix (test/worker-env.ts), and each integration test isolates itself within
-// them (own tenants, own queue names).
+/** Checks that read the code and docs only: a project of their own, runnable without PostgreSQL or Redis. */
+const STATIC_CHECKS = ["lib/structure.test.ts", "docs/docs.test.ts", "test/function-length/**/*.test.ts"];
+const EXCLUDED = ["node_modules/**", "e2e/**", ".next/**"];
+
+// Two projects: the static checks (`npm run test:static`), and everything else against the real
+// PostgreSQL and Redis, several files at once: each worker has its own database and key prefix
+// (test/worker-env.ts), and each integration test isolates itself within them (own tenants, own
+// queue names).
 export default defineConfig({
   resolve: {
     alias: {
@@ -19,12 +24,22 @@ export default defineConfig({
   },
   test: {
     environment: "node",
-    include: ["**/*.test.ts"],
-    exclude: ["node_modules/**", "e2e/**", ".next/**"],
+    exclude: EXCLUDED,
     pool: "forks",
     maxWorkers: TEST_WORKERS,
-    globalSetup: ["./test/global-setup.ts"],
-    setupFiles: ["./test/worker-env.ts", "./test/outside-state.ts"],
+    projects: [
+      { extends: true, test: { name: "static", include: STATIC_CHECKS } },
+      {
+        extends: true,
+        test: {
+          name: "services",
+          include: ["**/*.test.ts"],
+          exclude: [...EXCLUDED, ...STATIC_CHECKS],
+          globalSetup: ["./test/global-setup.ts"],
+          setupFiles: ["./test/worker-env.ts", "./test/outside-state.ts"],
+        },
+      },
+    ],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     env: {
