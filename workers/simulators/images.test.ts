@@ -8,7 +8,7 @@ import { createRouter } from "./router";
 
 let server: http.Server;
 let base = "";
-const sim = createImageSimulator({ timeScale: 0.001, defectRate: 1, failRate: 0, renderMs: () => 200_000 });
+const sim = createImageSimulator({ timeScale: 0.001, defectRate: 1, failRate: 0, renderMs: () => 1_000_000 });
 
 beforeAll(async () => {
   server = http.createServer(createRouter(sim.routes));
@@ -32,7 +32,8 @@ describe("the image provider simulator", () => {
     expect(sim.submitted()).toBe(1);
     expect(await (await fetch(`${base}/generations/${id}`)).json()).toMatchObject({ id, status: "running" });
     expect((await fetch(`${base}/generations/${id}/image`)).status).toBe(409);
-    // The render (200 s, 200 ms at this scale) ends by itself; the status it ends in is the check.
+    // The render (1,000 s, 1 s at this scale: room for the two looks above on a loaded machine) ends by
+    // itself; the status it ends in is the check.
     const ended = await waitFor(
       async () => {
         const body = (await (await fetch(`${base}/generations/${id}`)).json()) as { status: string };
