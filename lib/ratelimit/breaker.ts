@@ -705,15 +705,17 @@ async function downFor(
       if (out.length === 0) break;
       const r = checked.reading;
       const now = Date.now();
-      // A service that answered a call sent after every one of this job's, and has answered
-      // something within its threshold, is alive: a call of the job still out is its long tail,
-      // and the deadline is the job's own, judged at once.
-      const answeredLately = now - r.answeredAt < r.thresholdMs;
+      // A service that answered a call sent after every one of this job's, and is still answering
+      // (within the last two checks), is alive: a call of the job still out is its long tail, and
+      // the deadline is the job's own, judged at once. One quiet for longer may have frozen just
+      // after those answers (a deadline that falls 30 s into a freeze, before the threshold of
+      // 40 s): it is judged as below, by the calls sent since, at most a threshold later.
+      const answeredLately = now - r.answeredAt < 2 * self.silence.checkEveryMs;
       const answeredLater = out.every((c) => c.registeredAt !== undefined && r.answeredSent >= c.registeredAt);
       if (answeredLately && answeredLater) break;
-      // Answered nothing for a whole threshold (it may have frozen just after this job's call went
-      // out): the calls sent after its last answered one decide, once the oldest has waited the
-      // threshold (`since`; with none out, the job's own calls as below).
+      // Quiet (it may have frozen just after this job's call went out): the calls sent after its
+      // last answered one decide, once the oldest has waited the threshold (`since`; with none
+      // out, the job's own calls as below).
       const ignoredOut = r.quietMs > 0;
       const judgedAt =
         answeredLater && ignoredOut

@@ -261,11 +261,25 @@ describe("soft limit while the service's verdict is awaited", () => {
 
 describe("soft limit when the service froze after answering later calls", () => {
   it("is no long tail once the service answered nothing for its threshold: the verdict waits for the calls sent since, and the run waits for the service instead of timing out", async () => {
-    const keys = silenceKeys("model", breakerKey("model"));
-    await redis().del(...keys);
     // Soft limit 2.6 s here: 2.3 s after the service's last answer, past the 2 s threshold, and
     // before the calls sent to it after that answer have waited the threshold (at 3 s).
-    const { id } = await job(1, { softMs: 2_600_000, hardMs: 20_000_000 });
+    await deadlineInAFreeze(2_600_000);
+  });
+
+  it("is no long tail when the deadline falls in the freeze before the threshold: the run waits for the service instead of timing out", async () => {
+    // Soft limit 1.5 s here: 1.2 s after the service's last answer, before its 2 s threshold; the
+    // calls sent to it since (at 1 s) are judged at 3 s, and the run waits that long for the verdict.
+    await deadlineInAFreeze(1_500_000);
+  });
+
+  /**
+   * A job's call is out; other callers' calls are answered for 300 ms, then the service freezes;
+   * 700 ms later two more calls go out, and the job's soft limit (`softMs`) falls during the freeze.
+   */
+  async function deadlineInAFreeze(softMs: number) {
+    const keys = silenceKeys("model", breakerKey("model"));
+    await redis().del(...keys);
+    const { id } = await job(1, { softMs, hardMs: 20_000_000 });
     const frozen: Promise<unknown>[] = [];
     const otherCaller = () =>
       guardCall("model", () =>
@@ -311,7 +325,7 @@ describe("soft limit when the service froze after answering later calls", () => 
     } finally {
       await redis().del(...keys);
     }
-  });
+  }
 });
 
 describe("hard limit", () => {
