@@ -86,7 +86,8 @@ function catalogBudgets(resolve: (queue: string, kind: string) => ResolvedBudget
  * A job that gave its slot back (`delayed`) resumes its attempt: the run that deferred it ended
  * before it did, so there is nothing to fence. Any other start is a new attempt: the attempt
  * number goes up (fencing every older run: a crashed worker's, a stalled one's) and its "started"
- * timeline event is written. Returns null for a job that is already terminal or no longer exists. `resolveBudget` must give the same answer for a pair every time within the process
+ * timeline event is written. Returns null for a job that is already terminal or no longer exists.
+ * `resolveBudget` must give the same answer for a pair every time within the process
  * (as `resolveBudget` of lib/budgets does: its environment is read once): its answers are kept.
  */
 export async function startAttempt(
