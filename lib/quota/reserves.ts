@@ -147,14 +147,17 @@ export interface ReleaseOptions {
 /** What the release's transaction decided, and when the sweeper took the reserve back (a late release). */
 type Released = { result: ReleaseResult; reclaimedAt?: Date };
 
+/** One release, as its transaction sees it. */
+interface Ending {
+  tx: Prisma.TransactionClient;
+  reserve: Reserve;
+  outcome: ReleaseOutcome;
+  now: Date;
+  effect: ReleaseEffect | undefined;
+}
+
 /** Ends a reserve still held (inside the release's transaction): a spend and its effect, or the unit back in the pack. */
-async function endHeld(
-  tx: Prisma.TransactionClient,
-  reserve: Reserve,
-  outcome: ReleaseOutcome,
-  now: Date,
-  effect: ReleaseEffect | undefined,
-): Promise<Released> {
+async function endHeld({ tx, reserve, outcome, now, effect }: Ending): Promise<Released> {
   if (outcome === "succeeded") {
     await tx.quotaSpend.create({ data: spendOf(reserve, now, false), select: { id: true } });
     await effect?.(tx);
@@ -170,13 +173,7 @@ async function endHeld(
 }
 
 /** Ends a reserve already gone (inside the release's transaction): a late release recorded once, or nothing. */
-async function endGone(
-  tx: Prisma.TransactionClient,
-  reserve: Reserve,
-  outcome: ReleaseOutcome,
-  now: Date,
-  effect: ReleaseEffect | undefined,
-): Promise<Released> {
+async function endGone({ tx, reserve, outcome, now, effect }: Ending): Promise<Released> {
   // Gone: taken back by the sweeper, or released before.
   const reclaim = await tx.reserveReclaim.findUnique({
     where: { reserveId: reserve.id },
@@ -260,9 +257,8 @@ export async function release(
   const released = await db().$transaction(
     async (tx): Promise<Released> => {
       const { count } = await tx.quotaReserve.deleteMany({ where: { id: reserve.id } });
-      return count === 1
-        ? endHeld(tx, reserve, outcome, now, options.effect)
-        : endGone(tx, reserve, outcome, now, options.effect);
+      const ending = { tx, reserve, outcome, now, effect: options.effect };
+      return count === 1 ? endHeld(ending) : endGone(ending);
     },
     options.timeoutMs === undefined ? undefined : { timeout: options.timeoutMs },
   );
