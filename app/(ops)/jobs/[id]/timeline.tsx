@@ -64,7 +64,9 @@ export function ForensicsSummary({ f }: { f: JobForensics }) {
         </Stat>
         <Stat label="Attempts" value={formatCount(f.attempts)} stat="attempts" alert={f.reaped > 0}>
           <div className="small muted">
-            {f.reaped > 0 ? `runs started; reaped ${formatCount(f.reaped)}×` : "runs started"}
+            {f.reaped > 0
+              ? `started afresh (a resume after a wait goes on with its attempt); reaped ${formatCount(f.reaped)}×`
+              : "started afresh (a resume after a wait goes on with its attempt)"}
           </div>
         </Stat>
       </div>
