@@ -17,6 +17,8 @@ import {
 
 const positiveNumber = z.coerce.number().positive();
 const seconds = z.coerce.number().positive().optional();
+/** Days of history kept (lib/retention): at most 100 years, fractions allowed. */
+const retentionDays = z.coerce.number().positive().max(36_500);
 
 /**
  * `BOUNDED_BUDGET_<QUEUE>_SOFT_S` / `_HARD_S` for every queue of the catalog, and no others: an
@@ -131,6 +133,17 @@ const fields = z.object({
    * again; an expired answer is a miss. Applies to answers written from then on.
    */
   BOUNDED_CATEGORY_ANSWER_TTL_DAYS: z.coerce.number().positive().max(3650).default(90),
+  /**
+   * How long each class of history is kept, in days (fractions allowed: a test keeps seconds),
+   * real time whatever the time scale; lib/retention/policy.ts says what each class holds. A job
+   * that still waits on a person is never pruned.
+   */
+  BOUNDED_RETAIN_JOB_DETAIL_DAYS: retentionDays.default(90),
+  BOUNDED_RETAIN_MODEL_CALLS_DAYS: retentionDays.default(30),
+  BOUNDED_RETAIN_WEBHOOK_DELIVERIES_DAYS: retentionDays.default(30),
+  BOUNDED_RETAIN_ROLLUPS_DAYS: retentionDays.default(400),
+  BOUNDED_RETAIN_QUOTA_RECORDS_DAYS: retentionDays.default(400),
+  BOUNDED_RETAIN_AUDIT_DAYS: retentionDays.default(730),
   /**
    * `0`: every row of an import asks the model, as if no earlier row or file had asked its question
    * (nothing shared within a job, nothing stored or read): the baseline of `npm run bench:cost`, or

@@ -29,7 +29,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ["budgets", "ratelimit", "quota", "auth", "audit", "http"],
   ["modelcalls", "queues", "marketplace", "webhooks", "answers"],
   ["jobs"],
-  ["runs", "imports", "documents", "invoices", "agents", "syncs", "generations", "progress"],
+  ["runs", "imports", "documents", "invoices", "agents", "syncs", "generations", "progress", "retention"],
   ["actions"],
   ["reports"],
 ];

@@ -25,6 +25,7 @@ import { queueProcessor } from "./queue-processor";
 import { rescheduleWorkerOptions } from "@/lib/runs/reschedule";
 import { startReaper } from "./schedulers/reaper";
 import { startAnswersPruner } from "./schedulers/answers-pruner";
+import { startRetention } from "./schedulers/retention";
 import { startReserveSweeper } from "./schedulers/sweeper";
 import { startWatchdog } from "@/lib/runs/watchdog";
 import { startWebhookDelivery } from "./webhooks/worker";
@@ -70,6 +71,7 @@ interface Schedulers {
   stopReaper: () => void;
   stopReserveSweeper: () => void;
   stopAnswersPruner: () => void;
+  stopRetention: () => void;
   stopSweeps: () => Promise<void>;
   stopWebhooks: () => Promise<void>;
 }
@@ -160,17 +162,18 @@ function startWorkers(
   return workers;
 }
 
-/** The periodic tasks (reaper, reserve sweeper, answers pruner, overdue invoices) and the webhook delivery. */
+/** The periodic tasks (reaper, reserve sweeper, answers pruner, retention, overdue invoices) and the webhook delivery. */
 function startSchedulers(connection: RedisClient): Schedulers {
   const stopReaper = startReaper(connection, log.child({ scheduler: "reaper" }), (kind) =>
     metrics.jobsReaped.inc({ kind }),
   );
   const stopReserveSweeper = startReserveSweeper(connection, log.child({ scheduler: "reserve-sweeper" }));
   const stopAnswersPruner = startAnswersPruner(connection, log.child({ scheduler: "answers-pruner" }));
+  const stopRetention = startRetention(connection, log.child({ scheduler: "retention" }));
   const stopSweeps = startOverdueSweepSchedule(log.child({ scheduler: "overdue-invoices" }));
   // Job endings to tenants' endpoints, on their own queue: a job never waits on a receiver.
   const stopWebhooks = startWebhookDelivery({ connection, log: log.child({ component: "webhooks" }) });
-  return { stopReaper, stopReserveSweeper, stopAnswersPruner, stopSweeps, stopWebhooks };
+  return { stopReaper, stopReserveSweeper, stopAnswersPruner, stopRetention, stopSweeps, stopWebhooks };
 }
 
 /** Says in Redis that this process is alive, with its queues and concurrency, and renews it every PRESENCE_MS. */
@@ -200,6 +203,7 @@ async function stop(p: WorkerProcess, signal: string): Promise<void> {
   p.schedulers.stopReaper();
   p.schedulers.stopReserveSweeper();
   p.schedulers.stopAnswersPruner();
+  p.schedulers.stopRetention();
   p.stopWaking();
   await p.schedulers.stopSweeps();
   const grace = setTimeout(() => {

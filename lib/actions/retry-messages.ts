@@ -20,6 +20,8 @@ export function describeRetry(r: RetryResult): Described {
         code: "job_not_retryable",
         message: `This job cannot be retried now. ${r.message}`,
       };
+    case "detail_removed":
+      return { ok: false, status: 410, code: "job_detail_removed", message: r.message };
     case "budget_out_of_bounds":
       return { ok: false, status: 422, code: "budget_out_of_bounds", message: r.message };
     case "queue_unavailable":

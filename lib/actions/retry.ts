@@ -10,6 +10,7 @@ import { countLabel, nounOf } from "@/lib/jobs/messages";
 import { OPERATOR_BUDGET_PREFIX } from "@/lib/runs/attempt";
 import type { JobStatus } from "@/lib/core/job-statuses";
 import { reopenForRetry, RETRYABLE_STATUSES } from "@/lib/jobs/reopen";
+import { detailRemovedMessage } from "@/lib/jobs/messages";
 
 /** An operator may give a retry up to this many times the budget the workers resolve. */
 export const MAX_BUDGET_FACTOR = 4;
@@ -34,6 +35,8 @@ export type RetryResult =
     }
   | { type: "not_found" }
   | { type: "not_retryable"; status: JobStatus; message: string }
+  /** Its detail (the file, the rows done) was removed by the retention pass: nothing to resume from. */
+  | { type: "detail_removed"; message: string }
   | { type: "budget_out_of_bounds"; message: string }
   | { type: "queue_unavailable"; message: string };
 
@@ -60,6 +63,7 @@ async function retryTarget(jobId: string) {
       total: true,
       parentId: true,
       queueJobId: true,
+      detailPrunedAt: true,
       _count: { select: { children: true } },
     },
   });
@@ -69,6 +73,11 @@ type RetryTarget = NonNullable<Awaited<ReturnType<typeof retryTarget>>>;
 
 /** Why a job cannot be retried as it stands (split into parts, or in a status a retry does not take), or null. */
 function retryRefusal(job: RetryTarget): RetryResult | null {
+  if (job.detailPrunedAt)
+    return {
+      type: "detail_removed",
+      message: `${detailRemovedMessage(job.detailPrunedAt)} There is nothing left to resume from: send the work again as a new job.`,
+    };
   if (job._count.children > 0)
     return {
       type: "not_retryable",
@@ -166,7 +175,11 @@ export async function retryJob(jobId: string, by: Principal, request: RetryReque
     budget: { softMs, hardMs, source },
   });
   if (!claimed) {
-    const now = await db().job.findUniqueOrThrow({ where: { id: jobId }, select: { status: true } });
+    const now = await db().job.findUniqueOrThrow({
+      where: { id: jobId },
+      select: { status: true, detailPrunedAt: true },
+    });
+    if (now.detailPrunedAt) return retryRefusal({ ...job, detailPrunedAt: now.detailPrunedAt })!;
     return { type: "not_retryable", status: now.status, message: refusalFor(now.status) };
   }
 

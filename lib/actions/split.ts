@@ -7,6 +7,7 @@ import { isSplittable, storedProjection } from "@/lib/jobs/projection";
 import { RETRYABLE_STATUSES } from "@/lib/jobs/reopen";
 import { makePlan, MAX_PARTS, MIN_PARTS, type SplitPlan } from "@/lib/jobs/split-plan";
 import type { JobStatus } from "@/lib/core/job-statuses";
+import { detailRemovedMessage } from "@/lib/jobs/messages";
 
 /** How many parts an operator may choose. */
 export const partsSchema = z
@@ -56,6 +57,7 @@ async function loadForSplit(jobId: string) {
       parentId: true,
       tenantId: true,
       params: true,
+      detailPrunedAt: true,
       _count: { select: { children: true } },
     },
   });
@@ -68,6 +70,7 @@ function refusal(job: SplitSource): string | null {
     return `A ${job.kind} job cannot be split: its ${noun}s are not independent items stored with the job. Retry it instead.`;
   if (job.parentId) return "This job is already a part of a split job. Retry it, with a larger budget if needed.";
   if (job._count.children > 0) return "This job was already split.";
+  if (job.detailPrunedAt) return `${detailRemovedMessage(job.detailPrunedAt)} Send the file again as a new import.`;
   if (!(RETRYABLE_STATUSES as readonly string[]).includes(job.status)) {
     return job.status === "completed" || job.status === "completed_with_errors"
       ? "It completed: there is nothing left to split."

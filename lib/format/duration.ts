@@ -122,3 +122,9 @@ export function formatWaitSeconds(ms: number): string {
   if (!Number.isFinite(ms)) return MISSING;
   return `${formatCount(Math.max(1, Math.ceil(ms / 1_000)))} s`;
 }
+
+/** A retention's length: "90 days", "1 day", "0.5 days"; under a minute (a test's), "2 s". */
+export function formatDays(days: number): string {
+  if (days * 86_400 < 60) return `${Math.round(days * 86_400)} s`;
+  return days === 1 ? "1 day" : `${Number(days.toFixed(2))} days`;
+}

@@ -2,6 +2,7 @@ import { db } from "@/lib/db/client";
 import { uploadRecords } from "./csv-rows";
 import { customerReason } from "@/lib/jobs/customer-progress";
 import { isTerminal, type JobStatus } from "@/lib/core/job-statuses";
+import { detailRemovedMessage } from "@/lib/jobs/messages";
 
 /**
  * An import's results as CSV files the customer downloads: the categorised rows, and the rows
@@ -53,7 +54,7 @@ export interface ImportDownloadJob {
 
 export type DownloadLookup =
   | { ok: true; job: ImportDownloadJob }
-  | { ok: false; status: 404 | 409; code: string; message: string };
+  | { ok: false; status: 404 | 409 | 410; code: string; message: string };
 
 /** The import a progress link opens, if its results can be downloaded: the link is the only key. */
 export async function importForDownload(token: string): Promise<DownloadLookup> {
@@ -66,9 +67,11 @@ export async function importForDownload(token: string): Promise<DownloadLookup> 
   if (!PROGRESS_TOKEN.test(token)) return missing;
   const job = await db().job.findUnique({
     where: { progressToken: token },
-    select: { id: true, kind: true, status: true, upload: { select: { filename: true } } },
+    select: { id: true, kind: true, status: true, detailPrunedAt: true, upload: { select: { filename: true } } },
   });
   if (!job) return missing;
+  if (job.detailPrunedAt)
+    return { ok: false, status: 410, code: "job_detail_removed", message: detailRemovedMessage(job.detailPrunedAt) };
   if (job.kind !== "csv_import" || !job.upload)
     return { ok: false, status: 404, code: "not_found", message: "This job has no file to download: only imports do." };
   if (!isTerminal(job.status))

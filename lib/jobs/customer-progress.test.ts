@@ -28,6 +28,7 @@ const NOUN: Record<string, string> = {
 function progress(status: JobStatus, over: Partial<Progress> = {}): Progress {
   const terminal = !["queued", "running", "delayed"].includes(status);
   return {
+    detailRemoved: null,
     title: "Importing january.csv",
     noun: "row",
     status,

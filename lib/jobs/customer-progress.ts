@@ -316,7 +316,7 @@ export function toCustomerProgress(
     batch,
   });
   const downloads =
-    kind === "csv_import" && p.terminal && p.processed + p.failed > 0
+    kind === "csv_import" && p.terminal && p.processed + p.failed > 0 && !p.detailRemoved
       ? {
           result: p.processed > 0 ? `/api/progress/${token}/result.csv` : null,
           failedRows: p.failed > 0 ? `/api/progress/${token}/failed-rows.csv` : null,

@@ -1,5 +1,6 @@
 import { formatCount } from "@/lib/format/number";
-import { formatSeconds } from "@/lib/format/duration";
+import { formatDays, formatSeconds } from "@/lib/format/duration";
+import { env } from "@/lib/env";
 import { kindSpec } from "@/lib/catalog/catalog";
 
 /**
@@ -65,4 +66,12 @@ export function killedMessage(row: FinalRow, cause: "ignored_signal" | "blocked_
       ? `the job did not stop at its soft limit of ${formatSeconds(row.budgetSoftMs)}`
       : "the job blocked its worker, which was restarted";
   return `Stopped at the hard limit after ${progressPhrase(row)} (hard limit ${formatSeconds(row.budgetHardMs)}): ${why}. Nothing it does from now on is saved.`;
+}
+
+/**
+ * What every page, API answer and download of a job whose detail the retention pass removed
+ * (lib/retention) says in place of what is gone: when, and after how long.
+ */
+export function detailRemovedMessage(prunedAt: Date, days = env().BOUNDED_RETAIN_JOB_DETAIL_DAYS): string {
+  return `This job's details (the record of each row, its failed rows, its timeline and the uploaded file) were removed on ${prunedAt.toISOString().slice(0, 10)}, ${formatDays(days)} after it ended; its outcome and counts are kept.`;
 }

@@ -8,7 +8,7 @@ import { withTimeout } from "@/lib/ratelimit/scripts";
 import { customerWaitSentence } from "./blocked-by-customer";
 import { partOf, storedSplitOf } from "./parts";
 import { estimateFrom, measuredRate, type RateBasis } from "./progress-rate";
-import { nounOf } from "./messages";
+import { detailRemovedMessage, nounOf } from "./messages";
 import { JOB_STATUSES, OPEN_STATUSES, TERMINAL_STATUSES, isTerminal, type JobStatus } from "@/lib/core/job-statuses";
 
 export const jobFilterSchema = z.object({
@@ -259,6 +259,8 @@ export interface JobDetail extends JobListItem {
   splitBy: string | null;
   splitParts: number | null;
   events: { at: string; type: string; attempt: number; message: string }[];
+  /** When the retention pass removed its row-level detail (lib/retention); null while it is kept. */
+  detailPrunedAt: string | null;
   /** Why it is not running, for a queued or delayed job (./blocked-by.ts); null otherwise. */
   blockedBy: BlockedBy | null;
 }
@@ -332,6 +334,7 @@ export async function getJob(id: string, failuresLimit = 200): Promise<JobDetail
       startedAt: true,
       attemptStartedAt: true,
       finishedAt: true,
+      detailPrunedAt: true,
       progressToken: true,
       upload: { select: { filename: true, sizeBytes: true, delimiter: true } },
       params: true,
@@ -364,6 +367,7 @@ export async function getJob(id: string, failuresLimit = 200): Promise<JobDetail
     startedAt: row.startedAt?.toISOString() ?? null,
     attemptStartedAt: row.attemptStartedAt?.toISOString() ?? null,
     finishedAt: row.finishedAt?.toISOString() ?? null,
+    detailPrunedAt: row.detailPrunedAt?.toISOString() ?? null,
     progressToken: row.progressToken,
     upload: row.upload,
     failures,
@@ -410,6 +414,8 @@ export interface Progress {
   waitSeconds?: number;
   /** While it is queued or delayed: why it waits, in the customer's words (./blocked-by-customer.ts). */
   waiting?: string;
+  /** Once the retention pass removed its detail (failures, files): what was removed and when (`detailRemovedMessage`). */
+  detailRemoved: string | null;
 }
 
 /** What a progress link looks like (16 random bytes in hex): anything else opens no job and touches nothing. */
@@ -472,6 +478,7 @@ async function progressRow(token: string) {
       updatedAt: true,
       wakeUpAt: true,
       params: true,
+      detailPrunedAt: true,
       upload: { select: { filename: true } },
     },
   });
@@ -542,6 +549,7 @@ export async function getProgress(token: string, now = new Date()): Promise<Prog
     expectedFinishAt: estimate.finishAt?.toISOString() ?? null,
     rate: estimate.rate,
     failures,
+    detailRemoved: row.detailPrunedAt ? detailRemovedMessage(row.detailPrunedAt) : null,
     ...(waitSeconds !== undefined ? { waitSeconds } : {}),
     ...(blockedBy ? { waiting: customerWaitSentence(blockedBy, row.kind, now, env().BOUNDED_TIME_SCALE) } : {}),
     ...(parts.length > 0

@@ -33,7 +33,8 @@ export async function reopenForRetry(input: {
     : {};
   return db().$transaction(async (tx) => {
     const { count } = await tx.job.updateMany({
-      where: { id: jobId, status: { in: [...RETRYABLE_STATUSES] } },
+      // A job whose detail the retention pass removed has nothing to resume from (lib/retention).
+      where: { id: jobId, status: { in: [...RETRYABLE_STATUSES] }, detailPrunedAt: null },
       // The retry is a sign of life: the reaper gives the row its grace from now, not from the
       // last run's heartbeat (it would otherwise see a queued row whose old queue job is finished).
       // A person's decision starts the count of resumes after stopped runs again (lib/runs/crash-resume.ts).

@@ -146,6 +146,8 @@ export interface DomainLabelValues {
   /** The reserve kinds and late-release resolutions of lib/quota/reserves (`bounded_reserve*_total`). */
   reserveKinds: readonly string[];
   lateResolutions: readonly string[];
+  /** The classes of history lib/retention prunes (`bounded_retention_pruned_rows_total`). */
+  retentionClasses: readonly string[];
 }
 
 /** What the scrape-time gauges read; lib/reports/metric-sources.ts has the database's. */
@@ -162,6 +164,8 @@ export interface ScrapeSources {
   outsideServices?: () => Promise<{ service: string; up: boolean }[]>;
   /** Where `bounded_reserve_sweep_window_seconds` comes from (the environment's setting), read at scrape time. */
   sweepWindowSeconds?: () => number;
+  /** Where `bounded_retention_overdue_seconds` comes from (lib/retention/status.ts), evaluated at scrape time. */
+  retentionOverdue?: () => Promise<{ name: string; overdueSeconds: number }[]>;
 }
 
 export interface MetricsOptions extends ScrapeSources {
@@ -269,6 +273,8 @@ export interface BoundedMetrics {
   reservesReclaimed: { inc(labels: Labels<"kind">, value?: number): void };
   /** `bounded_reserve_late_releases_total{kind,resolution}`: releases that found their reserve already swept. */
   reserveLateReleases: { inc(labels: Labels<"kind" | "resolution">, value?: number): void };
+  /** `bounded_retention_pruned_rows_total{class}`: rows the retention pass deleted (lib/retention). */
+  retentionPruned: { inc(labels: Labels<"class">, value?: number): void };
   /** Gives every label set of `values` a series at 0 (more than once changes nothing). */
   seedLabels(values: DomainLabelValues): void;
   /**
@@ -312,6 +318,7 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
   const outsideServices = () => (options.outsideServices ?? holder.__boundedScrapeSources?.outsideServices)?.();
   const sweepWindowSeconds = () =>
     (options.sweepWindowSeconds ?? holder.__boundedScrapeSources?.sweepWindowSeconds)?.();
+  const retentionOverdue = () => (options.retentionOverdue ?? holder.__boundedScrapeSources?.retentionOverdue)?.();
   // The four queue gauges are collected side by side in one scrape: they share one read.
   let queueRead: { at: number; value: Promise<QueueGaugeReading[] | undefined> } | undefined;
   const queueGauges = () => {
@@ -487,6 +494,22 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     "Releases that found their reserve already swept, by kind and resolution (charged again, debt, none for a failure).",
     ["kind", "resolution"],
   );
+  const retentionPruned = counter(
+    "retention_pruned_rows_total",
+    "Rows the retention pass deleted because they were older than their class keeps them (BOUNDED_RETAIN_*_DAYS), by class.",
+    ["class"],
+  );
+  scrapeTimeGauge(
+    "retention_overdue_seconds",
+    "How long the oldest row a class would prune has been past its retention, in real seconds (0 when the pass keeps up), by class; read from the database at scrape time.",
+    ["class"],
+    async (gauge) => {
+      gauge.reset();
+      for (const { name, overdueSeconds } of (await retentionOverdue()) ?? [])
+        gauge.set({ class: name }, overdueSeconds);
+    },
+    "could not read the retention's oldest rows for bounded_retention_overdue_seconds",
+  );
   const progressPollsFromCopy = counter(
     "progress_polls_from_copy_total",
     "Progress polls (GET /api/progress/<token>) the web answered from its copy of the job's answer, before the framework's routing: no Redis, no PostgreSQL. Also counted in bounded_http_requests_total.",
@@ -622,6 +645,7 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     );
     startAtZero(reservesReclaimed, labelSets({ kind: values.reserveKinds }));
     startAtZero(reserveLateReleases, labelSets({ kind: values.reserveKinds, resolution: values.lateResolutions }));
+    startAtZero(retentionPruned, labelSets({ class: values.retentionClasses }));
   };
   const labelValues = options.labelValues ?? holder.__boundedLabelValues;
   if (labelValues) seedLabels(labelValues);
@@ -676,6 +700,7 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
       if (Number.isFinite(ageSeconds)) reserveAge.observe(labels, Math.max(0, ageSeconds));
     },
     reservesReclaimed: { inc: (labels, value) => reservesReclaimed.inc(labels, value) },
+    retentionPruned: { inc: (labels, value) => retentionPruned.inc(labels, value) },
     reserveLateReleases: { inc: (labels, value) => reserveLateReleases.inc(labels, value) },
     seedLabels,
     disableScrapeTimeGauges() {
@@ -731,6 +756,9 @@ export const metrics = {
   reserveLateReleases: {
     inc: (labels: Labels<"kind" | "resolution">, value?: number) =>
       processMetrics().reserveLateReleases.inc(labels, value),
+  },
+  retentionPruned: {
+    inc: (labels: Labels<"class">, value?: number) => processMetrics().retentionPruned.inc(labels, value),
   },
   rateLimitRescheduled: (labels: Labels<"queue" | "family">, waitSeconds: number) =>
     processMetrics().rateLimitRescheduled(labels, waitSeconds),

@@ -5,6 +5,8 @@ import { requirePageViewer } from "@/lib/auth/principal";
 import { PageHead } from "../../components/page-head";
 import { DataTable, num } from "../../components/data-table";
 import { formatPace } from "@/lib/format/rate";
+import { retentionStatus, tableSizes } from "@/lib/retention/status";
+import { RetentionPanel } from "./retention";
 
 export const dynamic = "force-dynamic";
 export const metadata = { title: "Database" };
@@ -12,7 +14,13 @@ export const metadata = { title: "Database" };
 export default async function DatabasePage() {
   // Checked here, not only in the layout: a client navigation renders the page without it.
   await requirePageViewer("/database");
-  const { intervalMs, tables } = await sampleTableActivity(2000);
+  // The retention's reads are catalog lookups and index ends: done while the activity sample waits.
+  const sizesRead = tableSizes();
+  const [{ intervalMs, tables }, sizes, retention] = await Promise.all([
+    sampleTableActivity(2000),
+    sizesRead,
+    sizesRead.then((sizes) => retentionStatus({ sizes })),
+  ]);
   const hot = tables.filter((t) => t.seqScansPerS >= 1 && t.liveRows < 10_000);
   return (
     <main className="page">
@@ -20,8 +28,8 @@ export default async function DatabasePage() {
         title="Database"
         description={
           <>
-            Table activity per second over the last {formatDuration(intervalMs)} (two snapshots of{" "}
-            <code>pg_stat_user_tables</code>). Reload to sample again.
+            What is kept and for how long, and table activity per second over the last {formatDuration(intervalMs)} (two
+            snapshots of <code>pg_stat_user_tables</code>). Reload to sample again.
           </>
         }
       />
@@ -37,6 +45,8 @@ export default async function DatabasePage() {
           <p className="message ok">No small table is being re-read sequentially right now.</p>
         )}
       </section>
+      <RetentionPanel classes={retention} sizes={sizes} />
+      <h2>Table activity</h2>
       <DataTable
         headings={[
           "Table",

@@ -266,6 +266,11 @@ function View({ token, initial, initialEtag }: { token: string; initial: Progres
           {isError ? " — the connection is interrupted; retrying." : "."}
         </p>
       </section>
+      {p.detailRemoved ? (
+        <p className="message info" role="note" data-testid="detail-removed">
+          {p.detailRemoved}
+        </p>
+      ) : null}
       {p.downloads ? <Downloads downloads={p.downloads} failed={p.failed} processed={p.processed} /> : null}
       {p.failures.length > 0 ? (
         <section className="panel">

@@ -20,6 +20,7 @@ import { getJobAnswerReuse, type AnswerReuse } from "@/lib/answers/stats";
 import { nounOf } from "@/lib/jobs/messages";
 import {
   BlockedBy,
+  DetailRemoved,
   DetailsPanel,
   FailuresPanel,
   JobHeader,
@@ -57,7 +58,8 @@ async function loadJobView(
   const job = await getJob((await params).id);
   if (!job) notFound();
   const isOperator = hasRole(principal, "operator");
-  const retryable = (RETRYABLE_STATUSES as readonly string[]).includes(job.status) && job.children.length === 0;
+  const retryable =
+    (RETRYABLE_STATUSES as readonly string[]).includes(job.status) && job.children.length === 0 && !job.detailPrunedAt;
   // The proposal for the k the operator asked to see (?parts=), or the one the latencies give.
   const asked = Number((await searchParams).parts);
   const askedParts = Number.isInteger(asked) && asked >= MIN_PARTS && asked <= MAX_PARTS ? asked : undefined;
@@ -97,6 +99,17 @@ export default async function JobPage({
     searchParams,
   );
   const done = job.processed + job.failed;
+  // Its detail pruned (lib/retention): what it was and how it ended, without sections left empty.
+  if (job.detailPrunedAt)
+    return (
+      <main className="page">
+        <JobHeader job={job} rendered={rendered} />
+        <DetailRemoved job={job} />
+        <ProgressPanel job={job} rendered={rendered} />
+        <DetailsPanel job={job} tokens={tokens} reuse={reuse} />
+        <WebhookDeliveries deliveries={deliveries} />
+      </main>
+    );
   return (
     <main className="page">
       {/* Operators follow a running job on its stream; viewers' pages, and ended jobs, refresh on the timer. */}

@@ -14,7 +14,7 @@ import { formatDuration } from "@/lib/format/duration";
 import { MAX_BUDGET_FACTOR } from "@/lib/actions/retry";
 import { MAX_PARTS, MIN_PARTS, type SplitPlan } from "@/lib/jobs/split-plan";
 import type { PlanResult } from "@/lib/actions/split";
-import { nounOf } from "@/lib/jobs/messages";
+import { detailRemovedMessage, nounOf } from "@/lib/jobs/messages";
 import { serviceWaitSentence, serviceWaitsOf } from "@/lib/jobs/service-waits";
 import { STATUS_LABEL } from "@/lib/core/job-statuses";
 import type { TokenTotals } from "@/lib/modelcalls/usage";
@@ -64,6 +64,16 @@ export function BlockedBy({ job }: { job: JobDetail }) {
       data-type={job.blockedBy.type}
     >
       <strong>Why it is waiting:</strong> {job.blockedBy.message}
+    </p>
+  ) : null;
+}
+
+/** A job whose detail the retention pass removed: what is gone, and what its page still shows. */
+export function DetailRemoved({ job }: { job: JobDetail }) {
+  return job.detailPrunedAt ? (
+    <p className="message info" role="note" data-testid="detail-removed">
+      <strong>Details removed:</strong> {detailRemovedMessage(new Date(job.detailPrunedAt))} It cannot be retried or
+      split; send the work again as a new job.
     </p>
   ) : null;
 }

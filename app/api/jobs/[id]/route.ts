@@ -1,5 +1,6 @@
 import { errorResponse, route } from "@/lib/http/api";
 import { getJob } from "@/lib/jobs/queries";
+import { detailRemovedMessage } from "@/lib/jobs/messages";
 
 export const dynamic = "force-dynamic";
 
@@ -8,6 +9,8 @@ export const GET = route<{ params: Promise<{ id: string }> }>(
   async (_request, { params }) => {
     const job = await getJob((await params).id);
     if (!job) return errorResponse(404, "not_found", "No job with this id.");
+    if (job.detailPrunedAt)
+      return errorResponse(410, "job_detail_removed", detailRemovedMessage(new Date(job.detailPrunedAt)));
     return Response.json(job);
   },
   "GET /api/jobs/:id",

@@ -1,0 +1,106 @@
+import { env, type Env } from "@/lib/env";
+
+/**
+ * What Bounded keeps and for how long: each class of history has a number of days in the
+ * environment (real days, fractions allowed), and the retention pass (./prune.ts) removes what is
+ * older. What no class names is kept: a job's row with its counts and outcome, the tenant's own
+ * results (transactions, stored answers — these have expiries of their own), users and settings.
+ */
+export interface RetentionClass {
+  name: RetentionClassName;
+  /** The environment variable that sets its days. */
+  variable: keyof Env;
+  /** What it holds, in words, for /database and the retention script. */
+  holds: string;
+  /** Its tables, and the column whose age decides (for job detail: the job's end). */
+  tables: readonly { table: string; ageColumn: string }[];
+}
+
+export const RETENTION_CLASS_NAMES = [
+  "job_detail",
+  "model_calls",
+  "webhook_deliveries",
+  "rollups",
+  "quota_records",
+  "audit",
+] as const;
+export type RetentionClassName = (typeof RETENTION_CLASS_NAMES)[number];
+
+/** The tables whose rows belong to one job's detail, removed together once the job ended long enough ago. */
+export const JOB_DETAIL_TABLES = [
+  "JobItem",
+  "JobItemFailure",
+  "JobEvent",
+  "Upload",
+  "JobFile",
+  "CategoryAnswerUse",
+  "JobBatch",
+] as const;
+
+export const RETENTION_CLASSES: readonly RetentionClass[] = [
+  {
+    name: "job_detail",
+    variable: "BOUNDED_RETAIN_JOB_DETAIL_DAYS",
+    holds:
+      "a finished job's items, failed rows, timeline, answer records and the bytes of its uploaded files — its row, counts, outcome, file names and results stay; never a job that waits on a person",
+    tables: JOB_DETAIL_TABLES.map((table) => ({ table, ageColumn: "Job.finishedAt" })),
+  },
+  {
+    name: "model_calls",
+    variable: "BOUNDED_RETAIN_MODEL_CALLS_DAYS",
+    holds: "each model, tool and OCR call — the hourly and daily rollups keep their counts, tokens and latency",
+    tables: [{ table: "ModelCall", ageColumn: "startedAt" }],
+  },
+  {
+    name: "webhook_deliveries",
+    variable: "BOUNDED_RETAIN_WEBHOOK_DELIVERIES_DAYS",
+    holds: "webhook deliveries that ended (delivered, or failed for good); one still being tried stays",
+    tables: [{ table: "WebhookDelivery", ageColumn: "createdAt" }],
+  },
+  {
+    name: "rollups",
+    variable: "BOUNDED_RETAIN_ROLLUPS_DAYS",
+    holds:
+      "the per-hour and per-day summaries the pages and projections read (calls, a kind's figures, rate-limit waits)",
+    tables: [
+      { table: "ModelCallRollup", ageColumn: "hour" },
+      { table: "ModelCallRollupDay", ageColumn: "day" },
+      { table: "KindFiguresDay", ageColumn: "day" },
+      { table: "RateLimitRollup", ageColumn: "minute" },
+    ],
+  },
+  {
+    name: "quota_records",
+    variable: "BOUNDED_RETAIN_QUOTA_RECORDS_DAYS",
+    holds: "reserves the sweeper reclaimed and late releases that are settled; an unsettled debt stays",
+    tables: [
+      { table: "ReserveReclaim", ageColumn: "reclaimedAt" },
+      { table: "LateRelease", ageColumn: "releasedAt" },
+    ],
+  },
+  {
+    name: "audit",
+    variable: "BOUNDED_RETAIN_AUDIT_DAYS",
+    holds: "operator actions and refused calls — the longest kept",
+    tables: [
+      { table: "AuditEntry", ageColumn: "at" },
+      { table: "AuditRefusalTally", ageColumn: "minute" },
+    ],
+  },
+];
+
+const DAY_MS = 86_400_000;
+
+/** A class's days as the environment sets them. */
+export function retentionDays(name: RetentionClassName, e: Env = env()): number {
+  return e[classOf(name).variable] as number;
+}
+
+/** What is older than this is removed. */
+export function cutoffOf(name: RetentionClassName, now: Date, e: Env = env()): Date {
+  return new Date(now.getTime() - retentionDays(name, e) * DAY_MS);
+}
+
+export function classOf(name: RetentionClassName): RetentionClass {
+  return RETENTION_CLASSES.find((c) => c.name === name)!;
+}
