@@ -596,9 +596,9 @@ async function child(): Promise<void> {
       process.send!(reply, (err: Error | null) => (err ? reject(err) : resolve())),
     );
   const { getLatencyHistogram } = await import("../lib/modelcalls/queries");
-  const { listJobs, countJobsByStatus } = await import("../lib/jobs/queries");
+  const { listJobs, countJobsByStatus } = await import("../lib/job-views/queries");
   const { listStuckJobs, countStuckByKind, listOverdueDelayedJobs } = await import("../lib/reports/stuck");
-  const { listAwaitingOperator } = await import("../lib/jobs/awaiting-operator");
+  const { listAwaitingOperator } = await import("../lib/diagnosis/awaiting-operator");
   const { db, closeDb } = await import("../lib/db/client");
   const { closeRedis } = await import("../lib/redis/client");
   const { closeQueues } = await import("../lib/queues/queues");

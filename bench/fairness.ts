@@ -57,7 +57,7 @@ import { dropDatabase, migrate } from "../scripts/db/migrate";
  * small share: ~200 rows a real second is well below what the worker and PostgreSQL commit (see
  * bench:import), so the provider sets the pace, as in production. At 0.01 the database and the
  * CPU would set it and the makespan would measure this machine; at 1 the run takes 20 minutes.
- * The progress page's rate window (60 real s, deliberately not scaled: lib/jobs/progress-rate.ts)
+ * The progress page's rate window (60 real s, deliberately not scaled: lib/projection/progress-rate.ts)
  * spans 600 production s here — the whole job — against one minute in production.
  */
 const SCALE = flagNumber("--scale") ?? 0.1;
@@ -213,8 +213,8 @@ async function main(): Promise<void> {
   const { createImport } = await import("../lib/imports/create-import");
   const { providerWaitsKey } = await import("../lib/ratelimit/provider");
   const { resolveBudget } = await import("../lib/budgets/budgets");
-  const { getProgress } = await import("../lib/jobs/queries");
-  const { projectItems, describeProjection, itemsPerPart } = await import("../lib/jobs/projection");
+  const { getProgress } = await import("../lib/job-views/queries");
+  const { projectItems, describeProjection, itemsPerPart } = await import("../lib/projection/projection");
   const { OPEN_STATUSES } = await import("../lib/core/job-statuses");
   const { startSimulators } = await import("../workers/simulators/server");
 

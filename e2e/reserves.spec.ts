@@ -28,7 +28,7 @@ async function generate(request: APIRequestContext, tenant: string, adId: string
 /**
  * Waits until every job has ended for good; returns their statuses. A generation whose poll timed
  * out ends `failed` for an outside service, and the platform resumes it by itself a moment later
- * (lib/jobs/resume-policy.ts): its customer page says so, and until that resume has run it is not
+ * (lib/diagnosis/resume-policy.ts): its customer page says so, and until that resume has run it is not
  * over — it may still spend a unit.
  */
 async function ended(request: APIRequestContext, jobIds: string[]): Promise<Record<string, string>> {

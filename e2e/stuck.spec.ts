@@ -34,7 +34,7 @@ async function openRow(tenantSlug: string, status: "running" | "queued", queue: 
 }
 
 /**
- * A job that ended for a cause of its own and waits on a person (lib/jobs/resume-policy.ts), as
+ * A job that ended for a cause of its own and waits on a person (lib/diagnosis/resume-policy.ts), as
  * its finalizer leaves it: an interactive agent run that ran out of its minute (a kind that cannot
  * split), or an import whose worker died more often than the bound of resumes. Created 30 days
  * and ended 20 days ago in production time, the page's units (at the e2e time scale a real second

@@ -272,7 +272,7 @@ const fields = z.object({
   /**
    * Whether a job projected not to fit its budget splits itself into parts at its start, and a run
    * slower than projected hands its rest to a new attempt before its deadline (see
-   * lib/jobs/projection.ts). Off, it runs whole and times out with the items it reached, to be
+   * lib/projection/projection.ts). Off, it runs whole and times out with the items it reached, to be
    * retried or split by an operator.
    */
   BOUNDED_AUTO_SPLIT: z

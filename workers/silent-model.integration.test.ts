@@ -25,8 +25,8 @@ type Modules = {
   redis: typeof import("@/lib/redis/client");
   tenants: typeof import("@/test/helpers/tenants");
   breaker: typeof import("@/lib/ratelimit/breaker");
-  waits: typeof import("@/lib/jobs/service-waits");
-  progress: typeof import("@/lib/jobs/customer-progress");
+  waits: typeof import("@/lib/diagnosis/service-waits");
+  progress: typeof import("@/lib/progress/customer-progress");
 };
 let m: Modules;
 
@@ -41,8 +41,8 @@ beforeAll(async () => {
     redis: await import("@/lib/redis/client"),
     tenants: await import("@/test/helpers/tenants"),
     breaker: await import("@/lib/ratelimit/breaker"),
-    waits: await import("@/lib/jobs/service-waits"),
-    progress: await import("@/lib/jobs/customer-progress"),
+    waits: await import("@/lib/diagnosis/service-waits"),
+    progress: await import("@/lib/progress/customer-progress"),
   };
   const { startSimulators } = await import("@/workers/simulators/server");
   sims = await startSimulators({ model: { errorRate: 0, timeScale: SCALE }, silent: [] });

@@ -1,4 +1,4 @@
-import type { JobListItem } from "@/lib/jobs/queries";
+import type { JobListItem } from "@/lib/job-views/queries";
 import { StatusBadge } from "./status-badge";
 import { formatCount } from "@/lib/format/number";
 import { fmtOutOf, fmtTime } from "./format";

@@ -7,7 +7,7 @@ import { progressPhrase } from "@/lib/jobs/messages";
 import { finalizeJob } from "@/lib/runs/finalize";
 import { retryJob } from "./retry";
 import { describeRetry } from "./retry-messages";
-import { MARKED_FAILED_PREFIX } from "@/lib/jobs/resume-policy";
+import { MARKED_FAILED_PREFIX } from "@/lib/diagnosis/resume-policy";
 import { markJobsHandled, type MarkHandledResult } from "./mark-handled";
 import {
   CAUSE_ACTION,
@@ -17,7 +17,7 @@ import {
   stuckCauseSchema,
   type StuckAction,
   type StuckCause,
-} from "@/lib/jobs/stuck-causes";
+} from "@/lib/diagnosis/stuck-causes";
 
 /** A bulk action on a stuck group takes at most this many jobs, as a bulk retry does. */
 export const STUCK_ACTION_CAP = BULK_RETRY_CAP;
@@ -136,7 +136,7 @@ export async function retryStuckJobs(
 
 export type StuckActionOutcome = StuckActionResult | { type: "unknown_cause"; message: string };
 
-/** Marks the selected jobs awaiting an operator handled (lib/jobs/awaiting-operator.ts). */
+/** Marks the selected jobs awaiting an operator handled (lib/diagnosis/awaiting-operator.ts). */
 export async function markStuckJobsHandled(
   cause: StuckCause,
   selection: StuckSelection,

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { Principal } from "@/lib/auth/roles";
 import { db } from "@/lib/db/client";
-import { HANDLED_EVENT, listAwaitingOperator } from "@/lib/jobs/awaiting-operator";
+import { HANDLED_EVENT, listAwaitingOperator } from "@/lib/diagnosis/awaiting-operator";
 
 /** What "mark handled" is sent: the jobs the operator saw, by id (never "all"), and why. */
 export const markHandledSchema = z

@@ -17,7 +17,7 @@ const operator: Principal = {
 let h: Awaited<ReturnType<typeof startImportHarness>>;
 let split: typeof import("./split");
 let retry: typeof import("./retry");
-let queries: typeof import("@/lib/jobs/queries");
+let queries: typeof import("@/lib/job-views/queries");
 let stuck: typeof import("@/lib/reports/stuck");
 let reaper: typeof import("@/lib/runs/reaper");
 let errors: typeof import("@/lib/core/signals");
@@ -26,7 +26,7 @@ beforeAll(async () => {
   h = await startImportHarness();
   split = await import("./split");
   retry = await import("./retry");
-  queries = await import("@/lib/jobs/queries");
+  queries = await import("@/lib/job-views/queries");
   stuck = await import("@/lib/reports/stuck");
   reaper = await import("@/lib/runs/reaper");
   errors = await import("@/lib/core/signals");

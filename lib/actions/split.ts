@@ -3,9 +3,9 @@ import type { Principal } from "@/lib/auth/roles";
 import { db, Prisma } from "@/lib/db/client";
 import { nounOf } from "@/lib/jobs/messages";
 import { createPart, paramsObject, queuePart, type StoredSplit } from "@/lib/jobs/parts";
-import { isSplittable, storedProjection } from "@/lib/jobs/projection";
+import { isSplittable, storedProjection } from "@/lib/projection/projection";
 import { RETRYABLE_STATUSES } from "@/lib/jobs/reopen";
-import { makePlan, MAX_PARTS, MIN_PARTS, type SplitPlan } from "@/lib/jobs/split-plan";
+import { makePlan, MAX_PARTS, MIN_PARTS, type SplitPlan } from "@/lib/projection/split-plan";
 import type { JobStatus } from "@/lib/core/job-statuses";
 import { detailRemovedMessage } from "@/lib/jobs/messages";
 

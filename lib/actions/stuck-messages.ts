@@ -1,7 +1,7 @@
 import { formatCount } from "@/lib/format/number";
 import type { Described } from "@/lib/http/operator";
 import type { StuckActionOutcome } from "./mark-failed";
-import { CAUSE_TITLE } from "@/lib/jobs/stuck-causes";
+import { CAUSE_TITLE } from "@/lib/diagnosis/stuck-causes";
 
 const jobs = (x: number) => `${formatCount(x)} job${x === 1 ? "" : "s"}`;
 

@@ -1,6 +1,6 @@
 import { db } from "@/lib/db/client";
 import { uploadRecords } from "./csv-rows";
-import { customerReason } from "@/lib/jobs/customer-progress";
+import { customerReason } from "@/lib/progress/customer-progress";
 import { isTerminal, type JobStatus } from "@/lib/core/job-statuses";
 import { detailRemovedMessage } from "@/lib/jobs/messages";
 

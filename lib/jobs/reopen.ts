@@ -24,7 +24,7 @@ export async function reopenForRetry(input: {
   /** Who retried, for the parent's reopen message. */
   by: string;
   budget?: { softMs: number; hardMs: number; source: string };
-  /** The timeline event: `retry` (a person, or a queue tool) or `auto_resumed` (the platform, lib/jobs/resume-policy.ts). @defaultValue "retry" */
+  /** The timeline event: `retry` (a person, or a queue tool) or `auto_resumed` (the platform, lib/diagnosis/resume-policy.ts). @defaultValue "retry" */
   eventType?: "retry" | "auto_resumed";
 }): Promise<boolean> {
   const { jobId, message, by } = input;

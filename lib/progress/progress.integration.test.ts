@@ -20,8 +20,8 @@ import { jobEventsResponse } from "./operator";
 
 // Counts the computations of the customer's answer: a request served from the snapshot makes none.
 const computed = vi.hoisted(() => ({ count: 0 }));
-vi.mock("@/lib/jobs/customer-progress", async (importOriginal) => {
-  const original = await importOriginal<typeof import("@/lib/jobs/customer-progress")>();
+vi.mock("@/lib/progress/customer-progress", async (importOriginal) => {
+  const original = await importOriginal<typeof import("@/lib/progress/customer-progress")>();
   return {
     ...original,
     getCustomerProgress: (...args: Parameters<typeof original.getCustomerProgress>) => {
@@ -116,7 +116,7 @@ describe("the progress snapshot", () => {
       data: { status: "completed", processed: 3, finishedAt: new Date(), message: "Split by admin: p99 budget." },
     });
     const s = await snapshotWhere(token, "the completed answer", (_s, b) => b.status === "completed");
-    const { getCustomerProgress } = await import("@/lib/jobs/customer-progress");
+    const { getCustomerProgress } = await import("@/lib/progress/customer-progress");
     expect(JSON.parse(s.body)).toEqual(JSON.parse(JSON.stringify(await getCustomerProgress(token))));
     expect(s.body).not.toContain("admin");
   });

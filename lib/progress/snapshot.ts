@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from "node:crypto";
-import { type CustomerProgress, getCustomerProgress } from "@/lib/jobs/customer-progress";
-import { isProgressToken } from "@/lib/jobs/queries";
+import { type CustomerProgress, getCustomerProgress } from "@/lib/progress/customer-progress";
+import { isProgressToken } from "@/lib/job-views/queries";
 import { key, redis } from "@/lib/redis/client";
 import { sleep } from "@/lib/time";
 

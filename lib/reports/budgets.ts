@@ -10,7 +10,7 @@ import { formatCompactRate } from "@/lib/format/rate";
 import { formatBudget } from "@/lib/budgets/format";
 import type { RedisClient } from "@/lib/redis/client";
 import { listWorkerBudgets } from "@/lib/budgets/runtime";
-import { isSplittable, projectItems, SAFETY_FACTOR, type Projection } from "@/lib/jobs/projection";
+import { isSplittable, projectItems, SAFETY_FACTOR, type Projection } from "@/lib/projection/projection";
 import type { WorkerBudgets } from "@/lib/budgets/schemas";
 import { formatCount } from "@/lib/format/number";
 
@@ -60,7 +60,7 @@ export interface RiskEstimate {
   items: number;
   /**
    * Production ms: items × per-item p99 (items one after another), or, for kinds whose items are
-   * in flight together and which split themselves, the projection (lib/jobs/projection.ts).
+   * in flight together and which split themselves, the projection (lib/projection/projection.ts).
    */
   expectedMs: number;
   /** expectedMs ÷ soft budget; above 1 the job is expected to time out. */

@@ -21,7 +21,7 @@ export type EventCategory = "attempt" | "reschedule" | "reaper" | "event";
 const CATEGORY_OF: Record<string, EventCategory> = {
   started: "attempt",
   retry: "attempt",
-  // The platform's own retry of a job an outside service ended (lib/jobs/resume-policy.ts).
+  // The platform's own retry of a job an outside service ended (lib/diagnosis/resume-policy.ts).
   auto_resumed: "attempt",
   handed_over: "attempt",
   delayed: "reschedule",

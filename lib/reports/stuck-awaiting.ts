@@ -1,6 +1,6 @@
-import { listAwaitingOperator } from "@/lib/jobs/awaiting-operator";
+import { listAwaitingOperator } from "@/lib/diagnosis/awaiting-operator";
 
-/** Jobs that wait on an operator (lib/jobs/awaiting-operator.ts), counted for the gauge. */
+/** Jobs that wait on an operator (lib/diagnosis/awaiting-operator.ts), counted for the gauge. */
 
 /** For the `bounded_jobs_awaiting_operator{kind}` gauge. */
 export async function countAwaitingOperatorByKind(now = new Date()): Promise<Record<string, number>> {

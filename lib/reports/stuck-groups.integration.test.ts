@@ -11,7 +11,7 @@ import { ensureTenant } from "@/lib/tenants/ensure-tenant";
 import { makeJob } from "@/test/helpers/jobs";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
 import { crashStoppedMessage } from "@/lib/runs/crash-resume";
-import { getCustomerProgress } from "@/lib/jobs/customer-progress";
+import { getCustomerProgress } from "@/lib/progress/customer-progress";
 import {
   markStuckJobsFailed,
   markStuckJobsHandled,
@@ -21,7 +21,7 @@ import {
 } from "@/lib/actions/mark-failed";
 import { describeStuckAction } from "@/lib/actions/stuck-messages";
 import { getStuckOverview } from "./stuck-groups";
-import { jobsOfCause, type StuckCause } from "@/lib/jobs/stuck-causes";
+import { jobsOfCause, type StuckCause } from "@/lib/diagnosis/stuck-causes";
 import { finalizeJob } from "@/lib/runs/finalize";
 import type { JobStatus } from "@/lib/core/job-statuses";
 

@@ -1,4 +1,4 @@
-import { listAwaitingOperator } from "@/lib/jobs/awaiting-operator";
+import { listAwaitingOperator } from "@/lib/diagnosis/awaiting-operator";
 import {
   CAUSE_ACTION,
   CAUSE_ACTIONS,
@@ -10,7 +10,7 @@ import {
   type StuckAction,
   type StuckCause,
   type StuckGroupJob,
-} from "@/lib/jobs/stuck-causes";
+} from "@/lib/diagnosis/stuck-causes";
 
 /** Rows per page in each group. */
 export const STUCK_PAGE_SIZE = 20;

@@ -1,9 +1,15 @@
 import { db } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { reapGraceMs } from "@/lib/jobs/liveness";
-import { classifyOpenJobs, queueStateOf, toJob, type StuckCause, type StuckGroupJob } from "@/lib/jobs/stuck-causes";
+import {
+  classifyOpenJobs,
+  queueStateOf,
+  toJob,
+  type StuckCause,
+  type StuckGroupJob,
+} from "@/lib/diagnosis/stuck-causes";
 
-/** Why an open job is stuck: the open causes of the stuck page (lib/jobs/stuck-causes.ts). */
+/** Why an open job is stuck: the open causes of the stuck page (lib/diagnosis/stuck-causes.ts). */
 export type StuckReason = Exclude<StuckCause, "awaiting_operator">;
 
 /** A stuck open job as the overview lists it: the stuck page's row, with its cause. */

@@ -3,7 +3,7 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { closeDb, db } from "@/lib/db/client";
 import { env, type Env } from "@/lib/env";
 import { ensureTenant } from "@/lib/tenants/ensure-tenant";
-import { HANDLED_EVENT } from "@/lib/jobs/awaiting-operator";
+import { HANDLED_EVENT } from "@/lib/diagnosis/awaiting-operator";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
 import { pruneOnce } from "./prune";
 import { retentionStatus } from "./status";

@@ -1,8 +1,8 @@
 import { db, Prisma } from "@/lib/db/client";
 import { env, type Env } from "@/lib/env";
 import { TERMINAL_STATUSES } from "@/lib/core/job-statuses";
-import { endedRows } from "@/lib/jobs/awaiting-operator";
-import { OPERATOR_STATUSES, resumeRuleOf } from "@/lib/jobs/resume-policy";
+import { endedRows } from "@/lib/diagnosis/awaiting-operator";
+import { OPERATOR_STATUSES, resumeRuleOf } from "@/lib/diagnosis/resume-policy";
 import { classOf, cutoffOf, JOB_DETAIL_TABLES, RETENTION_CLASSES, type RetentionClassName } from "./policy";
 
 /**
@@ -110,7 +110,7 @@ async function pruneTables(
 /**
  * Finished jobs, oldest end first, whose detail is older than the retention: each batch's rows
  * marked pruned and their detail deleted in one transaction. Skipped: a job that waits on a person
- * (lib/jobs/awaiting-operator.ts), and a part whose job has not ended. The mark is set first, under
+ * (lib/diagnosis/awaiting-operator.ts), and a part whose job has not ended. The mark is set first, under
  * the row's lock and only while the row is still terminal, so a retry at the same moment either
  * reopens the job before (and it is not pruned) or finds it pruned (and refuses).
  */
@@ -153,8 +153,8 @@ async function finishedJobsPast(run: ClassRun, after: { finishedAt: Date; id: st
 
 /**
  * The candidates less those a person has to act on, now or once the platform's own resumes are
- * spent: an ended job whose rule awaits a person (lib/jobs/resume-policy.ts) and that nobody has
- * retried, split, marked handled or marked failed since (lib/jobs/awaiting-operator.ts `endedRows`).
+ * spent: an ended job whose rule awaits a person (lib/diagnosis/resume-policy.ts) and that nobody has
+ * retried, split, marked handled or marked failed since (lib/diagnosis/awaiting-operator.ts `endedRows`).
  */
 async function withoutThoseAwaiting(candidates: Candidate[]): Promise<string[]> {
   const mayAwait = candidates

@@ -1,6 +1,6 @@
 import { db, Prisma } from "@/lib/db/client";
 import { env, type Env } from "@/lib/env";
-import { OPERATOR_STATUSES } from "@/lib/jobs/resume-policy";
+import { OPERATOR_STATUSES } from "@/lib/diagnosis/resume-policy";
 import { cutoffOf, RETENTION_CLASSES, retentionDays, type RetentionClassName } from "./policy";
 
 /** One class as /database shows it and `bounded_retention_overdue_seconds` reports it. */

@@ -3,10 +3,10 @@ import { env } from "@/lib/env";
 import { queue, requeueJob } from "@/lib/queues/queues";
 import { QUEUE_NAMES, type JobKind, type QueueName } from "@/lib/catalog/catalog";
 import { RETRY_PRIORITY } from "@/lib/queues/fairness";
-import { endedRows } from "@/lib/jobs/awaiting-operator";
+import { endedRows } from "@/lib/diagnosis/awaiting-operator";
 import { countLabel, nounOf } from "@/lib/jobs/messages";
 import { reopenForRetry } from "@/lib/jobs/reopen";
-import { AUTO_RESUME, AUTO_RESUMED_EVENT, nextAutoResume, resumeRuleOf } from "@/lib/jobs/resume-policy";
+import { AUTO_RESUME, AUTO_RESUMED_EVENT, nextAutoResume, resumeRuleOf } from "@/lib/diagnosis/resume-policy";
 
 export interface AutoResumed {
   id: string;
@@ -17,7 +17,7 @@ export interface AutoResumed {
 }
 
 /**
- * The platform's own resumes (lib/jobs/resume-policy.ts, `AUTO_RESUME`): every job that ended for
+ * The platform's own resumes (lib/diagnosis/resume-policy.ts, `AUTO_RESUME`): every job that ended for
  * an outside service and whose next resume is due goes back to its queue exactly as an operator's
  * retry puts it there (`reopenForRetry`, the cursor kept, ahead of fresh jobs), with an
  * `auto_resumed` event. Run by the reaper each pass; a job whose resume cannot be queued now stays

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { SAFETY_FACTOR } from "@/lib/jobs/projection";
+import { SAFETY_FACTOR } from "@/lib/projection/projection";
 import {
   batchLaneOn,
   CANCEL_SETTLE_MS,

@@ -5,7 +5,7 @@ import { OutsideServiceDown } from "@/lib/ratelimit/errors";
 import { kindSpec, reschedules } from "@/lib/catalog/catalog";
 import { formatCount } from "@/lib/format/number";
 import { formatDuration } from "@/lib/format/duration";
-import { describeProjection, projectItems, SAFETY_FACTOR } from "@/lib/jobs/projection";
+import { describeProjection, projectItems, SAFETY_FACTOR } from "@/lib/projection/projection";
 import { nounOf } from "@/lib/jobs/messages";
 import type { Logger } from "@/lib/log";
 import { metrics } from "@/lib/metrics/metrics";

@@ -30,7 +30,7 @@ const clock = (d: Date) => `${d.toISOString().slice(11, 16)} UTC`;
  * The row's message while its rows are with the provider's batch service (./batch-lane.ts):
  * "Waiting for batch:batch_abc (the provider's batch service, expected by 14:05 UTC; finished
  * directly from 14:20 UTC at the latest); it looks again in 1 min." The scope is named as a
- * deferral's is, so the job page's wait reader (lib/jobs/blocked-by.ts) finds it.
+ * deferral's is, so the job page's wait reader (lib/diagnosis/blocked-by.ts) finds it.
  */
 export function batchWaitMessage(
   scope: string,

@@ -1,6 +1,6 @@
 import { db } from "@/lib/db/client";
 import { env } from "@/lib/env";
-import { SERVICE_WAIT_EVENT } from "@/lib/jobs/service-waits";
+import { SERVICE_WAIT_EVENT } from "@/lib/diagnosis/service-waits";
 import type { Logger } from "@/lib/log";
 import { metrics } from "@/lib/metrics/metrics";
 import { kindSpec } from "@/lib/catalog/catalog";
@@ -44,7 +44,7 @@ export type DeferralResult = "delayed" | "timed_out" | "fenced";
  * long as the service is down, which `BoundedOutsideServiceDown` pages a person about.
  * And its timeline gets a `service_wait` event dated when the wait really began (the later of the
  * run's start and the outage's), so the job page and the customer's page can say "waited for the
- * model service from … to …" (lib/jobs/service-waits.ts reads it with the next start).
+ * model service from … to …" (lib/diagnosis/service-waits.ts reads it with the next start).
  * A batch not done yet (`BatchPending`) is no rate-limit window either (no rollup, no reschedule
  * metric): the row says which batch it waits for and until when it looks again, and its slot time
  * is charged as usual (the wait is not, like any wait in *delayed*).

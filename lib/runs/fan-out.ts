@@ -1,8 +1,8 @@
 import { db } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { createPart, paramsObject, partOf, queuePart, storedSplitOf, type StoredSplit } from "@/lib/jobs/parts";
-import { fits, isSplittable, storedProjection, type Projection } from "@/lib/jobs/projection";
-import { makePlan, MIN_PARTS, type SplitPlan } from "@/lib/jobs/split-plan";
+import { fits, isSplittable, storedProjection, type Projection } from "@/lib/projection/projection";
+import { makePlan, MIN_PARTS, type SplitPlan } from "@/lib/projection/split-plan";
 import type { RunStart } from "./attempt";
 import { keepProjection } from "./projection-writes";
 

@@ -1,5 +1,5 @@
 import { db } from "@/lib/db/client";
-import type { StoredProjection } from "@/lib/jobs/projection";
+import type { StoredProjection } from "@/lib/projection/projection";
 import { logger } from "@/lib/log";
 
 const log = logger("projection-writes");

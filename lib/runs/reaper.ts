@@ -6,8 +6,8 @@ import { QUEUE_NAMES, type JobKind, type QueueName } from "@/lib/catalog/catalog
 import { RETRY_PRIORITY, tenantPriority } from "@/lib/queues/fairness";
 import { CREATE_ENQUEUE_WINDOW_MS } from "@/lib/jobs/create";
 import { reapGraceMs } from "@/lib/jobs/liveness";
-import { NO_WORKER_PREFIX } from "@/lib/jobs/resume-policy";
-import { queueStateOf } from "@/lib/jobs/stuck-causes";
+import { NO_WORKER_PREFIX } from "@/lib/diagnosis/resume-policy";
+import { queueStateOf } from "@/lib/diagnosis/stuck-causes";
 import type { JobStatus } from "@/lib/core/job-statuses";
 import { resumeOutsideServiceFailures } from "./auto-resume";
 import { resumeStoppedRun } from "./crash-resume";
@@ -26,7 +26,7 @@ export interface ReapedJob {
   status: JobStatus;
   /**
    * What the reaper did: resumed a stopped run, queued a row the queue had lost, ended it at the
-   * bound, or resumed a job an outside service had ended (lib/jobs/resume-policy.ts, `AUTO_RESUME`).
+   * bound, or resumed a job an outside service had ended (lib/diagnosis/resume-policy.ts, `AUTO_RESUME`).
    */
   action: "resumed" | "requeued" | "stopped" | "auto_resumed";
   message: string;

@@ -1,7 +1,7 @@
 import type { Job as QueueJob } from "bullmq";
 import { env } from "@/lib/env";
 import { partOf, startNextPartEarly } from "@/lib/jobs/parts";
-import { sliceOf } from "@/lib/jobs/projection";
+import { sliceOf } from "@/lib/projection/projection";
 import { withLogFields, type Logger } from "@/lib/log";
 import { itemsInFlight } from "@/lib/catalog/catalog";
 import { runAsTenant } from "@/lib/ratelimit/context";
@@ -56,7 +56,7 @@ export function runContext({ run, signal, log, queueJob, limits, dispatchHold }:
                 log.warn({ err }, "could not start the next part early; it starts when this one completes"),
               )
           : undefined,
-      // A run slower than its projection hands its rest on before its deadline (lib/jobs/projection.ts).
+      // A run slower than its projection hands its rest on before its deadline (lib/projection/projection.ts).
       slice: slice && {
         dispatchUntil: performance.now() + (startedAt + slice.dispatchMs - Date.now()),
         drainUntil: performance.now() + (startedAt + slice.drainMs - Date.now()),

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parseEnv } from "@/lib/env";
-import { SAFETY_FACTOR, SPLITTABLE } from "@/lib/jobs/projection";
+import { SAFETY_FACTOR, SPLITTABLE } from "@/lib/projection/projection";
 import { KINDS } from "@/lib/catalog/catalog";
 import { providerLimits } from "@/lib/ratelimit/buckets";
 import { QUEUES } from "@/lib/catalog/catalog";

@@ -44,8 +44,8 @@ type Modules = {
   reschedule: typeof import("@/lib/runs/reschedule");
   metrics: typeof import("@/lib/metrics/metrics");
   cancel: typeof import("@/lib/actions/cancel");
-  customer: typeof import("@/lib/jobs/customer-progress");
-  projection: typeof import("@/lib/jobs/projection");
+  customer: typeof import("@/lib/progress/customer-progress");
+  projection: typeof import("@/lib/projection/projection");
   lane: typeof import("@/lib/runs/batch-lane");
   faults: import("@/workers/simulators/faults").SimulatorFaults;
 };
@@ -117,8 +117,8 @@ beforeAll(async () => {
     reschedule: await import("@/lib/runs/reschedule"),
     metrics: await import("@/lib/metrics/metrics"),
     cancel: await import("@/lib/actions/cancel"),
-    customer: await import("@/lib/jobs/customer-progress"),
-    projection: await import("@/lib/jobs/projection"),
+    customer: await import("@/lib/progress/customer-progress"),
+    projection: await import("@/lib/projection/projection"),
     lane: await import("@/lib/runs/batch-lane"),
     faults,
   };

@@ -45,7 +45,7 @@ describe("marketplace_sync under the reschedule policy", () => {
     );
     expect(seen.r.wakeUpAt!.getTime()).toBeGreaterThan(seen.r.heartbeatAt!.getTime());
     // The end user is told what happens, in production seconds (a window is 60 s).
-    const { getProgress } = await import("@/lib/jobs/queries");
+    const { getProgress } = await import("@/lib/job-views/queries");
     const progress = await getProgress(started.progressToken, seen.r.heartbeatAt!);
     expect(progress).toMatchObject({
       status: "delayed",

@@ -1,7 +1,7 @@
 import Link from "next/link";
 import { getBudgetReport, type BudgetReport } from "@/lib/reports/budgets";
 import { countLabel } from "@/lib/jobs/messages";
-import { countJobsByStatus, listJobs, type JobListItem } from "@/lib/jobs/queries";
+import { countJobsByStatus, listJobs, type JobListItem } from "@/lib/job-views/queries";
 import { countRecentFailures, type RecentFailures } from "@/lib/reports/recent-failures";
 import { getStuckOverview, stuckHeadline, type StuckHeadline } from "@/lib/reports/stuck-groups";
 import { JOB_STATUSES, STATUS_LABEL, type JobStatus } from "@/lib/core/job-statuses";

@@ -9,7 +9,7 @@ import {
   type QueueOverview,
   type QueuesOverview,
 } from "@/lib/queues/overview";
-import { BLOCKED_BY_LABEL, mostCommonCauses, QUEUE_CAUSE_SAMPLE, type QueueCause } from "@/lib/jobs/blocked-by";
+import { BLOCKED_BY_LABEL, mostCommonCauses, QUEUE_CAUSE_SAMPLE, type QueueCause } from "@/lib/diagnosis/blocked-by";
 import { DataTable, num } from "../../components/data-table";
 import { formatCount } from "@/lib/format/number";
 import { fmtTime } from "../../components/format";
@@ -52,7 +52,7 @@ function throughputLabel(q: QueueOverview): string {
 
 /**
  * Why this queue's jobs wait, right now: the most common cause among its longest-waiting queued or
- * delayed jobs (a sample of QUEUE_CAUSE_SAMPLE, not every job: lib/jobs/blocked-by.ts), and one
+ * delayed jobs (a sample of QUEUE_CAUSE_SAMPLE, not every job: lib/diagnosis/blocked-by.ts), and one
  * of those jobs' sentences.
  */
 function WaitCause({ cause }: { cause: QueueCause | undefined }) {

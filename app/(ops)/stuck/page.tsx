@@ -10,9 +10,9 @@ import {
   type StuckHeadline,
   type StuckOverview,
 } from "@/lib/reports/stuck-groups";
-import { STUCK_CAUSES, type StuckCause, type StuckGroupJob } from "@/lib/jobs/stuck-causes";
+import { STUCK_CAUSES, type StuckCause, type StuckGroupJob } from "@/lib/diagnosis/stuck-causes";
 import { STUCK_ACTION_CAP } from "@/lib/actions/mark-failed";
-import { ACTION_LABEL, type OperatorAction } from "@/lib/jobs/resume-policy";
+import { ACTION_LABEL, type OperatorAction } from "@/lib/diagnosis/resume-policy";
 import { requirePageViewer } from "@/lib/auth/principal";
 import { hasRole } from "@/lib/auth/roles";
 import { StatusBadge } from "../../components/status-badge";

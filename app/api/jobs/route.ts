@@ -1,5 +1,5 @@
 import { parseQuery, route } from "@/lib/http/api";
-import { jobFilterSchema, listJobs } from "@/lib/jobs/queries";
+import { jobFilterSchema, listJobs } from "@/lib/job-views/queries";
 
 export const dynamic = "force-dynamic";
 

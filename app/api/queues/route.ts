@@ -1,4 +1,4 @@
-import { mostCommonCauses } from "@/lib/jobs/blocked-by";
+import { mostCommonCauses } from "@/lib/diagnosis/blocked-by";
 import { operatorRoute } from "@/lib/http/operator";
 import { getQueuesOverview } from "@/lib/queues/overview";
 

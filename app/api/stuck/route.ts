@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { parseQuery, route } from "@/lib/http/api";
 import { getStuckOverview } from "@/lib/reports/stuck-groups";
-import { STUCK_CAUSES } from "@/lib/jobs/stuck-causes";
+import { STUCK_CAUSES } from "@/lib/diagnosis/stuck-causes";
 
 export const dynamic = "force-dynamic";
 

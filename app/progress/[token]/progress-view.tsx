@@ -2,7 +2,7 @@
 
 import { QueryClient, QueryClientProvider, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useEffect, useState, useSyncExternalStore } from "react";
-import type { CustomerProgress as Progress } from "@/lib/jobs/customer-progress";
+import type { CustomerProgress as Progress } from "@/lib/progress/customer-progress";
 import { statusTone } from "../../components/status-badge";
 import { formatDuration, formatDurationRounded, formatWaitSeconds } from "@/lib/format/duration";
 import { formatRate } from "@/lib/format/rate";

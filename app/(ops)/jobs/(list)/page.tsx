@@ -1,5 +1,5 @@
 import Link from "next/link";
-import { jobFilterSchema, listJobs } from "@/lib/jobs/queries";
+import { jobFilterSchema, listJobs } from "@/lib/job-views/queries";
 import { JOB_STATUSES, STATUS_LABEL } from "@/lib/core/job-statuses";
 import { JOB_KINDS } from "@/lib/catalog/catalog";
 import { JobsTable } from "../../../components/jobs-table";

@@ -1,6 +1,6 @@
 import { notFound } from "next/navigation";
 import type { ReactNode } from "react";
-import { jobExists } from "@/lib/jobs/queries";
+import { jobExists } from "@/lib/job-views/queries";
 
 /**
  * Decides "no such job" before anything streams: the operator area's loading state starts the

@@ -1,11 +1,11 @@
 import { notFound } from "next/navigation";
-import { getJob, type JobDetail } from "@/lib/jobs/queries";
+import { getJob, type JobDetail } from "@/lib/job-views/queries";
 import { readJobFacts } from "@/lib/progress/operator";
 import { JobStream, type RenderedFacts } from "./job-live";
 import { requirePageViewer } from "@/lib/auth/principal";
 import { hasRole } from "@/lib/auth/roles";
 import { RETRYABLE_STATUSES } from "@/lib/jobs/reopen";
-import { MAX_PARTS, MIN_PARTS } from "@/lib/jobs/split-plan";
+import { MAX_PARTS, MIN_PARTS } from "@/lib/projection/split-plan";
 import { planSplit, type PlanResult } from "@/lib/actions/split";
 import { isTerminal } from "@/lib/core/job-statuses";
 import { CancelForm } from "./cancel-form";

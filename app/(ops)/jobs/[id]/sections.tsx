@@ -3,7 +3,7 @@
  * the page read, and nothing of its own.
  */
 import Link from "next/link";
-import type { JobDetail } from "@/lib/jobs/queries";
+import type { JobDetail } from "@/lib/job-views/queries";
 import { StatusBadge, statusTone } from "../../../components/status-badge";
 import { formatCount } from "@/lib/format/number";
 import { fmtOutOf, fmtTime } from "../../../components/format";
@@ -12,10 +12,10 @@ import { LiveJobProgress, LiveJobStatus, type RenderedFacts } from "./job-live";
 import { DataTable, num } from "../../../components/data-table";
 import { formatDuration } from "@/lib/format/duration";
 import { MAX_BUDGET_FACTOR } from "@/lib/actions/retry";
-import { MAX_PARTS, MIN_PARTS, type SplitPlan } from "@/lib/jobs/split-plan";
+import { MAX_PARTS, MIN_PARTS, type SplitPlan } from "@/lib/projection/split-plan";
 import type { PlanResult } from "@/lib/actions/split";
 import { detailRemovedMessage, nounOf } from "@/lib/jobs/messages";
-import { serviceWaitSentence, serviceWaitsOf } from "@/lib/jobs/service-waits";
+import { serviceWaitSentence, serviceWaitsOf } from "@/lib/diagnosis/service-waits";
 import { STATUS_LABEL } from "@/lib/core/job-statuses";
 import type { TokenTotals } from "@/lib/modelcalls/usage";
 import type { AnswerReuse } from "@/lib/answers/stats";
@@ -54,7 +54,7 @@ export function JobHeader({ job, rendered }: { job: JobDetail; rendered: Rendere
   );
 }
 
-/** Why a queued or delayed job is not running, from the live state (lib/jobs/blocked-by.ts); nothing otherwise. */
+/** Why a queued or delayed job is not running, from the live state (lib/diagnosis/blocked-by.ts); nothing otherwise. */
 export function BlockedBy({ job }: { job: JobDetail }) {
   return job.blockedBy ? (
     <p

@@ -1,5 +1,5 @@
 import { errorResponse, route } from "@/lib/http/api";
-import { getJob } from "@/lib/jobs/queries";
+import { getJob } from "@/lib/job-views/queries";
 import { detailRemovedMessage } from "@/lib/jobs/messages";
 
 export const dynamic = "force-dynamic";

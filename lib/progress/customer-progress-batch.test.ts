@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { customerSentence, OPERATOR_WORDS, toCustomerProgress, type CustomerBatch } from "./customer-progress";
-import type { Progress } from "./queries";
+import type { Progress } from "@/lib/job-views/queries";
 
 const batch: CustomerBatch = {
   rows: 1_000,

@@ -12,7 +12,7 @@ import {
 import { summaryOf, type JobSummary, type JobSummaryRow } from "./job-summary";
 
 /**
- * Jobs that ended and wait on a person (lib/jobs/resume-policy.ts: `awaits`) whom nobody has
+ * Jobs that ended and wait on a person (lib/diagnosis/resume-policy.ts: `awaits`) whom nobody has
  * acted on yet. Acting is what takes a job out: a retry reopens it (no longer terminal), a split
  * gives it parts, and "mark handled" writes a `handled` timeline event after its end (a person
  * dealt with it otherwise: told the customer, decided it is not worth continuing). A job that
@@ -102,7 +102,10 @@ export async function listAwaitingOperator(now = new Date(), ids?: string[]): Pr
   return jobs;
 }
 
-/** When the platform resumes this ended job by itself, real time; null when nothing will (lib/jobs/resume-policy.ts). */
+/**
+ * When the platform resumes this ended job by itself, real time; null when nothing will
+ * (lib/diagnosis/resume-policy.ts).
+ */
 export async function scheduledAutoResume(jobId: string): Promise<Date | null> {
   const [r] = await endedRows([jobId]);
   if (!r) return null;

@@ -7,14 +7,14 @@ vi.stubEnv("BOUNDED_AUTO_SPLIT", "1");
 vi.stubEnv("BOUNDED_ITEMS_IN_FLIGHT_CSV_IMPORT", "2");
 
 let h: Awaited<ReturnType<typeof startImportHarness>>;
-let queries: typeof import("./queries");
+let queries: typeof import("@/lib/job-views/queries");
 // 3,000 s soft: 3 s at the test time scale, where a row costs tens of milliseconds of real
 // database and HTTP work — hundreds of times its share of a 3 s budget in production terms.
 const SOFT_S = 3_000;
 
 beforeAll(async () => {
   h = await startImportHarness({ budgetSoftS: SOFT_S, budgetHardS: 4_500 });
-  queries = await import("./queries");
+  queries = await import("@/lib/job-views/queries");
 });
 afterAll(() => h.close());
 
@@ -30,7 +30,7 @@ async function measureHere() {
   const warmUp = await h.importOf(150, "fan-out-warm-up");
   await runToEnd(warmUp);
   // What the warm-up measured is read by the next start, not what its own start read.
-  (await import("./projection")).forgetKindReadings();
+  (await import("@/lib/projection/projection")).forgetKindReadings();
   expect(await db().job.findUniqueOrThrow({ where: { id: warmUp } })).toMatchObject({
     status: "completed",
     processed: 150,
@@ -40,7 +40,7 @@ async function measureHere() {
 /** Earlier runs' measurements removed, and no start of this process reuses what it read of them. */
 async function forgetMeasures() {
   await db().$executeRaw`DELETE FROM "ModelCallRollup" WHERE "jobKind" = 'csv_import' AND type IN ('item', 'model')`;
-  (await import("./projection")).forgetKindReadings();
+  (await import("@/lib/projection/projection")).forgetKindReadings();
 }
 
 /**

@@ -3,7 +3,7 @@ import type { JobStatus } from "@/lib/core/job-statuses";
 /**
  * The one record of a job the stuck and awaiting-operator reports list: who, what, how far, and
  * its budget. Each report adds its own fields (why it is stuck, what continues it). A row of the
- * jobs list is another record, `JobListItem` (./queries.ts).
+ * jobs list is another record, `JobListItem` (lib/job-views/queries.ts).
  */
 export interface JobSummary {
   id: string;

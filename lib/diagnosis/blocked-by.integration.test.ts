@@ -10,7 +10,7 @@ vi.mock("@/lib/auth/principal", async () => {
 });
 
 const { closeDb, db } = await import("@/lib/db/client");
-const { createJob } = await import("./create");
+const { createJob } = await import("@/lib/jobs/create");
 const { logger } = await import("@/lib/log");
 const { createGeneration } = await import("@/lib/generations/create-generation");
 const { claim } = await import("@/lib/quota/reserves");
@@ -29,7 +29,7 @@ const { deleteTenant, uniqueTenantSlug } = await import("@/test/helpers/tenants"
 const { GET } = await import("@/app/api/jobs/[id]/route");
 const { mostCommonCauses } = await import("./blocked-by");
 const { CUSTOMER_STATUS_LABEL, getCustomerProgress, OPERATOR_WORDS, WAITING_FOR_SERVICE_LABEL } = await import(
-  "./customer-progress"
+  "@/lib/progress/customer-progress"
 );
 
 /**

@@ -7,7 +7,7 @@ import { QUEUE_NAMES, type QueueName } from "@/lib/catalog/catalog";
 import { scaled } from "@/lib/time";
 import type { EndCause, OperatorAction } from "./resume-policy";
 import { summaryFields, summaryOf, type JobSummary, type JobSummaryRow } from "./job-summary";
-import { heartbeatIntervalMs } from "./liveness";
+import { heartbeatIntervalMs } from "@/lib/jobs/liveness";
 import { listAwaitingOperator, type AwaitingJob } from "./awaiting-operator";
 
 /**
@@ -18,8 +18,8 @@ import { listAwaitingOperator, type AwaitingJob } from "./awaiting-operator";
 /**
  * Why a job is on the stuck page. One cause per job, the first that applies in this order (the
  * order of the page's sections, worst first):
- * - `awaiting_operator`: it ended, and only a person can continue it (lib/jobs/resume-policy.ts);
- *   nobody has acted on it yet (lib/jobs/awaiting-operator.ts). First: nothing else will happen to
+ * - `awaiting_operator`: it ended, and only a person can continue it (lib/diagnosis/resume-policy.ts);
+ *   nobody has acted on it yet (lib/diagnosis/awaiting-operator.ts). First: nothing else will happen to
  *   these, while the open causes below are mostly taken care of by the reaper.
  * - `lost_from_queue`: the row is open but the queue no longer holds it (missing, or finished);
  *   nothing would run it. The reaper queues it again on its next pass.
@@ -97,7 +97,7 @@ export interface StuckGroupJob extends JobSummary {
   why: string;
   /** When it ended (awaiting an operator). */
   finishedAt: string | null;
-  /** Awaiting an operator: why it ended, and what continues it (lib/jobs/resume-policy.ts). */
+  /** Awaiting an operator: why it ended, and what continues it (lib/diagnosis/resume-policy.ts). */
   endCause?: EndCause;
   action?: OperatorAction;
   /** Awaiting an operator: production ms since the customer sent it. */

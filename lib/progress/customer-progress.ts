@@ -1,11 +1,16 @@
 import { formatCount } from "@/lib/format/number";
 import { db } from "@/lib/db/client";
 import { formatDuration } from "@/lib/format/duration";
-import { SERVICE_WAIT_EVENT, serviceWaitSentence, serviceWaitsOf, type ServiceWait } from "./service-waits";
-import { countLabel } from "./messages";
-import { getProgress, isProgressToken, type Progress } from "./queries";
-import { MARKED_FAILED_PREFIX } from "./resume-policy";
-import { HANDLED_EVENT, scheduledAutoResume } from "./awaiting-operator";
+import {
+  SERVICE_WAIT_EVENT,
+  serviceWaitSentence,
+  serviceWaitsOf,
+  type ServiceWait,
+} from "@/lib/diagnosis/service-waits";
+import { countLabel } from "@/lib/jobs/messages";
+import { getProgress, isProgressToken, type Progress } from "@/lib/job-views/queries";
+import { MARKED_FAILED_PREFIX } from "@/lib/diagnosis/resume-policy";
+import { HANDLED_EVENT, scheduledAutoResume } from "@/lib/diagnosis/awaiting-operator";
 import type { JobStatus } from "@/lib/core/job-statuses";
 
 /**
@@ -81,12 +86,12 @@ export interface CustomerSentenceInput {
   /** While queued or waiting in *delayed*: why it waits, as the progress query worded it (no operator words). */
   waitMessage?: string | null;
   /**
-   * An ended job the platform resumes by itself (lib/jobs/resume-policy.ts, `outside_service`):
+   * An ended job the platform resumes by itself (lib/diagnosis/resume-policy.ts, `outside_service`):
    * when. Only then does a job that ended short read "it continues by itself".
    */
   continuesAt?: Date | null;
   /**
-   * An operator marked the ended job handled (lib/jobs/awaiting-operator.ts: it left the awaiting
+   * An operator marked the ended job handled (lib/diagnosis/awaiting-operator.ts: it left the awaiting
    * group, nobody is asked to continue it any more), so "our team will continue it" is no longer true.
    */
   handled?: boolean;
@@ -139,7 +144,7 @@ function outOf(done: number, total: number | null, noun: string): string {
 /** The next step of a job that stopped short: what is kept, what is left, and who continues it. */
 function resumeSentence(p: CustomerSentenceInput, w: KindWords, remaining: number | null): string {
   // Every cause a short ending (timed out, stopped, failed, abandoned) can have waits for a person
-  // (lib/jobs/resume-policy.ts: OPERATOR_STATUSES), who is told — the stuck page,
+  // (lib/diagnosis/resume-policy.ts: OPERATOR_STATUSES), who is told — the stuck page,
   // bounded_jobs_awaiting_operator and its alert — so that is what the customer reads, never "it
   // continues by itself"; resume-policy.integration.test.ts holds it to what the platform then does.
   const kept =
@@ -266,7 +271,7 @@ export interface CustomerProgress extends Omit<Progress, "message" | "failures">
   /** Import results to download once the job has finished (addresses relative to the site). */
   downloads: { result: string | null; failedRows: string | null } | null;
   /**
-   * When the work waited for an outside service that was down (lib/jobs/service-waits.ts), each
+   * When the work waited for an outside service that was down (lib/diagnosis/service-waits.ts), each
    * with its sentence ("Waited for the model service from 14:02:10 to 14:07:31 UTC (5 min 21 s).").
    */
   serviceWaits: (ServiceWait & { sentence: string })[];
@@ -309,7 +314,8 @@ export function toCustomerProgress(
     total: p.total,
     processed: p.processed,
     failed: p.failed,
-    // Why it waits, in the customer's words (lib/jobs/blocked-by-customer.ts), else the wait the progress query worded.
+    // Why it waits, in the customer's words (lib/diagnosis/blocked-by-customer.ts), else the wait the progress
+    // query worded.
     waitMessage: p.waiting ?? (p.waitSeconds !== undefined ? p.message : null),
     continuesAt,
     handled,
@@ -367,11 +373,11 @@ export async function getCustomerProgress(token: string, now = new Date()): Prom
     ...w,
     sentence: serviceWaitSentence(w, formatDuration),
   }));
-  // Something scheduled to continue it (lib/jobs/resume-policy.ts): only then "it continues by itself".
+  // Something scheduled to continue it (lib/diagnosis/resume-policy.ts): only then "it continues by itself".
   const continuesAt = job.status === "failed" ? await scheduledAutoResume(job.id) : null;
   // Closed by a person since it last ended — marked handled (a `handled` event after its end; a
   // retry since would have reopened it) or marked failed from the stuck page — nobody is asked to
-  // continue it any more (lib/jobs/resume-policy.ts: neither awaits an operator).
+  // continue it any more (lib/diagnosis/resume-policy.ts: neither awaits an operator).
   const endedAt = progress.terminal && progress.finishedAt ? Date.parse(progress.finishedAt) : null;
   const handled =
     endedAt !== null &&

@@ -1,4 +1,4 @@
-import { isSplittable } from "./projection";
+import { isSplittable } from "@/lib/projection/projection";
 import type { JobStatus, TerminalStatus } from "@/lib/core/job-statuses";
 
 /**
@@ -7,7 +7,7 @@ import type { JobStatus, TerminalStatus } from "@/lib/core/job-statuses";
  * words of lib/jobs/messages.ts, lib/runs/crash-resume.ts and the few finalizers that write their
  * own); `RESUME_POLICY` says for each whether the platform goes on by itself, a person must act
  * (and with which action), or nothing is left to resume. The customer's "what happens next"
- * (lib/jobs/customer-progress.ts), the stuck page's "Awaiting an operator" group and the
+ * (lib/progress/customer-progress.ts), the stuck page's "Awaiting an operator" group and the
  * `bounded_jobs_awaiting_operator` gauge all read it, so they cannot disagree.
  *
  * Causes outside the job mostly never end it: an outside service that is down, silent or

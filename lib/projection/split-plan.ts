@@ -2,7 +2,7 @@ import { formatCount } from "@/lib/format/number";
 import { resolveBudget } from "@/lib/budgets/budgets";
 import { formatDuration } from "@/lib/format/duration";
 import type { JobKind } from "@/lib/catalog/catalog";
-import { nounOf } from "./messages";
+import { nounOf } from "@/lib/jobs/messages";
 import {
   describeProjection,
   itemsPerPart,
@@ -51,7 +51,7 @@ function evenSizes(items: number, parts: number): number[] {
 
 /**
  * The plan for the items after `cursor`: k parts, each holding at most what finishes within 0.7
- * of the soft budget at the projected rate (lib/jobs/projection.ts), so a part fits however the
+ * of the soft budget at the projected rate (lib/projection/projection.ts), so a part fits however the
  * job is divided. An operator may choose another k (2–50); the arithmetic says what that means.
  */
 export async function makePlan(
@@ -63,7 +63,7 @@ export async function makePlan(
   const kind = job.kind as JobKind;
   const noun = nounOf(kind);
   const remaining = job.total - job.cursor;
-  // The job's own rows: long ones take more of a token limit than those measured (lib/jobs/projection.ts).
+  // The job's own rows: long ones take more of a token limit than those measured (lib/projection/projection.ts).
   const projection = (await projectItems(kind, remaining, now, { ...options, jobId: job.id }))!;
   const { softMs } = resolveBudget(job.queue, kind);
   const perPart = itemsPerPart(projection, softMs);

@@ -9,7 +9,7 @@ import { listP99Buckets } from "@/lib/modelcalls/queries";
 import { itemsInFlight, kindSpec, type JobKind } from "@/lib/catalog/catalog";
 import { providerLimits } from "@/lib/ratelimit/buckets";
 import { providerLimiter } from "@/lib/ratelimit/provider";
-import { nounOf } from "./messages";
+import { nounOf } from "@/lib/jobs/messages";
 
 /**
  * How long a batch job will take, projected before it starts — the arithmetic both the automatic

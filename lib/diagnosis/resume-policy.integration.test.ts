@@ -12,7 +12,7 @@ import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
 import type { Processor } from "@/lib/runs/processor";
 import { runJob } from "@/lib/runs/run-job";
 import { cancelJob } from "@/lib/actions/cancel";
-import { getCustomerProgress } from "./customer-progress";
+import { getCustomerProgress } from "@/lib/progress/customer-progress";
 import { JobFailed } from "@/lib/core/signals";
 import { eventCategory } from "@/lib/reports/forensics";
 import { markStuckJobsFailed } from "@/lib/actions/mark-failed";
@@ -29,7 +29,7 @@ import { retryJob } from "@/lib/actions/retry";
 import { commitItem } from "@/lib/runs/commit";
 import { finalizeJob } from "@/lib/runs/finalize";
 import { reapStuckJobs } from "@/lib/runs/reaper";
-import { listAwaitingOperator, scheduledAutoResume } from "@/lib/jobs/awaiting-operator";
+import { listAwaitingOperator, scheduledAutoResume } from "@/lib/diagnosis/awaiting-operator";
 import { waitFor } from "@/test/helpers/wait";
 import { isTerminal, type JobStatus } from "@/lib/core/job-statuses";
 

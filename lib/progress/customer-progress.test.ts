@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { CUSTOMER_STATUS_LABEL, customerReason, customerSentence, toCustomerProgress } from "./customer-progress";
-import type { Progress } from "./queries";
+import type { Progress } from "@/lib/job-views/queries";
 import { JOB_STATUSES, type JobStatus } from "@/lib/core/job-statuses";
 
 /** What the customer must never read: how the work is run, not what it does for them. */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { BLOCKED_BY_TYPES, type BlockedBy, type BlockedByDetail } from "./blocked-by";
 import { customerWaitSentence } from "./blocked-by-customer";
-import { OPERATOR_WORDS } from "./customer-progress";
+import { OPERATOR_WORDS } from "@/lib/progress/customer-progress";
 
 const since = "2026-12-04T05:12:03.000Z";
 const blocked = (detail: BlockedByDetail, until?: string): BlockedBy => ({

@@ -5,7 +5,7 @@ import type { BlockedBy } from "./blocked-by";
 /**
  * Why a job waits, in its customer's words: the same facts as `BlockedBy` (./blocked-by.ts), told
  * without how the work is run (no queues, workers, tenants or slots: `OPERATOR_WORDS` of
- * ./customer-progress.ts, which a test holds these sentences to). Each sentence says only what
+ * lib/progress/customer-progress.ts, which a test holds these sentences to). Each sentence says only what
  * the running system does: what the job waits for, and whether it goes on by itself.
  */
 

@@ -3,12 +3,12 @@ import { db, type Prisma } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { formatWaitSeconds } from "@/lib/format/duration";
 import { JOB_KINDS, kindSpec } from "@/lib/catalog/catalog";
-import { getBlockedBy, type BlockedBy } from "./blocked-by";
+import { getBlockedBy, type BlockedBy } from "@/lib/diagnosis/blocked-by";
 import { withTimeout } from "@/lib/ratelimit/scripts";
-import { customerWaitSentence } from "./blocked-by-customer";
-import { partOf, storedSplitOf } from "./parts";
-import { estimateFrom, measuredRate, type RateBasis } from "./progress-rate";
-import { detailRemovedMessage, nounOf } from "./messages";
+import { customerWaitSentence } from "@/lib/diagnosis/blocked-by-customer";
+import { partOf, storedSplitOf } from "@/lib/jobs/parts";
+import { estimateFrom, measuredRate, type RateBasis } from "@/lib/projection/progress-rate";
+import { detailRemovedMessage, nounOf } from "@/lib/jobs/messages";
 import { JOB_STATUSES, OPEN_STATUSES, TERMINAL_STATUSES, isTerminal, type JobStatus } from "@/lib/core/job-statuses";
 
 export const jobFilterSchema = z.object({
@@ -29,7 +29,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * A row of the jobs list (/jobs, the overview's latest jobs, `GET /api/jobs`): who, what, how far
- * and when. Not the stuck and awaiting-operator reports' record (`JobSummary`, ./job-summary.ts).
+ * and when. Not the stuck and awaiting-operator reports' record (`JobSummary`, lib/diagnosis/job-summary.ts).
  */
 export interface JobListItem {
   id: string;
@@ -261,7 +261,7 @@ export interface JobDetail extends JobListItem {
   events: { at: string; type: string; attempt: number; message: string }[];
   /** When the retention pass removed its row-level detail (lib/retention); null while it is kept. */
   detailPrunedAt: string | null;
-  /** Why it is not running, for a queued or delayed job (./blocked-by.ts); null otherwise. */
+  /** Why it is not running, for a queued or delayed job (lib/diagnosis/blocked-by.ts); null otherwise. */
   blockedBy: BlockedBy | null;
 }
 
@@ -412,7 +412,7 @@ export interface Progress {
   children?: { index: number; status: JobStatus; total: number | null; processed: number; failed: number }[];
   /** While the job waits in *delayed* for a rate-limit window: production seconds until it goes on. */
   waitSeconds?: number;
-  /** While it is queued or delayed: why it waits, in the customer's words (./blocked-by-customer.ts). */
+  /** While it is queued or delayed: why it waits, in the customer's words (lib/diagnosis/blocked-by-customer.ts). */
   waiting?: string;
   /** Once the retention pass removed its detail (failures, files): what was removed and when (`detailRemovedMessage`). */
   detailRemoved: string | null;

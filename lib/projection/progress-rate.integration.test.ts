@@ -4,7 +4,7 @@ import { env } from "@/lib/env";
 import { makeJob } from "@/test/helpers/jobs";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
 import { estimateFinish, MIN_ITEMS_MEASURED, MIN_SPAN_MS, RATE_WINDOW_MS, type EstimatedJob } from "./progress-rate";
-import { getProgress } from "./queries";
+import { getProgress } from "@/lib/job-views/queries";
 import type { JobStatus } from "@/lib/core/job-statuses";
 
 // Jobs, parts and their committed items are written directly, each commit at a chosen moment
