@@ -58,7 +58,7 @@ test("a short-id or file-name search finds an import, and its page shows its mod
   const short = jobId.slice(0, 8);
   await page.goto("/jobs");
   const search = page.getByRole("searchbox", { name: "Search" });
-  await expect(search).toHaveAttribute("placeholder", "short id, id, tenant or file name");
+  await expect(search).toHaveAttribute("placeholder", "id, tenant, file, or a row's text");
   await search.fill(short);
   await page.getByRole("button", { name: "Filter" }).click();
   await expect(page).toHaveURL(new RegExp(`q=${short}`));

@@ -144,6 +144,8 @@ const fields = z.object({
   BOUNDED_RETAIN_ROLLUPS_DAYS: retentionDays.default(400),
   BOUNDED_RETAIN_QUOTA_RECORDS_DAYS: retentionDays.default(400),
   BOUNDED_RETAIN_AUDIT_DAYS: retentionDays.default(730),
+  /** Real seconds between two retention passes (lib/retention, run by whichever worker holds the lease): the days are real time, so is this. */
+  BOUNDED_RETENTION_EVERY_S: z.coerce.number().positive().max(86_400).default(600),
   /**
    * `0`: every row of an import asks the model, as if no earlier row or file had asked its question
    * (nothing shared within a job, nothing stored or read): the baseline of `npm run bench:cost`, or

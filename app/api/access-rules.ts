@@ -47,6 +47,7 @@ export const ROUTE_ACCESS = {
   "PUT /api/tenants/[tenant]/webhook": "operator",
   "DELETE /api/tenants/[tenant]/webhook": "operator",
   "DELETE /api/tenants/[tenant]/category-answers": "operator",
+  "DELETE /api/tenants/[tenant]": "operator",
 } as const satisfies Record<string, Access>;
 
 export const ACTION_ACCESS = {

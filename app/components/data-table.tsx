@@ -45,7 +45,9 @@ export function DataTable<T>({
 }) {
   if (rows.length === 0 && empty !== undefined) return <div className="empty">{empty}</div>;
   return (
-    <div className="table-wrap">
+    // Focusable: on a narrow screen the frame scrolls, and a keyboard must be able to scroll it too.
+    // biome-ignore lint/a11y/noNoninteractiveTabindex: a scrollable region is reached by keyboard only this way (WCAG 2.1.1).
+    <div className="table-wrap" tabIndex={0}>
       <table
         className={["data", columnWidths ? "fixed-cols" : null, className].filter(Boolean).join(" ")}
         data-testid={testId}

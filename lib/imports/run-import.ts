@@ -4,7 +4,7 @@ import { db } from "@/lib/db/client";
 import { ItemError, JobFailed } from "@/lib/core/signals";
 import { forEachItem } from "@/lib/runs/for-each-item";
 import { itemSourceOf } from "@/lib/jobs/parts";
-import { countLabel } from "@/lib/jobs/messages";
+import { countLabel, SEE_THE_LIST } from "@/lib/jobs/messages";
 import { ModelCallError } from "@/lib/modelcalls/errors";
 import { createCategoriser } from "@/lib/modelcalls/categoriser";
 import { createJobAnswers, type JobAnswers } from "@/lib/answers/job";
@@ -70,7 +70,7 @@ export async function runImport({ run, signal, loop, log }: RunContext): Promise
     message: (row) => {
       const total = row.processed + row.failed;
       return row.failed > 0
-        ? `Imported ${formatCount(row.processed)} of ${countLabel(total, "row")}; ${countLabel(row.failed, "row")} could not be imported (see the list below).`
+        ? `Imported ${formatCount(row.processed)} of ${countLabel(total, "row")}; ${countLabel(row.failed, "row")} could not be imported${SEE_THE_LIST}.`
         : total === 1
           ? "Imported the 1 row."
           : `Imported all ${countLabel(total, "row")}.`;

@@ -86,6 +86,9 @@ function toListItem(row: ListItemRow): JobListItem {
 /** A search (`q`) that matches more tenants or files than this filters through the join instead of by id. */
 const SEARCH_MATCHES_BY_ID = 500;
 
+/** The fewest characters searched for in what jobs processed: below three, a trigram index cannot serve the pattern. */
+const MIN_CONTENT_QUERY = 3;
+
 /** The fewest hex digits read as the start of a job id: "abc" is more likely a tenant or a file name. */
 const MIN_ID_PREFIX = 4;
 
@@ -117,9 +120,26 @@ export function escapeLike(s: string): string {
 }
 
 /**
+ * The jobs whose processed content contains `pattern` (an ILIKE pattern), at most `limit` + 1: an
+ * imported row's counterparty or description, or an item's failure reason. Trigram indexes serve
+ * both (migration 20261206130000_job_search_by_content), so a search costs the matches it reads,
+ * not the history.
+ */
+async function jobsByContent(pattern: string, limit: number): Promise<string[]> {
+  const rows = await db().$queryRaw<{ jobId: string }[]>`
+    (SELECT DISTINCT "jobId"::text AS "jobId" FROM "Transaction"
+     WHERE (counterparty || ' ' || description) ILIKE ${pattern} LIMIT ${limit + 1})
+    UNION
+    (SELECT DISTINCT "jobId"::text FROM "JobItemFailure" WHERE reason ILIKE ${pattern} LIMIT ${limit + 1})
+    LIMIT ${limit + 1}`;
+  return rows.map((r) => r.jobId);
+}
+
+/**
  * What `q` matches, resolved before the list query: the ids it starts (a primary-key range), the
- * tenants whose slug it starts, and the jobs whose uploaded file name (a CSV import's, or any
- * document of an OCR batch) contains it, case-insensitively. Tenants and files become id lists, so
+ * tenants whose slug it starts, the jobs whose uploaded file name (a CSV import's, or any
+ * document of an OCR batch) contains it, and — from three characters — the jobs whose rows
+ * (counterparty, description) or failure reasons contain it, case-insensitively. Tenants and files become id lists, so
  * the planner reads index ranges instead of joining every job; a `q` that matches more of them
  * than `SEARCH_MATCHES_BY_ID` — most jobs, then — filters through the join, and the newest-first
  * scan finds a page at once. Null: nothing matches, the list is empty.
@@ -129,7 +149,7 @@ async function searchScope(q: string): Promise<Prisma.JobWhereInput | null> {
   const slugPrefix = escapeLike(q.toLowerCase());
   // Trigram indexes serve the leading wildcard (migration 20261203121500_job_search_by_filename).
   const filePattern = `%${escapeLike(q)}%`;
-  const [tenants, fileJobs] = await Promise.all([
+  const [tenants, fileJobs, contentJobs] = await Promise.all([
     db().tenant.findMany({
       where: { slug: { startsWith: slugPrefix } },
       select: { id: true },
@@ -140,6 +160,7 @@ async function searchScope(q: string): Promise<Prisma.JobWhereInput | null> {
       UNION
       SELECT "jobId"::text FROM "JobFile" WHERE filename ILIKE ${filePattern}
       LIMIT ${SEARCH_MATCHES_BY_ID + 1}`,
+    q.trim().length >= MIN_CONTENT_QUERY ? jobsByContent(filePattern, SEARCH_MATCHES_BY_ID) : Promise.resolve([]),
   ]);
   const any: Prisma.JobWhereInput[] = [];
   if (range) any.push({ id: range });
@@ -149,6 +170,13 @@ async function searchScope(q: string): Promise<Prisma.JobWhereInput | null> {
     const named = { contains: escapeLike(q), mode: "insensitive" as const };
     any.push({ upload: { is: { filename: named } } }, { files: { some: { filename: named } } });
   } else if (fileJobs.length > 0) any.push({ id: { in: fileJobs.map((f) => f.jobId) } });
+  if (contentJobs.length > SEARCH_MATCHES_BY_ID) {
+    const named = { contains: escapeLike(q), mode: "insensitive" as const };
+    any.push(
+      { transactions: { some: { OR: [{ counterparty: named }, { description: named }] } } },
+      { failures: { some: { reason: named } } },
+    );
+  } else if (contentJobs.length > 0) any.push({ id: { in: contentJobs } });
   if (any.length === 0) return null;
   return any.length === 1 ? any[0]! : { OR: any };
 }
@@ -175,7 +203,8 @@ async function tenantScope(f: { tenant?: string; q?: string }): Promise<Prisma.J
 
 /**
  * Newest first; `q` matches the start of a job id (the short id pages show, or the full one), the
- * start of a tenant's slug, or part of an uploaded file's name (see `searchScope`). Keyset
+ * start of a tenant's slug, part of an uploaded file's name, or part of what the job processed — a
+ * row's counterparty or description, a failure's reason (see `searchScope`). Keyset
  * pagination: `after` is the last job of the previous page, and the next page is the jobs strictly
  * before it in (createdAt, id) order. The bound is written as `createdAt <= c AND (createdAt < c OR id < i)`
  * so that `createdAt <= c` is an index condition: a later page costs what the first one does,

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { closeDb, db } from "@/lib/db/client";
 import { ensureTenant } from "@/lib/tenants/ensure-tenant";
+import { transactionOf } from "@/test/helpers/rows";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
 import { escapeLike, idPrefixRange, listJobs } from "./queries";
 
@@ -104,6 +105,38 @@ describe("job search (q)", () => {
     // "_" is not "any one character": ledger-<tag>.csv has none.
     expect(ours(await ids("_")).sort()).toEqual([withPercent, ocr].sort());
     expect(await ids(`%_${tag}`)).toEqual([]);
+  });
+
+  it("finds a job by what it processed: a row's counterparty or description, or a failure's reason; with a tenant, only that tenant's", async () => {
+    const tenantA = await ensureTenant(slugA);
+    const tenantB = await ensureTenant(slugB);
+    const row = (tenantId: string, jobId: string, n: number, counterparty: string, description: string) =>
+      transactionOf(tenantId, jobId, n, { counterparty, description });
+    await row(tenantA, IDS.first, 2, `Stadtwerke ${tag} Nord`, "monthly power");
+    await row(tenantB, plain, 2, "Someone else", `invoice INV-${tag}-77`);
+    await row(tenantB, withPercent, 2, `Stadtwerke ${tag} Nord`, "the same supplier, another tenant");
+    await db().jobItemFailure.create({
+      data: { jobId: ocr, row: 3, reason: `unreadable page ${tag} scan`, attempt: 1 },
+    });
+
+    expect((await ids(`stadtwerke ${tag}`)).sort()).toEqual([IDS.first, withPercent].sort());
+    expect(await ids(`INV-${tag}`)).toEqual([plain]);
+    expect(await ids(`page ${tag} scan`)).toEqual([ocr]);
+    const scoped = await listJobs({ q: `Stadtwerke ${tag}`, tenant: slugA, limit: 200 });
+    expect(scoped.jobs.map((j) => j.id)).toEqual([IDS.first]);
+  });
+
+  it("reads what jobs processed through trigram indexes, not a scan of every row", async () => {
+    const plans = await db().$transaction(async (tx) => {
+      await tx.$executeRaw`SET LOCAL enable_seqscan = off`;
+      const rows = await tx.$queryRaw<{ "QUERY PLAN": string }[]>`
+        EXPLAIN SELECT "jobId" FROM "Transaction" WHERE (counterparty || ' ' || description) ILIKE '%stadtwerke%'`;
+      const failures = await tx.$queryRaw<{ "QUERY PLAN": string }[]>`
+        EXPLAIN SELECT "jobId" FROM "JobItemFailure" WHERE reason ILIKE '%unreadable%'`;
+      return [rows, failures].map((p) => p.map((l) => l["QUERY PLAN"]).join("\n"));
+    });
+    expect(plans[0]).toContain("Transaction_text_trgm_idx");
+    expect(plans[1]).toContain("JobItemFailure_reason_trgm_idx");
   });
 
   it("finds nothing for a query that matches no id, tenant or file", async () => {

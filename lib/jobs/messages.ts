@@ -68,6 +68,9 @@ export function killedMessage(row: FinalRow, cause: "ignored_signal" | "blocked_
   return `Stopped at the hard limit after ${progressPhrase(row)} (hard limit ${formatSeconds(row.budgetHardMs)}): ${why}. Nothing it does from now on is saved.`;
 }
 
+/** Where a finished job's message points its reader while its failures are kept; the retention pass takes it out with them. */
+export const SEE_THE_LIST = " (see the list below)";
+
 /**
  * What every page, API answer and download of a job whose detail the retention pass removed
  * (lib/retention) says in place of what is gone: when, and after how long.

@@ -100,6 +100,20 @@ describe("customerSentence: plain words for every status", () => {
       "Imported 1,980 of 2,000 rows; 20 rows could not be imported (see the list below).",
     );
     expect(withErrors.next).toMatch(/Download the rows that could not be imported .* upload that file again/);
+    // Once its detail is pruned there is no list to point at, nor a file to download.
+    const pruned = customerSentence({
+      kind: "csv_import",
+      noun: "row",
+      status: "completed_with_errors",
+      total: 2_000,
+      processed: 1_980,
+      failed: 20,
+      detailRemoved: true,
+    });
+    expect(pruned).toEqual({
+      message: "Imported 1,980 of 2,000 rows; 20 rows could not be imported.",
+      next: "The list of the rows that could not be imported was removed with this job's details; send them again as a new job if you still need them.",
+    });
     expect(
       customerSentence({ kind: "bulk_ocr", noun: "document", status: "completed", total: 2, processed: 2, failed: 0 })
         .message,
@@ -192,6 +206,8 @@ describe("toCustomerProgress", () => {
       failedRows: null,
     });
     expect(toCustomerProgress(progress("running"), "csv_import", token).downloads).toBeNull();
+    const removed = progress("completed_with_errors", { processed: 1_980, failed: 20, detailRemoved: "removed" });
+    expect(toCustomerProgress(removed, "csv_import", token).downloads).toBeNull();
     expect(toCustomerProgress(progress("completed", { noun: "document" }), "bulk_ocr", token).downloads).toBeNull();
   });
 

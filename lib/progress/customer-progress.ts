@@ -7,7 +7,7 @@ import {
   serviceWaitsOf,
   type ServiceWait,
 } from "@/lib/diagnosis/service-waits";
-import { countLabel } from "@/lib/jobs/messages";
+import { countLabel, SEE_THE_LIST } from "@/lib/jobs/messages";
 import { getProgress, isProgressToken, type Progress } from "@/lib/job-views/queries";
 import { MARKED_FAILED_PREFIX } from "@/lib/diagnosis/resume-policy";
 import { HANDLED_EVENT, scheduledAutoResume } from "@/lib/diagnosis/awaiting-operator";
@@ -95,6 +95,8 @@ export interface CustomerSentenceInput {
    * group, nobody is asked to continue it any more), so "our team will continue it" is no longer true.
    */
   handled?: boolean;
+  /** Its detail was removed by the retention pass: no list of failures to point at any more. */
+  detailRemoved?: boolean;
   /**
    * The job's batch at the provider's batch service (lib/runs/batch-lane.ts), when it took the
    * batch lane: while it waits, when it is expected and when the rest is finished directly.
@@ -182,6 +184,11 @@ function completedSentence(p: CustomerSentenceInput, w: KindWords, done: number)
       ? "Download the rows that could not be imported below: each has a reason column. Fix them and upload that file again."
       : `The list below says why each ${p.noun} ${w.notDone}.`;
   if (done === 0) return { message: "Done: there was nothing to do.", next: null };
+  if (p.failed > 0 && p.detailRemoved)
+    return {
+      message: `${capital(w.done)} ${formatCount(p.processed)} of ${countLabel(done, p.noun)}; ${countLabel(p.failed, p.noun)} ${w.notDone}.`,
+      next: `The list of the ${p.noun}s that ${w.notDone} was removed with this job's details; send them again as a new job if you still need them.`,
+    };
   if (p.failed === 0)
     return {
       message:
@@ -189,7 +196,7 @@ function completedSentence(p: CustomerSentenceInput, w: KindWords, done: number)
       next: null,
     };
   return {
-    message: `${capital(w.done)} ${formatCount(p.processed)} of ${countLabel(done, p.noun)}; ${countLabel(p.failed, p.noun)} ${w.notDone} (see the list below).`,
+    message: `${capital(w.done)} ${formatCount(p.processed)} of ${countLabel(done, p.noun)}; ${countLabel(p.failed, p.noun)} ${w.notDone}${SEE_THE_LIST}.`,
     next: fixable,
   };
 }
@@ -320,6 +327,7 @@ export function toCustomerProgress(
     continuesAt,
     handled,
     batch,
+    detailRemoved: p.detailRemoved !== null,
   });
   const downloads =
     kind === "csv_import" && p.terminal && p.processed + p.failed > 0 && !p.detailRemoved

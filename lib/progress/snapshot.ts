@@ -52,6 +52,8 @@ const KEEP_S = 24 * 3600;
 const snapshotKey = (token: string) => key("progress", token);
 const lockKey = (token: string) => key("progress", token, "lock");
 const dirtyKey = (token: string) => key("progress", token, "dirty");
+/** Every key a job's progress snapshot may hold in Redis (a tenant's deletion removes them). */
+export const snapshotKeys = (token: string) => [snapshotKey(token), lockKey(token), dirtyKey(token)];
 /** The one channel every web process subscribes to: "<token> <version>" per new version. */
 export const progressChannel = () => key("progress", "changed");
 

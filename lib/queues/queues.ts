@@ -2,7 +2,7 @@ import { Queue } from "bullmq";
 import { env } from "@/lib/env";
 import { redis } from "@/lib/redis/client";
 import { currentTraceparent } from "@/lib/tracing/tracing";
-import type { JobKind, JobPayload, QueueName } from "@/lib/catalog/catalog";
+import { QUEUE_NAMES, type JobKind, type JobPayload, type QueueName } from "@/lib/catalog/catalog";
 import { MAX_PRIORITY } from "./fairness";
 
 const holder = globalThis as unknown as { __boundedQueues?: Map<QueueName, Queue> };
@@ -16,6 +16,16 @@ export function queue(name: QueueName): Queue {
     holder.__boundedQueues.set(name, q);
   }
   return q;
+}
+
+/**
+ * Removes a queue job that no worker holds (waiting, delayed, finished), by id; one a worker is
+ * running stays (BullMQ refuses to remove a locked job) and ends with its run. Unknown queues and
+ * ids are nothing to remove.
+ */
+export async function removeQueueJob(queueName: string, queueJobId: string): Promise<void> {
+  if (!(QUEUE_NAMES as readonly string[]).includes(queueName)) return;
+  await queue(queueName as QueueName).remove(queueJobId);
 }
 
 /** The queue job could not be added for this row: another run still holds the queue job id. */

@@ -4,6 +4,7 @@ import { closeDb, db } from "@/lib/db/client";
 import { env, type Env } from "@/lib/env";
 import { ensureTenant } from "@/lib/tenants/ensure-tenant";
 import { HANDLED_EVENT } from "@/lib/diagnosis/awaiting-operator";
+import { answerUseOf, transactionOf } from "@/test/helpers/rows";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
 import { pruneOnce } from "./prune";
 import { retentionStatus } from "./status";
@@ -76,31 +77,8 @@ async function finishedJob(
   await db().jobEvent.create({
     data: { jobId, type: "started", attempt: 1, message: "Attempt 1 started", at: finishedAt },
   });
-  await db().categoryAnswerUse.create({
-    data: {
-      jobId,
-      row: 2,
-      jobKind: "csv_import",
-      source: "model",
-      model: "m",
-      promptTokens: 1,
-      completionTokens: 1,
-      callShare: 1,
-    },
-  });
-  await db().transaction.create({
-    data: {
-      tenantId,
-      jobId,
-      row: 2,
-      date: new Date("2026-01-01"),
-      amountMinor: 100n,
-      currency: "EUR",
-      counterparty: "c",
-      description: "d",
-      categoryId: 1,
-    },
-  });
+  await answerUseOf(jobId, 2);
+  await transactionOf(tenantId, jobId, 2);
   return jobId;
 }
 
@@ -122,7 +100,12 @@ async function tenant(): Promise<string> {
 describe("the retention pass", () => {
   it("removes a finished job's detail past its days, keeps its row, counts and results, and never a job that waits on a person", async () => {
     const tenantId = await tenant();
-    const old = await finishedJob(tenantId, 2);
+    const old = await finishedJob(
+      tenantId,
+      2,
+      "completed",
+      "Imported 1 of 2 rows; 1 row could not be imported (see the list below).",
+    );
     const young = await finishedJob(tenantId, 0.5);
     const awaiting = await finishedJob(tenantId, 2, "timed_out", "Timed out after 1 of 2 rows (budget 600 s).");
     const handled = await finishedJob(tenantId, 2, "timed_out", "Timed out after 1 of 2 rows (budget 600 s).");
@@ -141,7 +124,13 @@ describe("the retention pass", () => {
     expect(await detailOf(young)).toEqual(youngDetail);
     expect(await detailOf(awaiting)).toEqual(awaitingDetail);
     const row = await db().job.findUniqueOrThrow({ where: { id: old } });
-    expect(row).toMatchObject({ status: "completed", processed: 1, failed: 1 });
+    // Its outcome stays, no longer pointing at the list of failures that went with the detail.
+    expect(row).toMatchObject({
+      status: "completed",
+      processed: 1,
+      failed: 1,
+      message: "Imported 1 of 2 rows; 1 row could not be imported.",
+    });
     expect(row.detailPrunedAt).not.toBeNull();
     // The file's name stays with its row; its bytes are gone.
     expect(await db().upload.findUnique({ where: { jobId: old }, select: { filename: true } })).toEqual({

@@ -1,6 +1,7 @@
 import { db, Prisma } from "@/lib/db/client";
 import { env, type Env } from "@/lib/env";
 import { TERMINAL_STATUSES } from "@/lib/core/job-statuses";
+import { SEE_THE_LIST } from "@/lib/jobs/messages";
 import { endedRows } from "@/lib/diagnosis/awaiting-operator";
 import { OPERATOR_STATUSES, resumeRuleOf } from "@/lib/diagnosis/resume-policy";
 import { classOf, cutoffOf, JOB_DETAIL_TABLES, RETENTION_CLASSES, type RetentionClassName } from "./policy";
@@ -194,7 +195,7 @@ async function deleteDetail(ids: string[], now: Date): Promise<{ jobs: number; r
   if (ids.length === 0) return { jobs: 0, rows: {} };
   return db().$transaction(async (tx) => {
     const marked = await tx.$queryRaw<{ id: string }[]>`
-      UPDATE "Job" SET "detailPrunedAt" = ${utc(now)}
+      UPDATE "Job" SET "detailPrunedAt" = ${utc(now)}, message = replace(message, ${SEE_THE_LIST}, '')
       WHERE id = ANY(${ids}::uuid[]) AND "detailPrunedAt" IS NULL AND status::text = ANY(${[...TERMINAL_STATUSES]})
       RETURNING id`;
     const kept = marked.map((m) => m.id);

@@ -64,11 +64,11 @@ export async function retentionStatus(
   return statuses;
 }
 
-/** Every table's size on disk (with its indexes and TOAST) and its estimated rows, from the catalog: no scan. */
+/** Every table's size on disk (with its indexes and TOAST) and its live rows, from the statistics: no scan. */
 export async function tableSizes(): Promise<Map<string, TableSize>> {
-  const rows = await db().$queryRaw<{ table: string; bytes: bigint; rows: number }[]>`
-    SELECT c.relname AS table, pg_total_relation_size(c.oid) AS bytes, greatest(c.reltuples, 0)::float8 AS rows
-    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-    WHERE n.nspname = current_schema() AND c.relkind = 'r'`;
-  return new Map(rows.map((r) => [r.table, { bytes: Number(r.bytes), rowsEstimate: Math.round(r.rows) }]));
+  // Live rows as the statistics count them (a table never analyzed has no estimate in pg_class).
+  const rows = await db().$queryRaw<{ table: string; bytes: bigint; rows: bigint }[]>`
+    SELECT relname AS table, pg_total_relation_size(relid) AS bytes, n_live_tup AS rows
+    FROM pg_stat_user_tables WHERE schemaname = current_schema()`;
+  return new Map(rows.map((r) => [r.table, { bytes: Number(r.bytes), rowsEstimate: Number(r.rows) }]));
 }

@@ -6,7 +6,7 @@ import { callTool, ToolError } from "@/lib/agents/tools";
 import { db, type Prisma } from "@/lib/db/client";
 import { ItemError, JobFailed } from "@/lib/core/signals";
 import { forEachItem } from "@/lib/runs/for-each-item";
-import { countLabel } from "@/lib/jobs/messages";
+import { countLabel, SEE_THE_LIST } from "@/lib/jobs/messages";
 import { chatCompletion } from "@/lib/modelcalls/chat-completion";
 import { ModelCallError } from "@/lib/modelcalls/errors";
 import type { Processor } from "@/lib/runs/processor";
@@ -115,7 +115,7 @@ export const agentRun: Processor = async ({ run, loop }) => {
     result: { task, answer, steps: done } as unknown as Prisma.InputJsonValue,
     message: (row) =>
       row.failed > 0
-        ? `Finished ${formatCount(row.processed)} of ${countLabel(row.processed + row.failed, "step")}; ${countLabel(row.failed, "step")} failed (see the list below).`
+        ? `Finished ${formatCount(row.processed)} of ${countLabel(row.processed + row.failed, "step")}; ${countLabel(row.failed, "step")} failed${SEE_THE_LIST}.`
         : `Finished all ${countLabel(row.processed, "step")}.`,
   };
 };

@@ -7,7 +7,7 @@ import { summariseDocument } from "@/lib/documents/summarise";
 import { ItemError, JobFailed } from "@/lib/core/signals";
 import { forEachItem } from "@/lib/runs/for-each-item";
 import { itemSourceOf } from "@/lib/jobs/parts";
-import { countLabel } from "@/lib/jobs/messages";
+import { countLabel, SEE_THE_LIST } from "@/lib/jobs/messages";
 import { ModelCallError } from "@/lib/modelcalls/errors";
 import type { Processor } from "@/lib/runs/processor";
 
@@ -76,7 +76,7 @@ export const bulkOcr: Processor = async ({ run, signal, loop }) => {
     message: (row) => {
       const total = row.processed + row.failed;
       if (row.failed > 0) {
-        return `Read ${formatCount(row.processed)} of ${countLabel(total, "document")}; ${countLabel(row.failed, "document")} could not be read (see the list below).`;
+        return `Read ${formatCount(row.processed)} of ${countLabel(total, "document")}; ${countLabel(row.failed, "document")} could not be read${SEE_THE_LIST}.`;
       }
       return total === 1 ? "Read the 1 document." : `Read all ${countLabel(total, "document")}.`;
     },

@@ -5,7 +5,7 @@ import { formatReminder } from "@/lib/invoices/reminder";
 import { overdueSweepParamsSchema } from "@/lib/invoices/schemas";
 import { ItemError, JobFailed } from "@/lib/core/signals";
 import { forEachItem } from "@/lib/runs/for-each-item";
-import { countLabel } from "@/lib/jobs/messages";
+import { countLabel, SEE_THE_LIST } from "@/lib/jobs/messages";
 import type { Processor } from "@/lib/runs/processor";
 
 /** What the sweep counts on its job's `result` as it goes (in each item's transaction). */
@@ -68,8 +68,7 @@ export const overdueInvoices: Processor = async ({ run, loop }) => {
       if (final.total === 0) return `No invoice was due before ${asOf}.`;
       const parts = [`Marked ${countLabel(markedOverdue, "invoice")} overdue`];
       if (unchanged > 0) parts.push(`${countLabel(unchanged, "invoice")} needed nothing (paid or already overdue)`);
-      if (final.failed > 0)
-        parts.push(`${countLabel(final.failed, "invoice")} could not be marked (see the list below)`);
+      if (final.failed > 0) parts.push(`${countLabel(final.failed, "invoice")} could not be marked${SEE_THE_LIST}`);
       return `${parts.join("; ")}.`;
     },
   };

@@ -5,12 +5,10 @@ import type { RedisClient } from "@/lib/redis/client";
 import { pruneOnce, type ClassPruned } from "@/lib/retention/prune";
 import { startLeasedInterval } from "./leased-interval";
 
-/** Ten minutes, scaled by `BOUNDED_TIME_SCALE` like every other wait of the workers. */
-const RETENTION_INTERVAL_MS = 600_000;
-
 /**
- * Runs the retention pass (lib/retention/prune.ts) every ten minutes in whichever worker process
- * holds the lease: each class's rows past its days deleted in small batches, counted in
+ * Runs the retention pass (lib/retention/prune.ts) every `BOUNDED_RETENTION_EVERY_S` (ten
+ * minutes; real time, as the days it keeps are) in whichever worker process holds the lease: each
+ * class's rows past its days deleted in small batches, counted in
  * `bounded_retention_pruned_rows_total{class}`. A class left behind is picked up by the next pass;
  * `bounded_retention_overdue_seconds` says when passes stop keeping up.
  */
@@ -19,7 +17,7 @@ export function startRetention(
   log: Logger,
   prune: () => Promise<ClassPruned[]> = () => pruneOnce(),
 ): () => void {
-  const intervalMs = Math.max(1_000, RETENTION_INTERVAL_MS * env().BOUNDED_TIME_SCALE);
+  const intervalMs = env().BOUNDED_RETENTION_EVERY_S * 1000;
   const schedule = { name: "retention", intervalMs, failure: "the retention pass failed" };
   return startLeasedInterval(redis, log, schedule, async () => {
     for (const pruned of await prune()) {

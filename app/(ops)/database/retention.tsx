@@ -2,7 +2,6 @@ import { formatDays, formatDuration } from "@/lib/format/duration";
 import { formatCount } from "@/lib/format/number";
 import { formatBytes } from "@/lib/units";
 import type { RetentionStatus, TableSize } from "@/lib/retention/status";
-import { DataTable, num } from "../../components/data-table";
 import { fmtTime } from "../../components/format";
 
 /** Tables no class prunes: the jobs' own rows and the tenants' results, kept until a tenant goes. */
@@ -36,30 +35,32 @@ export function RetentionPanel({ classes, sizes }: { classes: RetentionStatus[];
           Every class is within its retention.
         </p>
       )}
-      <DataTable
-        headings={["Class", num("Kept"), "Oldest kept", "Tables (size, rows)", "What it holds"]}
-        rows={classes}
-        testId="retention"
-      >
-        {(c) => (
-          <tr key={c.name}>
-            <td className="mono">{c.name}</td>
-            <td className="num">
-              {formatDays(c.days)}
-              <div className="muted small mono">{c.variable}</div>
-            </td>
-            <td>{c.oldestKept ? fmtTime(c.oldestKept.toISOString()) : "—"}</td>
-            <td className="small">
-              {c.tables.map((t) => (
-                <div key={t.table}>
-                  <span className="mono">{t.table}</span> {formatBytes(t.bytes)}, ~{formatCount(t.rowsEstimate)}
-                </div>
-              ))}
-            </td>
-            <td className="small">{c.holds}</td>
-          </tr>
-        )}
-      </DataTable>
+      <div className="grid cols-2" data-testid="retention">
+        {classes.map((c) => (
+          <article key={c.name} className="stat" data-class={c.name} aria-labelledby={`retention-${c.name}`}>
+            <h3 id={`retention-${c.name}`} style={{ margin: "0 0 0.4rem" }}>
+              <span className="mono">{c.name}</span> · kept {formatDays(c.days)}
+            </h3>
+            <p className="small" style={{ marginTop: 0 }}>
+              {c.holds}.
+            </p>
+            <dl className="facts small">
+              <dt>Set by</dt>
+              <dd className="mono">{c.variable}</dd>
+              <dt>Oldest kept</dt>
+              <dd>{c.oldestKept ? fmtTime(c.oldestKept.toISOString()) : "none"}</dd>
+              <dt>Tables</dt>
+              <dd>
+                {c.tables.map((t) => (
+                  <div key={t.table}>
+                    <span className="mono">{t.table}</span> {formatBytes(t.bytes)}, {formatCount(t.rowsEstimate)} rows
+                  </div>
+                ))}
+              </dd>
+            </dl>
+          </article>
+        ))}
+      </div>
       <p className="muted small" data-testid="retention-kept">
         Kept without a limit: {KEPT_TABLES.map((t) => `${t} ${formatBytes(sizes.get(t)?.bytes ?? 0)}`).join(", ")} — a
         job's row with its outcome and counts, and each tenant's own results.

@@ -33,7 +33,7 @@ export default async function JobsPage({ searchParams }: { searchParams: Promise
     <main className="page">
       <PageHead
         title="Jobs"
-        description="Newest first. Search by short id (the 8 characters pages show), full id, tenant or file name."
+        description="Newest first. Search by short id (the 8 characters pages show), full id, tenant, file name, or what a job processed: a row's counterparty or description, a failure's reason."
       />
       <FilterForm clearHref="/jobs">
         <TextField
@@ -41,9 +41,9 @@ export default async function JobsPage({ searchParams }: { searchParams: Promise
           type="search"
           name="q"
           defaultValue={raw.q}
-          placeholder="short id, id, tenant or file name"
+          placeholder="id, tenant, file, or a row's text"
           style={{ minWidth: "17rem" }}
-          title="The start of a job id (e.g. 3f2a9c1e), a full id, the start of a tenant, or part of an uploaded file's name; % and _ are plain characters"
+          title="The start of a job id (e.g. 3f2a9c1e), a full id, the start of a tenant, part of an uploaded file's name, or (3 characters or more) part of an imported row or a failure's reason; % and _ are plain characters"
         />
         <SelectField
           label="Status"

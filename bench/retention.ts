@@ -1,0 +1,147 @@
+/**
+ * `npm run bench:retention` (`npx tsx bench/retention.ts [--jobs N] [--rows N]`): what the
+ * retention pass removes per second, against a bare DELETE of as many rows in the same run, and
+ * what one imported row costs on disk before and after its job's detail is pruned.
+ *
+ * A database of its own (`bounded_bench_retention`, the project's migrations, dropped at the end)
+ * loaded by set-based INSERT … SELECT generate_series statements: `--jobs` finished imports
+ * (2,000) of `--rows` rows (100) each, ended 100 days ago, with what an import leaves behind per
+ * row (its Transaction, JobItem and answer record), its timeline (4 events), a failure, its stored
+ * file (80 bytes a row) and one model call per 8 rows 40 days ago. Then, timed:
+ * - the baseline: a copy of the JobItem rows deleted by one bare `DELETE` (rows per second);
+ * - one retention pass to the end (`pruneOnce`, the classes job_detail and model_calls, default
+ *   days), rows removed per second, and its ratio to the baseline.
+ * Sizes are `pg_total_relation_size` of every table the rows touch (indexes and TOAST included),
+ * after `VACUUM FULL` so that the space a pass freed is counted as freed.
+ *
+ * Ends with `RESULT bench=retention jobs=… rows=… prune_rows_per_s=… bare_delete_rows_per_s=…
+ * ratio_prune_to_bare=… bytes_per_row_before=… bytes_per_row_after_retention=… load1=…`.
+ * `import_makespan_while_pruning` is not measured here (the pass runs in batches of 500 under 5 s
+ * per class; see docs/benchmarks.md).
+ */
+import os from "node:os";
+import { performance } from "node:perf_hooks";
+import pg from "pg";
+import { dropDatabase, migrate } from "../scripts/db/migrate";
+import { benchDatabaseUrl, flagNumber } from "./common";
+
+const DATABASE = "bounded_bench_retention";
+const JOBS = flagNumber("--jobs") ?? 2_000;
+const ROWS = flagNumber("--rows") ?? 100;
+/** Every table an imported row's job writes to. */
+const TABLES = [
+  "Job",
+  "Transaction",
+  "JobItem",
+  "CategoryAnswerUse",
+  "JobEvent",
+  "JobItemFailure",
+  "Upload",
+  "ModelCall",
+  "ModelCallRollup",
+  "ModelCallRollupDay",
+  "KindFiguresDay",
+];
+
+/** The history: finished imports with their detail, as the import leaves them. */
+const LOAD = [
+  `INSERT INTO "Tenant" (id, slug) VALUES ('00000000-0000-4000-8000-000000000001', 'bench-retention')`,
+  `INSERT INTO "Job" (id, kind, queue, "tenantId", status, total, processed, failed, cursor, attempt, "budgetSoftMs", "budgetHardMs",
+     "budgetSource", "progressToken", "createdAt", "startedAt", "finishedAt", "updatedAt")
+   SELECT md5('job' || j)::uuid, 'csv_import', 'imports', '00000000-0000-4000-8000-000000000001', 'completed_with_errors',
+     ${ROWS}, ${ROWS} - 1, 1, ${ROWS}, 1, 600000, 900000, 'default', md5('token' || j),
+     now() - interval '100 days', now() - interval '100 days', now() - interval '100 days', now() - interval '100 days'
+   FROM generate_series(1, ${JOBS}) j`,
+  `INSERT INTO "Upload" ("jobId", filename, delimiter, "sizeBytes", content)
+   SELECT md5('job' || j)::uuid, 'statement-' || j || '.csv', ',', ${ROWS * 80}, convert_to(repeat('x', ${ROWS * 80}), 'UTF8')
+   FROM generate_series(1, ${JOBS}) j`,
+  `INSERT INTO "Transaction" ("tenantId", "jobId", row, date, "amountMinor", currency, counterparty, description, "categoryId")
+   SELECT '00000000-0000-4000-8000-000000000001', md5('job' || j)::uuid, r + 1, date '2026-01-01' + (r % 300),
+     (r * 37 % 100000) - 50000, 'EUR', 'Counterparty ' || (r * 7919 % 5000), 'payment ' || md5(j || ':' || r), 1 + r % 13
+   FROM generate_series(1, ${JOBS}) j, generate_series(1, ${ROWS - 1}) r`,
+  `INSERT INTO "JobItem" ("jobId", item, attempt, ok, "committedAt")
+   SELECT md5('job' || j)::uuid, r, 1, r < ${ROWS}, now() - interval '100 days'
+   FROM generate_series(1, ${JOBS}) j, generate_series(1, ${ROWS}) r`,
+  `INSERT INTO "CategoryAnswerUse" ("jobId", row, "jobKind", source, model, "promptTokens", "completionTokens", "callShare")
+   SELECT md5('job' || j)::uuid, r + 1, 'csv_import', 'model', 'bounded-sim-1', 90, 4, 0.125
+   FROM generate_series(1, ${JOBS}) j, generate_series(1, ${ROWS - 1}) r`,
+  `INSERT INTO "JobEvent" ("jobId", at, type, attempt, message)
+   SELECT md5('job' || j)::uuid, now() - interval '100 days', e, 1, 'Attempt 1 ' || e || ' (budget 600 s soft, 900 s hard, default)'
+   FROM generate_series(1, ${JOBS}) j, unnest(array['created', 'started', 'projected', 'completed_with_errors']) e`,
+  `INSERT INTO "JobItemFailure" ("jobId", row, reason, attempt)
+   SELECT md5('job' || j)::uuid, ${ROWS + 1}, 'amount is zero', 1 FROM generate_series(1, ${JOBS}) j`,
+  `INSERT INTO "ModelCall" (queue, "jobKind", "jobId", model, "startedAt", "durationMs", outcome, "batchSize", "promptTokens", "completionTokens")
+   SELECT 'imports', 'csv_import', md5('job' || j)::uuid, 'bounded-sim-1', now() - interval '40 days', 5500, 'ok', 8, 720, 32
+   FROM generate_series(1, ${JOBS}) j, generate_series(1, ${Math.ceil(ROWS / 8)}) c`,
+];
+
+async function bytesOf(client: pg.Client): Promise<number> {
+  await client.query(`VACUUM FULL ${TABLES.map((t) => `"${t}"`).join(", ")}`);
+  const { rows } = await client.query<{ bytes: string }>(
+    `SELECT sum(pg_total_relation_size(format('%I', t)))::bigint AS bytes FROM unnest($1::text[]) t`,
+    [TABLES],
+  );
+  return Number(rows[0]!.bytes);
+}
+
+/** Rows per second of one bare DELETE of a copy of the JobItem rows: what the database does with no policy around it. */
+async function bareDeleteRate(client: pg.Client): Promise<number> {
+  await client.query(`CREATE TABLE bench_item_copy AS SELECT * FROM "JobItem"`);
+  await client.query(`CREATE INDEX ON bench_item_copy ("jobId", item)`);
+  const started = performance.now();
+  const { rowCount } = await client.query(`DELETE FROM bench_item_copy`);
+  const seconds = (performance.now() - started) / 1000;
+  await client.query(`DROP TABLE bench_item_copy`);
+  return (rowCount ?? 0) / seconds;
+}
+
+async function main(): Promise<void> {
+  const url = benchDatabaseUrl(DATABASE);
+  await dropDatabase(url);
+  await migrate(url);
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    for (const statement of LOAD) await client.query(statement);
+    const imported = JOBS * (ROWS - 1);
+    const before = await bytesOf(client);
+    const bare = await bareDeleteRate(client);
+
+    // The pass reads the bench's database: its environment points there before lib is loaded.
+    process.env.DATABASE_URL = url;
+    const { pruneOnce } = await import("../lib/retention/prune");
+    const { closeDb } = await import("../lib/db/client");
+    const started = performance.now();
+    const pruned = await pruneOnce({ classes: ["job_detail", "model_calls"], classBudgetMs: Number.POSITIVE_INFINITY });
+    const seconds = (performance.now() - started) / 1000;
+    await closeDb();
+    const removed = pruned.reduce((n, p) => n + Object.values(p.removed).reduce((a, b) => a + b, 0), 0);
+    const after = await bytesOf(client);
+
+    const perSecond = removed / seconds;
+    console.log(`${JOBS.toLocaleString("en-US")} finished imports of ${ROWS} rows, ended 100 days ago`);
+    for (const p of pruned)
+      console.log(
+        `  ${p.name}: ${Object.entries(p.removed)
+          .map(([t, n]) => `${t} ${n.toLocaleString("en-US")}`)
+          .join(", ")}`,
+      );
+    console.log(
+      `pass: ${removed.toLocaleString("en-US")} rows in ${seconds.toFixed(2)} s; bare DELETE: ${Math.round(bare).toLocaleString("en-US")} rows/s`,
+    );
+    console.log(
+      `on disk per imported row: ${Math.round(before / imported)} B before, ${Math.round(after / imported)} B after`,
+    );
+    console.log(
+      `RESULT bench=retention jobs=${JOBS} rows=${imported} removed=${removed} prune_rows_per_s=${Math.round(perSecond)} ` +
+        `bare_delete_rows_per_s=${Math.round(bare)} ratio_prune_to_bare=${(perSecond / bare).toFixed(2)} ` +
+        `bytes_per_row_before=${Math.round(before / imported)} bytes_per_row_after_retention=${Math.round(after / imported)} ` +
+        `load1=${os.loadavg()[0]!.toFixed(1)}`,
+    );
+  } finally {
+    await client.end();
+    await dropDatabase(url);
+  }
+}
+
+await main();

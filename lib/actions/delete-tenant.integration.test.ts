@@ -1,0 +1,259 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import { afterAll, describe, expect, it } from "vitest";
+import type { Principal } from "@/lib/auth/roles";
+import { closeDb, db } from "@/lib/db/client";
+import { closeQueues } from "@/lib/queues/queues";
+import { scopeOf } from "@/lib/ratelimit/buckets";
+import { closeRedis, key, redis } from "@/lib/redis/client";
+import { ensureTenant } from "@/lib/tenants/ensure-tenant";
+import { answerUseOf, transactionOf } from "@/test/helpers/rows";
+import { uniqueTenantSlug } from "@/test/helpers/tenants";
+import { deleteTenant, describeDeleteTenant, GLOBAL_TABLES, TENANT_TABLES } from "./delete-tenant";
+
+/**
+ * A tenant's deletion against the real schema: every table is either one the deletion goes
+ * through or one that holds no tenant's rows, and after it no row of the tenant is left in any
+ * table that can name it (read from the database's own columns), while another tenant keeps all.
+ */
+
+const operator: Principal = {
+  userId: "00000000-0000-0000-0000-000000000011",
+  username: "tenant-oncall",
+  role: "operator",
+  via: "token",
+};
+
+afterAll(async () => {
+  await closeQueues();
+  await closeRedis();
+  await closeDb();
+});
+
+/** Every table of the schema, and the columns by which a row can name a tenant (its id, one of its jobs, its slug, one of its ads). */
+async function schemaTables(): Promise<{ table: string; columns: string[] }[]> {
+  const rows = await db().$queryRaw<{ table: string; column: string }[]>`
+    SELECT t.table_name AS table, c.column_name AS column
+    FROM information_schema.tables t JOIN information_schema.columns c
+      ON c.table_schema = t.table_schema AND c.table_name = t.table_name
+    WHERE t.table_schema = current_schema() AND t.table_type = 'BASE TABLE'`;
+  const tables = new Map<string, string[]>();
+  for (const r of rows) tables.set(r.table, [...(tables.get(r.table) ?? []), r.column]);
+  return [...tables].map(([table, columns]) => ({ table, columns }));
+}
+
+/** Rows that name the tenant, in every table that has a column able to: from the schema, not from the deletion's list. */
+async function rowsNaming(tenant: { id: string; slug: string }, jobIds: string[], adIds: string[]) {
+  const counts: Record<string, number> = {};
+  for (const { table, columns } of await schemaTables()) {
+    const tests: string[] = [];
+    if (columns.includes("tenantId")) tests.push(`"tenantId" = '${tenant.id}'`);
+    if (columns.includes("jobId") && jobIds.length) tests.push(`"jobId" IN (${jobIds.map((j) => `'${j}'`).join(",")})`);
+    if (columns.includes("adId") && adIds.length) tests.push(`"adId" IN (${adIds.map((a) => `'${a}'`).join(",")})`);
+    if (columns.includes("tenant")) tests.push(`"tenant" = '${tenant.slug}'`);
+    if (table === "Tenant") tests.push(`id = '${tenant.id}'`);
+    if (tests.length === 0) continue;
+    const [r] = await db().$queryRawUnsafe<{ n: bigint }[]>(
+      `SELECT count(*) AS n FROM "${table}" WHERE ${tests.join(" OR ")}`,
+    );
+    counts[table] = Number(r!.n);
+  }
+  return counts;
+}
+
+/** A tenant with a row in each table a tenant can own: jobs (one split into a part) with their detail, results, quota, ads, webhooks, answers, rollups. */
+async function populatedTenant(label: string) {
+  const slug = uniqueTenantSlug(label);
+  const id = await ensureTenant(slug);
+  const job = (over: object = {}) =>
+    db().job.create({
+      data: {
+        kind: "csv_import",
+        queue: "imports",
+        tenantId: id,
+        status: "completed",
+        total: 1,
+        processed: 1,
+        budgetSoftMs: 1,
+        budgetHardMs: 2,
+        budgetSource: "default",
+        progressToken: randomBytes(16).toString("hex"),
+        finishedAt: new Date(),
+        ...over,
+      },
+    });
+  const parent = await job();
+  const part = await job({ parentId: parent.id });
+  const jobId = parent.id;
+  await db().upload.create({
+    data: { jobId, filename: "a.csv", delimiter: ",", sizeBytes: 1, content: Buffer.from("a") },
+  });
+  await db().jobItem.create({ data: { jobId, item: 1, attempt: 1, ok: true } });
+  const at = new Date();
+  await db().jobBatch.create({
+    data: {
+      jobId,
+      batchId: `batch_${randomUUID()}`,
+      status: "completed",
+      rows: 1,
+      submittedAt: at,
+      expectedBy: at,
+      deadlineAt: at,
+      lastMomentAt: at,
+      decision: "d",
+    },
+  });
+  await db().jobItemFailure.create({ data: { jobId: part.id, row: 2, reason: "r", attempt: 1 } });
+  await db().jobEvent.create({ data: { jobId, type: "started", attempt: 1, message: "m" } });
+  await db().jobFile.create({
+    data: {
+      jobId,
+      index: 1,
+      filename: "d.pdf",
+      contentType: "application/pdf",
+      sizeBytes: 1,
+      content: Buffer.from("d"),
+    },
+  });
+  await answerUseOf(jobId, 2);
+  await db().modelCall.create({ data: { jobId, model: "m", startedAt: new Date(), durationMs: 1, outcome: "ok" } });
+  await transactionOf(id, jobId, 2);
+  await db().invoice.create({
+    data: { tenantId: id, number: "INV-1", amountMinor: 1n, currency: "EUR", dueDate: new Date("2026-01-01") },
+  });
+  await db().marketplaceRecord.create({
+    data: { tenantId: id, family: "orders", externalId: "o1", data: {}, jobId, page: 1 },
+  });
+  const endpoint = await db().webhookEndpoint.create({
+    data: { tenantId: id, url: "http://127.0.0.1:1/h", secret: "s" },
+  });
+  await db().webhookDelivery.create({
+    data: { id: randomUUID(), endpointId: endpoint.id, jobId, jobStatus: "completed", url: endpoint.url, payload: {} },
+  });
+  await db().categoryAnswer.create({
+    data: {
+      tenantId: id,
+      key: randomBytes(32).toString("hex"),
+      slug: "other",
+      model: "m",
+      promptVersion: 1,
+      promptTokens: 1,
+      completionTokens: 1,
+      callShare: 1,
+      expiresAt: new Date(Date.now() + 86_400_000),
+    },
+  });
+  const pack = await db().quotaPack.create({ data: { tenantId: id, size: 2, remaining: 1 } });
+  const ad = await db().ad.create({ data: { id: randomUUID(), tenantId: id } });
+  const reserve = { packId: pack.id, tenantId: id, kind: "generate" as const, subject: ad.id, jobId };
+  await db().quotaReserve.create({ data: { ...reserve, reservedAt: new Date(), heartbeatAt: new Date() } });
+  await db().quotaSpend.create({
+    data: { ...reserve, reserveId: randomUUID(), reservedAt: new Date(), spentAt: new Date() },
+  });
+  await db().reserveReclaim.create({
+    data: {
+      ...reserve,
+      reserveId: randomUUID(),
+      reservedAt: new Date(),
+      heartbeatAt: new Date(),
+      reclaimedAt: new Date(),
+    },
+  });
+  await db().lateRelease.create({
+    data: {
+      ...reserve,
+      reserveId: randomUUID(),
+      outcome: "succeeded",
+      resolution: "charged",
+      reservedAt: new Date(),
+      reclaimedAt: new Date(),
+      releasedAt: new Date(),
+    },
+  });
+  await db().cardImage.create({
+    data: {
+      adId: ad.id,
+      jobId,
+      reserveId: randomUUID(),
+      kind: "generate",
+      passes: 1,
+      providerJobId: "p",
+      contentType: "image/png",
+      sizeBytes: 1,
+      content: Buffer.from("i"),
+    },
+  });
+  await db().rateLimitRollup.create({
+    data: {
+      minute: new Date(),
+      queue: "syncs",
+      family: "orders",
+      tenant: slug,
+      reschedules: 1,
+      waitMs: 1,
+      maxWaitMs: 1,
+    },
+  });
+  const bucket = key("ratelimit", `{${scopeOf("orders", slug)}}`);
+  await redis().hset(bucket, { tokens: "1" });
+  await redis().hset(key("progress", parent.progressToken), { version: "1" });
+  return {
+    tenant: { id, slug },
+    jobIds: [parent.id, part.id],
+    adIds: [ad.id],
+    redisKeys: [bucket, key("progress", parent.progressToken)],
+  };
+}
+
+describe("deleting a tenant", () => {
+  it("knows every table of the schema: each is one the deletion goes through, or one that holds no tenant's rows", async () => {
+    const listed = new Set([...TENANT_TABLES.map((t) => t.table), ...GLOBAL_TABLES, "Tenant"]);
+    const unlisted = (await schemaTables()).map((t) => t.table).filter((t) => !listed.has(t));
+    expect(unlisted).toEqual([]);
+  });
+
+  it("previews by default, then removes every row and key of the tenant and nothing of another", async () => {
+    const gone = await populatedTenant("delete-me");
+    const kept = await populatedTenant("keep-me");
+    const before = await rowsNaming(gone.tenant, gone.jobIds, gone.adIds);
+    const keptBefore = await rowsNaming(kept.tenant, kept.jobIds, kept.adIds);
+    // Every table that can name a tenant has a row of each, so none is checked empty by accident.
+    expect(Object.entries(before).filter(([, n]) => n === 0)).toEqual([]);
+
+    const preview = await deleteTenant(gone.tenant.slug, operator, {});
+    expect(preview).toMatchObject({ type: "preview", rows: { Job: 2, Transaction: 1, Tenant: 1 } });
+    expect(describeDeleteTenant(preview).message).toMatch(
+      /^Nothing deleted yet\. Deleting .+ would remove \d+ rows \(.*\) and \d+ Redis keys; repeat with \?confirm=/,
+    );
+    expect(await rowsNaming(gone.tenant, gone.jobIds, gone.adIds)).toEqual(before);
+
+    const wrong = await deleteTenant(gone.tenant.slug, operator, { confirm: kept.tenant.slug });
+    expect(describeDeleteTenant(wrong)).toMatchObject({ status: 422, code: "confirm_mismatch" });
+    expect(await rowsNaming(gone.tenant, gone.jobIds, gone.adIds)).toEqual(before);
+
+    const deleted = await deleteTenant(gone.tenant.slug, operator, { confirm: gone.tenant.slug });
+    expect(deleted.type).toBe("deleted");
+    const after = await rowsNaming(gone.tenant, gone.jobIds, gone.adIds);
+    expect(Object.entries(after).filter(([, n]) => n > 0)).toEqual([]);
+    expect(await redis().exists(...gone.redisKeys)).toBe(0);
+    expect(await rowsNaming(kept.tenant, kept.jobIds, kept.adIds)).toEqual(keptBefore);
+    expect(await redis().exists(...kept.redisKeys)).toBe(kept.redisKeys.length);
+    expect(describeDeleteTenant(await deleteTenant(gone.tenant.slug, operator, {}))).toMatchObject({ status: 404 });
+
+    await deleteTenant(kept.tenant.slug, operator, { confirm: kept.tenant.slug });
+  });
+
+  it("is refused while a job of the tenant is still queued, running or waiting, and deletes nothing", async () => {
+    const t = await populatedTenant("busy");
+    await db().job.update({ where: { id: t.jobIds[0] }, data: { status: "running", finishedAt: null } });
+    const before = await rowsNaming(t.tenant, t.jobIds, t.adIds);
+    const refused = await deleteTenant(t.tenant.slug, operator, { confirm: t.tenant.slug });
+    expect(describeDeleteTenant(refused)).toMatchObject({
+      status: 409,
+      code: "tenant_has_open_jobs",
+      message: expect.stringMatching(/has 1 job still queued, running or waiting: cancel them or let them finish/),
+    });
+    expect(await rowsNaming(t.tenant, t.jobIds, t.adIds)).toEqual(before);
+    await db().job.update({ where: { id: t.jobIds[0] }, data: { status: "completed" } });
+    expect((await deleteTenant(t.tenant.slug, operator, { confirm: t.tenant.slug })).type).toBe("deleted");
+  });
+});
