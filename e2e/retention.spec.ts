@@ -125,7 +125,7 @@ test("/database shows what each class of history keeps, its tables' sizes and ol
       await expect(classes.locator(`[data-class="${cls}"] h3`)).toHaveText(`${cls} · kept ${days}`);
     await expect(classes.locator('[data-class="model_calls"]')).toContainText(/ModelCall [\d.]+ KB, \d+ rows/);
     await expect(section.getByTestId("retention-ok")).toHaveText("Every class is within its retention.");
-    await expect(section.getByTestId("retention-kept")).toContainText(/Transaction \d/);
+    await expect(section.getByTestId("retention-kept")).toContainText(/MarketplaceRecord \d/);
     expect(await axeViolations(page)).toEqual([]);
     await page.screenshot({ path: `test-results/retention-database-${name}.png`, fullPage: true });
   }

@@ -28,6 +28,35 @@ test("deleting a tenant over the API: operator-only, a dry run first, refused wh
     (await request.delete(`/api/tenants/${tenant}`, { headers: { authorization: `Bearer ${viewerToken}` } })).status(),
   ).toBe(403);
 
+  // How long it keeps its results is the tenant's choice: set, bad input refused, unknown tenant 404.
+  const keep = await request.put(`/api/tenants/${tenant}/retention`, { data: { resultsDays: 30 }, headers: operator });
+  expect(keep.status()).toBe(200);
+  expect(((await keep.json()) as { message: string }).message).toBe(
+    `${tenant} keeps its results 30 days after the job that made them ended; older ones are removed by the next retention pass.`,
+  );
+  const [chosen] = await sql<{ days: number }>(`select "resultsRetainDays" days from "Tenant" where slug = $1`, [
+    tenant,
+  ]);
+  expect(chosen!.days).toBe(30);
+  for (const data of [{ resultsDays: 0 }, { resultsDays: "a year" }, { days: 30 }])
+    expect((await request.put(`/api/tenants/${tenant}/retention`, { data, headers: operator })).status()).toBe(422);
+  expect(
+    (
+      await request.put(`/api/tenants/no-such-tenant-here/retention`, {
+        data: { resultsDays: null },
+        headers: operator,
+      })
+    ).status(),
+  ).toBe(404);
+  expect(
+    (
+      await request.put(`/api/tenants/${tenant}/retention`, {
+        data: { resultsDays: null },
+        headers: { authorization: `Bearer ${viewerToken}` },
+      })
+    ).status(),
+  ).toBe(403);
+
   // A dry run by default: what would go, and nothing gone.
   const preview = await request.delete(`/api/tenants/${tenant}`, { headers: operator });
   expect(preview.status()).toBe(200);

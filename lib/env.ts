@@ -139,6 +139,7 @@ const fields = z.object({
    * that still waits on a person is never pruned.
    */
   BOUNDED_RETAIN_JOB_DETAIL_DAYS: retentionDays.default(90),
+  BOUNDED_RETAIN_JOBS_DAYS: retentionDays.default(400),
   BOUNDED_RETAIN_MODEL_CALLS_DAYS: retentionDays.default(30),
   BOUNDED_RETAIN_WEBHOOK_DELIVERIES_DAYS: retentionDays.default(30),
   BOUNDED_RETAIN_ROLLUPS_DAYS: retentionDays.default(400),

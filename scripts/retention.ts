@@ -9,7 +9,7 @@ import { parseArgs } from "node:util";
 import { closeDb } from "@/lib/db/client";
 import { formatCount } from "@/lib/format/number";
 import { formatDays } from "@/lib/format/duration";
-import { classOf, retentionDays } from "@/lib/retention/policy";
+import { classOf, type PlatformClassName, retentionDays } from "@/lib/retention/policy";
 import { pruneOnce, type ClassPruned } from "@/lib/retention/prune";
 import { loadDotEnv } from "./preflight";
 
@@ -23,12 +23,15 @@ export function describePruned(p: ClassPruned, dryRun: boolean): string {
   const tables = Object.entries(p.removed)
     .filter(([, n]) => n > 0)
     .map(([table, n]) => `${table} ${formatCount(n)}`);
-  const before = `${p.cutoff.toISOString().slice(0, 16).replace("T", " ")} UTC`;
+  const keeps =
+    p.cutoff === null
+      ? "as each tenant chose"
+      : `${formatDays(retentionDays(p.name as PlatformClassName))}, before ${p.cutoff.toISOString().slice(0, 16).replace("T", " ")} UTC`;
   const jobs = p.jobs !== undefined ? `${formatCount(p.jobs)} job(s)${tables.length ? " — " : ""}` : "";
   const what = tables.length || p.jobs ? `${jobs}${tables.join(", ")}` : "nothing";
   const verb = dryRun ? "would remove" : "removed";
   const behind = p.behind ? " (more left: the next pass goes on)" : "";
-  return `${p.name} (${formatDays(retentionDays(p.name))}, before ${before}): ${verb} ${what}${behind}`;
+  return `${p.name} (${keeps}): ${verb} ${what}${behind}`;
 }
 
 async function main(): Promise<number> {

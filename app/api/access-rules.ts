@@ -48,6 +48,7 @@ export const ROUTE_ACCESS = {
   "DELETE /api/tenants/[tenant]/webhook": "operator",
   "DELETE /api/tenants/[tenant]/category-answers": "operator",
   "DELETE /api/tenants/[tenant]": "operator",
+  "PUT /api/tenants/[tenant]/retention": "operator",
 } as const satisfies Record<string, Access>;
 
 export const ACTION_ACCESS = {

@@ -2,7 +2,7 @@ import { db } from "@/lib/db/client";
 import { uploadRecords } from "./csv-rows";
 import { customerReason } from "@/lib/progress/customer-progress";
 import { isTerminal, type JobStatus } from "@/lib/core/job-statuses";
-import { detailRemovedMessage } from "@/lib/jobs/messages";
+import { removedByRetentionMessage } from "@/lib/jobs/messages";
 
 /**
  * An import's results as CSV files the customer downloads: the categorised rows, and the rows
@@ -67,11 +67,20 @@ export async function importForDownload(token: string): Promise<DownloadLookup> 
   if (!PROGRESS_TOKEN.test(token)) return missing;
   const job = await db().job.findUnique({
     where: { progressToken: token },
-    select: { id: true, kind: true, status: true, detailPrunedAt: true, upload: { select: { filename: true } } },
+    select: {
+      id: true,
+      kind: true,
+      status: true,
+      detailPrunedAt: true,
+      resultsPrunedAt: true,
+      tenant: { select: { resultsRetainDays: true } },
+      upload: { select: { filename: true } },
+    },
   });
   if (!job) return missing;
-  if (job.detailPrunedAt)
-    return { ok: false, status: 410, code: "job_detail_removed", message: detailRemovedMessage(job.detailPrunedAt) };
+  // Both files are built from the upload and the imported rows: either gone, nothing to build.
+  const removed = removedByRetentionMessage({ ...job, resultsRetainDays: job.tenant.resultsRetainDays });
+  if (removed) return { ok: false, status: 410, code: "removed_by_retention", message: removed };
   if (job.kind !== "csv_import" || !job.upload)
     return { ok: false, status: 404, code: "not_found", message: "This job has no file to download: only imports do." };
   if (!isTerminal(job.status))

@@ -8,7 +8,7 @@ import { withTimeout } from "@/lib/ratelimit/scripts";
 import { customerWaitSentence } from "@/lib/diagnosis/blocked-by-customer";
 import { partOf, storedSplitOf } from "@/lib/jobs/parts";
 import { estimateFrom, measuredRate, type RateBasis } from "@/lib/projection/progress-rate";
-import { detailRemovedMessage, nounOf } from "@/lib/jobs/messages";
+import { nounOf, removedByRetentionMessage } from "@/lib/jobs/messages";
 import { JOB_STATUSES, OPEN_STATUSES, TERMINAL_STATUSES, isTerminal, type JobStatus } from "@/lib/core/job-statuses";
 
 export const jobFilterSchema = z.object({
@@ -444,7 +444,7 @@ export interface Progress {
   /** While it is queued or delayed: why it waits, in the customer's words (lib/diagnosis/blocked-by-customer.ts). */
   waiting?: string;
   /** Once the retention pass removed its detail (failures, files): what was removed and when (`detailRemovedMessage`). */
-  detailRemoved: string | null;
+  removedByRetention: string | null;
 }
 
 /** What a progress link looks like (16 random bytes in hex): anything else opens no job and touches nothing. */
@@ -508,6 +508,8 @@ async function progressRow(token: string) {
       wakeUpAt: true,
       params: true,
       detailPrunedAt: true,
+      resultsPrunedAt: true,
+      tenant: { select: { resultsRetainDays: true } },
       upload: { select: { filename: true } },
     },
   });
@@ -578,7 +580,7 @@ export async function getProgress(token: string, now = new Date()): Promise<Prog
     expectedFinishAt: estimate.finishAt?.toISOString() ?? null,
     rate: estimate.rate,
     failures,
-    detailRemoved: row.detailPrunedAt ? detailRemovedMessage(row.detailPrunedAt) : null,
+    removedByRetention: removedByRetentionMessage({ ...row, resultsRetainDays: row.tenant.resultsRetainDays }),
     ...(waitSeconds !== undefined ? { waitSeconds } : {}),
     ...(blockedBy ? { waiting: customerWaitSentence(blockedBy, row.kind, now, env().BOUNDED_TIME_SCALE) } : {}),
     ...(parts.length > 0

@@ -78,3 +78,22 @@ export const SEE_THE_LIST = " (see the list below)";
 export function detailRemovedMessage(prunedAt: Date, days = env().BOUNDED_RETAIN_JOB_DETAIL_DAYS): string {
   return `This job's details (the record of each row, its failed rows, its timeline and the uploaded file) were removed on ${prunedAt.toISOString().slice(0, 10)}, ${formatDays(days)} after it ended; its outcome and counts are kept.`;
 }
+
+/** What the pages and downloads of an import whose results its tenant's retention removed say (lib/retention). */
+export function resultsRemovedMessage(prunedAt: Date, days: number | null): string {
+  const after = days === null ? "" : `, ${formatDays(days)} after it ended, as this account keeps them`;
+  return `This import's imported rows were removed on ${prunedAt.toISOString().slice(0, 10)}${after}.`;
+}
+
+/** Everything retention removed of a job, in one sentence or two; null while it keeps everything. */
+export function removedByRetentionMessage(row: {
+  detailPrunedAt: Date | null;
+  resultsPrunedAt: Date | null;
+  resultsRetainDays: number | null;
+}): string | null {
+  const parts = [
+    row.detailPrunedAt ? detailRemovedMessage(row.detailPrunedAt) : null,
+    row.resultsPrunedAt ? resultsRemovedMessage(row.resultsPrunedAt, row.resultsRetainDays) : null,
+  ].filter((p): p is string => p !== null);
+  return parts.length ? parts.join(" ") : null;
+}

@@ -57,7 +57,7 @@ describe("customerSentence: a job on the batch lane", () => {
 describe("toCustomerProgress: the time left of a job waiting on its batch", () => {
   const progress: Progress = {
     title: "Importing march.csv",
-    detailRemoved: null,
+    removedByRetention: null,
     noun: "row",
     status: "delayed",
     terminal: false,

@@ -28,7 +28,7 @@ const NOUN: Record<string, string> = {
 function progress(status: JobStatus, over: Partial<Progress> = {}): Progress {
   const terminal = !["queued", "running", "delayed"].includes(status);
   return {
-    detailRemoved: null,
+    removedByRetention: null,
     title: "Importing january.csv",
     noun: "row",
     status,
@@ -108,7 +108,7 @@ describe("customerSentence: plain words for every status", () => {
       total: 2_000,
       processed: 1_980,
       failed: 20,
-      detailRemoved: true,
+      failuresRemoved: true,
     });
     expect(pruned).toEqual({
       message: "Imported 1,980 of 2,000 rows; 20 rows could not be imported.",
@@ -206,7 +206,7 @@ describe("toCustomerProgress", () => {
       failedRows: null,
     });
     expect(toCustomerProgress(progress("running"), "csv_import", token).downloads).toBeNull();
-    const removed = progress("completed_with_errors", { processed: 1_980, failed: 20, detailRemoved: "removed" });
+    const removed = progress("completed_with_errors", { processed: 1_980, failed: 20, removedByRetention: "removed" });
     expect(toCustomerProgress(removed, "csv_import", token).downloads).toBeNull();
     expect(toCustomerProgress(progress("completed", { noun: "document" }), "bulk_ocr", token).downloads).toBeNull();
   });

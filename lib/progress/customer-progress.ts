@@ -95,8 +95,8 @@ export interface CustomerSentenceInput {
    * group, nobody is asked to continue it any more), so "our team will continue it" is no longer true.
    */
   handled?: boolean;
-  /** Its detail was removed by the retention pass: no list of failures to point at any more. */
-  detailRemoved?: boolean;
+  /** The retention pass removed its failures with its detail: no list to point at any more. */
+  failuresRemoved?: boolean;
   /**
    * The job's batch at the provider's batch service (lib/runs/batch-lane.ts), when it took the
    * batch lane: while it waits, when it is expected and when the rest is finished directly.
@@ -184,7 +184,7 @@ function completedSentence(p: CustomerSentenceInput, w: KindWords, done: number)
       ? "Download the rows that could not be imported below: each has a reason column. Fix them and upload that file again."
       : `The list below says why each ${p.noun} ${w.notDone}.`;
   if (done === 0) return { message: "Done: there was nothing to do.", next: null };
-  if (p.failed > 0 && p.detailRemoved)
+  if (p.failed > 0 && p.failuresRemoved)
     return {
       message: `${capital(w.done)} ${formatCount(p.processed)} of ${countLabel(done, p.noun)}; ${countLabel(p.failed, p.noun)} ${w.notDone}.`,
       next: `The list of the ${p.noun}s that ${w.notDone} was removed with this job's details; send them again as a new job if you still need them.`,
@@ -327,10 +327,10 @@ export function toCustomerProgress(
     continuesAt,
     handled,
     batch,
-    detailRemoved: p.detailRemoved !== null,
+    failuresRemoved: p.removedByRetention !== null && p.failures.length === 0,
   });
   const downloads =
-    kind === "csv_import" && p.terminal && p.processed + p.failed > 0 && !p.detailRemoved
+    kind === "csv_import" && p.terminal && p.processed + p.failed > 0 && !p.removedByRetention
       ? {
           result: p.processed > 0 ? `/api/progress/${token}/result.csv` : null,
           failedRows: p.failed > 0 ? `/api/progress/${token}/failed-rows.csv` : null,

@@ -2,14 +2,15 @@ import { env, type Env } from "@/lib/env";
 
 /**
  * What Bounded keeps and for how long: each class of history has a number of days in the
- * environment (real days, fractions allowed), and the retention pass (./prune.ts) removes what is
- * older. What no class names is kept: a job's row with its counts and outcome, the tenant's own
- * results (transactions, stored answers — these have expiries of their own), users and settings.
+ * environment (real days, fractions allowed) — but the tenant's own results, which each tenant
+ * keeps as long as it chooses — and the retention pass (./prune.ts) removes what is older. What no
+ * class names is kept: the tenant's marketplace records, invoices and images (its current data,
+ * not history), users and settings.
  */
 export interface RetentionClass {
   name: RetentionClassName;
-  /** The environment variable that sets its days. */
-  variable: keyof Env;
+  /** The environment variable that sets its days; null: each tenant's own (`Tenant.resultsRetainDays`). */
+  variable: keyof Env | null;
   /** What it holds, in words, for /database and the retention script. */
   holds: string;
   /** Its tables, and the column whose age decides (for job detail: the job's end). */
@@ -18,6 +19,8 @@ export interface RetentionClass {
 
 export const RETENTION_CLASS_NAMES = [
   "job_detail",
+  "jobs",
+  "tenant_results",
   "model_calls",
   "webhook_deliveries",
   "rollups",
@@ -44,6 +47,23 @@ export const RETENTION_CLASSES: readonly RetentionClass[] = [
     holds:
       "a finished job's items, failed rows, timeline, answer records and the bytes of its uploaded files — its row, counts, outcome, file names and results stay; never a job that waits on a person",
     tables: JOB_DETAIL_TABLES.map((table) => ({ table, ageColumn: "Job.finishedAt" })),
+  },
+  {
+    name: "jobs",
+    variable: "BOUNDED_RETAIN_JOBS_DAYS",
+    holds:
+      "a finished job's own row — its outcome and counts — once its detail is gone and no result of the tenant's names it; its progress link then opens nothing",
+    tables: [{ table: "Job", ageColumn: "finishedAt" }],
+  },
+  {
+    name: "tenant_results",
+    variable: null,
+    holds:
+      "a tenant's own results: the transactions of its imports and its stored category answers, kept as long as the tenant chose after the job that made them ended (none chosen: until the tenant is deleted)",
+    tables: [
+      { table: "Transaction", ageColumn: "Job.finishedAt" },
+      { table: "CategoryAnswer", ageColumn: "createdAt" },
+    ],
   },
   {
     name: "model_calls",
@@ -92,13 +112,20 @@ export const RETENTION_CLASSES: readonly RetentionClass[] = [
 const DAY_MS = 86_400_000;
 
 /** A class's days as the environment sets them. */
-export function retentionDays(name: RetentionClassName, e: Env = env()): number {
-  return e[classOf(name).variable] as number;
+/** A class whose days the environment sets. */
+export type PlatformClassName = Exclude<RetentionClassName, "tenant_results">;
+
+export function retentionDays(name: PlatformClassName, e: Env = env()): number {
+  return e[classOf(name).variable!] as number;
 }
 
 /** What is older than this is removed. */
-export function cutoffOf(name: RetentionClassName, now: Date, e: Env = env()): Date {
-  return new Date(now.getTime() - retentionDays(name, e) * DAY_MS);
+export function cutoffOf(name: PlatformClassName, now: Date, e: Env = env()): Date {
+  return daysBefore(now, retentionDays(name, e));
+}
+
+export function daysBefore(now: Date, days: number): Date {
+  return new Date(now.getTime() - days * DAY_MS);
 }
 
 export function classOf(name: RetentionClassName): RetentionClass {

@@ -22,6 +22,7 @@ const ago = (days: number) => new Date(now.getTime() - days * DAY);
 const oneDay: Env = {
   ...env(),
   BOUNDED_RETAIN_JOB_DETAIL_DAYS: 1,
+  BOUNDED_RETAIN_JOBS_DAYS: 1,
   BOUNDED_RETAIN_MODEL_CALLS_DAYS: 1,
   BOUNDED_RETAIN_WEBHOOK_DELIVERIES_DAYS: 1,
   BOUNDED_RETAIN_ROLLUPS_DAYS: 1,
@@ -226,6 +227,39 @@ describe("the retention pass", () => {
     expect((await db().auditEntry.findMany({ where: { actor: marker } })).map((a) => a.message)).toEqual(["young"]);
     // Outside the pass the audit log is still append-only.
     await expect(db().auditEntry.deleteMany({ where: { actor: marker } })).rejects.toThrow(/append-only/);
+  });
+
+  it("a job's row goes once its detail is gone and it holds no results; an import's results stay until its tenant's own choice removes them", async () => {
+    const keepsAll = await tenant();
+    const chooses = await tenant();
+    const kept = await finishedJob(keepsAll, 2);
+    const old = await finishedJob(chooses, 2);
+    const young = await finishedJob(chooses, 0.5);
+    const awaiting = await finishedJob(chooses, 2, "timed_out", "Timed out after 1 of 2 rows (budget 600 s).");
+    const agent = await finishedJob(keepsAll, 2);
+    await db().transaction.deleteMany({ where: { jobId: agent } });
+    await db().job.update({ where: { id: agent }, data: { kind: "agent_run", queue: "agent-batch" } });
+    const exists = async (id: string) => (await db().job.count({ where: { id } })) === 1;
+    const results = async (id: string) => db().transaction.count({ where: { jobId: id } });
+    const classes = ["job_detail", "tenant_results", "jobs"] as const;
+
+    // No tenant chose: results and the imports that made them stay; a job that made none goes.
+    await pruneOnce({ now, env: oneDay, classes });
+    expect(await exists(agent)).toBe(false);
+    for (const id of [kept, old, young, awaiting]) expect(await exists(id)).toBe(true);
+    expect(await results(old)).toBe(1);
+
+    await db().tenant.update({ where: { id: chooses }, data: { resultsRetainDays: 1 } });
+    const [, dry] = await pruneOnce({ now, env: oneDay, classes, dryRun: true });
+    expect(dry).toMatchObject({ name: "tenant_results", cutoff: null, removed: { Transaction: 1 }, jobs: 1 });
+    const [, gone] = await pruneOnce({ now, env: oneDay, classes });
+    expect(gone).toMatchObject({ removed: { Transaction: 1 }, jobs: 1 });
+    expect(await results(old)).toBe(0);
+    // Younger than the tenant's days, another tenant's, or waiting on a person: kept.
+    expect([await results(young), await results(kept), await results(awaiting)]).toEqual([1, 1, 1]);
+    // Its detail and now its results gone, the old import's row went with the same pass's jobs class.
+    expect(await exists(old)).toBe(false);
+    for (const id of [kept, young, awaiting]) expect(await exists(id)).toBe(true);
   });
 
   it("a dry run removes nothing and counts what a pass would remove", async () => {

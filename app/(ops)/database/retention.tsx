@@ -4,8 +4,8 @@ import { formatBytes } from "@/lib/units";
 import type { RetentionStatus, TableSize } from "@/lib/retention/status";
 import { fmtTime } from "../../components/format";
 
-/** Tables no class prunes: the jobs' own rows and the tenants' results, kept until a tenant goes. */
-const KEPT_TABLES = ["Job", "Transaction", "CategoryAnswer", "MarketplaceRecord", "Invoice", "CardImage"];
+/** Tables no class prunes: each tenant's current data, kept until the tenant goes. */
+const KEPT_TABLES = ["Tenant", "MarketplaceRecord", "Invoice", "Ad", "CardImage", "QuotaPack"];
 
 /**
  * What Bounded keeps and for how long (lib/retention): each class's days, its tables' sizes, the
@@ -39,14 +39,24 @@ export function RetentionPanel({ classes, sizes }: { classes: RetentionStatus[];
         {classes.map((c) => (
           <article key={c.name} className="stat" data-class={c.name} aria-labelledby={`retention-${c.name}`}>
             <h3 id={`retention-${c.name}`} style={{ margin: "0 0 0.4rem" }}>
-              <span className="mono">{c.name}</span> · kept {formatDays(c.days)}
+              <span className="mono">{c.name}</span> · kept{" "}
+              {c.days === null ? "as each tenant chose" : formatDays(c.days)}
             </h3>
             <p className="small" style={{ marginTop: 0 }}>
               {c.holds}.
             </p>
             <dl className="facts small">
               <dt>Set by</dt>
-              <dd className="mono">{c.variable}</dd>
+              {c.variable ? (
+                <dd className="mono">{c.variable}</dd>
+              ) : (
+                <dd>
+                  each tenant (<code>PUT /api/tenants/&lt;tenant&gt;/retention</code>):{" "}
+                  {c.tenantsChoosing
+                    ? `${formatCount(c.tenantsChoosing)} chose a retention`
+                    : "none chose one, all kept"}
+                </dd>
+              )}
               <dt>Oldest kept</dt>
               <dd>{c.oldestKept ? fmtTime(c.oldestKept.toISOString()) : "none"}</dd>
               <dt>Tables</dt>
@@ -62,8 +72,8 @@ export function RetentionPanel({ classes, sizes }: { classes: RetentionStatus[];
         ))}
       </div>
       <p className="muted small" data-testid="retention-kept">
-        Kept without a limit: {KEPT_TABLES.map((t) => `${t} ${formatBytes(sizes.get(t)?.bytes ?? 0)}`).join(", ")} — a
-        job's row with its outcome and counts, and each tenant's own results.
+        Kept without a limit: {KEPT_TABLES.map((t) => `${t} ${formatBytes(sizes.get(t)?.bytes ?? 0)}`).join(", ")} —
+        each tenant's current data (its marketplace records, invoices, ads and images, its quota), until it is deleted.
       </p>
     </section>
   );

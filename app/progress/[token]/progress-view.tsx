@@ -266,9 +266,9 @@ function View({ token, initial, initialEtag }: { token: string; initial: Progres
           {isError ? " — the connection is interrupted; retrying." : "."}
         </p>
       </section>
-      {p.detailRemoved ? (
+      {p.removedByRetention ? (
         <p className="message info" role="note" data-testid="detail-removed">
-          {p.detailRemoved}
+          {p.removedByRetention}
         </p>
       ) : null}
       {p.downloads ? <Downloads downloads={p.downloads} failed={p.failed} processed={p.processed} /> : null}
