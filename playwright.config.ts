@@ -1,16 +1,27 @@
 import { defineConfig } from "@playwright/test";
 import { BASE_URL, DEFAULT_ENV, DEFAULT_URL, E2E_ENV, FANOUT_ENV, FANOUT_URL, TIGHT_ENV, TIGHT_URL } from "./e2e/env";
 
+/** The specs that run on the tight, default and fan-out systems (their `test.use({ baseURL })`), never on the main one. */
+const OTHER_SYSTEMS_SPECS = [
+  "fan-out.spec.ts",
+  "large-import.spec.ts",
+  "limiter.spec.ts",
+  "reserves.spec.ts",
+  "split.spec.ts",
+];
+
 export default defineConfig({
   testDir: "e2e",
   testMatch: "**/*.spec.ts",
   fullyParallel: false,
-  // Two at once: the chaos run (a whole system of its own, e2e/chaos.spec.ts) beside the rest, whose
-  // files share the systems below and so run one at a time.
-  workers: 2,
+  // Three lanes at once, each one file at a time on systems no other lane touches: the chaos run (a
+  // whole system of its own, e2e/chaos.spec.ts), the specs of the main system, and the specs of the
+  // tight, default and fan-out systems.
+  workers: 3,
   projects: [
     { name: "chaos", testMatch: "chaos.spec.ts", workers: 1 },
-    { name: "systems", testIgnore: "chaos.spec.ts", workers: 1 },
+    { name: "systems", testIgnore: ["chaos.spec.ts", ...OTHER_SYSTEMS_SPECS], workers: 1 },
+    { name: "other-systems", testMatch: OTHER_SYSTEMS_SPECS, workers: 1 },
   ],
   retries: 0,
   timeout: 120_000,

@@ -5,7 +5,7 @@ import { db, Prisma } from "@/lib/db/client";
 import { formatCount } from "@/lib/format/number";
 import type { Described } from "@/lib/http/operator";
 import { logger } from "@/lib/log";
-import { snapshotKeys } from "@/lib/progress/snapshot";
+import { progressChannel, snapshotKeys } from "@/lib/progress/snapshot";
 import { removeQueueJob } from "@/lib/queues/queues";
 import { FAMILIES, scopeOf } from "@/lib/ratelimit/buckets";
 import { key, redis } from "@/lib/redis/client";
@@ -100,6 +100,8 @@ export async function deleteTenant(
   const rows = await deleteRows(tenant, jobs);
   // After the rows: a key recreated in between (a page polled the progress) names a job that no longer exists.
   const removed = keys.length ? await redis().del(...keys) : 0;
+  // Every web process drops its copy of each job's answer: the next read finds no job (lib/progress/hub.ts).
+  for (const job of jobs) await redis().publish(progressChannel(), `${job.progressToken} 0`);
   for (const job of jobs) await removeQueueJob(job.queue, job.queueJobId ?? job.id).catch(() => undefined);
   logger("tenants").info({ tenant: tenant.slug, by: by.username, rows, redisKeys: removed }, "tenant deleted");
   return { type: "deleted", tenant: tenant.slug, rows, redisKeys: removed };

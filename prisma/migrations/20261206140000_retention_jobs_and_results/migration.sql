@@ -18,3 +18,20 @@ CREATE INDEX "Job_row_prunable_finishedAt_idx" ON "Job" ("finishedAt")
 -- the tenants that chose a retention, never the history of those that keep everything.
 CREATE INDEX "Job_results_kept_idx" ON "Job" ("tenantId", "finishedAt")
   WHERE kind = 'csv_import' AND "resultsPrunedAt" IS NULL AND "finishedAt" IS NOT NULL;
+
+-- A job's answer to its customer changes when retention removes its detail or its results (the
+-- sentence that says so, no downloads): both announce it, as the other columns it is made from do.
+DROP TRIGGER job_progress_changed ON "Job";
+CREATE TRIGGER job_progress_changed
+  AFTER UPDATE OF status, total, processed, failed, message, "startedAt", "finishedAt", "wakeUpAt", params, "parentId",
+    "detailPrunedAt", "resultsPrunedAt" ON "Job"
+  FOR EACH ROW
+  WHEN (
+    OLD.status IS DISTINCT FROM NEW.status OR OLD.total IS DISTINCT FROM NEW.total
+    OR OLD.processed IS DISTINCT FROM NEW.processed OR OLD.failed IS DISTINCT FROM NEW.failed
+    OR OLD.message IS DISTINCT FROM NEW.message OR OLD."startedAt" IS DISTINCT FROM NEW."startedAt"
+    OR OLD."finishedAt" IS DISTINCT FROM NEW."finishedAt" OR OLD."wakeUpAt" IS DISTINCT FROM NEW."wakeUpAt"
+    OR OLD.params IS DISTINCT FROM NEW.params OR OLD."parentId" IS DISTINCT FROM NEW."parentId"
+    OR OLD."detailPrunedAt" IS DISTINCT FROM NEW."detailPrunedAt" OR OLD."resultsPrunedAt" IS DISTINCT FROM NEW."resultsPrunedAt"
+  )
+  EXECUTE FUNCTION bounded_notify_job_progress();
