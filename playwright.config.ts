@@ -14,15 +14,16 @@ export default defineConfig({
   testDir: "e2e",
   testMatch: "**/*.spec.ts",
   fullyParallel: false,
-  // Three lanes at once, each one file at a time on systems no other lane touches: the chaos run (a
-  // whole system of its own, e2e/chaos.spec.ts), the specs of the main system, and the specs of the
-  // tight, default and fan-out systems.
-  workers: 3,
+  // Two lanes at once, each one file at a time on systems the other lane never touches: the specs of
+  // the main system, and beside them the chaos run (a whole system of its own, e2e/chaos.spec.ts)
+  // followed by the specs of the tight, default and fan-out systems. Two, not three: the machines
+  // that run them have two cores, and with a third lane a busy machine failed the chaos run's health checks.
+  workers: 2,
   projects: [
-    { name: "chaos", testMatch: "chaos.spec.ts", workers: 1 },
     { name: "systems", testIgnore: ["chaos.spec.ts", ...OTHER_SYSTEMS_SPECS], workers: 1 },
-    { name: "other-systems", testMatch: OTHER_SYSTEMS_SPECS, workers: 1 },
+    { name: "own-systems", testMatch: ["chaos.spec.ts", ...OTHER_SYSTEMS_SPECS], workers: 1 },
   ],
+
   retries: 0,
   timeout: 120_000,
   expect: { timeout: 15_000 },

@@ -123,7 +123,9 @@ test("/database shows what each class of history keeps, its tables' sizes and ol
       ["audit", "730 days"],
     ] as const)
       await expect(classes.locator(`[data-class="${cls}"] h3`)).toHaveText(`${cls} · kept ${days}`);
-    await expect(classes.locator('[data-class="model_calls"]')).toContainText(/ModelCall [\d.]+ KB, \d+ rows/);
+    await expect(classes.locator('[data-class="model_calls"]')).toContainText(
+      /ModelCall [\d.]+ (bytes|KB|MB|GB), [\d,]+ rows/,
+    );
     await expect(section.getByTestId("retention-ok")).toHaveText("Every class is within its retention.");
     await expect(section.getByTestId("retention-kept")).toContainText(/MarketplaceRecord \d/);
     expect(await axeViolations(page)).toEqual([]);

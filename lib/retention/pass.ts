@@ -2,7 +2,7 @@ import { Prisma } from "@/lib/db/client";
 
 /** One class's share of a retention pass, as each pruning function reads it. */
 export interface ClassRun {
-  /** What ended (or was written) before this is past the class's days; null for a class whose days are each tenant's. */
+  /** What ended (or was written) before this is past the class's days (the tenants' results work out each tenant's own). */
   cutoff: Date;
   now: Date;
   /** Rows (for the job classes: jobs) per batch, each batch its own short transaction. */
