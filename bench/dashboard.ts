@@ -13,11 +13,13 @@
  * - jobs over 300 tenants (a few large, many small) and every queue and kind of the catalog, with
  *   the catalog's budgets: a history of terminal jobs spread over 180 days (mostly completed,
  *   a few percent timed out, failed, stopped, abandoned, cancelled; every 200th was split into
- *   three parts), and the work in flight now — 325 non-terminal rows: queued, running, delayed
+ *   three parts; each ending that waited on a person was marked handled 40 min after it ended, as
+ *   on-call answers the alert), 12 ended jobs that wait on a person now, and the work in flight now — 325 non-terminal rows: queued, running, delayed
  *   for a rate-limit window, split jobs running through their parts — of which 57 are stuck by
  *   the stuck query's definition (queued past the soft budget, silent, or running past it).
- *   The work in flight is the same in both: it is bounded by worker slots and backlog, not by
- *   how much history the table holds; what grows 100× is the history.
+ *   The work in flight and the jobs waiting on a person are the same in both: they are bounded by
+ *   worker slots, backlog and on-call, not by how much history the table holds; what grows 100×
+ *   is the history.
  *
  * Each database is read by a process of its own (this file with `--child`, DATABASE_URL pointing
  * at it), as the web would read it. The two take turns query round by query round — first the
@@ -30,7 +32,8 @@
  *   newer rows one by one shows here), and the first page filtered by status (timed out), by kind,
  *   by tenant and by tenant search;
  * - `listStuckJobs()` as /stuck calls it (the query, then BullMQ's state of each row), and
- *   `countStuckByKind()` (the `bounded_jobs_stuck` gauge: the query alone), and every read of the
+ *   `countStuckByKind()` (the `bounded_jobs_stuck` gauge: the query alone), `listAwaitingOperator()`
+ *   (the page's first group and the `bounded_jobs_awaiting_operator` gauge), and every read of the
  *   /stuck page together;
  * - `countJobsByStatus()` (the overview's counts: open jobs, and jobs finished in the last 24 h).
  * The in-flight rows' timestamps are moved to "now" just before timing, so both sizes see the
@@ -39,7 +42,7 @@
  *
  * Prints a table per size, then small ms, large ms and the ratio per query (target ≤ 2), and ends
  * with one line: `RESULT bench=dashboard calls_small=… calls_large=… jobs_small=… jobs_large=…
- * histogram_30d_ratio=… jobs_list_ratio=… stuck_ratio=… max_ratio=… <query>_ms_small=…
+ * awaiting_rows=… histogram_30d_ratio=… jobs_list_ratio=… stuck_ratio=… max_ratio=… <query>_ms_small=…
  * <query>_ms_large=… <query>_ratio=… …` (ratio_30d and ratio_24h as before).
  */
 import { fork, type ChildProcess } from "node:child_process";
@@ -119,6 +122,8 @@ const IN_FLIGHT = [
 /** Split jobs running through their parts now: 4 parts each, the last one silent for the first two. */
 const SPLITS_IN_FLIGHT = 8;
 const STUCK_EXPECTED = 30 + 15 + 10 + 2;
+/** Ended jobs waiting on a person now (same in both; the history's were handled). */
+const AWAITING = 12;
 
 // The bench databases sit beside the configured one (same server and user).
 const urlOf = (size: Size) => benchDatabaseUrl(SIZES[size].database);
@@ -171,6 +176,8 @@ interface Mix {
   maxItems: number[];
   syncIndex: number;
   importIndex: number;
+  /** The words of a job that failed on an internal error (lib/diagnosis/resume-policy.ts). */
+  internalError: string;
 }
 
 /**
@@ -420,6 +427,50 @@ async function insertInFlight(client: pg.Client, mix: Mix): Promise<string[]> {
   return rows.map((r) => r.id);
 }
 
+/**
+ * History as on-call leaves it: every ending that waited on a person (an operator status) was
+ * acted on within the hour — here, a `handled` timeline event 40 min after it ended (the trigger
+ * keeps the job's `handledAt`). Jobs waiting on a person are few, whatever the history holds.
+ */
+async function handleHistory(client: pg.Client): Promise<void> {
+  await client.query(
+    `INSERT INTO "JobEvent" ("jobId", at, type, attempt, message)
+     SELECT id, "finishedAt" + interval '40 minutes', 'handled', attempt, 'Marked handled by oncall: the customer was told.'
+     FROM "Job" WHERE status IN ('timed_out', 'killed', 'failed', 'abandoned')`,
+  );
+}
+
+/**
+ * The jobs that wait on a person now (same in both databases, like the work in flight): AWAITING
+ * ended jobs, one every 25 min over the last hours, each for a reason only a person resolves —
+ * timed out on its budget, stopped at the hard limit, abandoned, failed on an internal error.
+ * Returns their ids (`rebase` moves their clocks with the work in flight's).
+ */
+async function insertAwaiting(client: pg.Client, mix: Mix): Promise<string[]> {
+  const { rows } = await client.query<{ id: string }>(
+    `WITH s AS (
+       SELECT i, (ARRAY['timed_out', 'killed', 'abandoned', 'failed'])[1 + i % 4] AS st, $2::int AS mi,
+              (now() AT TIME ZONE 'UTC') - i * interval '25 minutes' AS ended
+       FROM generate_series(1, $1::int) AS i
+     )
+     INSERT INTO "Job" (id, kind, queue, "tenantId", status, total, processed, failed, cursor, attempt, "budgetSoftMs", "budgetHardMs",
+                        "budgetSource", "heartbeatAt", message, "progressToken", "createdAt", "updatedAt", "startedAt", "attemptStartedAt", "finishedAt")
+     SELECT ${uuid("'bench-awaiting-' || i")}, ($3::text[])[mi], ($4::text[])[mi], ${uuid("'bench-tenant-' || (1 + i * 7)")}, st::"JobStatus",
+            1772, 340, 0, 340, 1, ($5::int[])[mi], ($6::int[])[mi], ($7::text[])[mi], ended,
+            CASE st
+              WHEN 'timed_out' THEN 'Timed out after 340 of 1772 items: the soft limit of ' || (($5::int[])[mi] / 60000) || ' min ran out. Split it or retry the remaining items.'
+              WHEN 'killed' THEN 'Stopped at the hard limit of ' || (($6::int[])[mi] / 60000) || ' min after 340 of 1772 items; the run did not end by itself.'
+              WHEN 'abandoned' THEN 'Abandoned after 340 of 1772 items: the queue no longer runs it (queue state: unknown). Retry to continue from where it stopped.'
+              ELSE $8::text
+            END,
+            md5('bench-awaiting-token-' || i), ended - interval '20 minutes', ended, ended - interval '19 minutes', ended - interval '19 minutes', ended
+     FROM s
+     RETURNING id`,
+    [AWAITING, mix.importIndex, mix.kinds, mix.queues, mix.soft, mix.hard, mix.sources, mix.internalError],
+  );
+  return rows.map((r) => r.id);
+}
+
 async function countRows(client: pg.Client) {
   const { rows } = await client.query<{
     calls: string;
@@ -473,9 +524,11 @@ async function load(size: Size, mix: Mix, latency: Latency): Promise<Loaded> {
   await insertTenants(client);
   const inFlightIds = await insertInFlight(client, mix);
   const inFlightAt = await dbNow(client);
-  const history = historyFor(SIZES[size].jobs, inFlightIds.length);
+  const history = historyFor(SIZES[size].jobs, inFlightIds.length + AWAITING);
   for (let have = 0; have < history; have += JOB_BATCH)
     await insertHistory(client, mix, have, Math.min(JOB_BATCH, history - have));
+  await handleHistory(client);
+  inFlightIds.push(...(await insertAwaiting(client, mix)));
   for (let have = 0; have < SIZES[size].calls; have += BATCH) {
     await insertCalls(client, Math.min(BATCH, SIZES[size].calls - have), latency);
     process.stdout.write(`\r${size}: ${int(Math.min(SIZES[size].calls, have + BATCH))} calls`);
@@ -693,6 +746,13 @@ async function child(): Promise<void> {
       detail: () => "countStuckByKind (the query alone)",
     },
     {
+      name: "awaiting",
+      target: true,
+      run: () => listAwaitingOperator(),
+      size: (r) => (r as unknown[]).length,
+      detail: () => "listAwaitingOperator (ended jobs waiting on a person; /stuck's first group)",
+    },
+    {
       // Every read of app/(ops)/stuck/page.tsx, as it makes them.
       name: "stuck_page",
       target: true,
@@ -813,6 +873,7 @@ async function main(): Promise<void> {
   Object.assign(process.env, { BOUNDED_REDIS_PREFIX: redisPrefix, LOG_LEVEL: "silent" });
   const { MODEL_LATENCY } = await import("../workers/simulators/model");
   const { declaredBudget } = await import("../lib/budgets/budgets");
+  const { INTERNAL_ERROR_MESSAGE } = await import("../lib/diagnosis/resume-policy");
   const { redis, closeRedis, scanKeys } = await import("../lib/redis/client");
 
   const budgets = MIX.map((m) => declaredBudget(m.queue, m.kind));
@@ -826,6 +887,7 @@ async function main(): Promise<void> {
     maxItems: MIX.map((m) => m.maxItems),
     syncIndex: 1 + MIX.findIndex((m) => m.kind === "marketplace_sync"),
     importIndex: 1 + MIX.findIndex((m) => m.kind === "csv_import"),
+    internalError: INTERNAL_ERROR_MESSAGE,
   };
 
   const loaded: Loaded[] = [];
@@ -879,6 +941,11 @@ async function main(): Promise<void> {
       throw new Error(
         `${stuckAt("small")} jobs are stuck at the small size, ${stuckAt("large")} at the large one: the sizes are not comparable`,
       );
+    const awaitingAt = (size: Size) => summary[size].get("awaiting")!.last.size;
+    if (awaitingAt("small") !== AWAITING || awaitingAt("large") !== AWAITING)
+      throw new Error(
+        `${awaitingAt("small")} jobs await an operator at the small size, ${awaitingAt("large")} at the large one; the data was built for ${AWAITING}`,
+      );
     const stuckRows = stuckAt("small");
     if (stuckRows !== STUCK_EXPECTED) {
       console.log(
@@ -913,7 +980,7 @@ async function main(): Promise<void> {
     const large = loaded.find((l) => l.size === "large")!.rows;
     console.log(
       `RESULT bench=dashboard calls_small=${small.calls} calls_large=${large.calls} jobs_small=${small.jobs} jobs_large=${large.jobs} ` +
-        `stuck_rows=${stuckRows} stuck_built=${STUCK_EXPECTED} histogram_30d_ratio=${ratio("histogram_30d").toFixed(2)} jobs_list_ratio=${ratio("jobs_list").toFixed(2)} ` +
+        `stuck_rows=${stuckRows} stuck_built=${STUCK_EXPECTED} awaiting_rows=${AWAITING} histogram_30d_ratio=${ratio("histogram_30d").toFixed(2)} jobs_list_ratio=${ratio("jobs_list").toFixed(2)} ` +
         `jobs_list_max_ratio=${jobsListMax.toFixed(2)} stuck_ratio=${ratio("stuck").toFixed(2)} stuck_count_ratio=${ratio("stuck_count").toFixed(2)} ` +
         `max_ratio=${maxRatio.toFixed(2)} ideal_ratio=1.00 target_ratio=${TARGET} ok=${maxRatio <= TARGET} ratio_30d=${ratio("histogram_30d").toFixed(2)} ratio_24h=${ratio("histogram_24h").toFixed(2)} ${perQuery}`,
     );

@@ -1,4 +1,4 @@
-import { db } from "@/lib/db/client";
+import { db, Prisma } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import {
   AUTO_RESUMED_EVENT,
@@ -53,22 +53,45 @@ export interface EndedJobRow extends JobSummaryRow {
   autoResumes: number;
 }
 
-/** Ended rows that may wait on a person (a job retried, split, marked handled or marked failed does not), newest end first. */
+/**
+ * The conditions of the partial index Job_awaiting_ended_idx (prisma/migrations/
+ * 20261206150000_dashboard_history_reads), written as its predicate is so the planner reads it: an
+ * operator status, not marked handled since it ended (`handledAt`, the latest `handled` event, kept
+ * by a trigger), not ended by a person from the stuck page (resume-policy: marked_failed). Jobs
+ * on-call has dealt with are not in the index, so the read costs the jobs that wait, not the history.
+ */
+const MAY_AWAIT = Prisma.raw(
+  `j.status IN (${OPERATOR_STATUSES.map((s) => `'${s}'`).join(", ")})
+      AND (j."handledAt" IS NULL OR j."handledAt" < coalesce(j."finishedAt", j."updatedAt"))
+      AND (j.message IS NULL OR left(j.message, ${MARKED_FAILED_PREFIX.length}) <> '${MARKED_FAILED_PREFIX.replaceAll("'", "''")}')`,
+);
+
+/**
+ * Ended rows that may wait on a person (a job retried, split, marked handled or marked failed does
+ * not), newest end first. Two reads: the rows, then their automatic resumes. One statement with the
+ * count as a subquery per row is planned for every job the planner guesses may wait — a guess that
+ * grows with the history, since it cannot know how few jobs the index holds — and past a few
+ * thousand that plan is compiled (JIT) on every look, costing more than the read itself.
+ */
 export async function endedRows(ids?: string[]): Promise<EndedJobRow[]> {
-  return db().$queryRaw<EndedJobRow[]>`
+  const rows = await db().$queryRaw<Omit<EndedJobRow, "autoResumes">[]>`
     SELECT j.id, j.kind, j.queue, t.slug AS tenant, j.status, j.attempt, j.total, j.processed, j.failed,
-           j."createdAt", j."finishedAt", j."updatedAt", j."budgetSoftMs", j."budgetHardMs", j.message, j."parentId", j.cursor,
-           (SELECT count(*)::int FROM "JobEvent" a WHERE a."jobId" = j.id AND a.type = ${AUTO_RESUMED_EVENT}
-              AND a.at > coalesce((SELECT max(r.at) FROM "JobEvent" r WHERE r."jobId" = j.id AND r.type = 'retry'), '-infinity')) AS "autoResumes"
+           j."createdAt", j."finishedAt", j."updatedAt", j."budgetSoftMs", j."budgetHardMs", j.message, j."parentId", j.cursor
     FROM "Job" j JOIN "Tenant" t ON t.id = j."tenantId"
-    WHERE j.status = ANY(${[...OPERATOR_STATUSES]}::"JobStatus"[])
+    WHERE ${MAY_AWAIT}
       AND (${ids === undefined} OR j.id = ANY(${ids ?? []}::uuid[]))
       AND NOT EXISTS (SELECT 1 FROM "Job" c WHERE c."parentId" = j.id)
-      AND NOT EXISTS (SELECT 1 FROM "JobEvent" e WHERE e."jobId" = j.id AND e.type = ${HANDLED_EVENT} AND e.at >= coalesce(j."finishedAt", j."updatedAt"))
-      -- Ended by a person from the stuck page: nobody waits on another one (resume-policy: marked_failed).
-      AND (j.message IS NULL OR left(j.message, ${MARKED_FAILED_PREFIX.length}) <> ${MARKED_FAILED_PREFIX})
     ORDER BY coalesce(j."finishedAt", j."updatedAt") DESC
     LIMIT ${AWAITING_ROWS_CHECKED}`;
+  if (rows.length === 0) return [];
+  // `auto_resumed` events since the job's last retry (a person's retry starts the count again).
+  const resumes = await db().$queryRaw<{ jobId: string; n: number }[]>`
+    SELECT a."jobId", count(*)::int AS n FROM "JobEvent" a
+    WHERE a."jobId" = ANY(${rows.map((r) => r.id)}::uuid[]) AND a.type = ${AUTO_RESUMED_EVENT}
+      AND a.at > coalesce((SELECT max(r.at) FROM "JobEvent" r WHERE r."jobId" = a."jobId" AND r.type = 'retry'), '-infinity')
+    GROUP BY a."jobId"`;
+  const count = new Map(resumes.map((r) => [r.jobId, r.n]));
+  return rows.map((r) => ({ ...r, autoResumes: count.get(r.id) ?? 0 }));
 }
 
 /**

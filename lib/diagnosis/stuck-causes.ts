@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { db } from "@/lib/db/client";
+import { db, Prisma } from "@/lib/db/client";
+import { OPEN_STATUSES } from "@/lib/core/job-statuses";
 import { env } from "@/lib/env";
 import { pausedQueues } from "@/lib/queues/pause";
 import { queue } from "@/lib/queues/queues";
@@ -133,6 +134,12 @@ async function mapLimited<T, R>(items: T[], n: number, f: (t: T) => Promise<R>):
 /** Open, non-split rows older than the grace (a row just created may not have its queue job yet). */
 const rowGraceMs = () => Math.max(heartbeatIntervalMs(), 1000);
 
+/**
+ * The open statuses as SQL literals, not a parameter: the planner then reads the partial index on
+ * the open jobs (Job_open_createdAt_idx), whose predicate names them, whatever the history holds.
+ */
+const OPEN_STATUS_LIST = Prisma.raw(OPEN_STATUSES.map((s) => `'${s}'`).join(", "));
+
 async function openRows(now: Date, ids?: string[]): Promise<OpenRow[]> {
   const grace = rowGraceMs();
   const rows = await db().$queryRaw<OpenRow[]>`
@@ -140,7 +147,7 @@ async function openRows(now: Date, ids?: string[]): Promise<OpenRow[]> {
            j."createdAt", j."attemptStartedAt", j."heartbeatAt", coalesce(j."heartbeatAt", j."createdAt") AS "waitingSince",
            j."budgetSoftMs", j."budgetHardMs", j."queueJobId"
     FROM "Job" j JOIN "Tenant" t ON t.id = j."tenantId"
-    WHERE j.status = ANY(${["queued", "running", "delayed"]}::"JobStatus"[])
+    WHERE j.status IN (${OPEN_STATUS_LIST})
       AND (${ids === undefined} OR j.id = ANY(${ids ?? []}::uuid[]))
       AND j."createdAt" < (${now}::timestamptz AT TIME ZONE 'UTC') - make_interval(secs => ${grace}::float8 / 1000)
       AND NOT EXISTS (SELECT 1 FROM "Job" c WHERE c."parentId" = j.id)

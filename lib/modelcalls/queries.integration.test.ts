@@ -20,6 +20,7 @@ afterEach(async () => {
   for (const queue of queues.splice(0)) {
     await db().modelCall.deleteMany({ where: { queue } });
     await db().modelCallRollup.deleteMany({ where: { queue } });
+    await db().modelCallRollupDay.deleteMany({ where: { queue } });
   }
   for (const slug of tenants.splice(0)) await deleteTenant(slug);
 });
@@ -137,6 +138,25 @@ describe("getLatencyHistogram reads the rollup", () => {
     expect(h.summary.total).toBe(1);
     expect(h.window).toMatchObject({ from: "2031-03-04T09:00:00.000Z", to: now.toISOString(), coveredMinutes: 80 });
     expect(h.window.note).toMatch(/80 minutes/);
+  });
+
+  it("24h across midnight: the hours before it from the hour rows, the day since from the day row, the same calls", async () => {
+    const now = new Date("2031-03-04T10:20:00.000Z");
+    const queue = uniqueQueue("midnight");
+    await insertCalls(queue, "csv_import", [
+      { at: new Date("2031-03-03T09:59:59.000Z"), ms: 500 }, // before the window's first hour row: not
+      { at: new Date("2031-03-03T10:00:00.000Z"), ms: 500 }, // the first hour row
+      { at: new Date("2031-03-03T23:59:59.000Z"), ms: 700 }, // the last hour before midnight
+      { at: new Date("2031-03-04T00:00:00.000Z"), ms: 900 }, // the day row from here on
+      { at: new Date("2031-03-04T10:19:00.000Z"), ms: 90_000, outcome: "error" },
+    ]);
+    const h = await getLatencyHistogram({ range: "24h", queue }, now);
+    expect(h.summary.total).toBe(4);
+    expect(h.summary.maxMs).toBe(90_000);
+    expect(h.buckets.reduce((n, b) => n + b.byOutcome.error, 0)).toBe(1);
+    expect(h.window).toMatchObject({ from: "2031-03-03T10:00:00.000Z", coveredMinutes: 24 * 60 + 20 });
+    // A window that does not reach midnight reads hour rows only.
+    expect((await getLatencyHistogram({ range: "1h", queue }, now)).summary.total).toBe(1);
   });
 
   it("an empty window has zero counts and no percentiles", async () => {

@@ -16,7 +16,7 @@ import {
  * Reads for the model-call latency views (the /model-calls page and its API twin).
  *
  * Everything is aggregated in PostgreSQL from `ModelCallRollup` (per day: `ModelCallRollupDay`,
- * for the week and month views) — calls counted per hour ×
+ * for the week and month views and the whole days of shorter ones) — calls counted per hour ×
  * type × queue × kind × model × outcome × latency bucket by a trigger — so a month of ~100k
  * calls (or millions) is tens of thousands of rollup rows at most, and no call row ever reaches
  * JavaScript. Only aggregated rows come back — at most 34 buckets × 4 outcomes per call type and
@@ -141,6 +141,30 @@ function latencyWindow(range: LatencyRange, now: Date = new Date()): { from: Dat
 /** A timestamp parameter for the rollup's `timestamp(3)` (UTC, without zone) columns. */
 const utc = (d: Date) => Prisma.sql`${d.toISOString()}::timestamp`;
 
+/** The rollup columns a histogram reads, the same in the hour and the day rollup. */
+const ROLLUP_COLUMNS = Prisma.sql`"type", "queue", "jobKind", "model", "outcome", "bucket", "count", "sumMs", "maxMs"`;
+
+/**
+ * The rollup rows of a window, as one relation. The week and month views read the day rollup. The
+ * shorter ranges count the same calls as the hour rows from `from` to `to` would, but read the UTC
+ * days from the first midnight in the window on from the day rollup (the day of `to` among them: at
+ * the current time nothing later is recorded yet, as the current hour's row already assumes) and
+ * hour rows only for the hours before that midnight. A day row stands for up to 24 hour rows, so a
+ * window reads fewer rows the busier its hours are.
+ */
+function rollupRows(range: LatencyRange, from: Date, to: Date): Prisma.Sql {
+  const day = (d: Date) => Prisma.sql`${d.toISOString().slice(0, 10)}::date`;
+  if (DAILY.has(range))
+    return Prisma.sql`(SELECT ${ROLLUP_COLUMNS} FROM "ModelCallRollupDay" WHERE "day" >= ${day(from)} AND "day" <= ${day(to)})`;
+  const firstMidnight = new Date(floorDay(from.getTime() - 1) + 86_400_000);
+  if (firstMidnight > to)
+    return Prisma.sql`(SELECT ${ROLLUP_COLUMNS} FROM "ModelCallRollup" WHERE "hour" >= ${utc(from)} AND "hour" <= ${utc(to)})`;
+  return Prisma.sql`(
+    SELECT ${ROLLUP_COLUMNS} FROM "ModelCallRollup" WHERE "hour" >= ${utc(from)} AND "hour" < ${utc(firstMidnight)}
+    UNION ALL
+    SELECT ${ROLLUP_COLUMNS} FROM "ModelCallRollupDay" WHERE "day" >= ${day(firstMidnight)} AND "day" <= ${day(to)})`;
+}
+
 /** A row of the histogram query: a cell (`is_option` false) or a filter option (true). */
 interface GroupRow {
   type: string;
@@ -173,11 +197,6 @@ export async function getLatencyHistogram(
   const q = latencyHistogramQuerySchema.parse(query);
   const { from, to, window } = latencyWindow(q.range, now);
 
-  const daily = DAILY.has(q.range);
-  const rollup = daily ? Prisma.sql`"ModelCallRollupDay"` : Prisma.sql`"ModelCallRollup"`;
-  const inWindow = daily
-    ? Prisma.sql`r."day" >= ${from.toISOString().slice(0, 10)}::date AND r."day" <= ${to.toISOString().slice(0, 10)}::date`
-    : Prisma.sql`r."hour" >= ${utc(from)} AND r."hour" <= ${utc(to)}`;
   const scope: Prisma.Sql[] = [Prisma.sql`TRUE`];
   if (q.queue) scope.push(Prisma.sql`r."queue" = ${q.queue}`);
   if (q.kind) scope.push(Prisma.sql`r."jobKind" = ${q.kind}`);
@@ -186,7 +205,7 @@ export async function getLatencyHistogram(
     ? Prisma.sql`(${inScope} AND r."type" = ${q.type}::"CallType" AND r."model" = ${q.model})`
     : Prisma.sql`(${inScope} AND r."type" = ${q.type}::"CallType")`;
 
-  // One scan of the window's rollup rows, two groupings (GROUPING SETS):
+  // One pass over the window's rollup rows, two groupings (GROUPING SETS):
   // - per type × bucket × outcome, split by whether the row matches the filters (cells for the
   //   chart and the summaries; the columns 3 and 4 are the two flags);
   // - per type × queue × kind × model, unfiltered (the filter menus).
@@ -198,8 +217,7 @@ export async function getLatencyHistogram(
            r."bucket" AS bucket, r."outcome"::text AS outcome,
            r."queue" AS queue, r."jobKind" AS kind, r."model" AS model,
            SUM(r."count")::float8 AS n, SUM(r."sumMs")::float8 AS sum_ms, MAX(r."maxMs") AS max_ms
-    FROM ${rollup} r
-    WHERE ${inWindow}
+    FROM ${rollupRows(q.range, from, to)} r
     GROUP BY GROUPING SETS ((r."type", 3, 4, r."bucket", r."outcome"), (r."type", r."queue", r."jobKind", r."model"))`;
 
   const toCell = (r: GroupRow): BucketCell => ({

@@ -257,6 +257,13 @@ describe("stuck groups: each cause, produced for real", () => {
       refused: [{ jobId: atBound }],
     });
     expect(await db().jobEvent.count({ where: { jobId: atBound, type: "handled" } })).toBe(1);
+    // The row keeps when it was marked (what the page's index reads), the event's time.
+    const handledRow = await db().job.findUniqueOrThrow({ where: { id: atBound }, select: { handledAt: true } });
+    expect(handledRow.handledAt).toEqual(event.at);
+    // Reopened and ended again after the mark: it waits on a person again.
+    await db().job.update({ where: { id: atBound }, data: { status: "running", finishedAt: null } });
+    await end(atBound, "failed", crashStoppedMessage);
+    expect((await getStuckOverview()).groups[0]!.ids).toContain(atBound);
   });
 
   it("pages a group newest first, a bounded page at a time", async () => {
