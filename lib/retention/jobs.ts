@@ -6,6 +6,13 @@ import { SEE_THE_LIST } from "@/lib/jobs/messages";
 import { type ClassRun, outOfTime, type Removed, utc } from "./pass";
 import { daysBefore, JOB_DETAIL_TABLES } from "./policy";
 
+/**
+ * The classes of history a job leaves: its detail (items, failures, timeline, file bytes), its
+ * own row once nothing else of it is left, and — as each tenant chose — its results. Jobs go
+ * oldest end first, a batch at a time (a keyset on the end and the id, so jobs skipped on purpose
+ * are read past, not again).
+ */
+
 /** Where a batch of jobs, oldest end first, goes on from: past the last job the batch before read. */
 type JobKey = { finishedAt: Date; id: string } | null;
 
@@ -16,16 +23,9 @@ function pastKey(after: JobKey, alias = ""): Prisma.Sql {
 }
 
 /**
- * The classes of history a job leaves: its detail (items, failures, timeline, file bytes), its
- * own row once nothing else of it is left, and — as each tenant chose — its results. Jobs go
- * oldest end first, a batch at a time (a keyset on the end and the id, so jobs skipped on purpose
- * are read past, not again).
- */
-
-/**
  * Finished jobs, oldest end first, whose detail is older than the retention: each batch's rows
- * marked pruned and their detail deleted in one transaction. Skipped: a job that waits on a person
- * (lib/diagnosis/awaiting-operator.ts), and a part whose job has not ended. The mark is set first, under
+ * marked pruned and their detail deleted in one transaction. Skipped: a job that waits on a
+ * person (`withoutThoseAwaiting`), and a part whose job has not ended. The mark is set first, under
  * the row's lock and only while the row is still terminal, so a retry at the same moment either
  * reopens the job before (and it is not pruned) or finds it pruned (and refuses).
  */
