@@ -15,7 +15,10 @@
  * after `VACUUM FULL` so that the space a pass freed is counted as freed.
  *
  * Ends with `RESULT bench=retention jobs=… rows=… prune_rows_per_s=… bare_delete_rows_per_s=…
- * ratio_prune_to_bare=… bytes_per_row_before=… bytes_per_row_after_retention=… load1=…`.
+ * ratio_prune_to_bare=… bytes_per_row_before=… bytes_per_row_after_retention=… search_index_insert_ratio=…
+ * search_index_us_per_row=… load1=…`.
+ * The `search_index_*` figures are what the job search's trigram index costs an imported row's
+ * insert: the same rows into a copy of Transaction with and without it.
  * `import_makespan_while_pruning` is not measured here (the pass runs in batches of 500 under 5 s
  * per class; see docs/benchmarks.md).
  */
@@ -43,6 +46,12 @@ const TABLES = [
   "KindFiguresDay",
 ];
 
+const TRANSACTION_COLUMNS = `("tenantId", "jobId", row, date, "amountMinor", currency, counterparty, description, "categoryId")`;
+/** Each job's imported rows, with a counterparty and a description of the length a bank export has. */
+const TRANSACTIONS = `SELECT '00000000-0000-4000-8000-000000000001', md5('job' || j)::uuid, r + 1, date '2026-01-01' + (r % 300),
+     (r * 37 % 100000) - 50000, 'EUR', 'Counterparty ' || (r * 7919 % 5000), 'payment ' || md5(j || ':' || r), 1 + r % 13
+   FROM generate_series(1, ${JOBS}) j, generate_series(1, ${ROWS - 1}) r`;
+
 /** The history: finished imports with their detail, as the import leaves them. */
 const LOAD = [
   `INSERT INTO "Tenant" (id, slug) VALUES ('00000000-0000-4000-8000-000000000001', 'bench-retention')`,
@@ -55,10 +64,7 @@ const LOAD = [
   `INSERT INTO "Upload" ("jobId", filename, delimiter, "sizeBytes", content)
    SELECT md5('job' || j)::uuid, 'statement-' || j || '.csv', ',', ${ROWS * 80}, convert_to(repeat('x', ${ROWS * 80}), 'UTF8')
    FROM generate_series(1, ${JOBS}) j`,
-  `INSERT INTO "Transaction" ("tenantId", "jobId", row, date, "amountMinor", currency, counterparty, description, "categoryId")
-   SELECT '00000000-0000-4000-8000-000000000001', md5('job' || j)::uuid, r + 1, date '2026-01-01' + (r % 300),
-     (r * 37 % 100000) - 50000, 'EUR', 'Counterparty ' || (r * 7919 % 5000), 'payment ' || md5(j || ':' || r), 1 + r % 13
-   FROM generate_series(1, ${JOBS}) j, generate_series(1, ${ROWS - 1}) r`,
+  `INSERT INTO "Transaction" ${TRANSACTION_COLUMNS} ${TRANSACTIONS}`,
   `INSERT INTO "JobItem" ("jobId", item, attempt, ok, "committedAt")
    SELECT md5('job' || j)::uuid, r, 1, r < ${ROWS}, now() - interval '100 days'
    FROM generate_series(1, ${JOBS}) j, generate_series(1, ${ROWS}) r`,
@@ -84,6 +90,27 @@ async function bytesOf(client: pg.Client): Promise<number> {
   return Number(rows[0]!.bytes);
 }
 
+/**
+ * What the job search's trigram index costs an imported row: the same rows inserted into a copy of
+ * Transaction with its other indexes and into one with the trigram index too, time against time.
+ */
+async function searchIndexCost(client: pg.Client): Promise<{ ratio: number; extraMs: number }> {
+  const timed = async (table: string) => {
+    const started = performance.now();
+    await client.query(`INSERT INTO ${table} ${TRANSACTION_COLUMNS} ${TRANSACTIONS}`);
+    return performance.now() - started;
+  };
+  await client.query(`CREATE TABLE bench_tx_plain (LIKE "Transaction" INCLUDING DEFAULTS INCLUDING CONSTRAINTS)`);
+  await client.query(`CREATE UNIQUE INDEX ON bench_tx_plain ("jobId", row)`);
+  await client.query(`CREATE INDEX ON bench_tx_plain ("tenantId", date)`);
+  await client.query(`CREATE TABLE bench_tx_search (LIKE bench_tx_plain INCLUDING ALL)`);
+  await client.query(`CREATE INDEX ON bench_tx_search USING gin ((counterparty || ' ' || description) gin_trgm_ops)`);
+  const plain = await timed("bench_tx_plain");
+  const search = await timed("bench_tx_search");
+  await client.query(`DROP TABLE bench_tx_plain, bench_tx_search`);
+  return { ratio: search / plain, extraMs: search - plain };
+}
+
 /** Rows per second of one bare DELETE of a copy of the JobItem rows: what the database does with no policy around it. */
 async function bareDeleteRate(client: pg.Client): Promise<number> {
   await client.query(`CREATE TABLE bench_item_copy AS SELECT * FROM "JobItem"`);
@@ -106,6 +133,7 @@ async function main(): Promise<void> {
     const imported = JOBS * (ROWS - 1);
     const before = await bytesOf(client);
     const bare = await bareDeleteRate(client);
+    const searchCost = await searchIndexCost(client);
 
     // The pass reads the bench's database: its environment points there before lib is loaded.
     process.env.DATABASE_URL = url;
@@ -130,12 +158,14 @@ async function main(): Promise<void> {
       `pass: ${removed.toLocaleString("en-US")} rows in ${seconds.toFixed(2)} s; bare DELETE: ${Math.round(bare).toLocaleString("en-US")} rows/s`,
     );
     console.log(
-      `on disk per imported row: ${Math.round(before / imported)} B before, ${Math.round(after / imported)} B after`,
+      `on disk per imported row: ${Math.round(before / imported)} B before, ${Math.round(after / imported)} B after; ` +
+        `inserting them with the search's trigram index takes ${searchCost.ratio.toFixed(2)} × the time without it (${((1000 * searchCost.extraMs) / imported).toFixed(1)} µs more a row)`,
     );
     console.log(
       `RESULT bench=retention jobs=${JOBS} rows=${imported} removed=${removed} prune_rows_per_s=${Math.round(perSecond)} ` +
         `bare_delete_rows_per_s=${Math.round(bare)} ratio_prune_to_bare=${(perSecond / bare).toFixed(2)} ` +
         `bytes_per_row_before=${Math.round(before / imported)} bytes_per_row_after_retention=${Math.round(after / imported)} ` +
+        `search_index_insert_ratio=${searchCost.ratio.toFixed(2)} search_index_us_per_row=${((1000 * searchCost.extraMs) / imported).toFixed(1)} ` +
         `load1=${os.loadavg()[0]!.toFixed(1)}`,
     );
   } finally {
