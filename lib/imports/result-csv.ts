@@ -2,7 +2,7 @@ import { db } from "@/lib/db/client";
 import { uploadRecords } from "./csv-rows";
 import { customerReason } from "@/lib/progress/customer-progress";
 import { isTerminal, type JobStatus } from "@/lib/core/job-statuses";
-import { removedByRetentionMessage } from "@/lib/jobs/messages";
+import { progressLinkNotFoundMessage, removedByRetentionMessage } from "@/lib/jobs/messages";
 
 /**
  * An import's results as CSV files the customer downloads: the categorised rows, and the rows
@@ -62,7 +62,7 @@ export async function importForDownload(token: string): Promise<DownloadLookup> 
     ok: false as const,
     status: 404 as const,
     code: "not_found",
-    message: "No job has this progress link. Check the address.",
+    message: progressLinkNotFoundMessage(),
   };
   if (!PROGRESS_TOKEN.test(token)) return missing;
   const job = await db().job.findUnique({

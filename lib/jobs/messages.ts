@@ -97,3 +97,11 @@ export function removedByRetentionMessage(row: {
   ].filter((p): p is string => p !== null);
   return parts.length ? parts.join(" ") : null;
 }
+
+/**
+ * What a progress link that opens no job is answered (the API, the stream, the downloads): the
+ * address may be wrong, or the job's row is gone (lib/retention, a tenant deleted).
+ */
+export function progressLinkNotFoundMessage(jobsDays = env().BOUNDED_RETAIN_JOBS_DAYS): string {
+  return `No job has this progress link. Check the address: a job's page stays at least ${formatDays(jobsDays)} after it ended, unless its account was deleted.`;
+}

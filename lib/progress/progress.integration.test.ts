@@ -13,7 +13,8 @@ import { eventReader } from "@/test/helpers/sse";
 import { waitFor } from "@/test/helpers/wait";
 import { closeHub, watch } from "./hub";
 import { ensureProgressListener, PROGRESS_CHANNEL, stopProgressListener } from "./listener";
-import { PROGRESS_NOT_FOUND, progressResponse } from "./respond";
+import { progressLinkNotFoundMessage } from "@/lib/jobs/messages";
+import { progressResponse } from "./respond";
 import { getProgressSnapshot, type ProgressSnapshot, REBUILD_EVERY_MS, readSnapshot } from "./snapshot";
 import { MAX_STREAMS_PER_ADDRESS, openStreams, progressEventsResponse } from "./stream";
 import { jobEventsResponse } from "./operator";
@@ -213,7 +214,7 @@ describe("the progress snapshot", () => {
     for (const token of ["0123456789abcdef0123456789abcdef", "not-a-token", "../../etc/passwd"]) {
       const response = await get(token);
       expect(response.status).toBe(404);
-      expect(await response.json()).toEqual({ error: { code: "not_found", message: PROGRESS_NOT_FOUND } });
+      expect(await response.json()).toEqual({ error: { code: "not_found", message: progressLinkNotFoundMessage() } });
       expect(await readSnapshot(token)).toBeNull();
     }
   });
@@ -273,7 +274,7 @@ describe("the progress stream", () => {
     for (const token of ["0123456789abcdef0123456789abcdef", "nope"]) {
       const response = await openStream(token, "198.51.100.4").response;
       expect(response.status).toBe(404);
-      expect(await response.json()).toEqual({ error: { code: "not_found", message: PROGRESS_NOT_FOUND } });
+      expect(await response.json()).toEqual({ error: { code: "not_found", message: progressLinkNotFoundMessage() } });
     }
     expect(openStreams("198.51.100.4")).toBe(0);
   });

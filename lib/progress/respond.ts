@@ -1,10 +1,8 @@
 import { errorResponse } from "@/lib/http/api";
+import { progressLinkNotFoundMessage } from "@/lib/jobs/messages";
 import { subscribeToProgress } from "./hub";
 import { ensureProgressListener } from "./listener";
 import { getProgressSnapshot, type ProgressSnapshot } from "./snapshot";
-
-/** What an unknown progress link is answered, by the API and the stream alike. */
-export const PROGRESS_NOT_FOUND = "No job has this progress link. Check the address.";
 
 /**
  * Whether the caller already holds this answer: `If-None-Match` lists its ETag (or `*`). Weak
@@ -46,7 +44,7 @@ export async function progressResponse(request: Request, token: string): Promise
   // The subscription lets this process keep copies of answers; a request never waits for it.
   subscribeToProgress().catch(() => undefined);
   const snapshot = await getProgressSnapshot(token);
-  if (!snapshot) return errorResponse(404, "not_found", PROGRESS_NOT_FOUND);
+  if (!snapshot) return errorResponse(404, "not_found", progressLinkNotFoundMessage());
   const answer = progressAnswer(snapshot, request.headers.get("if-none-match"));
   return new Response(answer.body, { status: answer.status, headers: answer.headers });
 }

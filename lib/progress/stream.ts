@@ -1,7 +1,7 @@
 import { errorResponse } from "@/lib/http/api";
+import { progressLinkNotFoundMessage } from "@/lib/jobs/messages";
 import { watch } from "./hub";
 import { ensureProgressListener } from "./listener";
-import { PROGRESS_NOT_FOUND } from "./respond";
 import { getProgressSnapshot, type ProgressSnapshot, readStoredSnapshot } from "./snapshot";
 
 /**
@@ -138,7 +138,7 @@ const encoder = new TextEncoder();
 export async function progressEventsResponse(request: Request, token: string, address: string): Promise<Response> {
   void ensureProgressListener();
   const initial = await getProgressSnapshot(token);
-  if (!initial) return errorResponse(404, "not_found", PROGRESS_NOT_FOUND);
+  if (!initial) return errorResponse(404, "not_found", progressLinkNotFoundMessage());
   return snapshotEvents(request, token, address, initial, (snapshot) => snapshot.body);
 }
 
