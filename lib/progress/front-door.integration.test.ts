@@ -71,6 +71,18 @@ async function newJob(): Promise<{ id: string; token: string }> {
 }
 
 const poll = (path: string, init: RequestInit = {}) => fetch(`${base}${path}`, init);
+/**
+ * Polls a new job's link until this process holds its answer: a read that the job's first
+ * announcements overtake keeps no copy (a newer version may be on its way), so one poll may not.
+ */
+const heldAfterPolling = (token: string) =>
+  waitFor(
+    async () => {
+      await poll(`/api/progress/${token}`);
+      return heldSnapshot(token);
+    },
+    { ...WAIT, what: "a copy of the job's answer held" },
+  );
 
 /** An event stream of the test server, read event by event. */
 async function openEvents(token: string, headers: Record<string, string> = {}) {
@@ -122,10 +134,8 @@ describe("the progress front door", () => {
 
   it("a committed change replaces the copy at once: the next poll gets the new answer, never the old one, still without the framework", async () => {
     const { id, token } = await newJob();
-    const first = await poll(`/api/progress/${token}`);
-    const etag = first.headers.get("etag")!;
-    const before = heldSnapshot(token)!;
-    expect(before).toBeDefined();
+    const before = await heldAfterPolling(token);
+    const etag = before.etag;
 
     await db().$executeRaw`UPDATE "Job" SET processed = 2 WHERE id = ${id}::uuid`;
     // No poll in between: the subscription itself brings the new copy.
@@ -144,8 +154,7 @@ describe("the progress front door", () => {
 
   it("a rebuild numbers its version from the stored answer, never from a copy one version behind", async () => {
     const { token } = await newJob();
-    await poll(`/api/progress/${token}`);
-    const held = heldSnapshot(token)!;
+    const held = await heldAfterPolling(token);
     // Another process stored the next version; its announcement has not reached this one yet.
     await redis().hset(key("progress", token), { version: held.version + 1, etag: '"from-another-process"' });
     await requestRebuild(token);
@@ -156,8 +165,7 @@ describe("the progress front door", () => {
 
   it("a stream of a job this process holds is opened before the framework: the current answer, each change as it lands, and its end with the job", async () => {
     const { id, token } = await newJob();
-    await poll(`/api/progress/${token}`);
-    const held = heldSnapshot(token)!;
+    const held = await heldAfterPolling(token);
     const reached = framework.requests.length;
     const stream = await openEvents(token);
     expect(stream.response.status).toBe(200);
@@ -183,8 +191,7 @@ describe("the progress front door", () => {
 
   it("a reconnect that already has the current version gets `ready`, not the answer again", async () => {
     const { token } = await newJob();
-    await poll(`/api/progress/${token}`);
-    const held = heldSnapshot(token)!;
+    const held = await heldAfterPolling(token);
     const stream = await openEvents(token, { "last-event-id": String(held.version) });
     expect(await stream.next()).toMatchObject({ event: "ready", data: `{"version":${held.version}}` });
     stream.close();
@@ -192,7 +199,7 @@ describe("the progress front door", () => {
 
   it("an address at its cap goes on to the route, which refuses it, whatever X-Forwarded-For it forges; a stream that closes gives its place back", async () => {
     const { token } = await newJob();
-    await poll(`/api/progress/${token}`);
+    await heldAfterPolling(token);
     const streams = [];
     // No proxy is trusted here: a forged header names another address on every stream, and all of
     // them count against the socket's.
@@ -223,8 +230,7 @@ describe("the progress front door", () => {
 
   it("whatever it does not hold goes on to the framework untouched: unknown and malformed links, other methods and paths, a copy the subscription no longer vouches for", async () => {
     const { token } = await newJob();
-    await poll(`/api/progress/${token}`);
-    expect(heldSnapshot(token)).toBeDefined();
+    await heldAfterPolling(token);
     const through = async (path: string, init: RequestInit = {}) => {
       const reached = framework.requests.length;
       const response = await poll(path, init);
@@ -252,8 +258,7 @@ describe("the progress front door", () => {
 
   it("an answer older than the stale limit is not served from memory: the route serves it and asks for a fresh one", async () => {
     const { token } = await newJob();
-    await poll(`/api/progress/${token}`);
-    const held = heldSnapshot(token)!;
+    const held = await heldAfterPolling(token);
     expect(heldSnapshot(token, held.computedAt + 4_000)).toBe(held);
     expect(heldSnapshot(token, held.computedAt + 5_001)).toBeUndefined();
   });
