@@ -259,6 +259,7 @@ async function main(): Promise<void> {
   });
   delete process.env.BOUNDED_ITEMS_IN_FLIGHT_CSV_IMPORT;
   const { KINDS } = await import("../lib/catalog/catalog");
+  const workerHeapMb = (await import("../lib/env")).env().BOUNDED_WORKER_HEAP_MB;
   const { db, closeDb } = await import("../lib/db/client");
   const { createRedis, closeRedis, redis, scanKeys } = await import("../lib/redis/client");
   const { closeQueues } = await import("../lib/queues/queues");
@@ -298,7 +299,8 @@ async function main(): Promise<void> {
     await redis().del(providerWaitsKey("model"));
     const worker = fork(import.meta.filename, ["--child", label], {
       cwd: REPO,
-      execArgv: ["--import", import.meta.resolve("tsx")],
+      // The heap limit the workers run with (scripts/start.ts): its memory is measured as it ships.
+      execArgv: ["--import", import.meta.resolve("tsx"), `--max-old-space-size=${workerHeapMb}`],
       env: { ...process.env, BOUNDED_TIME_SCALE: String(scale), MODEL_BASE_URL: sim.modelBaseUrl, ...env },
       stdio: ["ignore", "inherit", "inherit", "ipc"],
     });
@@ -587,7 +589,7 @@ async function main(): Promise<void> {
     `exactly once: ${broken.length === 0 ? "every run's rows were each processed once (Transaction rows = processed, no row twice, one JobItem per row, processed + failed = rows)" : broken.map((b) => `${b.m.label}: ${b.problems.join("; ")}`).join(" | ")}`,
   );
   console.log(
-    `worker peak RSS: ${f0(small.memory.peakRssMb)} MB at ${MEMORY_ROWS[0]} rows, ${f0(large.memory.peakRssMb)} MB at ${MEMORY_ROWS[1]} rows: ${rssGrowth >= 0 ? "+" : ""}${f1(rssGrowth)} MB; ${f0(huge.memory.peakRssMb)} MB at ${MEMORY_ROWS[2]} rows: ${rss100kOver10k >= 0 ? "+" : ""}${f1(rss100kOver10k)} MB over ${MEMORY_ROWS[1]} (goal ≤ ${RSS_GROWTH_GOAL_MB})`,
+    `worker peak RSS: ${f0(small.memory.peakRssMb)} MB at ${MEMORY_ROWS[0]} rows, ${f0(large.memory.peakRssMb)} MB at ${MEMORY_ROWS[1]} rows: ${rssGrowth >= 0 ? "+" : ""}${f1(rssGrowth)} MB; ${f0(huge.memory.peakRssMb)} MB at ${MEMORY_ROWS[2]} rows: ${rss100kOver10k >= 0 ? "+" : ""}${f1(rss100kOver10k)} MB over ${MEMORY_ROWS[1]} (goal ≤ ${RSS_GROWTH_GOAL_MB}), heap limit ${workerHeapMb} MB (BOUNDED_WORKER_HEAP_MB)`,
   );
   console.log(
     `the platform's ceiling: ${INSTANT_ROWS} rows with the model answering at once and no provider limits: ${f0(instantRowsPerS)} rows/s committed by one worker process (goal ≥ ${INSTANT_GOAL_ROWS_PER_S}), ${f2(instantCpuMsPerRow)} ms of its CPU and ${f2(instantPgPerRow)} PostgreSQL round trips a row; ${f1(instantRedisPerCall)} Redis commands a model call (${f2(instant.rows / Math.max(1, instant.calls))} rows a call)`,
@@ -636,7 +638,7 @@ async function main(): Promise<void> {
       .join(" / ")} (1 / 5 / 15 min); bench took ${f0((performance.now() - benchStarted) / 1000)} s`,
   );
   console.log(
-    `RESULT bench=import rows=${ROWS} makespan_s=${f1(makespanS)} ideal_s=${f1(idealS)} vs_ideal=${f2(vsIdeal)} target_vs_ideal=1.25 ok=${vsIdeal <= 1.25} calls=${concurrent.calls} ideal_calls=${ideal.calls} serial_s=${f0(serialS)} vs_serial=${f2(vsSerial)} provider_429=${provider429} exactly_once=${broken.length === 0 ? "yes" : "no"} peak_rss_1k_mb=${f0(small.memory.peakRssMb)} peak_rss_10k_mb=${f0(large.memory.peakRssMb)} rss_growth_mb=${f1(rssGrowth)} target_rss_growth_mb=${RSS_GROWTH_GOAL_MB} peak_rss_100k_mb=${f0(huge.memory.peakRssMb)} rss_100k_over_10k_mb=${f1(rss100kOver10k)} rows_per_s_instant=${f0(instantRowsPerS)} target_rows_per_s_instant=${INSTANT_GOAL_ROWS_PER_S} instant_cpu_ms_per_row=${f2(instantCpuMsPerRow)} instant_pg_round_trips_per_row=${f2(instantPgPerRow)} instant_redis_commands_per_call=${f1(instantRedisPerCall)} rows_per_s_instant_2_workers=${f0(pairRowsPerS)} load1=${os.loadavg()[0]!.toFixed(1)}`,
+    `RESULT bench=import rows=${ROWS} makespan_s=${f1(makespanS)} ideal_s=${f1(idealS)} vs_ideal=${f2(vsIdeal)} target_vs_ideal=1.25 ok=${vsIdeal <= 1.25} calls=${concurrent.calls} ideal_calls=${ideal.calls} serial_s=${f0(serialS)} vs_serial=${f2(vsSerial)} provider_429=${provider429} exactly_once=${broken.length === 0 ? "yes" : "no"} peak_rss_1k_mb=${f0(small.memory.peakRssMb)} peak_rss_10k_mb=${f0(large.memory.peakRssMb)} rss_growth_mb=${f1(rssGrowth)} target_rss_growth_mb=${RSS_GROWTH_GOAL_MB} peak_rss_100k_mb=${f0(huge.memory.peakRssMb)} rss_100k_over_10k_mb=${f1(rss100kOver10k)} rows_per_s_instant=${f0(instantRowsPerS)} target_rows_per_s_instant=${INSTANT_GOAL_ROWS_PER_S} instant_cpu_ms_per_row=${f2(instantCpuMsPerRow)} instant_pg_round_trips_per_row=${f2(instantPgPerRow)} instant_redis_commands_per_call=${f1(instantRedisPerCall)} rows_per_s_instant_2_workers=${f0(pairRowsPerS)} worker_heap_mb=${workerHeapMb} load1=${os.loadavg()[0]!.toFixed(1)}`,
   );
   if (broken.length > 0) process.exit(1);
 }

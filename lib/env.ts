@@ -340,6 +340,14 @@ const fields = z.object({
     }),
   /** Jobs one worker process runs at once, per queue. */
   BOUNDED_WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(4),
+  /**
+   * The worker process's JavaScript heap, in MB (`node --max-old-space-size`, set by
+   * scripts/start.ts): V8 collects before it grows past it, so the process's memory stays within
+   * it and what Node keeps outside the heap (about 220 MB), however long the files it imports.
+   * What the process really holds is about 80 MB and 15 MB more for each import running at once
+   * (docs/capacity.md): raise it with BOUNDED_WORKER_CONCURRENCY.
+   */
+  BOUNDED_WORKER_HEAP_MB: z.coerce.number().int().min(128).max(65_536).default(256),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   /** Where OpenTelemetry spans go (OTLP over HTTP, e.g. http://collector:4318). Unset: no tracing SDK is started. */
   OTEL_EXPORTER_OTLP_ENDPOINT: z.url({ protocol: /^https?$/, error: "must be an http(s):// URL" }).optional(),

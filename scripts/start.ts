@@ -94,7 +94,7 @@ function startParts(e: Env): Supervision {
     children: new Map(),
     commands: {
       sim: [...tsx, "workers/simulators/main.ts"],
-      workers: [...tsx, "workers/main.ts"],
+      workers: [...tsx, `--max-old-space-size=${e.BOUNDED_WORKER_HEAP_MB}`, "workers/main.ts"],
       demo: [...tsx, "workers/demo/main.ts"],
       web: [nextBin, "start", "--port", String(e.PORT)],
     },

@@ -16,10 +16,12 @@ const log = logger("answers");
 
 /**
  * The most questions a job remembers the answers of (its in-flight map): past it the oldest are
- * forgotten — a later row with one of them reads the stored answer instead. Bounds a job's memory
- * (≈ 200 bytes an entry) whatever the size of its file.
+ * forgotten — a later row with one of them reads the stored answer instead (coalesced with the
+ * rows around it). Eight times the rows an import has in flight, so rows in flight together still
+ * share one question; bounds a job's memory (about 400 bytes an entry, 1.6 MB in all) whatever the
+ * size of its file.
  */
-const MAX_JOB_ANSWERS = 20_000;
+const MAX_JOB_ANSWERS = 4_096;
 
 /** Where a row's category came from (the `AnswerSource` of the schema). */
 export type AnswerSource = "model" | "job" | "cache";

@@ -2,12 +2,7 @@ import { Readable } from "node:stream";
 import { parse } from "csv-parse";
 import { REQUIRED_COLUMNS } from "./inspect-upload";
 import { rowProblem, transactionRowSchema, type TransactionRow } from "./rows";
-
-/** A stored upload: its bytes and the delimiter its inspection found. */
-export interface StoredUpload {
-  content: Uint8Array;
-  delimiter: string;
-}
+import type { StoredUpload } from "./stored-upload";
 
 /**
  * The upload's records, header first — read the same way wherever rows are numbered (the import,
@@ -15,7 +10,7 @@ export interface StoredUpload {
  * is row 1, a quoted multi-line field stays one row, blank lines are not rows.
  */
 export function uploadRecords(upload: StoredUpload): AsyncIterable<string[]> {
-  return Readable.from(slices(upload.content), { objectMode: false }).pipe(
+  return Readable.from(parserSlices(upload.bytes()), { objectMode: false }).pipe(
     parse({
       bom: true,
       delimiter: upload.delimiter,
@@ -27,16 +22,18 @@ export function uploadRecords(upload: StoredUpload): AsyncIterable<string[]> {
 }
 
 /**
- * Bytes handed to the parser at a time. Given the whole file at once, the parser would turn every
- * row into a record before the first was read (its output buffer takes whatever one write makes):
- * a worker's memory would grow with the file. In slices, it parses ahead only as far as the reader
- * has come (its buffer's high-water mark), whatever the file's length.
+ * Bytes handed to the parser at a time. Given a large piece at once, the parser would turn all of
+ * its rows into records before the first was read (its output buffer takes whatever one write
+ * makes): a worker's memory would grow with the piece. In slices, it parses ahead only as far as
+ * the reader has come (its buffer's high-water mark).
  */
 const PARSE_SLICE_BYTES = 16 * 1024;
 
-function* slices(content: Uint8Array): Generator<Buffer> {
-  const bytes = Buffer.from(content.buffer, content.byteOffset, content.byteLength);
-  for (let at = 0; at < bytes.byteLength; at += PARSE_SLICE_BYTES) yield bytes.subarray(at, at + PARSE_SLICE_BYTES);
+async function* parserSlices(pieces: AsyncIterable<Uint8Array> | Iterable<Uint8Array>): AsyncGenerator<Buffer> {
+  for await (const piece of pieces) {
+    const bytes = Buffer.from(piece.buffer, piece.byteOffset, piece.byteLength);
+    for (let at = 0; at < bytes.byteLength; at += PARSE_SLICE_BYTES) yield bytes.subarray(at, at + PARSE_SLICE_BYTES);
+  }
 }
 
 /** One data row of the upload: its position (1 = the first after the header), its spreadsheet row, and its fields. */

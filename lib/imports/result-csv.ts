@@ -1,5 +1,6 @@
 import { db } from "@/lib/db/client";
 import { uploadRecords } from "./csv-rows";
+import { storedUpload } from "./stored-upload";
 import { customerReason } from "@/lib/progress/customer-progress";
 import { isTerminal, type JobStatus } from "@/lib/core/job-statuses";
 import { progressLinkNotFoundMessage, removedByRetentionMessage } from "@/lib/jobs/messages";
@@ -230,13 +231,13 @@ function withReason(
  * failures are read a page at a time and matched while the file streams by.
  */
 export async function failedRowsCsv(jobId: string, pageRows = PAGE_ROWS): Promise<ReadableStream<Uint8Array>> {
-  const upload = await db().upload.findUnique({ where: { jobId }, select: { content: true, delimiter: true } });
+  const upload = await storedUpload(jobId);
   if (!upload) throw new Error(`import ${jobId} has no stored upload`);
   const delimiter = upload.delimiter;
   const failures = failureCursor(jobId, pageRows);
 
   // Read as the import reads it (./csv-rows.ts): the same records, so the same row numbers.
-  const records = uploadRecords({ content: upload.content, delimiter })[Symbol.asyncIterator]();
+  const records = uploadRecords(upload)[Symbol.asyncIterator]();
 
   const first = await records.next();
   const header = first.done ? [] : first.value;

@@ -18,7 +18,8 @@ import { committedItems } from "@/lib/runs/commit";
 import type { RunStart } from "@/lib/runs/attempt";
 import { KINDS } from "@/lib/catalog/catalog";
 import type { RunContext, RunResult } from "@/lib/runs/processor";
-import { checkRow, questionOf, uploadRows, type StoredUpload, type UploadRow } from "./csv-rows";
+import { checkRow, questionOf, uploadRows, type UploadRow } from "./csv-rows";
+import { storedUpload, type StoredUpload } from "./stored-upload";
 import { importedRowsOf } from "./write-rows";
 
 /**
@@ -114,10 +115,7 @@ function importRow(run: RunStart, answers: JobAnswers, categories: Category[]) {
 
 /** The stored file; a part of a split import reads the file uploaded for the job it was split from. */
 async function uploadOf(run: RunStart): Promise<StoredUpload> {
-  const upload = await db().upload.findUnique({
-    where: { jobId: itemSourceOf(run) },
-    select: { content: true, delimiter: true },
-  });
+  const upload = await storedUpload(itemSourceOf(run));
   if (!upload) throw new JobFailed("The uploaded file is missing, so the import cannot run. Upload the file again.");
   return upload;
 }

@@ -178,23 +178,32 @@ describe("tryAcquire never throws for Redis trouble", () => {
     dead.disconnect();
   });
 
-  it("Redis that accepts but never answers: not acquired after the timeout", async () => {
-    const sockets: net.Socket[] = [];
-    const silent = net.createServer((socket) => sockets.push(socket));
-    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
-    const client = new Redis({
-      host: "127.0.0.1",
-      port: (silent.address() as net.AddressInfo).port,
-      maxRetriesPerRequest: 1,
-      lazyConnect: true,
-    });
-    client.on("error", () => {});
-    const limiter = createLimiter({ redis: client, timeScale: 0.01, redisTimeoutMs: 100 });
-    expect(await limiter.tryAcquire(scopeOf("orders", "acme"))).toEqual({ acquired: false, waitMs: 10 });
-    client.disconnect();
-    for (const socket of sockets) socket.destroy();
-    await new Promise<void>((resolve) => silent.close(() => resolve()));
-  });
+  // A connection without a command timeout of its own (the limiter's timer gives up), and one with
+  // one, as the process's shared connection has (ioredis gives up; the limiter adds no timer).
+  it.each([
+    ["no command timeout of its own", {}],
+    ["its own command timeout", { commandTimeout: 100 }],
+  ])(
+    "Redis that accepts but never answers, on a connection with %s: not acquired after the timeout",
+    async (_, own) => {
+      const sockets: net.Socket[] = [];
+      const silent = net.createServer((socket) => sockets.push(socket));
+      await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+      const client = new Redis({
+        host: "127.0.0.1",
+        port: (silent.address() as net.AddressInfo).port,
+        maxRetriesPerRequest: 1,
+        lazyConnect: true,
+        ...own,
+      });
+      client.on("error", () => {});
+      const limiter = createLimiter({ redis: client, timeScale: 0.01, redisTimeoutMs: 100 });
+      expect(await limiter.tryAcquire(scopeOf("orders", "acme"))).toEqual({ acquired: false, waitMs: 10 });
+      client.disconnect();
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    },
+  );
 });
 
 describe("acquire: the waiting policy", () => {

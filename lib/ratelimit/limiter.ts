@@ -150,6 +150,16 @@ interface ScopeCall {
   ttlMs: number;
 }
 
+/**
+ * Whether `client` gives up on a command by itself within `ms` (ioredis's `commandTimeout`, which
+ * the process's shared connection has: lib/redis/client.ts): then a call needs no timer of its own.
+ */
+function answersWithin(client: RedisClient, ms: number): boolean {
+  const options = client.options as { commandTimeout?: number; redisOptions?: { commandTimeout?: number } };
+  const own = options.commandTimeout ?? options.redisOptions?.commandTimeout;
+  return own !== undefined && own <= ms;
+}
+
 /** Scopes a limiter keeps worked out at once; past it, it starts over. */
 const MAX_KEPT_SCOPES = 10_000;
 
@@ -244,18 +254,17 @@ class TokenBucketLimiter {
     if (!Number.isInteger(cost) || cost < 1 || cost > call.capacity) {
       throw new RangeError(`cost must be a whole number from 1 to ${call.capacity} for ${call.family}, got ${cost}`);
     }
-    let reply: [number, number, string];
+    let reply: [number, number];
     try {
       // The only call site of the token-bucket script.
-      reply = await withTimeout(
-        runLua<[number, number, string]>(
-          this.client(),
-          this.tokenBucket,
-          [call.key],
-          [call.capacity, call.refillPerMs, cost, call.ttlMs],
-        ),
-        this.redisTimeoutMs,
+      const client = this.client();
+      const sent = runLua<[number, number]>(
+        client,
+        this.tokenBucket,
+        [call.key],
+        [call.capacity, call.refillPerMs, cost, call.ttlMs],
       );
+      reply = answersWithin(client, this.redisTimeoutMs) ? await sent : await withTimeout(sent, this.redisTimeoutMs);
     } catch (err) {
       // Logged once per outage, not once per call: every waiting job asks again every second.
       if (!this.failing)

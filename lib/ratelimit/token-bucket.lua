@@ -14,10 +14,9 @@
       ARGV[3] cost: tokens to take (0 < cost <= capacity)
       ARGV[4] ttlMs: PEXPIRE of the hash after this call (>= the time a bucket needs to refill)
 
-    Output: { acquired, waitMs, tokens }
+    Output: { acquired, waitMs }
       acquired  1 when `cost` tokens were taken, else 0 (nothing written but the refill)
       waitMs    0 when acquired, else whole ms (rounded up) until `cost` tokens are available
-      tokens    tokens left after the call, as a string (fractional; for display)
 ]]
 local key = KEYS[1]
 local capacity = tonumber(ARGV[1])
@@ -48,4 +47,4 @@ end
 redis.call("HSET", key, "tokens", string.format("%.6f", tokens), "ts", string.format("%.3f", now))
 redis.call("PEXPIRE", key, ttlMs)
 
-return { acquired, waitMs, string.format("%.6f", tokens) }
+return { acquired, waitMs }

@@ -9,6 +9,7 @@ import { createWriteStream, mkdirSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { needsBuild } from "../../scripts/build";
+import { parseEnv } from "../../lib/env";
 
 export const ROOT = resolve(import.meta.dirname, "../..");
 const NEXT_BIN = join(ROOT, "node_modules/next/dist/bin/next");
@@ -176,7 +177,11 @@ export class ChaosSystem {
       };
     return {
       cmd: process.execPath,
-      args: [...tsx, "workers/main.ts"],
+      args: [
+        ...tsx,
+        `--max-old-space-size=${parseEnv({ ...process.env, ...this.env }).BOUNDED_WORKER_HEAP_MB}`,
+        "workers/main.ts",
+      ],
       readyWhen: (l) => l.includes('"workers started"'),
     };
   }
