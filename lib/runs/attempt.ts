@@ -1,5 +1,5 @@
 import type { ResolvedBudget } from "@/lib/budgets/budgets";
-import { db, type Prisma } from "@/lib/db/client";
+import { db, poolQuery, Prisma } from "@/lib/db/client";
 import { catalogPairs } from "@/lib/catalog/catalog";
 import { isTerminal, TERMINAL_STATUSES, type JobStatus } from "@/lib/core/job-statuses";
 import { REQUEST_EVENT, RETRY_EVENT } from "@/lib/core/cancel-events";
@@ -116,7 +116,7 @@ export async function startAttempt(
 async function startStatement(jobId: string, now: Date, budgets: PairBudget[] | null): Promise<RunStart | null> {
   const at = now.toISOString();
   const list = budgets ?? [];
-  const rows = await db().$queryRaw<Omit<RunStart, "jobId">[]>`
+  const statement = Prisma.sql`
     WITH budget AS (
       SELECT * FROM unnest(${list.map((b) => b.queue)}::text[], ${list.map((b) => b.kind)}::text[], ${list.map((b) => b.softMs)}::int[],
                            ${list.map((b) => b.hardMs)}::int[], ${list.map((b) => b.source)}::text[]) AS b(queue, kind, "softMs", "hardMs", source)
@@ -153,6 +153,6 @@ async function startStatement(jobId: string, now: Date, budgets: PairBudget[] | 
       FROM started WHERE NOT resumed
     )
     SELECT * FROM started`;
-  const row = rows[0];
+  const [row] = await poolQuery<Omit<RunStart, "jobId">>(statement.text, statement.values);
   return row ? { jobId, ...row } : null;
 }

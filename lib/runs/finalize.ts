@@ -1,4 +1,4 @@
-import { db, type Prisma } from "@/lib/db/client";
+import { db, poolQuery, type Prisma } from "@/lib/db/client";
 import { metrics } from "@/lib/metrics/metrics";
 import { nextPart, queuePart, type SplitJob } from "@/lib/jobs/parts";
 import { countLabel, finalRowOf, nounOf, progressPhrase, type FinalRow } from "@/lib/jobs/messages";
@@ -89,14 +89,13 @@ export async function finalizeJobRow(
     result: f.result === undefined ? null : JSON.stringify(f.result),
     early,
   });
-  const rows = await db().$queryRawUnsafe<FinalizedRow[]>(statement.text, ...statement.values);
-  const row = rows[0];
+  const [row] = await poolQuery<FinalizedRow>(statement.text, statement.values);
   if (!row) return null;
   const status = row.status as JobStatus;
   if (!row.written) {
     const message = typeof f.message === "function" ? f.message(finalRowOf(row)) : f.message;
     const follow = finalMessageStatement(jobId, attempt, status, message);
-    await db().$executeRawUnsafe(follow.text, ...follow.values);
+    await poolQuery(follow.text, follow.values);
   }
   if (isTerminal(status)) {
     metrics.jobsFinished.inc({ kind: row.kind, status });
