@@ -17,6 +17,8 @@ export const E2E_ENV = {
   BOUNDED_BOOTSTRAP_TOKEN: "e2e-bootstrap-token-0123456789abcdef",
   // The retention spec runs its pass itself (npm run retention): no scheduled one races it.
   BOUNDED_RETENTION_EVERY_S: "86400",
+  // e2e/tenants.spec.ts waits for the workers to finish a deletion its request left unfinished.
+  BOUNDED_TENANT_DELETION_EVERY_S: "1",
   BOUNDED_SESSION_SECRET: "e2e-session-secret-0123456789abcdef0123456789",
   // The test runner speaks for many clients (X-Forwarded-For) from 127.0.0.1, as a proxy would;
   // a request over ::1 is an untrusted peer (e2e/security.spec.ts).

@@ -96,6 +96,8 @@ test("deleting a tenant over the API: operator-only, a dry run first, refused wh
   );
   expect(left).toEqual({ tenants: "0", jobs: "0", transactions: "0" });
   expect((await request.get(`/api/progress/${progressToken}`)).status()).toBe(404);
+  // Done is done: asking again finds no tenant.
+  expect((await request.delete(`/api/tenants/${tenant}?confirm=${tenant}`, { headers: operator })).status()).toBe(404);
   // The audit log keeps who asked, the dry run and the deletion itself.
   const audit = await sql<{ action: string; result: string }>(
     `select action, result::text from "AuditEntry" where target = $1 and actor = 'admin' order by id`,
@@ -108,4 +110,58 @@ test("deleting a tenant over the API: operator-only, a dry run first, refused wh
       { action: "tenant.delete", result: "ok" },
     ]),
   );
+});
+
+test("a tenant whose deletion was started takes no new work, answers 202 with how far it got, and the workers finish it", async ({
+  request,
+}) => {
+  const tenant = `e2e-deleting-${Date.now().toString(36)}`;
+  const upload = () =>
+    request.post(`/api/imports?tenant=${tenant}`, {
+      data: transactionsCsv(4).csv,
+      headers: { "content-type": "text/csv" },
+    });
+  const created = await upload();
+  expect(created.status()).toBe(201);
+  const { jobId } = (await created.json()) as { jobId: string };
+  await expect
+    .poll(
+      async () => (await sql<{ status: string }>(`select status::text from "Job" where id = $1`, [jobId]))[0]?.status,
+      {
+        timeout: 30_000,
+      },
+    )
+    .toBe("completed");
+
+  // A deletion whose request stopped right after it started (a crash, a deploy): only the mark is there.
+  await sql(`update "Tenant" set "deletingAt" = now() where slug = $1`, [tenant]);
+
+  const refused = await upload();
+  expect(refused.status()).toBe(409);
+  expect((await refused.json()).error).toMatchObject({
+    code: "tenant_being_deleted",
+    message: expect.stringMatching(new RegExp(`^${tenant} is being deleted \\(since .+\\): it takes no new work\\.`)),
+  });
+  const sync = await request.post("/api/syncs", { data: { tenant, family: "orders" }, headers: operator });
+  expect(sync.status()).toBe(409);
+  expect((await sync.json()).error.code).toBe("tenant_being_deleted");
+
+  // The dry run says it is under way; the workers finish it (every second here), then the tenant is gone.
+  const progress = async () => (await request.delete(`/api/tenants/${tenant}`, { headers: operator })).status();
+  const first = await request.delete(`/api/tenants/${tenant}`, { headers: operator });
+  if (first.status() === 202) {
+    const body = (await first.json()) as { type: string; message: string };
+    expect(body.type).toBe("deleting");
+    expect(body.message).toMatch(
+      new RegExp(`^${tenant} is being deleted \\(since .+\\): .+ removed so far\\. It goes on by itself`),
+    );
+  } else expect(first.status()).toBe(404);
+  await expect.poll(progress, { timeout: 30_000 }).toBe(404);
+  const [left] = await sql<{ tenants: string; jobs: string }>(
+    `select (select count(*) from "Tenant" where slug = $1) tenants, (select count(*) from "Job" where id = $2) jobs`,
+    [tenant, jobId],
+  );
+  expect(left).toEqual({ tenants: "0", jobs: "0" });
+  // The name is free again: a new upload starts a new tenant.
+  expect((await upload()).status()).toBe(201);
 });

@@ -148,6 +148,14 @@ const fields = z.object({
   /** Real seconds between two retention passes (lib/retention, run by whichever worker holds the lease): the days are real time, so is this. */
   BOUNDED_RETENTION_EVERY_S: z.coerce.number().positive().max(86_400).default(600),
   /**
+   * A tenant's deletion (lib/actions/tenant-deletion.ts) goes this many jobs per batch and this many
+   * rows per statement: each statement a short transaction, whatever the tenant's size. 500, as
+   * the retention pass's batches: a few tens of ms per statement on the tables' indexes.
+   */
+  BOUNDED_TENANT_DELETION_BATCH: z.coerce.number().int().min(1).max(10_000).default(500),
+  /** Real seconds between two passes that go on with started tenant deletions (whichever worker holds the lease). */
+  BOUNDED_TENANT_DELETION_EVERY_S: z.coerce.number().positive().max(3_600).default(30),
+  /**
    * `0`: every row of an import asks the model, as if no earlier row or file had asked its question
    * (nothing shared within a job, nothing stored or read): the baseline of `npm run bench:cost`, or
    * to rule reuse out while looking into a category. `1` (default): asked once per question.

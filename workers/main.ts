@@ -26,6 +26,7 @@ import { rescheduleWorkerOptions } from "@/lib/runs/reschedule";
 import { startReaper } from "./schedulers/reaper";
 import { startAnswersPruner } from "./schedulers/answers-pruner";
 import { startRetention } from "./schedulers/retention";
+import { startTenantDeletions } from "./schedulers/tenant-deletions";
 import { startReserveSweeper } from "./schedulers/sweeper";
 import { startWatchdog } from "@/lib/runs/watchdog";
 import { startWebhookDelivery } from "./webhooks/worker";
@@ -72,6 +73,7 @@ interface Schedulers {
   stopReserveSweeper: () => void;
   stopAnswersPruner: () => void;
   stopRetention: () => void;
+  stopTenantDeletions: () => void;
   stopSweeps: () => Promise<void>;
   stopWebhooks: () => Promise<void>;
 }
@@ -162,7 +164,7 @@ function startWorkers(
   return workers;
 }
 
-/** The periodic tasks (reaper, reserve sweeper, answers pruner, retention, overdue invoices) and the webhook delivery. */
+/** The periodic tasks (reaper, reserve sweeper, answers pruner, retention, tenant deletions, overdue invoices) and the webhook delivery. */
 function startSchedulers(connection: RedisClient): Schedulers {
   const stopReaper = startReaper(connection, log.child({ scheduler: "reaper" }), (kind) =>
     metrics.jobsReaped.inc({ kind }),
@@ -170,10 +172,19 @@ function startSchedulers(connection: RedisClient): Schedulers {
   const stopReserveSweeper = startReserveSweeper(connection, log.child({ scheduler: "reserve-sweeper" }));
   const stopAnswersPruner = startAnswersPruner(connection, log.child({ scheduler: "answers-pruner" }));
   const stopRetention = startRetention(connection, log.child({ scheduler: "retention" }));
+  const stopTenantDeletions = startTenantDeletions(connection, log.child({ scheduler: "tenant-deletions" }));
   const stopSweeps = startOverdueSweepSchedule(log.child({ scheduler: "overdue-invoices" }));
   // Job endings to tenants' endpoints, on their own queue: a job never waits on a receiver.
   const stopWebhooks = startWebhookDelivery({ connection, log: log.child({ component: "webhooks" }) });
-  return { stopReaper, stopReserveSweeper, stopAnswersPruner, stopRetention, stopSweeps, stopWebhooks };
+  return {
+    stopReaper,
+    stopReserveSweeper,
+    stopAnswersPruner,
+    stopRetention,
+    stopTenantDeletions,
+    stopSweeps,
+    stopWebhooks,
+  };
 }
 
 /** Says in Redis that this process is alive, with its queues and concurrency, and renews it every PRESENCE_MS. */
@@ -204,6 +215,7 @@ async function stop(p: WorkerProcess, signal: string): Promise<void> {
   p.schedulers.stopReserveSweeper();
   p.schedulers.stopAnswersPruner();
   p.schedulers.stopRetention();
+  p.schedulers.stopTenantDeletions();
   p.stopWaking();
   await p.schedulers.stopSweeps();
   const grace = setTimeout(() => {

@@ -2,13 +2,19 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
 import type { Principal } from "@/lib/auth/roles";
 import { closeDb, db } from "@/lib/db/client";
+import { toErrorResponse } from "@/lib/http/api";
+import { createImport } from "@/lib/imports/create-import";
 import { closeQueues } from "@/lib/queues/queues";
 import { scopeOf } from "@/lib/ratelimit/buckets";
 import { closeRedis, key, redis } from "@/lib/redis/client";
+import { TenantBeingDeleted } from "@/lib/tenants/being-deleted";
 import { ensureTenant } from "@/lib/tenants/ensure-tenant";
 import { answerUseOf, transactionOf } from "@/test/helpers/rows";
 import { uniqueTenantSlug } from "@/test/helpers/tenants";
 import { deleteTenant, describeDeleteTenant, GLOBAL_TABLES, TENANT_TABLES } from "./delete-tenant";
+import { describeRetry } from "./retry-messages";
+import { retryJob } from "./retry";
+import { continueTenantDeletions } from "./tenant-deletion";
 
 /**
  * A tenant's deletion against the real schema: every table is either one the deletion goes
@@ -196,9 +202,19 @@ async function populatedTenant(label: string) {
   const bucket = key("ratelimit", `{${scopeOf("orders", slug)}}`);
   await redis().hset(bucket, { tokens: "1" });
   await redis().hset(key("progress", parent.progressToken), { version: "1" });
+  // More finished jobs, each with a row of its own, so a small batch takes several; the failed one
+  // (the oldest, so the last batch reaches it) could be retried.
+  const more = [];
+  for (let i = 0; i < 5; i++) {
+    const createdAt = new Date(Date.now() - (i + 1) * 86_400_000);
+    const extra = await job(i === 4 ? { status: "failed", createdAt } : { createdAt });
+    await db().jobEvent.create({ data: { jobId: extra.id, type: "started", attempt: 1, message: "m" } });
+    more.push(extra.id);
+  }
   return {
     tenant: { id, slug },
-    jobIds: [parent.id, part.id],
+    jobIds: [parent.id, part.id, ...more],
+    failedJobId: more[4]!,
     adIds: [ad.id],
     redisKeys: [bucket, key("progress", parent.progressToken)],
   };
@@ -220,7 +236,7 @@ describe("deleting a tenant", () => {
     expect(Object.entries(before).filter(([, n]) => n === 0)).toEqual([]);
 
     const preview = await deleteTenant(gone.tenant.slug, operator, {});
-    expect(preview).toMatchObject({ type: "preview", rows: { Job: 2, Transaction: 1, Tenant: 1 } });
+    expect(preview).toMatchObject({ type: "preview", rows: { Job: 7, Transaction: 1, Tenant: 1 } });
     expect(describeDeleteTenant(preview).message).toMatch(
       /^Nothing deleted yet\. Deleting .+ would remove \d+ rows \(.*\) and \d+ Redis keys; repeat with \?confirm=/,
     );
@@ -255,5 +271,83 @@ describe("deleting a tenant", () => {
     expect(await rowsNaming(t.tenant, t.jobIds, t.adIds)).toEqual(before);
     await db().job.update({ where: { id: t.jobIds[0] }, data: { status: "completed" } });
     expect((await deleteTenant(t.tenant.slug, operator, { confirm: t.tenant.slug })).type).toBe("deleted");
+  });
+
+  it("goes a few jobs at a time when the batch is small, and leaves nothing of the tenant", async () => {
+    const t = await populatedTenant("batches");
+    const preview = await deleteTenant(t.tenant.slug, operator, {});
+    const batches: number[] = [];
+    const deleted = await deleteTenant(
+      t.tenant.slug,
+      operator,
+      { confirm: t.tenant.slug },
+      { batch: 2, afterBatch: (n) => void batches.push(n) },
+    );
+    // 7 jobs, 2 a batch: 4 batches, each its own statements.
+    expect(batches).toEqual([1, 2, 3, 4]);
+    expect(deleted.type).toBe("deleted");
+    // What every batch noted adds up to what the dry run counted.
+    expect(deleted).toMatchObject({ rows: (preview as { rows: Record<string, number> }).rows });
+    const after = await rowsNaming(t.tenant, t.jobIds, t.adIds);
+    expect(Object.entries(after).filter(([, n]) => n > 0)).toEqual([]);
+    expect(await redis().exists(...t.redisKeys)).toBe(0);
+  });
+
+  it("a deletion stopped after its first batch answers 202 with how far it got, refuses new work for the tenant, and is finished by the next pass", async () => {
+    const t = await populatedTenant("interrupted");
+    const kept = await populatedTenant("not-interrupted");
+    const keptBefore = await rowsNaming(kept.tenant, kept.jobIds, kept.adIds);
+    const preview = (await deleteTenant(t.tenant.slug, operator, {})) as { rows: Record<string, number> };
+    const crash = (n: number) => {
+      if (n === 1) throw new Error("the process died here");
+    };
+
+    const stopped = await deleteTenant(
+      t.tenant.slug,
+      operator,
+      { confirm: t.tenant.slug },
+      { batch: 2, afterBatch: crash },
+    );
+    expect(stopped).toMatchObject({ type: "deleting", rows: { Job: 2 } });
+    expect(describeDeleteTenant(stopped)).toMatchObject({
+      status: 202,
+      code: "deleting",
+      message: expect.stringMatching(
+        /is being deleted \(since .+\): \d+ rows \(Job 2, .*\) and \d+ Redis keys? removed so far\. It goes on by itself/,
+      ),
+    });
+    // Asked again (a dry run, or confirmed), it says the same: the deletion is under way.
+    expect(await deleteTenant(t.tenant.slug, operator, {})).toMatchObject({ type: "deleting", rows: { Job: 2 } });
+    expect(await db().tenant.count({ where: { id: t.tenant.id } })).toBe(1);
+
+    // The tenant takes no new work meanwhile: an import, a retry, the tenant's row for anything new.
+    const csv = "date,amount,currency,counterparty,description\n2026-01-31,-12.50,EUR,Acme,January\n";
+    const upload = createImport({ tenant: t.tenant.slug, filename: "a.csv", bytes: Buffer.from(csv) });
+    await expect(upload).rejects.toBeInstanceOf(TenantBeingDeleted);
+    const refused = toErrorResponse(await upload.catch((err: unknown) => err), "test");
+    expect(refused.status).toBe(409);
+    expect(await refused.json()).toMatchObject({
+      error: { code: "tenant_being_deleted", message: expect.stringMatching(/is being deleted .* takes no new work/) },
+    });
+    expect(describeRetry(await retryJob(t.failedJobId, operator))).toMatchObject({
+      status: 409,
+      code: "tenant_being_deleted",
+    });
+    await expect(ensureTenant(t.tenant.slug)).rejects.toBeInstanceOf(TenantBeingDeleted);
+    expect(await db().job.count({ where: { tenantId: t.tenant.id, status: { not: "completed" } } })).toBe(1);
+
+    // The next pass finishes it; what every run noted adds up to what the dry run counted.
+    const passes = await continueTenantDeletions({ batch: 2 });
+    const mine = passes.find((p) => p.tenant === t.tenant.slug);
+    expect(mine).toMatchObject({ done: true, total: { rows: preview.rows } });
+    const after = await rowsNaming(t.tenant, t.jobIds, t.adIds);
+    expect(Object.entries(after).filter(([, n]) => n > 0)).toEqual([]);
+    expect(await redis().exists(...t.redisKeys)).toBe(0);
+    expect(await rowsNaming(kept.tenant, kept.jobIds, kept.adIds)).toEqual(keptBefore);
+    // A second pass finds nothing to do; the name is free for a new tenant.
+    expect((await continueTenantDeletions({ batch: 2 })).find((p) => p.tenant === t.tenant.slug)).toBeUndefined();
+    expect(describeDeleteTenant(await deleteTenant(t.tenant.slug, operator, {}))).toMatchObject({ status: 404 });
+
+    await deleteTenant(kept.tenant.slug, operator, { confirm: kept.tenant.slug });
   });
 });

@@ -22,6 +22,8 @@ export function describeRetry(r: RetryResult): Described {
       };
     case "detail_removed":
       return { ok: false, status: 410, code: "job_detail_removed", message: r.message };
+    case "tenant_being_deleted":
+      return { ok: false, status: 409, code: "tenant_being_deleted", message: r.message };
     case "budget_out_of_bounds":
       return { ok: false, status: 422, code: "budget_out_of_bounds", message: r.message };
     case "queue_unavailable":

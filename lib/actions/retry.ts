@@ -11,6 +11,7 @@ import { OPERATOR_BUDGET_PREFIX } from "@/lib/runs/attempt";
 import type { JobStatus } from "@/lib/core/job-statuses";
 import { reopenForRetry, RETRYABLE_STATUSES } from "@/lib/jobs/reopen";
 import { detailRemovedMessage } from "@/lib/jobs/messages";
+import { tenantBeingDeletedMessage } from "@/lib/tenants/being-deleted";
 
 /** An operator may give a retry up to this many times the budget the workers resolve. */
 export const MAX_BUDGET_FACTOR = 4;
@@ -38,6 +39,8 @@ export type RetryResult =
   /** Its detail (the file, the rows done) was removed by the retention pass: nothing to resume from. */
   | { type: "detail_removed"; message: string }
   | { type: "budget_out_of_bounds"; message: string }
+  /** Its tenant is being deleted: none of its jobs runs again. */
+  | { type: "tenant_being_deleted"; message: string }
   | { type: "queue_unavailable"; message: string };
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -64,6 +67,7 @@ async function retryTarget(jobId: string) {
       parentId: true,
       queueJobId: true,
       detailPrunedAt: true,
+      tenant: { select: { slug: true, deletingAt: true } },
       _count: { select: { children: true } },
     },
   });
@@ -73,6 +77,8 @@ type RetryTarget = NonNullable<Awaited<ReturnType<typeof retryTarget>>>;
 
 /** Why a job cannot be retried as it stands (split into parts, or in a status a retry does not take), or null. */
 function retryRefusal(job: RetryTarget): RetryResult | null {
+  if (job.tenant.deletingAt)
+    return { type: "tenant_being_deleted", message: tenantBeingDeletedMessage(job.tenant.slug, job.tenant.deletingAt) };
   if (job.detailPrunedAt)
     return {
       type: "detail_removed",
@@ -177,9 +183,10 @@ export async function retryJob(jobId: string, by: Principal, request: RetryReque
   if (!claimed) {
     const now = await db().job.findUniqueOrThrow({
       where: { id: jobId },
-      select: { status: true, detailPrunedAt: true },
+      select: { status: true, detailPrunedAt: true, tenant: { select: { slug: true, deletingAt: true } } },
     });
-    if (now.detailPrunedAt) return retryRefusal({ ...job, detailPrunedAt: now.detailPrunedAt })!;
+    if (now.detailPrunedAt || now.tenant.deletingAt)
+      return retryRefusal({ ...job, detailPrunedAt: now.detailPrunedAt, tenant: now.tenant })!;
     return { type: "not_retryable", status: now.status, message: refusalFor(now.status) };
   }
 

@@ -8,6 +8,7 @@ import { RETRYABLE_STATUSES } from "@/lib/jobs/reopen";
 import { makePlan, MAX_PARTS, MIN_PARTS, type SplitPlan } from "@/lib/projection/split-plan";
 import type { JobStatus } from "@/lib/core/job-statuses";
 import { detailRemovedMessage } from "@/lib/jobs/messages";
+import { lockTenantOfJob, tenantBeingDeletedMessage } from "@/lib/tenants/being-deleted";
 
 /** How many parts an operator may choose. */
 export const partsSchema = z
@@ -58,6 +59,7 @@ async function loadForSplit(jobId: string) {
       tenantId: true,
       params: true,
       detailPrunedAt: true,
+      tenant: { select: { slug: true, deletingAt: true } },
       _count: { select: { children: true } },
     },
   });
@@ -66,6 +68,7 @@ type SplitSource = NonNullable<Awaited<ReturnType<typeof loadForSplit>>>;
 
 function refusal(job: SplitSource): string | null {
   const noun = nounOf(job.kind);
+  if (job.tenant.deletingAt) return tenantBeingDeletedMessage(job.tenant.slug, job.tenant.deletingAt);
   if (!isSplittable(job.kind))
     return `A ${job.kind} job cannot be split: its ${noun}s are not independent items stored with the job. Retry it instead.`;
   if (job.parentId) return "This job is already a part of a split job. Retry it, with a larger budget if needed.";
@@ -116,6 +119,8 @@ export async function splitJob(
   const message = `Split by ${by.username} into ${plan.parts} parts, run one after another (${plan.arithmetic}).`;
 
   const first = await db().$transaction(async (tx) => {
+    // Its tenant's deletion started meanwhile: refused below, with the reason `refusal` reads.
+    if (await lockTenantOfJob(tx, jobId)) return null;
     const { count } = await tx.job.updateMany({
       where: { id: jobId, status: { in: [...RETRYABLE_STATUSES] }, cursor: job.cursor, children: { none: {} } },
       data: {

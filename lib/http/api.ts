@@ -9,6 +9,7 @@ import { observeRequest } from "./request-log";
 import { recordRequestMetrics } from "./request-metrics";
 import { auditRefusedCall } from "@/lib/audit/refused-call";
 import { assertWellFormedUrl, MalformedInput } from "@/lib/security/well-formed";
+import { TenantBeingDeleted } from "@/lib/tenants/being-deleted";
 import { ApiError, type ErrorBody } from "./errors";
 
 const log = logger("api");
@@ -39,6 +40,8 @@ export function toErrorResponse(err: unknown, route: string): Response {
   if (err instanceof MalformedInput) return errorResponse(400, "malformed_input", err.message);
   if (err instanceof Unauthenticated) return errorResponse(401, "unauthenticated", err.message);
   if (err instanceof Forbidden) return errorResponse(403, "forbidden", err.message);
+  // New work for a tenant whose deletion was started: refused, nothing saved.
+  if (err instanceof TenantBeingDeleted) return errorResponse(409, "tenant_being_deleted", err.message);
   // Outside a job there is no "later": the caller is told when to come back.
   if (isRateLimitCapExceeded(err)) {
     return errorResponse(429, "rate_limited", err.message, {

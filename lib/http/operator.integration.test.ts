@@ -26,6 +26,7 @@ vi.mock("next/cache", () => ({ revalidatePath: (path: string) => void redrawn.pu
 
 const { closeDb, db } = await import("@/lib/db/client");
 const { operatorAction, operatorRoute } = await import("./operator");
+const { TenantBeingDeleted } = await import("@/lib/tenants/being-deleted");
 (await import("@/lib/security/peer-address")).installPeerAddressStamp();
 type Described = import("./operator").Described;
 
@@ -185,6 +186,26 @@ describe("operatorRoute", () => {
     });
     expect(lib).not.toHaveBeenCalled();
     expect(await entries()).toMatchObject([{ result: "refused", message: "refused: invalid request" }]);
+  });
+
+  it("new work for a tenant being deleted is answered 409 tenant_being_deleted and audited once as refused", async () => {
+    const since = new Date("2026-12-06T12:00:00.000Z");
+    const { call } = declare(async () => {
+      throw new TenantBeingDeleted("acme", since);
+    });
+    const response = await call('{ "parts": 3 }');
+    expect(response.status).toBe(409);
+    expect(await response.json()).toEqual({
+      error: {
+        code: "tenant_being_deleted",
+        message: expect.stringMatching(
+          /^acme is being deleted \(since 2026-12-06T12:00:00\.000Z\): it takes no new work\./,
+        ),
+      },
+    });
+    expect(await entries()).toMatchObject([
+      { result: "refused", message: expect.stringMatching(/^acme is being deleted/) },
+    ]);
   });
 
   it("a tagged failure is answered with its status, code and text, and audited as refused with the same text", async () => {

@@ -7,6 +7,7 @@ import { Forbidden, Unauthenticated } from "@/lib/auth/errors";
 import { requireRole } from "@/lib/auth/principal";
 import type { Principal } from "@/lib/auth/roles";
 import type { Prisma } from "@/lib/db/client";
+import { TenantBeingDeleted } from "@/lib/tenants/being-deleted";
 import { errorResponse, route } from "./api";
 import { readJsonBody } from "./body";
 import type { ApiError } from "./errors";
@@ -39,6 +40,28 @@ export type Described =
       /** Not the caller's doing (the queue was down): audited as "error" rather than "refused". */
       error?: true;
     };
+
+/**
+ * New work for a tenant being deleted, refused the one way every operator route and form tells it
+ * (`TenantBeingDeleted` is thrown where the tenant's row is taken, so nothing was saved).
+ */
+export function describeTenantBeingDeleted(err: TenantBeingDeleted): Described {
+  return { ok: false, status: 409, code: "tenant_being_deleted", message: err.message };
+}
+
+/** The one lib call, with a refusal for a tenant being deleted turned into its description. */
+async function runDescribed<R>(
+  run: () => Promise<R>,
+  describe: (result: R) => Described,
+): Promise<{ result: R | null; described: Described }> {
+  try {
+    const result = await run();
+    return { result, described: describe(result) };
+  } catch (err) {
+    if (err instanceof TenantBeingDeleted) return { result: null, described: describeTenantBeingDeleted(err) };
+    throw err;
+  }
+}
 
 function auditResult(d: Described): AuditResult {
   return d.ok ? "ok" : d.error ? "error" : "refused";
@@ -109,10 +132,11 @@ export function operatorRoute<S extends z.ZodType = z.ZodUndefined, R = unknown,
       const params = ((await ctx?.params) ?? {}) as P;
       const read = await readInput(request, decl.input);
       const input = read.ok ? read.value : null;
-      const call = async (principal: Principal, value: Input<S>) => {
-        const result = await decl.run(value, { principal, params });
-        return { result, described: decl.describe(result, value) };
-      };
+      const call = (principal: Principal, value: Input<S>) =>
+        runDescribed(
+          () => decl.run(value, { principal, params }),
+          (result) => decl.describe(result, value),
+        );
 
       if (!decl.action) {
         const principal = await requireRole("operator");
@@ -204,9 +228,14 @@ export function operatorAction<Raw, S extends z.ZodType, R, State extends Action
             const { problem, message } = (decl.invalid ?? firstIssue)(parsed.error);
             return { result: "refused", message: `refused: ${problem}`, value: { ok: false, message } as State };
           }
-          const result = await decl.run(parsed.data, principal);
-          const d = decl.describe(result, parsed.data);
-          const value = decl.state ? decl.state(result, d, parsed.data) : ({ ok: d.ok, message: d.message } as State);
+          const { result, described: d } = await runDescribed(
+            () => decl.run(parsed.data, principal),
+            (r) => decl.describe(r, parsed.data),
+          );
+          const value =
+            decl.state && result !== null
+              ? decl.state(result, d, parsed.data)
+              : ({ ok: d.ok, message: d.message } as State);
           return { result: auditResult(d), message: d.audit ?? d.message, value };
         },
       );

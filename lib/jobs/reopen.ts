@@ -1,5 +1,6 @@
 import { db } from "@/lib/db/client";
 import type { JobStatus } from "@/lib/core/job-statuses";
+import { lockTenantOfJob } from "@/lib/tenants/being-deleted";
 
 /** Only a job that ended without finishing its work can be retried (a cancelled one too: it resumes at its cursor). */
 export const RETRYABLE_STATUSES = [
@@ -14,7 +15,8 @@ export const RETRYABLE_STATUSES = [
  * Puts a retryable job back to `queued` for another attempt, in one statement (a double click, two
  * operators, or a queue job retried from outside at the same time give exactly one retry): its
  * "retry" event with `message`, and a part's parent reopened. The next run's start bumps the
- * attempt, fencing every earlier run. False when the row is no longer in a retryable status.
+ * attempt, fencing every earlier run. False when the row is no longer in a retryable status, or
+ * its tenant is being deleted (nothing of it may run again).
  * `budget` is written when given (an operator's choice); otherwise the next start resolves it.
  */
 export async function reopenForRetry(input: {
@@ -32,6 +34,7 @@ export async function reopenForRetry(input: {
     ? { budgetSoftMs: input.budget.softMs, budgetHardMs: input.budget.hardMs, budgetSource: input.budget.source }
     : {};
   return db().$transaction(async (tx) => {
+    if (await lockTenantOfJob(tx, jobId)) return false;
     const { count } = await tx.job.updateMany({
       // A job whose detail the retention pass removed has nothing to resume from (lib/retention).
       where: { id: jobId, status: { in: [...RETRYABLE_STATUSES] }, detailPrunedAt: null },
