@@ -6,6 +6,7 @@ import { sendTracked } from "@/lib/ratelimit/silence";
 import { scaled } from "@/lib/time";
 import { currentTraceHeaders, inSpan } from "@/lib/tracing/tracing";
 import { describeError, snippet } from "@/lib/format/describe";
+import { withLinkedSignal } from "@/lib/core/linked-signal";
 
 /**
  * Outbound HTTP to the outside services (model endpoint, OCR, marketplace): sending one request
@@ -138,7 +139,6 @@ export async function attemptRequest(
 ): Promise<OutboundAttempt> {
   const { signal, timeoutMs } = request;
   const timeout = timeoutMs === undefined ? undefined : AbortSignal.timeout(timeoutMs);
-  const combined = timeout && signal ? AbortSignal.any([signal, timeout]) : (timeout ?? signal);
   let response: OutboundResponse;
   try {
     // Inside a circuit breaker's guard the request is a call in flight of its service (silence
@@ -147,8 +147,7 @@ export async function attemptRequest(
     const method = request.method ?? (request.body === undefined ? "GET" : "POST");
     response = await sendTracked(
       `${method} ${request.url.origin}${request.url.pathname}`,
-      (outage) =>
-        tracedSend(request, outage ? (combined ? AbortSignal.any([combined, outage]) : outage) : combined, send),
+      (outage) => withLinkedSignal([signal, timeout, outage], (linked) => tracedSend(request, linked, send)),
       (outcome) => "value" in outcome,
     );
   } catch (err) {

@@ -19,6 +19,7 @@ import { scaled, sleep } from "@/lib/time";
 import { type ModelFetch, modelClient } from "./chat-completion";
 import { ModelCallError } from "./errors";
 import { type ChatMessage, chatCompletionResponseSchema, MAX_BATCH_REQUESTS } from "./schemas";
+import { withLinkedSignal } from "@/lib/core/linked-signal";
 
 const log = logger("modelcalls.batches");
 
@@ -399,8 +400,7 @@ async function call<T>(
         try {
           const value = await sendTracked(
             target,
-            (outage) =>
-              send(client, AbortSignal.any([timeout, ...(signal ? [signal] : []), ...(outage ? [outage] : [])])),
+            (outage) => withLinkedSignal([timeout, signal, outage], (linked) => send(client, linked)),
             (outcome) =>
               "value" in outcome || (outcome.error instanceof APIError && outcome.error.status !== undefined),
           );

@@ -20,6 +20,7 @@ import { ModelCallError } from "./errors";
 import { recordInBackground, recordModelCall, type ModelCallContext, type RecordModelCall } from "./record";
 import { chatCompletionResponseSchema, type ChatMessage } from "./schemas";
 import { countPromptTokens } from "./tokens";
+import { withLinkedSignal } from "@/lib/core/linked-signal";
 
 const log = logger("modelcalls");
 
@@ -374,9 +375,9 @@ async function hedged(
   const sentOut = new Promise<void>((resolve) => {
     markSent = resolve;
   });
-  const first = send(AbortSignal.any([signal, firstStop.signal]), false, markSent);
+  const first = withLinkedSignal([signal, firstStop.signal], (linked) => send(linked, false, markSent));
   const due = sentOut
-    .then(() => sleep(hedgeAfterMs, AbortSignal.any([signal, timerStop.signal])))
+    .then(() => withLinkedSignal([signal, timerStop.signal], (linked) => sleep(hedgeAfterMs, linked)))
     .then(
       () => false,
       () => false,
@@ -398,16 +399,20 @@ async function hedged(
     const waited = performance.now();
     while (!firstOver.signal.aborted) {
       try {
-        return await send(AbortSignal.any([signal, secondStop.signal]), true, () =>
-          log.info(
-            { ...context, unansweredRealMs: Math.round(hedgeAfterMs + performance.now() - waited) },
-            "a model request went unanswered; the same request sent again in a spare slot",
+        return await withLinkedSignal([signal, secondStop.signal], (linked) =>
+          send(linked, true, () =>
+            log.info(
+              { ...context, unansweredRealMs: Math.round(hedgeAfterMs + performance.now() - waited) },
+              "a model request went unanswered; the same request sent again in a spare slot",
+            ),
           ),
         );
       } catch (err) {
         if (!isNoSpareSlot(err)) return null;
       }
-      await sleep(hedgeAfterMs / 8, AbortSignal.any([signal, firstOver.signal])).catch(() => undefined);
+      await withLinkedSignal([signal, firstOver.signal], (linked) => sleep(hedgeAfterMs / 8, linked)).catch(
+        () => undefined,
+      );
     }
     return null;
   })();
@@ -487,12 +492,11 @@ async function attemptOnce(
           `POST ${client.baseURL}/chat/completions`,
           { kind: "client", attributes: { "http.request.method": "POST", "gen_ai.request.model": request.model } },
           () =>
-            client.chat.completions
-              .create(request, {
-                signal: AbortSignal.any([signal, ...(timeout ? [timeout] : []), ...(outage ? [outage] : [])]),
-                headers: currentTraceHeaders(),
-              })
-              .withResponse(),
+            withLinkedSignal([signal, timeout, outage], (linked) =>
+              client.chat.completions
+                .create(request, { signal: linked, headers: currentTraceHeaders() })
+                .withResponse(),
+            ),
         ),
       (outcome) => "value" in outcome || (outcome.error instanceof APIError && outcome.error.status !== undefined),
     ));
