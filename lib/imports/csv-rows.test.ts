@@ -1,9 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { uploadRecords, uploadRows } from "./csv-rows";
-import { uploadInMemory } from "./stored-upload";
+import type { StoredUpload } from "./stored-upload";
 
 const header = "date,amount,currency,counterparty,description\n";
-const fileOf = (rows: string[]) => uploadInMemory(Buffer.from(header + rows.join("\n")), ",");
+const fileOf = (rows: string[]): StoredUpload => ({
+  delimiter: ",",
+  bytes: () => [Buffer.from(header + rows.join("\n"))],
+});
 
 async function all<T>(it: AsyncIterable<T>): Promise<T[]> {
   const out: T[] = [];

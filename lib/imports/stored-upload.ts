@@ -19,11 +19,6 @@ const READ_BYTES = 256 * 1024;
  */
 const MAX_READS = 64;
 
-/** Bytes already in memory (a test's file). */
-export function uploadInMemory(content: Uint8Array, delimiter: string): StoredUpload {
-  return { delimiter, bytes: () => [content] };
-}
-
 /**
  * The file stored for `jobId`'s import, read from PostgreSQL a slice at a time as the reader comes
  * to it; null when there is none. A file removed while it is read (its job deleted) ends the read
