@@ -138,9 +138,11 @@ describe("provider slots: a fair share per tenant (real Redis)", () => {
   it("two busy tenants converge to equal shares, however many more waiting calls one of them has", async () => {
     const C = 8;
     const limiter = limiterWith(C);
-    const until = performance.now() + 1_500;
+    // The callers run until the samples are taken: a count, not a clock, so a loaded machine that
+    // is slow to get B its first slot still samples the same number of times.
+    let stopped = false;
     const busy = async (tenant: string) => {
-      while (performance.now() < until)
+      while (!stopped)
         await limiter.withSlot("model", () => delay(5 + Math.random() * 10), { tenant, maxWaitMs: 60_000 });
     };
     // A starts first with three times B's callers and fills every slot; B joins then.
@@ -154,24 +156,30 @@ describe("provider slots: a fair share per tenant (real Redis)", () => {
       what: "B to get a slot",
       timeoutMs: 5_000,
     });
-    // Elapsed time is the input: the shares are sampled once the pollers have had 400 ms to converge.
-    await delay(400);
+    // The shares are sampled once they have met (B holds its half, or more, once): how long the
+    // pollers take to get there depends on the machine; what is checked is that they stay there.
+    await waitFor(async () => ((await limiter.peek("model")).inFlightByTenant["tenant-b"] ?? 0) >= C / 2, {
+      what: "B to reach its share",
+      timeoutMs: 10_000,
+    });
 
     const samples: { a: number; b: number }[] = [];
-    while (performance.now() < until - 50) {
+    while (samples.length < 60) {
       const { inFlightByTenant } = await limiter.peek("model");
       samples.push({ a: inFlightByTenant["tenant-a"] ?? 0, b: inFlightByTenant["tenant-b"] ?? 0 });
       await delay(10);
     }
+    stopped = true;
     await Promise.all(running);
 
     const mean = (k: "a" | "b") => samples.reduce((sum, s) => sum + s[k], 0) / samples.length;
-    expect(samples.length).toBeGreaterThan(20);
-    // An equal split is 4 each; without the share A would hold about three quarters (24 of 32 askers).
-    expect(mean("a")).toBeGreaterThan(3);
-    expect(mean("a")).toBeLessThan(5);
-    expect(mean("b")).toBeGreaterThan(3);
-    expect(mean("b")).toBeLessThan(5);
+    // An equal split is half each; without the share A would hold about three quarters (24 of 32
+    // askers). Compared as a fraction of the slots in use: a loaded machine leaves slots idle between
+    // a release and the next take, which lowers both counts alike.
+    const shareOfB = mean("b") / (mean("a") + mean("b"));
+    expect(shareOfB).toBeGreaterThan(3 / 8);
+    expect(shareOfB).toBeLessThan(5 / 8);
+    expect(mean("a") + mean("b")).toBeGreaterThan(C / 2);
     expect(Math.max(...samples.map((s) => s.a + s.b))).toBeLessThanOrEqual(C);
   });
 

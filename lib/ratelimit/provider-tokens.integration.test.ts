@@ -16,6 +16,8 @@ import { createRouter } from "@/workers/simulators/router";
 
 const connection = createRedis("producer", { enableOfflineQueue: true });
 const root = path.resolve(import.meta.dirname, "../..");
+/** A deferral threshold longer than any wait these tests make, so a slow machine makes a call wait, never give up. */
+const JOB_LIKE_WAIT_MS = 20_000;
 
 beforeEach(async () => {
   await connection.del(providerTokensKey("model"), breakerKey("model"));
@@ -52,11 +54,15 @@ async function serve(handler: http.RequestListener) {
 
 describe("the provider's tokens per minute (real Redis)", () => {
   it("a call reserves its prompt and an estimate of its answer before it is sent, and settles with the answer's usage after", async () => {
-    // Time scale 1000: a minute is 16.7 real hours, so nothing refills while the test runs.
-    const tokens = createProviderTokens({ redis: connection, timeScale: 1000, limits: { model: { tokens: 100_000 } } });
+    // Time scale 1,000,000: a minute is 694 real days, so not one token refills while the test runs, however slow the machine.
+    const tokens = createProviderTokens({
+      redis: connection,
+      timeScale: 1_000_000,
+      limits: { model: { tokens: 100_000 } },
+    });
     const limiter = createProviderLimiter({
       redis: connection,
-      timeScale: 1000,
+      timeScale: 1_000_000,
       pollMs: 5,
       limits: { model: { concurrency: 4, rps: 1_000 } },
       tokens,
@@ -190,16 +196,21 @@ describe("the provider's tokens per minute (real Redis)", () => {
     const server = await serve(createRouter(sim.routes));
     try {
       const messages = [{ role: "user" as const, content: "Transaction:\nREWE Markt, weekly shop" }];
+      // As a job makes them (a deferral context): the calls past MAX_PROBES wait for the probes'
+      // answers however long a loaded machine takes, instead of meeting the short cap of a call
+      // made outside any job.
       const results = await Promise.all(
         Array.from({ length: 6 }, () =>
-          chatCompletion({
-            messages,
-            signal: new AbortController().signal,
-            context: { jobKind: "csv_import" },
-            baseUrl: server.baseUrl,
-            maxRetries: 0,
-            record: async () => {},
-          }),
+          runWithRateLimitDeferral(JOB_LIKE_WAIT_MS, () =>
+            chatCompletion({
+              messages,
+              signal: new AbortController().signal,
+              context: { jobKind: "csv_import" },
+              baseUrl: server.baseUrl,
+              maxRetries: 0,
+              record: async () => {},
+            }),
+          ),
         ),
       );
       expect(results.every((r) => r.attempts === 1)).toBe(true);
@@ -236,15 +247,18 @@ describe("the provider's tokens per minute (real Redis)", () => {
       else sim(req, res);
     });
     try {
+      // In a deferral context, as a job asks: the waiting call waits however long the release takes.
       const ask = () =>
-        chatCompletion({
-          messages: [{ role: "user", content: "hi" }],
-          signal: new AbortController().signal,
-          context: {},
-          baseUrl: server.baseUrl,
-          maxRetries: 0,
-          record: async () => {},
-        });
+        runWithRateLimitDeferral(JOB_LIKE_WAIT_MS, () =>
+          chatCompletion({
+            messages: [{ role: "user", content: "hi" }],
+            signal: new AbortController().signal,
+            context: {},
+            baseUrl: server.baseUrl,
+            maxRetries: 0,
+            record: async () => {},
+          }),
+        );
       const probes = Array.from({ length: MAX_PROBES }, ask);
       await waitFor(() => server.stats().calls === MAX_PROBES, {
         timeoutMs: 10_000,
