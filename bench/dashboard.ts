@@ -1,11 +1,14 @@
 /**
- * `npm run bench:dashboard` (`npx tsx bench/dashboard.ts [--keep]`): how the dashboard's reads
- * scale with history — the latency histogram behind /model-calls, the job list behind /jobs and
- * the stuck jobs behind /stuck (and the overview) — at 100× the rows.
+ * `npm run bench:dashboard` (`npx tsx bench/dashboard.ts [--jobs N] [--calls N] [--passes N] [--keep]`):
+ * how the dashboard's reads and an import's start scale with history — the latency histogram
+ * behind /model-calls, the job list behind /jobs, the stuck jobs behind /stuck (and the
+ * overview), and the projection every import's start reads — at 100× the rows.
  *
  * Two databases of its own, created with the project's migrations and dropped at the end
- * (`--keep` leaves them for EXPLAIN): `bounded_bench_small` with 10,000 model calls and 1,000
- * jobs, `bounded_bench_large` with 1,000,000 calls and 100,000 jobs. Both are loaded by the same
+ * (`--keep` leaves them for EXPLAIN): `bounded_bench_small` with 100,000 model calls and 10,000
+ * jobs (`--calls`, `--jobs`), `bounded_bench_large` with 100 × both: 10,000,000 calls and
+ * 1,000,000 jobs. (A year of a busy deployment's calls, 100,000,000, takes this machine's disk
+ * and hours to load; `--calls 1000000` asks for it.) Both are loaded by the same
  * set-based INSERT … SELECT generate_series statements from the same seed:
  * - model calls spread over 30 days — model calls from production's latency distribution (the
  *   simulator's sampler: lognormal, median 5.5 s, p99 35 s, a rare tail to 11 min) and the fast
@@ -25,38 +28,48 @@
  * at it), as the web would read it. The two take turns query round by query round — first the
  * warm-up (5 rounds each: connection pools, plans, caches), then 21 timed rounds each, the order
  * alternating — so a burst of load on a shared machine slows both sizes alike instead of landing
- * on one of them; each figure is the median of its 21 runs. A round times, one after the other:
+ * on one of them; each figure is the median of its 21 runs. `--passes N` times N such sets over
+ * the same loaded databases and reports each with its own RESULT line (loading the large size
+ * takes most of a run). A round times, one after the other:
  * - `getLatencyHistogram` for every range (reads the hour and day rollups);
  * - `listJobs` as /jobs calls it: the default page, the 10th page ("Older jobs →" nine times), the
- *   page after the job halfway down the list (500 jobs deep, then 50,000: a cursor that skips the
+ *   page after the job halfway down the list (5,000 jobs deep, then 500,000: a cursor that skips the
  *   newer rows one by one shows here), and the first page filtered by status (timed out), by kind,
  *   by tenant and by tenant search;
  * - `listStuckJobs()` as /stuck calls it (the query, then BullMQ's state of each row), and
  *   `countStuckByKind()` (the `bounded_jobs_stuck` gauge: the query alone), `listAwaitingOperator()`
  *   (the page's first group and the `bounded_jobs_awaiting_operator` gauge), and every read of the
  *   /stuck page together;
- * - `countJobsByStatus()` (the overview's counts: open jobs, and jobs finished in the last 24 h).
+ * - `countJobsByStatus()` (the overview's counts: open jobs, and jobs finished in the last 24 h);
+ * - `projectItems("csv_import", 2000)` read afresh, as an import's start projects itself.
  * The in-flight rows' timestamps are moved to "now" just before timing, so both sizes see the
  * same stuck set. Redis keys go under a prefix of the bench's own
  * (`<BOUNDED_REDIS_PREFIX>-bench-dashboard-<pid>`; a hash tag on a Redis Cluster), removed at the end.
  *
  * Prints a table per size, then small ms, large ms and the ratio per query (target ≤ 2), and ends
- * with one line: `RESULT bench=dashboard calls_small=… calls_large=… jobs_small=… jobs_large=…
+ * with one line a pass: `RESULT bench=dashboard pass=… passes=… load1=… calls_small=… calls_large=… jobs_small=… jobs_large=…
  * awaiting_rows=… histogram_30d_ratio=… jobs_list_ratio=… stuck_ratio=… max_ratio=… <query>_ms_small=…
  * <query>_ms_large=… <query>_ratio=… …` (ratio_30d and ratio_24h as before).
  */
 import { fork, type ChildProcess } from "node:child_process";
+import os from "node:os";
 import { performance } from "node:perf_hooks";
 import pg from "pg";
 import { z } from "zod";
 // Relative imports: tsx maps "@/…" only from the repository root; these work from anywhere.
 import { dropDatabase, migrate } from "../scripts/db/migrate";
-import { benchDatabaseUrl, benchRedisPrefix, withinCap } from "./common";
+import { benchDatabaseUrl, benchRedisPrefix, flagNumber, withinCap } from "./common";
 
+/** How many times the large database holds the small one's rows. */
+const GROWTH = 100;
+/** The small database's jobs and model calls (`--jobs`, `--calls`); the large one holds GROWTH × both. */
+const SMALL = { jobs: flagNumber("--jobs") ?? 10_000, calls: flagNumber("--calls") ?? 100_000 };
 const SIZES = {
-  small: { calls: 10_000, jobs: 1_000, database: "bounded_bench_small" },
-  large: { calls: 1_000_000, jobs: 100_000, database: "bounded_bench_large" },
+  small: { calls: SMALL.calls, jobs: SMALL.jobs, database: "bounded_bench_small" },
+  large: { calls: SMALL.calls * GROWTH, jobs: SMALL.jobs * GROWTH, database: "bounded_bench_large" },
 } as const;
+/** Timed passes over the same loaded databases (`--passes`), each of TIMED_RUNS rounds and reported on its own. */
+const PASSES = flagNumber("--passes") ?? 1;
 type Size = keyof typeof SIZES;
 const SIZE_NAMES = Object.keys(SIZES) as Size[];
 /** Calls per INSERT statement (each row also runs the rollup trigger). */
@@ -652,6 +665,7 @@ async function child(): Promise<void> {
   const { listJobs, countJobsByStatus } = await import("../lib/job-views/queries");
   const { listStuckJobs, countStuckByKind, listOverdueDelayedJobs } = await import("../lib/reports/stuck");
   const { listAwaitingOperator } = await import("../lib/diagnosis/awaiting-operator");
+  const { projectItems, describeProjection } = await import("../lib/projection/projection");
   const { db, closeDb } = await import("../lib/db/client");
   const { closeRedis } = await import("../lib/redis/client");
   const { closeQueues } = await import("../lib/queues/queues");
@@ -667,7 +681,7 @@ async function child(): Promise<void> {
     return after!;
   };
   const page10 = await pageCursor(10);
-  // Halfway down the list: 500 jobs deep in the small database, 50,000 in the large one.
+  // Halfway down the list: 5,000 jobs deep in the small database, 500,000 in the large one (by default).
   const [mid] = await db().$queryRaw<{ id: string }[]>`
     SELECT id FROM "Job" ORDER BY "createdAt" DESC, id DESC OFFSET (SELECT count(*) / 2 FROM "Job") LIMIT 1`;
 
@@ -767,6 +781,17 @@ async function child(): Promise<void> {
       detail: () => "all of /stuck's reads",
     },
     {
+      // What an import's start reads to project itself (lib/runs/attempt.ts), afresh every time.
+      name: "import_start",
+      target: true,
+      run: () => projectItems("csv_import", 2_000, new Date(), { itemBytes: null, reuseMs: 0 }),
+      size: (r) => (r ? 1 : 0),
+      detail: (r) => {
+        const p = r as Awaited<ReturnType<typeof projectItems>>;
+        return p ? `projectItems: ${describeProjection(p)} (${p.source})` : "no projection";
+      },
+    },
+    {
       name: "overview_counts",
       target: true,
       run: () => countJobsByStatus(),
@@ -863,6 +888,84 @@ function startReader(size: Size, redisPrefix: string) {
   };
 }
 
+/** One timed pass: each size's medians, the ratios, and its RESULT line. */
+function report(runs: Record<Size, Run[][]>, loaded: Loaded[], pass: number): void {
+  console.log(`\n── pass ${pass} of ${PASSES} (load average ${os.loadavg()[0]!.toFixed(1)}) ──`);
+  const names = runs.small[0]!.map((r) => r.name);
+  const summary = Object.fromEntries(
+    SIZE_NAMES.map((size) => {
+      const last = runs[size].at(-1)!;
+      return [
+        size,
+        new Map(
+          names.map((name, k) => [name, { ms: median(runs[size].map((round) => round[k]!.ms)), last: last[k]! }]),
+        ),
+      ];
+    }),
+  ) as Record<Size, Map<string, { ms: number; last: Run }>>;
+
+  for (const l of loaded) {
+    const r = l.rows;
+    console.log(
+      `\n${l.size}: ${int(r.calls)} calls, ${int(r.rollups)} rollup rows (${r.rollupSize}); ${int(r.jobs)} jobs, ${int(r.open)} not finished (Job with indexes: ${r.jobSize})`,
+    );
+    console.log("  query               median ms       rows");
+    for (const name of names) {
+      const s = summary[l.size].get(name)!;
+      console.log(`  ${name.padEnd(18)} ${fmt(s.ms).padStart(10)} ${int(s.last.size).padStart(10)}   ${s.last.detail}`);
+    }
+  }
+  // Both sizes must see the same stuck set, or their /stuck reads are not comparable.
+  const stuckAt = (size: Size) => summary[size].get("stuck_count")!.last.size;
+  if (stuckAt("small") !== stuckAt("large"))
+    throw new Error(
+      `${stuckAt("small")} jobs are stuck at the small size, ${stuckAt("large")} at the large one: the sizes are not comparable`,
+    );
+  const awaitingAt = (size: Size) => summary[size].get("awaiting")!.last.size;
+  if (awaitingAt("small") !== AWAITING || awaitingAt("large") !== AWAITING)
+    throw new Error(
+      `${awaitingAt("small")} jobs await an operator at the small size, ${awaitingAt("large")} at the large one; the data was built for ${AWAITING}`,
+    );
+  const stuckRows = stuckAt("small");
+  if (stuckRows !== STUCK_EXPECTED) {
+    console.log(
+      `\nstuck: ${stuckRows} jobs at both sizes by the stuck page's rules; the data was built for ${STUCK_EXPECTED} (30 queued past their budget, 15 silent, 10 past their hard limit, 2 silent parts)`,
+    );
+  }
+
+  const ratio = (name: string) => summary.large.get(name)!.ms / summary.small.get(name)!.ms;
+  const targeted = names.filter((name) => summary.small.get(name)!.last.target);
+  console.log(`\n  query               small ms   large ms   ratio   (target ≤ ${TARGET} for 100× the rows)`);
+  for (const name of names) {
+    const r = ratio(name);
+    const mark = !targeted.includes(name) ? "  (not held to the target)" : r > TARGET ? "  OVER" : "";
+    console.log(
+      `  ${name.padEnd(18)} ${fmt(summary.small.get(name)!.ms).padStart(9)} ${fmt(summary.large.get(name)!.ms).padStart(10)} ${r.toFixed(2).padStart(7)}${mark}`,
+    );
+  }
+  const maxRatio = Math.max(...targeted.map(ratio));
+  const growth = GROWTH;
+  console.log(
+    `  ideal: a read whose cost follows what it returns (a page, the open rows, the rollup rows of its window), not the history, ` +
+      `costs the same with ${growth} × the rows: large ÷ small = 1.00; the worst targeted query: ${maxRatio.toFixed(2)} (target ≤ ${TARGET})`,
+  );
+  const jobsListMax = Math.max(...targeted.filter((n) => n.startsWith("jobs_list")).map(ratio));
+  const perQuery = names
+    .map(
+      (n) =>
+        `${n}_ms_small=${fmt(summary.small.get(n)!.ms)} ${n}_ms_large=${fmt(summary.large.get(n)!.ms)} ${n}_ratio=${ratio(n).toFixed(2)}`,
+    )
+    .join(" ");
+  const small = loaded.find((l) => l.size === "small")!.rows;
+  const large = loaded.find((l) => l.size === "large")!.rows;
+  console.log(
+    `RESULT bench=dashboard pass=${pass} passes=${PASSES} load1=${os.loadavg()[0]!.toFixed(1)} calls_small=${small.calls} calls_large=${large.calls} jobs_small=${small.jobs} jobs_large=${large.jobs} ` +
+      `stuck_rows=${stuckRows} stuck_built=${STUCK_EXPECTED} awaiting_rows=${AWAITING} histogram_30d_ratio=${ratio("histogram_30d").toFixed(2)} jobs_list_ratio=${ratio("jobs_list").toFixed(2)} import_start_ratio=${ratio("import_start").toFixed(2)} ` +
+      `jobs_list_max_ratio=${jobsListMax.toFixed(2)} stuck_ratio=${ratio("stuck").toFixed(2)} stuck_count_ratio=${ratio("stuck_count").toFixed(2)} ` +
+      `max_ratio=${maxRatio.toFixed(2)} ideal_ratio=1.00 target_ratio=${TARGET} ok=${maxRatio <= TARGET} ratio_30d=${ratio("histogram_30d").toFixed(2)} ratio_24h=${ratio("histogram_24h").toFixed(2)} ${perQuery}`,
+  );
+}
+
 // ─── The parent ──────────────────────────────────────────────────────────────────────────────
 
 async function main(): Promise<void> {
@@ -906,84 +1009,11 @@ async function main(): Promise<void> {
     // Turns: small then large, then large then small, … so neither always runs right after the other.
     const order = (i: number): Size[] => (i % 2 ? ["large", "small"] : ["small", "large"]);
     for (let i = 0; i < WARMUP_RUNS; i++) for (const size of order(i)) await reader[size].round();
-    const runs: Record<Size, Run[][]> = { small: [], large: [] };
-    for (let i = 0; i < TIMED_RUNS; i++) for (const size of order(i)) runs[size].push(await reader[size].round());
-
-    const names = runs.small[0]!.map((r) => r.name);
-    const summary = Object.fromEntries(
-      SIZE_NAMES.map((size) => {
-        const last = runs[size].at(-1)!;
-        return [
-          size,
-          new Map(
-            names.map((name, k) => [name, { ms: median(runs[size].map((round) => round[k]!.ms)), last: last[k]! }]),
-          ),
-        ];
-      }),
-    ) as Record<Size, Map<string, { ms: number; last: Run }>>;
-
-    for (const l of loaded) {
-      const r = l.rows;
-      console.log(
-        `\n${l.size}: ${int(r.calls)} calls, ${int(r.rollups)} rollup rows (${r.rollupSize}); ${int(r.jobs)} jobs, ${int(r.open)} not finished (Job with indexes: ${r.jobSize})`,
-      );
-      console.log("  query               median ms       rows");
-      for (const name of names) {
-        const s = summary[l.size].get(name)!;
-        console.log(
-          `  ${name.padEnd(18)} ${fmt(s.ms).padStart(10)} ${int(s.last.size).padStart(10)}   ${s.last.detail}`,
-        );
-      }
+    for (let pass = 1; pass <= PASSES; pass++) {
+      const runs: Record<Size, Run[][]> = { small: [], large: [] };
+      for (let i = 0; i < TIMED_RUNS; i++) for (const size of order(i)) runs[size].push(await reader[size].round());
+      report(runs, loaded, pass);
     }
-    // Both sizes must see the same stuck set, or their /stuck reads are not comparable.
-    const stuckAt = (size: Size) => summary[size].get("stuck_count")!.last.size;
-    if (stuckAt("small") !== stuckAt("large"))
-      throw new Error(
-        `${stuckAt("small")} jobs are stuck at the small size, ${stuckAt("large")} at the large one: the sizes are not comparable`,
-      );
-    const awaitingAt = (size: Size) => summary[size].get("awaiting")!.last.size;
-    if (awaitingAt("small") !== AWAITING || awaitingAt("large") !== AWAITING)
-      throw new Error(
-        `${awaitingAt("small")} jobs await an operator at the small size, ${awaitingAt("large")} at the large one; the data was built for ${AWAITING}`,
-      );
-    const stuckRows = stuckAt("small");
-    if (stuckRows !== STUCK_EXPECTED) {
-      console.log(
-        `\nstuck: ${stuckRows} jobs at both sizes by the stuck page's rules; the data was built for ${STUCK_EXPECTED} (30 queued past their budget, 15 silent, 10 past their hard limit, 2 silent parts)`,
-      );
-    }
-
-    const ratio = (name: string) => summary.large.get(name)!.ms / summary.small.get(name)!.ms;
-    const targeted = names.filter((name) => summary.small.get(name)!.last.target);
-    console.log(`\n  query               small ms   large ms   ratio   (target ≤ ${TARGET} for 100× the rows)`);
-    for (const name of names) {
-      const r = ratio(name);
-      const mark = !targeted.includes(name) ? "  (not held to the target)" : r > TARGET ? "  OVER" : "";
-      console.log(
-        `  ${name.padEnd(18)} ${fmt(summary.small.get(name)!.ms).padStart(9)} ${fmt(summary.large.get(name)!.ms).padStart(10)} ${r.toFixed(2).padStart(7)}${mark}`,
-      );
-    }
-    const maxRatio = Math.max(...targeted.map(ratio));
-    const growth = SIZES.large.calls / SIZES.small.calls;
-    console.log(
-      `  ideal: a read whose cost follows what it returns (a page, the open rows, the rollup rows of its window), not the history, ` +
-        `costs the same with ${growth} × the rows: large ÷ small = 1.00; the worst targeted query: ${maxRatio.toFixed(2)} (target ≤ ${TARGET})`,
-    );
-    const jobsListMax = Math.max(...targeted.filter((n) => n.startsWith("jobs_list")).map(ratio));
-    const perQuery = names
-      .map(
-        (n) =>
-          `${n}_ms_small=${fmt(summary.small.get(n)!.ms)} ${n}_ms_large=${fmt(summary.large.get(n)!.ms)} ${n}_ratio=${ratio(n).toFixed(2)}`,
-      )
-      .join(" ");
-    const small = loaded.find((l) => l.size === "small")!.rows;
-    const large = loaded.find((l) => l.size === "large")!.rows;
-    console.log(
-      `RESULT bench=dashboard calls_small=${small.calls} calls_large=${large.calls} jobs_small=${small.jobs} jobs_large=${large.jobs} ` +
-        `stuck_rows=${stuckRows} stuck_built=${STUCK_EXPECTED} awaiting_rows=${AWAITING} histogram_30d_ratio=${ratio("histogram_30d").toFixed(2)} jobs_list_ratio=${ratio("jobs_list").toFixed(2)} ` +
-        `jobs_list_max_ratio=${jobsListMax.toFixed(2)} stuck_ratio=${ratio("stuck").toFixed(2)} stuck_count_ratio=${ratio("stuck_count").toFixed(2)} ` +
-        `max_ratio=${maxRatio.toFixed(2)} ideal_ratio=1.00 target_ratio=${TARGET} ok=${maxRatio <= TARGET} ratio_30d=${ratio("histogram_30d").toFixed(2)} ratio_24h=${ratio("histogram_24h").toFixed(2)} ${perQuery}`,
-    );
   } finally {
     await Promise.all(readers.map((r) => r.close().catch(() => undefined)));
     for (const l of loaded) await l.client.end().catch(() => undefined);

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:import` (`npx tsx bench/import.ts`): how close a CSV import comes to what the
+ * `npm run bench:import` (`npx tsx bench/import.ts [--only-pruning] [--prune-jobs N]`): how close a CSV import comes to what the
  * model provider allows, against the serial loop, and whether its memory stays flat with size.
  *
  * The real path: `createImport` (Job row, stored file, queue job) in this process, and a worker
@@ -24,6 +24,11 @@
  *    0.0001: a median call takes half a millisecond) with no provider limits — the rows a second
  *    one worker process commits, with its CPU ms and PostgreSQL round trips a row; then two such
  *    imports at once on two worker processes, their rows a second in all.
+ * 5. (`--only-pruning`: this alone, between two runs of the ceiling.) The ceiling's import again while retention passes prune a history of 20,000 finished imports
+ *    (`--prune-jobs`; bench/finished-imports.ts) back to back, then once more without: its makespan
+ *    ÷ the mean of the two without (`import_makespan_while_pruning_ratio`, goal ≤ 1.1), and the share
+ *    of the import the passes covered before the history ran out (`pruning_coverage`). At the
+ *    ceiling the import is bound by the worker's CPU and PostgreSQL, where a pass competes.
  *
  * Timed runs at time scale 0.1, memory runs at 0.01 (`-- --scale`, `-- --memory-scale`). Beside the
  * figures it prints what explains them: rows a call, calls in flight, slot waits, reschedules
@@ -57,6 +62,7 @@ import {
   type ProviderIdeal,
 } from "./common";
 import { dropDatabase, migrate } from "../scripts/db/migrate";
+import { finishedImports } from "./finished-imports";
 
 /**
  * Production milliseconds × this = real milliseconds, for the timed runs: 10× faster, a median
@@ -81,6 +87,14 @@ const INSTANT_SCALE = 0.0001;
 const UNLIMITED = { concurrency: 10_000, rps: 100_000 };
 /** The ceiling's goal: rows a second one worker process commits. */
 const INSTANT_GOAL_ROWS_PER_S = 2_000;
+/**
+ * The history pruned while the ceiling's import runs again (`--prune-jobs`): finished imports of
+ * PRUNE_ROWS rows, about 220 rows removed each, enough for passes to prune through the import.
+ */
+const PRUNE_JOBS = flagNumber("--prune-jobs") ?? 20_000;
+const PRUNE_ROWS = 100;
+/** Makespan while pruning ÷ without: the goal. */
+const PRUNING_GOAL_RATIO = 1.1;
 /** The provider's limits, for Bounded's limiter and the simulator alike. */
 const CONCURRENCY = 32;
 const RPS = 30;
@@ -267,6 +281,7 @@ async function main(): Promise<void> {
   const { providerWaitsKey } = await import("../lib/ratelimit/provider");
   const { OPEN_STATUSES } = await import("../lib/core/job-statuses");
   const { startSimulators } = await import("../workers/simulators/server");
+  const { pruneOnce } = await import("../lib/retention/prune");
 
   // A simulator per time scale: its latencies are scaled when it starts.
   type Simulators = Awaited<ReturnType<typeof startSimulators>>;
@@ -278,6 +293,41 @@ async function main(): Promise<void> {
   const simStats = async (sim: Simulators, method: "GET" | "DELETE") => {
     const res = await fetch(`${sim.url}/v1/_stats`, { method });
     return (await res.json()) as { admitted: number; rejected: { total: number; concurrency: number; rate: number } };
+  };
+  /**
+   * Runs `run` while retention passes (`pruneOnce`, the classes job_detail and model_calls at their
+   * default days, as the scheduled pass does) prune a history of PRUNE_JOBS finished imports loaded
+   * first, one pass after the other until the run ends — a worst case: a deployment runs one pass
+   * every BOUNDED_RETENTION_EVERY_S. Says what share of the run the passes covered (less than all
+   * when the history ran out first) and the rows they removed.
+   */
+  const whilePruning = async (run: () => Promise<Measured>) => {
+    const history = finishedImports(PRUNE_JOBS, PRUNE_ROWS);
+    const loadStarted = performance.now();
+    for (const statement of history.load) await db().$executeRawUnsafe(statement);
+    const loadS = (performance.now() - loadStarted) / 1000;
+    let runEnded = false;
+    let removed = 0;
+    let passes = 0;
+    let ranOutAt: number | null = null;
+    const pruner = (async () => {
+      while (!runEnded) {
+        const pruned = await pruneOnce({ classes: ["job_detail", "model_calls"] });
+        const n = pruned.reduce((sum, c) => sum + Object.values(c.removed).reduce((a, b) => a + b, 0), 0);
+        removed += n;
+        passes++;
+        if (n === 0) {
+          ranOutAt = performance.now();
+          return;
+        }
+      }
+    })();
+    const measured = await run().finally(() => (runEnded = true));
+    const endedAt = performance.now();
+    await pruner;
+    const startedAt = endedAt - measured.makespanMs;
+    const coverage = ranOutAt === null ? 1 : Math.max(0, Math.min(1, (ranOutAt - startedAt) / measured.makespanMs));
+    return { measured, removed, passes, coverage, loadS };
   };
   const itemsInFlight = KINDS.csv_import.itemConcurrency.n;
   const batchSize = KINDS.csv_import.modelBatch.size;
@@ -462,6 +512,43 @@ async function main(): Promise<void> {
   const f1 = (n: number) => n.toFixed(1);
   const f2 = (n: number) => n.toFixed(2);
   const prod = (realMs: number, scale = SCALE) => realMs / scale / 1000;
+  // The ceiling: answered at once, with provider limits that never bind.
+  const instantRun = async (label: string) =>
+    measure(label, INSTANT_ROWS, INSTANT_SCALE, await providerIdeal({ rows: INSTANT_ROWS, batchSize, ...UNLIMITED }), {
+      BOUNDED_PROVIDER_MODEL_CONCURRENCY: String(UNLIMITED.concurrency),
+      BOUNDED_PROVIDER_MODEL_RPS: String(UNLIMITED.rps),
+    });
+  /** The bench's keys, database and servers. */
+  const cleanUp = async () => {
+    for (const sim of sims.values()) await sim.close();
+    await closeQueues();
+    const cleanup = createRedis("producer", { enableOfflineQueue: true });
+    for await (const keys of scanKeys(cleanup, `${prefix}:*`, 1_000)) if (keys.length) await cleanup.del(...keys);
+    await cleanup.quit();
+    await closeRedis();
+    await closeDb();
+    await dropDatabase(benchUrl);
+  };
+  /** Item 5 alone (`--only-pruning`): the ceiling, the ceiling while pruning, the ceiling again. */
+  const pruningOnly = async () => {
+    const before = await instantRun("instant");
+    const pruning = await whilePruning(() => instantRun("instant-pruning"));
+    const after = await instantRun("instant-after");
+    await cleanUp();
+    const ratio = pruning.measured.makespanMs / ((before.makespanMs + after.makespanMs) / 2);
+    const problems = [before, pruning.measured, after].flatMap((m) => exactlyOnce(m).map((p) => `${m.label}: ${p}`));
+    console.log(
+      `the ceiling's ${INSTANT_ROWS}-row import while retention passes pruned ${PRUNE_JOBS} finished imports of ${PRUNE_ROWS} rows (loaded in ${f1(pruning.loadS)} s) back to back: ` +
+        `${f2(pruning.measured.makespanMs / 1000)} s against ${f2(before.makespanMs / 1000)} s before and ${f2(after.makespanMs / 1000)} s after without (real): ${f2(ratio)} × (goal ≤ ${PRUNING_GOAL_RATIO}); ` +
+        `${pruning.passes} passes removed ${pruning.removed} rows, pruning through ${f0(100 * pruning.coverage)} % of the import; exactly once: ${problems.length === 0 ? "yes" : problems.join("; ")}`,
+    );
+    console.log(
+      `RESULT bench=import-pruning rows=${INSTANT_ROWS} makespan_before_s=${f2(before.makespanMs / 1000)} import_makespan_while_pruning_s=${f2(pruning.measured.makespanMs / 1000)} makespan_after_s=${f2(after.makespanMs / 1000)} ` +
+        `import_makespan_while_pruning_ratio=${f2(ratio)} ideal_ratio=1.00 target_import_makespan_while_pruning_ratio=${PRUNING_GOAL_RATIO} ok=${ratio <= PRUNING_GOAL_RATIO} ` +
+        `pruning_coverage=${f2(pruning.coverage)} pruned_rows=${pruning.removed} prune_passes=${pruning.passes} prune_history_jobs=${PRUNE_JOBS} exactly_once=${problems.length === 0 ? "yes" : "no"} load1=${os.loadavg()[0]!.toFixed(1)}`,
+    );
+  };
+  if (process.argv.includes("--only-pruning")) return pruningOnly();
 
   console.log(
     `bench:import — time scale ${SCALE} for the timed runs, ${MEMORY_SCALE} for the memory runs (production seconds = real ÷ scale; every figure below is in production seconds unless it says real); ` +
@@ -491,26 +578,16 @@ async function main(): Promise<void> {
   const small = await memoryRun("memory-1k", MEMORY_ROWS[0]);
   const large = await memoryRun("memory-10k", MEMORY_ROWS[1]);
   const huge = await memoryRun("memory-100k", MEMORY_ROWS[2]);
-  // The ceiling: answered at once, with provider limits that never bind.
-  const instantRun = async (label: string) =>
-    measure(label, INSTANT_ROWS, INSTANT_SCALE, await providerIdeal({ rows: INSTANT_ROWS, batchSize, ...UNLIMITED }), {
-      BOUNDED_PROVIDER_MODEL_CONCURRENCY: String(UNLIMITED.concurrency),
-      BOUNDED_PROVIDER_MODEL_RPS: String(UNLIMITED.rps),
-    });
   const instant = await instantRun("instant");
   // The same ceiling with two worker processes, one import each, at once: how it scales with processes here.
   const pair = await Promise.all(["instant-a", "instant-b"].map(instantRun));
-  const runs = [concurrent, serial, small, large, huge, instant, ...pair];
+  // The same ceiling while retention passes prune a history of finished imports back to back, then
+  // once more without: the ratio is against the mean of the two runs without.
+  const pruning = await whilePruning(() => instantRun("instant-pruning"));
+  const instantAfter = await instantRun("instant-after");
+  const runs = [concurrent, serial, small, large, huge, instant, ...pair, pruning.measured, instantAfter];
 
-  // Clean up: the bench's keys, database and servers.
-  for (const sim of sims.values()) await sim.close();
-  await closeQueues();
-  const cleanup = createRedis("producer", { enableOfflineQueue: true });
-  for await (const keys of scanKeys(cleanup, `${prefix}:*`, 1_000)) if (keys.length) await cleanup.del(...keys);
-  await cleanup.quit();
-  await closeRedis();
-  await closeDb();
-  await dropDatabase(benchUrl);
+  await cleanUp();
 
   const makespanS = prod(concurrent.makespanMs);
   const idealS = ideal.seconds;
@@ -527,6 +604,7 @@ async function main(): Promise<void> {
   const instantRedisPerCall = instant.memory.redisCommands / Math.max(1, instant.calls);
   // Both imports start within a moment of each other: their rows over the longer makespan.
   const pairRowsPerS = (2 * INSTANT_ROWS) / (Math.max(...pair.map((m) => m.makespanMs)) / 1000);
+  const pruningRatio = pruning.measured.makespanMs / ((instant.makespanMs + instantAfter.makespanMs) / 2);
 
   const describe = (m: Measured) => {
     const ms = prod(m.makespanMs, m.scale);
@@ -597,6 +675,11 @@ async function main(): Promise<void> {
   console.log(
     `  with two worker processes, an import each, at once: ${f0(pairRowsPerS)} rows/s in all (${f2(pairRowsPerS / instantRowsPerS)} × one process; ${os.cpus().length} cores shared with PostgreSQL and the simulator)`,
   );
+  console.log(
+    `  while retention passes pruned ${PRUNE_JOBS} finished imports of ${PRUNE_ROWS} rows (loaded in ${f1(pruning.loadS)} s) back to back: ` +
+      `${f2(pruning.measured.makespanMs / 1000)} s against ${f2(instant.makespanMs / 1000)} and ${f2(instantAfter.makespanMs / 1000)} s without (real), ` +
+      `${f2(pruningRatio)} × (goal ≤ ${PRUNING_GOAL_RATIO}); ${pruning.passes} passes removed ${pruning.removed} rows, pruning through ${f0(100 * pruning.coverage)} % of the import`,
+  );
 
   if (makespanS > DEFAULT_SOFT_S)
     console.log(`goal missed: ${ROWS} rows took ${f1(makespanS)} s, more than the default ${DEFAULT_SOFT_S} s budget`);
@@ -638,7 +721,7 @@ async function main(): Promise<void> {
       .join(" / ")} (1 / 5 / 15 min); bench took ${f0((performance.now() - benchStarted) / 1000)} s`,
   );
   console.log(
-    `RESULT bench=import rows=${ROWS} makespan_s=${f1(makespanS)} ideal_s=${f1(idealS)} vs_ideal=${f2(vsIdeal)} target_vs_ideal=1.25 ok=${vsIdeal <= 1.25} calls=${concurrent.calls} ideal_calls=${ideal.calls} serial_s=${f0(serialS)} vs_serial=${f2(vsSerial)} provider_429=${provider429} exactly_once=${broken.length === 0 ? "yes" : "no"} peak_rss_1k_mb=${f0(small.memory.peakRssMb)} peak_rss_10k_mb=${f0(large.memory.peakRssMb)} rss_growth_mb=${f1(rssGrowth)} target_rss_growth_mb=${RSS_GROWTH_GOAL_MB} peak_rss_100k_mb=${f0(huge.memory.peakRssMb)} rss_100k_over_10k_mb=${f1(rss100kOver10k)} rows_per_s_instant=${f0(instantRowsPerS)} target_rows_per_s_instant=${INSTANT_GOAL_ROWS_PER_S} instant_cpu_ms_per_row=${f2(instantCpuMsPerRow)} instant_pg_round_trips_per_row=${f2(instantPgPerRow)} instant_redis_commands_per_call=${f1(instantRedisPerCall)} rows_per_s_instant_2_workers=${f0(pairRowsPerS)} worker_heap_mb=${workerHeapMb} load1=${os.loadavg()[0]!.toFixed(1)}`,
+    `RESULT bench=import rows=${ROWS} makespan_s=${f1(makespanS)} ideal_s=${f1(idealS)} vs_ideal=${f2(vsIdeal)} target_vs_ideal=1.25 ok=${vsIdeal <= 1.25} calls=${concurrent.calls} ideal_calls=${ideal.calls} serial_s=${f0(serialS)} vs_serial=${f2(vsSerial)} provider_429=${provider429} exactly_once=${broken.length === 0 ? "yes" : "no"} peak_rss_1k_mb=${f0(small.memory.peakRssMb)} peak_rss_10k_mb=${f0(large.memory.peakRssMb)} rss_growth_mb=${f1(rssGrowth)} target_rss_growth_mb=${RSS_GROWTH_GOAL_MB} peak_rss_100k_mb=${f0(huge.memory.peakRssMb)} rss_100k_over_10k_mb=${f1(rss100kOver10k)} rows_per_s_instant=${f0(instantRowsPerS)} target_rows_per_s_instant=${INSTANT_GOAL_ROWS_PER_S} instant_cpu_ms_per_row=${f2(instantCpuMsPerRow)} instant_pg_round_trips_per_row=${f2(instantPgPerRow)} instant_redis_commands_per_call=${f1(instantRedisPerCall)} rows_per_s_instant_2_workers=${f0(pairRowsPerS)} import_makespan_while_pruning_s=${f2(pruning.measured.makespanMs / 1000)} import_makespan_while_pruning_ratio=${f2(pruningRatio)} target_import_makespan_while_pruning_ratio=${PRUNING_GOAL_RATIO} pruning_coverage=${f2(pruning.coverage)} pruned_rows=${pruning.removed} worker_heap_mb=${workerHeapMb} load1=${os.loadavg()[0]!.toFixed(1)}`,
   );
   if (broken.length > 0) process.exit(1);
 }

@@ -19,14 +19,15 @@
  * search_index_us_per_row=… load1=…`.
  * The `search_index_*` figures are what the job search's trigram index costs an imported row's
  * insert: the same rows into a copy of Transaction with and without it.
- * `import_makespan_while_pruning` is not measured here (the pass runs in batches of 500 under 5 s
- * per class; see docs/benchmarks.md).
+ * `import_makespan_while_pruning` is `bench:import`'s (the platform's ceiling with passes pruning
+ * the same history, bench/finished-imports.ts, back to back).
  */
 import os from "node:os";
 import { performance } from "node:perf_hooks";
 import pg from "pg";
 import { dropDatabase, migrate } from "../scripts/db/migrate";
 import { benchDatabaseUrl, flagNumber } from "./common";
+import { finishedImports } from "./finished-imports";
 
 const DATABASE = "bounded_bench_retention";
 const JOBS = flagNumber("--jobs") ?? 2_000;
@@ -46,40 +47,7 @@ const TABLES = [
   "KindFiguresDay",
 ];
 
-const TRANSACTION_COLUMNS = `("tenantId", "jobId", row, date, "amountMinor", currency, counterparty, description, "categoryId")`;
-/** Each job's imported rows, with a counterparty and a description of the length a bank export has. */
-const TRANSACTIONS = `SELECT '00000000-0000-4000-8000-000000000001', md5('job' || j)::uuid, r + 1, date '2026-01-01' + (r % 300),
-     (r * 37 % 100000) - 50000, 'EUR', 'Counterparty ' || (r * 7919 % 5000), 'payment ' || md5(j || ':' || r), 1 + r % 13
-   FROM generate_series(1, ${JOBS}) j, generate_series(1, ${ROWS - 1}) r`;
-
-/** The history: finished imports with their detail, as the import leaves them. */
-const LOAD = [
-  `INSERT INTO "Tenant" (id, slug) VALUES ('00000000-0000-4000-8000-000000000001', 'bench-retention')`,
-  `INSERT INTO "Job" (id, kind, queue, "tenantId", status, total, processed, failed, cursor, attempt, "budgetSoftMs", "budgetHardMs",
-     "budgetSource", "progressToken", "createdAt", "startedAt", "finishedAt", "updatedAt")
-   SELECT md5('job' || j)::uuid, 'csv_import', 'imports', '00000000-0000-4000-8000-000000000001', 'completed_with_errors',
-     ${ROWS}, ${ROWS} - 1, 1, ${ROWS}, 1, 600000, 900000, 'default', md5('token' || j),
-     now() - interval '100 days', now() - interval '100 days', now() - interval '100 days', now() - interval '100 days'
-   FROM generate_series(1, ${JOBS}) j`,
-  `INSERT INTO "Upload" ("jobId", filename, delimiter, "sizeBytes", content)
-   SELECT md5('job' || j)::uuid, 'statement-' || j || '.csv', ',', ${ROWS * 80}, convert_to(repeat('x', ${ROWS * 80}), 'UTF8')
-   FROM generate_series(1, ${JOBS}) j`,
-  `INSERT INTO "Transaction" ${TRANSACTION_COLUMNS} ${TRANSACTIONS}`,
-  `INSERT INTO "JobItem" ("jobId", item, attempt, ok, "committedAt")
-   SELECT md5('job' || j)::uuid, r, 1, r < ${ROWS}, now() - interval '100 days'
-   FROM generate_series(1, ${JOBS}) j, generate_series(1, ${ROWS}) r`,
-  `INSERT INTO "CategoryAnswerUse" ("jobId", row, "jobKind", source, model, "promptTokens", "completionTokens", "callShare")
-   SELECT md5('job' || j)::uuid, r + 1, 'csv_import', 'model', 'bounded-sim-1', 90, 4, 0.125
-   FROM generate_series(1, ${JOBS}) j, generate_series(1, ${ROWS - 1}) r`,
-  `INSERT INTO "JobEvent" ("jobId", at, type, attempt, message)
-   SELECT md5('job' || j)::uuid, now() - interval '100 days', e, 1, 'Attempt 1 ' || e || ' (budget 600 s soft, 900 s hard, default)'
-   FROM generate_series(1, ${JOBS}) j, unnest(array['created', 'started', 'projected', 'completed_with_errors']) e`,
-  `INSERT INTO "JobItemFailure" ("jobId", row, reason, attempt)
-   SELECT md5('job' || j)::uuid, ${ROWS + 1}, 'amount is zero', 1 FROM generate_series(1, ${JOBS}) j`,
-  `INSERT INTO "ModelCall" (queue, "jobKind", "jobId", model, "startedAt", "durationMs", outcome, "batchSize", "promptTokens", "completionTokens")
-   SELECT 'imports', 'csv_import', md5('job' || j)::uuid, 'bounded-sim-1', now() - interval '40 days', 5500, 'ok', 8, 720, 32
-   FROM generate_series(1, ${JOBS}) j, generate_series(1, ${Math.ceil(ROWS / 8)}) c`,
-];
+const history = finishedImports(JOBS, ROWS);
 
 async function bytesOf(client: pg.Client): Promise<number> {
   await client.query(`VACUUM FULL ${TABLES.map((t) => `"${t}"`).join(", ")}`);
@@ -97,7 +65,7 @@ async function bytesOf(client: pg.Client): Promise<number> {
 async function searchIndexCost(client: pg.Client): Promise<{ ratio: number; extraMs: number }> {
   const timed = async (table: string) => {
     const started = performance.now();
-    await client.query(`INSERT INTO ${table} ${TRANSACTION_COLUMNS} ${TRANSACTIONS}`);
+    await client.query(`INSERT INTO ${table} ${history.transactionColumns} ${history.transactions}`);
     return performance.now() - started;
   };
   await client.query(`CREATE TABLE bench_tx_plain (LIKE "Transaction" INCLUDING DEFAULTS INCLUDING CONSTRAINTS)`);
@@ -129,7 +97,7 @@ async function main(): Promise<void> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
-    for (const statement of LOAD) await client.query(statement);
+    for (const statement of history.load) await client.query(statement);
     const imported = JOBS * (ROWS - 1);
     const before = await bytesOf(client);
     const bare = await bareDeleteRate(client);

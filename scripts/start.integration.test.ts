@@ -1,10 +1,12 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { waitFor } from "@/test/helpers/wait";
 
 // `npm start`'s supervisor for real: it runs the simulators alone (no database or Redis needed),
-// one of them is killed with SIGKILL, and the supervisor must start it again.
+// one of them is killed with SIGKILL, and the supervisor must start it again; and it starts the
+// worker process with the heap limit the environment names.
 const root = `${import.meta.dirname}/..`;
 let supervisor: ChildProcess | undefined;
 
@@ -73,5 +75,26 @@ describe("npm start's supervisor", () => {
     const code = await new Promise<number | null>((resolve) => supervisor!.once("exit", (c) => resolve(c)));
     expect(code).toBe(0);
     expect(alive(second)).toBe(false);
+  }, 90_000);
+
+  it("starts the worker process with its heap bounded by BOUNDED_WORKER_HEAP_MB", async () => {
+    supervisor = spawn(process.execPath, ["--import", "tsx", "scripts/start.ts", "workers"], {
+      cwd: root,
+      // This test worker's own database and Redis prefix (inherited); nothing is enqueued there.
+      env: { ...process.env, BOUNDED_WORKER_HEAP_MB: "321", BOUNDED_DEMO: "0", LOG_LEVEL: "warn" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    supervisor.stdout!.on("data", (d: Buffer) => (out += d.toString()));
+    supervisor.stderr!.on("data", () => undefined);
+    const pid = () => Number(/bounded: started workers \(pid (\d+)\)/.exec(out)?.[1] ?? 0);
+    await waitFor(() => pid() > 0, { timeoutMs: 60_000, intervalMs: 100, what: "the worker process to start" });
+    const args = readFileSync(`/proc/${pid()}/cmdline`, "utf8").split("\0");
+    expect(args).toContain("--max-old-space-size=321");
+    expect(args.at(-2)).toBe("workers/main.ts");
+
+    supervisor.kill("SIGTERM");
+    const code = await new Promise<number | null>((resolve) => supervisor!.once("exit", (c) => resolve(c)));
+    expect(code).toBe(0);
   }, 90_000);
 });
