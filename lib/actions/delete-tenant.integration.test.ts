@@ -7,7 +7,7 @@ import { createImport } from "@/lib/imports/create-import";
 import { closeQueues } from "@/lib/queues/queues";
 import { scopeOf } from "@/lib/ratelimit/buckets";
 import { closeRedis, key, redis } from "@/lib/redis/client";
-import { TenantBeingDeleted } from "@/lib/tenants/being-deleted";
+import { oldestDeletionSeconds, TenantBeingDeleted } from "@/lib/tenants/being-deleted";
 import { ensureTenant } from "@/lib/tenants/ensure-tenant";
 import { answerUseOf, transactionOf } from "@/test/helpers/rows";
 import { uniqueTenantSlug } from "@/test/helpers/tenants";
@@ -225,6 +225,37 @@ describe("deleting a tenant", () => {
     const listed = new Set([...TENANT_TABLES.map((t) => t.table), ...GLOBAL_TABLES, "Tenant"]);
     const unlisted = (await schemaTables()).map((t) => t.table).filter((t) => !listed.has(t));
     expect(unlisted).toEqual([]);
+  });
+
+  it("reads every table it deletes from by an index: the column naming the tenant (or its job, slug or ad) leads one", async () => {
+    const ownerColumn = (owner: (typeof TENANT_TABLES)[number]["owner"]) =>
+      owner.by === "slug" ? owner.column : owner.by;
+    const unindexed: string[] = [];
+    for (const { table, owner } of TENANT_TABLES) {
+      const column = ownerColumn(owner);
+      const [row] = await db().$queryRaw<{ indexed: boolean }[]>`
+        SELECT EXISTS (
+          SELECT 1 FROM pg_index i
+          JOIN pg_class r ON r.oid = i.indrelid
+          JOIN pg_attribute a ON a.attrelid = r.oid AND a.attnum = i.indkey[0]
+          WHERE r.relname = ${table} AND r.relnamespace = current_schema()::regnamespace AND a.attname = ${column}
+        ) AS indexed`;
+      if (!row?.indexed) unindexed.push(`${table}.${column}`);
+    }
+    expect(unindexed).toEqual([]);
+  });
+
+  it("says how long the oldest deletion still going on has been going on (bounded_tenant_deletion_oldest_seconds)", async () => {
+    const slug = uniqueTenantSlug("deleting-since");
+    const id = await ensureTenant(slug);
+    await db().$executeRaw`UPDATE "Tenant" SET "deletingAt" = now() - interval '2 hours' WHERE id = ${id}::uuid`;
+    try {
+      const seconds = await oldestDeletionSeconds();
+      expect(seconds).toBeGreaterThanOrEqual(7_200);
+      expect(seconds).toBeLessThan(7_200 + 60);
+    } finally {
+      await db().$executeRaw`DELETE FROM "Tenant" WHERE id = ${id}::uuid`;
+    }
   });
 
   it("previews by default, then removes every row and key of the tenant and nothing of another", async () => {

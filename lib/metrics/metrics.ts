@@ -166,6 +166,8 @@ export interface ScrapeSources {
   sweepWindowSeconds?: () => number;
   /** Where `bounded_retention_overdue_seconds` comes from (lib/retention/status.ts), evaluated at scrape time. */
   retentionOverdue?: () => Promise<{ name: string; overdueSeconds: number }[]>;
+  /** Where `bounded_tenant_deletion_oldest_seconds` comes from (lib/tenants/being-deleted.ts), evaluated at scrape time. */
+  tenantDeletionOldest?: () => Promise<number>;
 }
 
 export interface MetricsOptions extends ScrapeSources {
@@ -319,6 +321,8 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
   const sweepWindowSeconds = () =>
     (options.sweepWindowSeconds ?? holder.__boundedScrapeSources?.sweepWindowSeconds)?.();
   const retentionOverdue = () => (options.retentionOverdue ?? holder.__boundedScrapeSources?.retentionOverdue)?.();
+  const tenantDeletionOldest = () =>
+    (options.tenantDeletionOldest ?? holder.__boundedScrapeSources?.tenantDeletionOldest)?.();
   // The four queue gauges are collected side by side in one scrape: they share one read.
   let queueRead: { at: number; value: Promise<QueueGaugeReading[] | undefined> } | undefined;
   const queueGauges = () => {
@@ -509,6 +513,17 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
         gauge.set({ class: name }, overdueSeconds);
     },
     "could not read the retention's oldest rows for bounded_retention_overdue_seconds",
+  );
+  scrapeTimeGauge(
+    "tenant_deletion_oldest_seconds",
+    "How long the oldest tenant deletion still going on has been going on, in real seconds (0 when none is); read from the database at scrape time.",
+    [],
+    async (gauge) => {
+      const seconds = await tenantDeletionOldest();
+      if (seconds === undefined) gauge.reset();
+      else gauge.set(seconds);
+    },
+    "could not read the tenant deletions for bounded_tenant_deletion_oldest_seconds",
   );
   const progressPollsFromCopy = counter(
     "progress_polls_from_copy_total",

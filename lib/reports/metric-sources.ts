@@ -2,6 +2,7 @@ import { countStuckByKind } from "@/lib/reports/stuck";
 import { countAwaitingOperatorByKind } from "@/lib/reports/stuck-awaiting";
 import { RETENTION_CLASS_NAMES } from "@/lib/retention/policy";
 import { retentionStatus } from "@/lib/retention/status";
+import { oldestDeletionSeconds } from "@/lib/tenants/being-deleted";
 import { getCallAllowance } from "@/lib/modelcalls/allowance";
 import { catalogPairs, KINDS, kindsOfQueue, RESCHEDULE_QUEUES } from "@/lib/catalog/catalog";
 import {
@@ -89,7 +90,7 @@ const callAllowancesFromJobs: ListCallAllowances = () => {
   return value;
 };
 
-/** `bounded_jobs_stuck` from lib/reports/stuck, `bounded_jobs_awaiting_operator` from lib/reports/stuck-awaiting, `bounded_call_allowance_seconds` from lib/modelcalls/allowance, `bounded_queue_*` from lib/queues/overview, `bounded_outside_service_up` from the circuit breakers, `bounded_reserve_sweep_window_seconds` from lib/quota/settings, `bounded_retention_overdue_seconds` from lib/retention/status. */
+/** `bounded_jobs_stuck` from lib/reports/stuck, `bounded_jobs_awaiting_operator` from lib/reports/stuck-awaiting, `bounded_call_allowance_seconds` from lib/modelcalls/allowance, `bounded_queue_*` from lib/queues/overview, `bounded_outside_service_up` from the circuit breakers, `bounded_reserve_sweep_window_seconds` from lib/quota/settings, `bounded_retention_overdue_seconds` from lib/retention/status, `bounded_tenant_deletion_oldest_seconds` from lib/tenants/being-deleted. */
 export const DATABASE_SOURCES: Required<ScrapeSources> = {
   countStuck: countStuckByKind,
   countAwaitingOperator: () => countAwaitingOperatorByKind(),
@@ -99,6 +100,7 @@ export const DATABASE_SOURCES: Required<ScrapeSources> = {
     (await readBreakers())?.map((b) => ({ service: b.service, up: b.state === "closed" })) ?? [],
   sweepWindowSeconds: () => sweepPolicy().windowMs / 1000,
   retentionOverdue: () => retentionStatus(),
+  tenantDeletionOldest: oldestDeletionSeconds,
 };
 
 /** Makes this process's metrics read the database at scrape time (the process that serves scrapes). */

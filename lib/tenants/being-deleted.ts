@@ -1,4 +1,4 @@
-import type { Prisma } from "@/lib/db/client";
+import { db, type Prisma } from "@/lib/db/client";
 
 /**
  * A control signal: the tenant is being deleted, so it takes no new work (a job, a part, a retry,
@@ -37,4 +37,15 @@ export async function lockTenantOfJob(
     SELECT t.slug, t."deletingAt" FROM "Tenant" t JOIN "Job" j ON j."tenantId" = t.id
     WHERE j.id = ${jobId}::uuid FOR SHARE OF t`;
   return row?.deletingAt ? { tenant: row.slug, since: row.deletingAt } : null;
+}
+
+/**
+ * How long the oldest tenant deletion still going on has been going on, in real seconds (0 when
+ * none is): `bounded_tenant_deletion_oldest_seconds`. Reads the partial index of the tenants being
+ * deleted, so it costs the deletions under way, not the tenants.
+ */
+export async function oldestDeletionSeconds(): Promise<number> {
+  const [row] = await db().$queryRaw<{ seconds: number | null }[]>`
+    SELECT extract(epoch FROM now() - min("deletingAt"))::float8 AS seconds FROM "Tenant" WHERE "deletingAt" IS NOT NULL`;
+  return Math.max(0, row?.seconds ?? 0);
 }
