@@ -51,6 +51,16 @@ test("a model service outage is a red banner on the overview and the queues page
     await expect(page.getByRole("heading", { name: "Overview", exact: true })).toBeVisible();
     await expect(page.getByTestId("outside-services-down")).toHaveCount(0);
     await expect(page.getByTestId("recent-failures")).toHaveText(/^[\d,]+ items?$/);
+    // Red only for a job that ended badly: items failed for their own input are not an alarm, and
+    // the card links to the jobs that hold them.
+    const failures = page.locator("a.stat", { has: page.getByTestId("recent-failures") });
+    if ((await failures.getByText("no job ended failed").count()) > 0) {
+      await expect(failures).not.toHaveClass(/\balert\b/);
+      await expect(failures).toHaveAttribute("href", "/jobs?status=completed_with_errors");
+    } else {
+      await expect(failures).toHaveClass(/\balert\b/);
+      await expect(failures).toHaveAttribute("href", "/jobs?status=failed");
+    }
   } finally {
     await redis.del(KEY);
     redis.disconnect();

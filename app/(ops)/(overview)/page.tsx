@@ -130,20 +130,25 @@ function StuckStat({ stuck }: { stuck: StuckHeadline }) {
   );
 }
 
-/** Items failed in the last hour, and the jobs that ended badly in it. */
+/**
+ * Items failed in the last hour, and the jobs that ended badly in it. Only a job that ended badly
+ * is an alarm: an item is recorded failed only for its own fault (a bad row, a damaged file; see
+ * lib/runs/item-fault.ts), which its job reports and its customer fixes — a healthy system has them.
+ */
 function FailuresStat({ failures }: { failures: RecentFailures }) {
+  const endedBadly = failures.jobs > 0;
   return (
     <Stat
-      href="/jobs?status=failed"
+      href={endedBadly ? "/jobs?status=failed" : "/jobs?status=completed_with_errors"}
       label="Failed, last hour"
       value={countLabel(failures.items, "item")}
-      alert={failures.items + failures.jobs > 0}
+      alert={endedBadly}
       testId="recent-failures"
     >
       <div className="label">
-        {failures.jobs > 0
+        {endedBadly
           ? `and ${countLabel(failures.jobs, "job")} ended failed, timed out, stopped or abandoned`
-          : "no job ended failed, timed out, stopped or abandoned"}
+          : `${failures.items > 0 ? "each for its own input; " : ""}no job ended failed, timed out, stopped or abandoned`}
       </div>
     </Stat>
   );
