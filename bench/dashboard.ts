@@ -518,7 +518,12 @@ interface Loaded {
   /** When the in-flight rows' clocks were last set (the database's now, ms). */
   inFlightAt: number;
   rows: Awaited<ReturnType<typeof countRows>>;
+  /** Real seconds the model calls took to insert (their rollup trigger included). */
+  callsLoadS: number;
 }
+
+/** A year of a busy deployment's model calls: what the large size would hold if this machine allowed. */
+const YEAR_OF_CALLS = 100_000_000;
 
 const dbNow = async (client: pg.Client) =>
   (await client.query<{ now: Date }>("SELECT now() AS now")).rows[0]!.now.getTime();
@@ -542,10 +547,12 @@ async function load(size: Size, mix: Mix, latency: Latency): Promise<Loaded> {
     await insertHistory(client, mix, have, Math.min(JOB_BATCH, history - have));
   await handleHistory(client);
   inFlightIds.push(...(await insertAwaiting(client, mix)));
+  const callsStarted = performance.now();
   for (let have = 0; have < SIZES[size].calls; have += BATCH) {
     await insertCalls(client, Math.min(BATCH, SIZES[size].calls - have), latency);
     process.stdout.write(`\r${size}: ${int(Math.min(SIZES[size].calls, have + BATCH))} calls`);
   }
+  const callsLoadS = (performance.now() - callsStarted) / 1000;
   // The set-based load updates each rollup row up to thousands of times inside one transaction,
   // where neither HOT pruning nor autovacuum can reclaim the old row versions (the rollup ends
   // up ~7× its size), and it writes the 30 days in random order. Production inserts one call
@@ -564,7 +571,7 @@ async function load(size: Size, mix: Mix, latency: Latency): Promise<Loaded> {
   console.log(
     `\r${size}: ${int(rows.calls)} calls and ${int(rows.jobs)} jobs loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
   );
-  return { size, client, inFlightIds, inFlightAt, rows };
+  return { size, client, inFlightIds, inFlightAt, rows, callsLoadS };
 }
 
 /** Moves the in-flight rows' clocks forward by the time since they were set: the same ages in both databases. */
@@ -997,6 +1004,14 @@ async function main(): Promise<void> {
   const readers: ReturnType<typeof startReader>[] = [];
   try {
     for (const size of SIZE_NAMES) loaded.push(await load(size, mix, MODEL_LATENCY));
+    const large = loaded.find((l) => l.size === "large")!;
+    if (large.rows.calls < YEAR_OF_CALLS) {
+      const perS = large.rows.calls / large.callsLoadS;
+      console.log(
+        `model calls at the large size: ${int(large.rows.calls)}, not a year's ${int(YEAR_OF_CALLS)}: at this run's ${int(Math.round(perS))} calls a second ` +
+          `those would take ${Math.round(YEAR_OF_CALLS / perS / 60)} min to load (--calls ${YEAR_OF_CALLS / GROWTH} loads them at the large size)`,
+      );
+    }
     for (const l of loaded) await rebase(l);
     await enqueueInFlight(loaded[0]!);
 

@@ -1,5 +1,6 @@
 import { db } from "@/lib/db/client";
 import { TERMINAL_STATUSES } from "@/lib/core/job-statuses";
+import { countLabel } from "@/lib/jobs/messages";
 
 /** Terminal statuses that mean "this job did not do its work" (as on the overview). */
 const BAD_ENDINGS = ["failed", "timed_out", "killed", "abandoned"] as const;
@@ -26,4 +27,30 @@ export async function countRecentFailures(now = new Date()): Promise<RecentFailu
     }),
   ]);
   return { jobs: bad, items: items._sum.failed ?? 0, windowMs: RECENT_FAILURES_MS };
+}
+
+/** What the overview's failure card says of `f`: whether it is an alarm, where it links, and its line. */
+export interface FailuresCard {
+  alert: boolean;
+  href: string;
+  note: string;
+}
+
+/**
+ * Only a job that ended badly is an alarm: an item is recorded failed only for its own fault (a bad
+ * row, a damaged file; lib/runs/item-fault.ts), which its job reports and its customer fixes — a
+ * healthy system has them. The card links to the jobs behind its count.
+ */
+export function failuresCard(f: RecentFailures): FailuresCard {
+  if (f.jobs > 0)
+    return {
+      alert: true,
+      href: "/jobs?status=failed",
+      note: `and ${countLabel(f.jobs, "job")} ended failed, timed out, stopped or abandoned`,
+    };
+  return {
+    alert: false,
+    href: "/jobs?status=completed_with_errors",
+    note: `${f.items > 0 ? "each for its own input; " : ""}no job ended failed, timed out, stopped or abandoned`,
+  };
 }

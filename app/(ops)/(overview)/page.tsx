@@ -2,7 +2,7 @@ import Link from "next/link";
 import { getBudgetReport, type BudgetReport } from "@/lib/reports/budgets";
 import { countLabel } from "@/lib/jobs/messages";
 import { countJobsByStatus, listJobs, type JobListItem } from "@/lib/job-views/queries";
-import { countRecentFailures, type RecentFailures } from "@/lib/reports/recent-failures";
+import { countRecentFailures, failuresCard, type RecentFailures } from "@/lib/reports/recent-failures";
 import { getStuckOverview, stuckHeadline, type StuckHeadline } from "@/lib/reports/stuck-groups";
 import { JOB_STATUSES, STATUS_LABEL, type JobStatus } from "@/lib/core/job-statuses";
 import { histogramInProductionTime } from "@/lib/reports/production-time";
@@ -130,26 +130,18 @@ function StuckStat({ stuck }: { stuck: StuckHeadline }) {
   );
 }
 
-/**
- * Items failed in the last hour, and the jobs that ended badly in it. Only a job that ended badly
- * is an alarm: an item is recorded failed only for its own fault (a bad row, a damaged file; see
- * lib/runs/item-fault.ts), which its job reports and its customer fixes — a healthy system has them.
- */
+/** Items failed in the last hour, and the jobs that ended badly in it (`failuresCard`). */
 function FailuresStat({ failures }: { failures: RecentFailures }) {
-  const endedBadly = failures.jobs > 0;
+  const card = failuresCard(failures);
   return (
     <Stat
-      href={endedBadly ? "/jobs?status=failed" : "/jobs?status=completed_with_errors"}
+      href={card.href}
       label="Failed, last hour"
       value={countLabel(failures.items, "item")}
-      alert={endedBadly}
+      alert={card.alert}
       testId="recent-failures"
     >
-      <div className="label">
-        {endedBadly
-          ? `and ${countLabel(failures.jobs, "job")} ended failed, timed out, stopped or abandoned`
-          : `${failures.items > 0 ? "each for its own input; " : ""}no job ended failed, timed out, stopped or abandoned`}
-      </div>
+      <div className="label">{card.note}</div>
     </Stat>
   );
 }
