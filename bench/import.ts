@@ -24,7 +24,7 @@
  *    0.0001: a median call takes half a millisecond) with no provider limits — the rows a second
  *    one worker process commits, with its CPU ms and PostgreSQL round trips a row; then two such
  *    imports at once on two worker processes, their rows a second in all.
- * 5. The ceiling's import again while retention passes prune a history of 5,000 finished imports
+ * 5. The ceiling's import again while retention passes prune a history of 3,000 finished imports
  *    (`--prune-jobs`; bench/finished-imports.ts) back to back from its first commit, then once more
  *    without: its rows committed a second while the passes ran against its rate without them
  *    (`import_makespan_while_pruning_ratio`, goal ≤ 1.1: the makespan of an import pruned beside all
@@ -90,9 +90,9 @@ const UNLIMITED = { concurrency: 10_000, rps: 100_000 };
 const INSTANT_GOAL_ROWS_PER_S = 2_000;
 /**
  * The history pruned while the ceiling's import runs again (`--prune-jobs`): finished imports of
- * PRUNE_ROWS rows, about 220 rows removed each; loading takes about 10 ms a job.
+ * PRUNE_ROWS rows, about 220 rows removed each; loading takes about 50 ms a job here.
  */
-const PRUNE_JOBS = flagNumber("--prune-jobs") ?? 5_000;
+const PRUNE_JOBS = flagNumber("--prune-jobs") ?? 3_000;
 const PRUNE_ROWS = 100;
 /** Makespan while pruning ÷ without: the goal. */
 const PRUNING_GOAL_RATIO = 1.1;

@@ -3,7 +3,7 @@ import { db, Prisma } from "@/lib/db/client";
 import { endedRows } from "@/lib/diagnosis/awaiting-operator";
 import { OPERATOR_STATUSES, resumeRuleOf } from "@/lib/diagnosis/resume-policy";
 import { SEE_THE_LIST } from "@/lib/jobs/messages";
-import { type ClassRun, outOfTime, type Removed, utc } from "./pass";
+import { type ClassRun, pacedOutOfTime, type Removed, utc } from "./pass";
 import { daysBefore, JOB_DETAIL_TABLES } from "./policy";
 
 /**
@@ -42,7 +42,7 @@ export async function pruneJobDetail(run: ClassRun): Promise<Removed> {
     jobs += counts.jobs;
     for (const t of JOB_DETAIL_TABLES) removed[t]! += counts.rows[t] ?? 0;
     if (candidates.length < run.batch) return { removed, jobs, behind: false };
-    if (outOfTime(run)) return { removed, jobs, behind: true };
+    if (await pacedOutOfTime(run)) return { removed, jobs, behind: true };
   }
 }
 
@@ -141,7 +141,7 @@ export async function pruneJobs(run: ClassRun): Promise<Removed> {
     const ids = candidates.map((c) => c.id);
     jobs += run.dryRun ? ids.length : await deleteJobRows(ids);
     if (candidates.length < run.batch) return { removed: { Job: jobs }, jobs, behind: false };
-    if (outOfTime(run)) return { removed: { Job: jobs }, jobs, behind: true };
+    if (await pacedOutOfTime(run)) return { removed: { Job: jobs }, jobs, behind: true };
   }
 }
 
@@ -204,7 +204,7 @@ async function pruneResultsOf(
     transactions += counts.transactions;
     jobs += counts.jobs;
     if (candidates.length < run.batch) return { transactions, answers, jobs, behind: false };
-    if (outOfTime(run)) return { transactions, answers, jobs, behind: true };
+    if (await pacedOutOfTime(run)) return { transactions, answers, jobs, behind: true };
   }
 }
 

@@ -6,7 +6,9 @@ import { pruneTables } from "./tables";
 
 /**
  * One retention pass: each class's rows older than its days (./policy.ts) are deleted in small
- * batches, each its own short transaction, so the work never waits long behind a pass. A class
+ * batches, each its own short transaction, so the work never waits long behind a pass, and each
+ * followed by a rest `BOUNDED_RETENTION_REST_FACTOR` times its length, so the pass never takes
+ * more than its share of the database (./pass.ts, `pacedOutOfTime`). A class
  * that still has rows past its retention when its share of the pass is used up is `behind`; the
  * next pass goes on from there. A dry run deletes nothing and counts what a pass would remove.
  */
@@ -19,6 +21,8 @@ export interface PruneOptions {
   classBudgetMs?: number;
   /** Only these classes. @defaultValue all */
   classes?: readonly RetentionClassName[];
+  /** A batch's time × this is rested after it. @defaultValue `BOUNDED_RETENTION_REST_FACTOR` */
+  restFactor?: number;
   env?: Env;
 }
 
@@ -41,6 +45,9 @@ export async function pruneOnce(options: PruneOptions = {}): Promise<ClassPruned
       batch: options.batch ?? 500,
       until: performance.now() + (options.classBudgetMs ?? 5_000),
       dryRun: options.dryRun ?? false,
+      restFactor: options.restFactor ?? e.BOUNDED_RETENTION_REST_FACTOR,
+      sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+      batchStartedAt: performance.now(),
     };
     results.push({ name, cutoff, ...(await pruneClass(name, run)) });
   }

@@ -1,5 +1,5 @@
 import { db, Prisma } from "@/lib/db/client";
-import { type ClassRun, outOfTime, type Removed, utc } from "./pass";
+import { type ClassRun, pacedOutOfTime, type Removed, utc } from "./pass";
 import { classOf, type RetentionClassName } from "./policy";
 
 /** What of a table's rows is never pruned, whatever its age. */
@@ -34,7 +34,7 @@ export async function pruneTables(
       });
       removed[table] += n;
       if (n < run.batch) break;
-      if (outOfTime(run)) {
+      if (await pacedOutOfTime(run)) {
         behind = true;
         break;
       }
