@@ -10,8 +10,8 @@
  * file (80 bytes a row) and one model call per 8 rows 40 days ago. Then, timed:
  * - the baseline: a copy of the JobItem rows deleted by one bare `DELETE` (rows per second);
  * - one retention pass to the end (`pruneOnce`, the classes job_detail and model_calls, default
- *   days, and the rest after each batch the environment sets, BOUNDED_RETENTION_REST_FACTOR: 3 by
- *   default, so a quarter of the time deletes), rows removed per second, and its ratio to the baseline.
+ *   days, and the rest after each batch the environment sets, BOUNDED_RETENTION_REST_FACTOR: 12 by
+ *   default, so a thirteenth of the time deletes), rows removed per second, and its ratio to the baseline.
  * Sizes are `pg_total_relation_size` of every table the rows touch (indexes and TOAST included),
  * after `VACUUM FULL` so that the space a pass freed is counted as freed.
  *

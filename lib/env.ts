@@ -148,7 +148,7 @@ const fields = z.object({
   /** Real seconds between two retention passes (lib/retention, run by whichever worker holds the lease): the days are real time, so is this. */
   BOUNDED_RETENTION_EVERY_S: z.coerce.number().positive().max(86_400).default(600),
   /** After each batch, the retention pass rests this many times as long as the batch took (lib/retention/pass.ts). */
-  BOUNDED_RETENTION_REST_FACTOR: z.coerce.number().min(0).max(100).default(3),
+  BOUNDED_RETENTION_REST_FACTOR: z.coerce.number().min(0).max(100).default(12),
   /**
    * A tenant's deletion (lib/actions/tenant-deletion.ts) goes this many jobs per batch and this many
    * rows per statement: each statement a short transaction, whatever the tenant's size. 500, as
