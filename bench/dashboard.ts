@@ -951,10 +951,9 @@ function report(runs: Record<Size, Run[][]>, loaded: Loaded[], pass: number): vo
     );
   }
   const maxRatio = Math.max(...targeted.map(ratio));
-  const growth = GROWTH;
   console.log(
     `  ideal: a read whose cost follows what it returns (a page, the open rows, the rollup rows of its window), not the history, ` +
-      `costs the same with ${growth} × the rows: large ÷ small = 1.00; the worst targeted query: ${maxRatio.toFixed(2)} (target ≤ ${TARGET})`,
+      `costs the same with ${GROWTH} × the rows: large ÷ small = 1.00; the worst targeted query: ${maxRatio.toFixed(2)} (target ≤ ${TARGET})`,
   );
   const jobsListMax = Math.max(...targeted.filter((n) => n.startsWith("jobs_list")).map(ratio));
   const perQuery = names
