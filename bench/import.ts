@@ -343,7 +343,7 @@ async function main(): Promise<void> {
     const [inWindow] = await db().$queryRaw<{ rows: number; seconds: number | null }[]>`
       SELECT count(*)::int AS rows, extract(epoch FROM max("committedAt") - min("committedAt"))::float8 AS seconds
       FROM "JobItem" WHERE "jobId" = ${measured.jobId}::uuid
-        AND "committedAt" BETWEEN to_timestamp(${window.from / 1000}) AT TIME ZONE 'UTC' AND to_timestamp(${window.to / 1000}) AT TIME ZONE 'UTC'`;
+        AND "committedAt" BETWEEN (to_timestamp(${window.from / 1000}) AT TIME ZONE 'UTC') AND (to_timestamp(${window.to / 1000}) AT TIME ZONE 'UTC')`;
     const rowsPerS = inWindow?.seconds ? inWindow.rows / inWindow.seconds : 0;
     return {
       measured,
