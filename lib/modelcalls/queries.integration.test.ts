@@ -3,7 +3,7 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { closeDb, db } from "@/lib/db/client";
 import { deleteTenant } from "@/test/helpers/tenants";
 import { latencyBucket } from "./buckets";
-import { getLatencyHistogram, latencyHistogramQuerySchema } from "./queries";
+import { getLatencyHistogram, latencyHistogramQuerySchema, listP99Buckets, rollupSpan } from "./queries";
 
 // Every test writes calls under its own queue name (and jobs under its own kind), so other tests
 // and other people's runs against the same database never show up in the assertions.
@@ -172,5 +172,42 @@ describe("getLatencyHistogram reads the rollup", () => {
     expect(latencyHistogramQuerySchema.safeParse({ range: "5y" }).success).toBe(false);
     expect(latencyHistogramQuerySchema.safeParse({ type: "human" }).success).toBe(false);
     expect(latencyHistogramQuerySchema.parse({ queue: "", kind: " " })).toEqual({ range: "24h", type: "model" });
+  });
+});
+
+describe("rollupSpan: hour rows for the part-days, day rows for the days between", () => {
+  const since = new Date("2031-02-25T13:40:00.000Z");
+  const until = new Date("2031-03-04T10:20:00.000Z");
+  const countIn = async (queue: string, from: Date, to: Date) => {
+    const [row] = await db().$queryRaw<{ n: number | null }[]>`
+      SELECT sum(count)::float8 AS n FROM ${rollupSpan(from, to)} r WHERE r.queue = ${queue}`;
+    return row?.n ?? 0;
+  };
+
+  it("counts what the hour rollup counts over [the hour of since, until), whole days read from the day rollup", async () => {
+    const queue = uniqueQueue("span");
+    await insertCalls(queue, "csv_import", [
+      { at: new Date("2031-02-25T12:59:59.000Z"), ms: 500 }, // before the first hour: not
+      { at: new Date("2031-02-25T13:00:00.000Z"), ms: 500 }, // the first hour row
+      { at: new Date("2031-02-25T23:59:59.000Z"), ms: 500 }, // the last hour before the first midnight
+      { at: new Date("2031-02-26T00:00:00.000Z"), ms: 500 }, // the first whole day
+      { at: new Date("2031-03-03T23:59:59.000Z"), ms: 60_000 }, // the last whole day
+      { at: new Date("2031-03-04T00:00:00.000Z"), ms: 500 }, // the last midnight: hour rows again
+      { at: new Date("2031-03-04T10:19:00.000Z"), ms: 500 }, // the hour of `until`
+      { at: new Date("2031-03-04T11:00:00.000Z"), ms: 500 }, // after `until`, on its day: not
+    ]);
+    expect(await countIn(queue, since, until)).toBe(6);
+    const [p99] = await listP99Buckets([{ kind: "csv_import", queue }], { since, until }, ["model"]);
+    expect(p99).toMatchObject({ calls: 6, bucket: latencyBucket(60_000) });
+
+    // The whole days come from the day rollup: without their hour rows they still count.
+    await db().modelCallRollup.deleteMany({
+      where: { queue, hour: { gte: new Date("2031-02-26T00:00:00.000Z"), lt: new Date("2031-03-04T00:00:00.000Z") } },
+    });
+    expect(await countIn(queue, since, until)).toBe(6);
+    // A window inside one day reads hour rows only.
+    expect(await countIn(queue, new Date("2031-03-04T00:30:00.000Z"), until)).toBe(2);
+    // A window from a midnight starts with that day's row.
+    expect(await countIn(queue, new Date("2031-02-26T00:00:00.000Z"), until)).toBe(4);
   });
 });

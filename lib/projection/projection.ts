@@ -5,7 +5,7 @@ import { db } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import { formatDuration, formatEstimate } from "@/lib/format/duration";
 import { formatCompactRate } from "@/lib/format/rate";
-import { listP99Buckets } from "@/lib/modelcalls/queries";
+import { listP99Buckets, rollupSpan } from "@/lib/modelcalls/queries";
 import { itemsInFlight, kindSpec, type JobKind } from "@/lib/catalog/catalog";
 import { providerLimits } from "@/lib/ratelimit/buckets";
 import { providerLimiter } from "@/lib/ratelimit/provider";
@@ -155,10 +155,8 @@ async function measure(kind: string, now: Date): Promise<KindMeasures> {
   const callType = provider === "ocr" ? "ocr" : "model";
   const [sums, p99, [figures]] = await Promise.all([
     db().$queryRaw<{ type: string; n: number; total: number }[]>`
-      SELECT type::text AS type, sum(count)::float8 AS n, sum("sumMs")::float8 AS total FROM "ModelCallRollup"
+      SELECT type::text AS type, sum(count)::float8 AS n, sum("sumMs")::float8 AS total FROM ${rollupSpan(since, now)} r
       WHERE "jobKind" = ${kind} AND type::text IN ('item', ${callType})
-        AND hour >= date_trunc('hour', ${since.toISOString()}::timestamptz AT TIME ZONE 'UTC')
-        AND hour < (${now.toISOString()}::timestamptz AT TIME ZONE 'UTC')
       GROUP BY type`,
     listP99Buckets([{ kind }], { since, until: now }, ["item"]),
     db().$queryRaw<
