@@ -549,6 +549,11 @@ const ROLLUP_BUILDS = (() => {
       select: `SELECT "startedAt"::date, ${cell}, ${sums} FROM "ModelCall" GROUP BY 1, 2, 3, 4, 5, 6, 7`,
     },
     {
+      table: "ModelCallRollupWeek",
+      columns: `"week", ${columns}`,
+      select: `SELECT date_trunc('week', "startedAt")::date, ${cell}, ${sums} FROM "ModelCall" GROUP BY 1, 2, 3, 4, 5, 6, 7`,
+    },
+    {
       table: "KindFiguresDay",
       columns: `"day", "jobKind", "tokens", "tokenItems"`,
       select: `SELECT "startedAt"::date, "jobKind", sum("promptTokens" + coalesce("completionTokens", 0))::bigint, sum("batchSize")::bigint
@@ -624,6 +629,8 @@ async function load(size: Size, mix: Mix, latency: Latency): Promise<Loaded> {
   await client.query(`ANALYZE "ModelCallRollup"`);
   await client.query(`CLUSTER "ModelCallRollupDay" USING "ModelCallRollupDay_pkey"`);
   await client.query(`ANALYZE "ModelCallRollupDay"`);
+  await client.query(`CLUSTER "ModelCallRollupWeek" USING "ModelCallRollupWeek_pkey"`);
+  await client.query(`ANALYZE "ModelCallRollupWeek"`);
   await client.query(`VACUUM ANALYZE "ModelCall"`);
   await client.query(`VACUUM ANALYZE "Tenant"`);
   const rows = await countRows(client);

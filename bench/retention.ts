@@ -45,6 +45,7 @@ const TABLES = [
   "ModelCall",
   "ModelCallRollup",
   "ModelCallRollupDay",
+  "ModelCallRollupWeek",
   "KindFiguresDay",
 ];
 

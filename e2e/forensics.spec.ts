@@ -34,6 +34,7 @@ test.afterAll(async () => {
   await sql(`DELETE FROM "ModelCall" WHERE "queue" = $1`, [QUEUE]);
   await sql(`DELETE FROM "ModelCallRollup" WHERE "queue" = $1`, [QUEUE]);
   await sql(`DELETE FROM "ModelCallRollupDay" WHERE "queue" = $1`, [QUEUE]);
+  await sql(`DELETE FROM "ModelCallRollupWeek" WHERE "queue" = $1`, [QUEUE]);
 });
 
 test("a short-id or file-name search finds an import, and its page shows its model calls on the timeline", async ({

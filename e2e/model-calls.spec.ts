@@ -212,5 +212,6 @@ test("the call allowance: the line on /model-calls, its sentence, the API and bo
     await sql(`DELETE FROM "ModelCall" WHERE model = $1`, [model]);
     await sql(`DELETE FROM "ModelCallRollup" WHERE model = $1`, [model]);
     await sql(`DELETE FROM "ModelCallRollupDay" WHERE model = $1`, [model]);
+    await sql(`DELETE FROM "ModelCallRollupWeek" WHERE model = $1`, [model]);
   }
 });

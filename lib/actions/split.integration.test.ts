@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { Principal } from "@/lib/auth/roles";
 import { startImportHarness } from "@/test/helpers/import-harness";
+import { recordRollups } from "@/test/helpers/rollups";
 
 // These tests stop runs at chosen rows and count model requests one per row: they run the rows
 // one after another (items in flight are covered by for-each-item.property.integration.test.ts
@@ -62,11 +63,11 @@ async function runParts(ids: string[]) {
 // Each run picks its own week between 1990 and 2009, so runs on one database never see each other's figures.
 const WINDOW_NOW = new Date(Date.UTC(1990, 0, 10) + Math.floor(Math.random() * 7000) * 86_400_000);
 async function recordItems(kind: string, items: number, durationMs: number, calls: number) {
-  const hour = new Date(WINDOW_NOW.getTime() - 2 * 86_400_000);
-  await db().$executeRaw`
-    INSERT INTO "ModelCallRollup" (hour, type, queue, "jobKind", model, outcome, bucket, count, "sumMs", "maxMs")
-    VALUES (date_trunc('hour', ${hour.toISOString()}::timestamptz AT TIME ZONE 'UTC'), 'item', 'imports', ${kind}, '', 'ok', bounded_latency_bucket(${durationMs}::int), ${items}::int, ${items * durationMs}::bigint, ${durationMs}::int),
-           (date_trunc('hour', ${hour.toISOString()}::timestamptz AT TIME ZONE 'UTC'), 'model', 'imports', ${kind}, 'sim', 'ok', bounded_latency_bucket(${durationMs}::int), ${calls}::int, ${calls * durationMs}::bigint, ${durationMs}::int)`;
+  const at = new Date(WINDOW_NOW.getTime() - 2 * 86_400_000);
+  await recordRollups([
+    { at, type: "item", queue: "imports", kind, model: "", count: items, ms: durationMs },
+    { at, type: "model", queue: "imports", kind, model: "sim", count: calls, ms: durationMs },
+  ]);
 }
 
 /** The parts of a split job made so far, in order. */

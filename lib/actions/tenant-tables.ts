@@ -58,6 +58,7 @@ export const GLOBAL_TABLES = [
   "Setting",
   "ModelCallRollup",
   "ModelCallRollupDay",
+  "ModelCallRollupWeek",
   "KindFiguresDay",
   "AuditEntry",
   "AuditRefusalTally",

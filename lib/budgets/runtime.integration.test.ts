@@ -252,8 +252,10 @@ describe("risk: budget against items × per-item p99, or the projection, from re
 
   afterAll(async () => {
     await deleteTenant(slug);
-    await db()
-      .$executeRaw`DELETE FROM "ModelCallRollup" WHERE "hour" >= ${new Date(since.getTime() - 3 * 86_400_000)} AND "hour" < ${now}`;
+    const from = new Date(since.getTime() - 10 * 86_400_000);
+    await db().$executeRaw`DELETE FROM "ModelCallRollup" WHERE "hour" >= ${from} AND "hour" < ${now}`;
+    await db().$executeRaw`DELETE FROM "ModelCallRollupDay" WHERE "day" >= ${from}::date AND "day" <= ${now}::date`;
+    await db().$executeRaw`DELETE FROM "ModelCallRollupWeek" WHERE "week" >= ${from}::date AND "week" <= ${now}::date`;
   });
 
   it("a kind whose largest job needs more than its soft budget at p99, item after item, is at risk, with the numbers", async () => {

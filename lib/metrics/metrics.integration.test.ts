@@ -20,6 +20,8 @@ afterEach(async () => {
   for (const queue of queues.splice(0)) {
     await db().modelCall.deleteMany({ where: { queue } });
     await db().modelCallRollup.deleteMany({ where: { queue } });
+    await db().modelCallRollupDay.deleteMany({ where: { queue } });
+    await db().modelCallRollupWeek.deleteMany({ where: { queue } });
   }
 });
 

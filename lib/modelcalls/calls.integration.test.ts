@@ -13,6 +13,7 @@ afterAll(async () => {
   await db().modelCall.deleteMany({ where: { jobKind: kind } });
   await db().modelCallRollup.deleteMany({ where: { jobKind: kind } });
   await db().modelCallRollupDay.deleteMany({ where: { jobKind: kind } });
+  await db().modelCallRollupWeek.deleteMany({ where: { jobKind: kind } });
   await closeDb();
 });
 

@@ -21,6 +21,7 @@ afterEach(async () => {
     await db().modelCall.deleteMany({ where: { queue } });
     await db().modelCallRollup.deleteMany({ where: { queue } });
     await db().modelCallRollupDay.deleteMany({ where: { queue } });
+    await db().modelCallRollupWeek.deleteMany({ where: { queue } });
   }
   for (const slug of tenants.splice(0)) await deleteTenant(slug);
 });
@@ -157,6 +158,34 @@ describe("getLatencyHistogram reads the rollup", () => {
     expect(h.window).toMatchObject({ from: "2031-03-03T10:00:00.000Z", coveredMinutes: 24 * 60 + 20 });
     // A window that does not reach midnight reads hour rows only.
     expect((await getLatencyHistogram({ range: "1h", queue }, now)).summary.total).toBe(1);
+  });
+
+  it("7d and 30d: whole weeks from the week rows, the days before the first Monday and of this week from the day rows", async () => {
+    const now = new Date("2031-03-04T10:20:00.000Z"); // a Tuesday: 30 d from a Sunday, 7 d from a Tuesday
+    const queue = uniqueQueue("weeks");
+    await insertCalls(queue, "csv_import", [
+      { at: new Date("2031-02-01T23:59:59.000Z"), ms: 500 }, // before the 30-day window: not
+      { at: new Date("2031-02-02T00:00:00.000Z"), ms: 500 }, // its first day, a Sunday: a day row
+      { at: new Date("2031-02-03T00:00:00.000Z"), ms: 500 }, // its first Monday: week rows from here on
+      { at: new Date("2031-02-20T12:00:00.000Z"), ms: 500 },
+      { at: new Date("2031-02-27T12:00:00.000Z"), ms: 500 }, // 30 d: a week row; 7 d (from Tuesday): a day row
+      { at: new Date("2031-03-04T10:00:00.000Z"), ms: 90_000 }, // this week: day rows
+      { at: new Date("2031-03-06T10:00:00.000Z"), ms: 500 }, // this week, a clock ahead: not counted yet
+    ]);
+    const total = async (range: "7d" | "30d") => (await getLatencyHistogram({ range, queue }, now)).summary.total;
+    expect([await total("30d"), await total("7d")]).toEqual([5, 2]);
+
+    // The whole weeks are read from the week rollup: without their day rows they still count…
+    await db().modelCallRollupDay.deleteMany({
+      where: { queue, day: { gte: new Date("2031-02-03T00:00:00.000Z"), lt: new Date("2031-02-25T00:00:00.000Z") } },
+    });
+    expect([await total("30d"), await total("7d")]).toEqual([5, 2]);
+    // …this week from its day rows (its week row holds the call ahead of the clock)…
+    await db().modelCallRollupWeek.deleteMany({ where: { queue, week: new Date("2031-03-03T00:00:00.000Z") } });
+    expect([await total("30d"), await total("7d")]).toEqual([5, 2]);
+    // …and a week counted from its row for 30 d is read from its day rows by 7 d, which starts inside it.
+    await db().modelCallRollupWeek.deleteMany({ where: { queue, week: new Date("2031-02-24T00:00:00.000Z") } });
+    expect([await total("30d"), await total("7d")]).toEqual([4, 2]);
   });
 
   it("an empty window has zero counts and no percentiles", async () => {

@@ -16,7 +16,8 @@ import {
  * Reads for the model-call latency views (the /model-calls page and its API twin).
  *
  * Everything is aggregated in PostgreSQL from `ModelCallRollup` (per day: `ModelCallRollupDay`,
- * for the week and month views and the whole days of shorter ones) — calls counted per hour ×
+ * for the week and month views and the whole days of shorter ones; per ISO week:
+ * `ModelCallRollupWeek`, for the whole weeks of the week and month views) — calls counted per hour ×
  * type × queue × kind × model × outcome × latency bucket by a trigger — so a month of ~100k
  * calls (or millions) is tens of thousands of rollup rows at most, and no call row ever reaches
  * JavaScript. Only aggregated rows come back — at most 34 buckets × 4 outcomes per call type and
@@ -112,7 +113,17 @@ function floorDay(ms: number): number {
   return Math.floor(ms / 86_400_000) * 86_400_000;
 }
 
-/** Week and month views read the daily rollup; shorter ranges the hourly one. */
+/** The first Monday (UTC midnight, where ISO weeks and the week rollup's rows start) at or after the UTC midnight `d`. */
+function firstMonday(d: Date): Date {
+  return new Date(d.getTime() + ((8 - d.getUTCDay()) % 7) * 86_400_000);
+}
+
+/** The Monday (UTC midnight) that starts the ISO week holding `d`. */
+function mondayOf(d: Date): Date {
+  return new Date(floorDay(d.getTime()) - ((d.getUTCDay() + 6) % 7) * 86_400_000);
+}
+
+/** Week and month views read the day and week rollups; shorter ranges the hourly one. */
 const DAILY: ReadonlySet<LatencyRange> = new Set(["7d", "30d"]);
 
 /**
@@ -141,11 +152,14 @@ function latencyWindow(range: LatencyRange, now: Date = new Date()): { from: Dat
 /** A timestamp parameter for the rollup's `timestamp(3)` (UTC, without zone) columns. */
 const utc = (d: Date) => Prisma.sql`${d.toISOString()}::timestamp`;
 
-/** The rollup columns a histogram reads, the same in the hour and the day rollup. */
+/** The rollup columns a histogram reads, the same in the hour, day and week rollups. */
 const ROLLUP_COLUMNS = Prisma.sql`"type", "queue", "jobKind", "model", "outcome", "bucket", "count", "sumMs", "maxMs"`;
 
 /**
- * The rollup rows of a window, as one relation. The week and month views read the day rollup. The
+ * The rollup rows of a window, as one relation. The week and month views read the week rollup for
+ * the whole ISO weeks between the window's first Monday and the Monday of `to`, and the day rollup
+ * for the days before and after (a call recorded with a clock ahead stays out, as it does of the
+ * day of `to` below): a month is about four week rows and a week's days a cell, not thirty days. The
  * shorter ranges count the same calls as the hour rows from `from` to `to` would, but read the UTC
  * days from the first midnight in the window on from the day rollup (the day of `to` among them: at
  * the current time nothing later is recorded yet, as the current hour's row already assumes) and
@@ -154,8 +168,19 @@ const ROLLUP_COLUMNS = Prisma.sql`"type", "queue", "jobKind", "model", "outcome"
  */
 function rollupRows(range: LatencyRange, from: Date, to: Date): Prisma.Sql {
   const day = (d: Date) => Prisma.sql`${d.toISOString().slice(0, 10)}::date`;
-  if (DAILY.has(range))
-    return Prisma.sql`(SELECT ${ROLLUP_COLUMNS} FROM "ModelCallRollupDay" WHERE "day" >= ${day(from)} AND "day" <= ${day(to)})`;
+  if (DAILY.has(range)) {
+    const days = (a: Date, b: Prisma.Sql) =>
+      Prisma.sql`SELECT ${ROLLUP_COLUMNS} FROM "ModelCallRollupDay" WHERE "day" >= ${day(a)} AND ${b}`;
+    const first = firstMonday(from);
+    const last = mondayOf(to);
+    if (first >= last) return Prisma.sql`(${days(from, Prisma.sql`"day" <= ${day(to)}`)})`;
+    return Prisma.sql`(
+      ${days(from, Prisma.sql`"day" < ${day(first)}`)}
+      UNION ALL
+      SELECT ${ROLLUP_COLUMNS} FROM "ModelCallRollupWeek" WHERE "week" >= ${day(first)} AND "week" < ${day(last)}
+      UNION ALL
+      ${days(last, Prisma.sql`"day" <= ${day(to)}`)})`;
+  }
   const firstMidnight = new Date(floorDay(from.getTime() - 1) + 86_400_000);
   if (firstMidnight > to)
     return Prisma.sql`(SELECT ${ROLLUP_COLUMNS} FROM "ModelCallRollup" WHERE "hour" >= ${utc(from)} AND "hour" <= ${utc(to)})`;

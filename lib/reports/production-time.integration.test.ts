@@ -13,6 +13,8 @@ const queue = `test-production-time-${randomUUID().slice(0, 8)}`;
 afterEach(async () => {
   await db().modelCall.deleteMany({ where: { queue } });
   await db().modelCallRollup.deleteMany({ where: { queue } });
+  await db().modelCallRollupDay.deleteMany({ where: { queue } });
+  await db().modelCallRollupWeek.deleteMany({ where: { queue } });
 });
 
 afterAll(async () => {

@@ -81,10 +81,11 @@ export const RETENTION_CLASSES: readonly RetentionClass[] = [
     name: "rollups",
     variable: "BOUNDED_RETAIN_ROLLUPS_DAYS",
     holds:
-      "the per-hour and per-day summaries the pages and projections read (calls, a kind's figures, rate-limit waits)",
+      "the per-hour, per-day and per-week summaries the pages and projections read (calls, a kind's figures, rate-limit waits)",
     tables: [
       { table: "ModelCallRollup", ageColumn: "hour" },
       { table: "ModelCallRollupDay", ageColumn: "day" },
+      { table: "ModelCallRollupWeek", ageColumn: "week" },
       { table: "KindFiguresDay", ageColumn: "day" },
       { table: "RateLimitRollup", ageColumn: "minute" },
     ],

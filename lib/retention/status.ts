@@ -38,6 +38,7 @@ const OLDEST: Record<PlatformClassName, Prisma.Sql> = {
   model_calls: Prisma.sql`SELECT min("startedAt") AS oldest FROM "ModelCall"`,
   webhook_deliveries: Prisma.sql`SELECT min("createdAt") AS oldest FROM "WebhookDelivery" WHERE status <> 'pending'`,
   rollups: Prisma.sql`SELECT least((SELECT min(hour) FROM "ModelCallRollup"), (SELECT min(day) FROM "ModelCallRollupDay"),
+    (SELECT min(week) FROM "ModelCallRollupWeek"),
     (SELECT min(day) FROM "KindFiguresDay"), (SELECT min(minute) FROM "RateLimitRollup")) AS oldest`,
   quota_records: Prisma.sql`SELECT least((SELECT min("reclaimedAt") FROM "ReserveReclaim"),
     (SELECT min("releasedAt") FROM "LateRelease" WHERE resolution <> 'debt' OR "debtSettledAt" IS NOT NULL)) AS oldest`,

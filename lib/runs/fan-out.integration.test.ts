@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startImportHarness } from "@/test/helpers/import-harness";
+import { forgetRollups, recordRollups } from "@/test/helpers/rollups";
 
 // A job projected not to fit its budget splits itself at its start, with no operator, and its
 // customer sees one job. Real database, real queue, the runtime and the model simulator.
@@ -41,7 +42,7 @@ async function measureHere() {
 
 /** Earlier runs' measurements removed, and no start of this process reuses what it read of them. */
 async function forgetMeasures() {
-  await db().$executeRaw`DELETE FROM "ModelCallRollup" WHERE "jobKind" = 'csv_import' AND type IN ('item', 'model')`;
+  await forgetRollups("csv_import", ["item", "model"]);
   (await import("@/lib/projection/projection")).forgetKindReadings();
 }
 
@@ -174,10 +175,11 @@ describe("automatic fan-out", () => {
       // Figures that promise far more than this machine does: 10,000 rows measured at 1 ms (1 s in
       // production terms) say 600 rows fit easily; each really costs tens of milliseconds.
       await forgetMeasures();
-      await db().$executeRaw`
-      INSERT INTO "ModelCallRollup" (hour, type, queue, "jobKind", model, outcome, bucket, count, "sumMs", "maxMs") VALUES
-        (date_trunc('hour', now() AT TIME ZONE 'UTC') - interval '1 hour', 'item', 'imports', 'csv_import', '', 'ok', bounded_latency_bucket(1), 10000, 10000, 1),
-        (date_trunc('hour', now() AT TIME ZONE 'UTC') - interval '1 hour', 'model', 'imports', 'csv_import', 'sim', 'ok', bounded_latency_bucket(1), 10000, 10000, 1)`;
+      const at = new Date(Date.now() - 3_600_000);
+      await recordRollups([
+        { at, type: "item", queue: "imports", kind: "csv_import", model: "", count: 10_000, ms: 1 },
+        { at, type: "model", queue: "imports", kind: "csv_import", model: "sim", count: 10_000, ms: 1 },
+      ]);
       const rows = 600;
       const jobId = await h.importOf(rows, "fan-out-slices");
       expect(await runToEnd(jobId)).toBeGreaterThanOrEqual(2);

@@ -9,7 +9,7 @@ const FLUSH_EVERY = 200;
 /**
  * What an item really costs, end to end: from its dispatch to its commit — its calls, its waits
  * for a provider slot and its writes, which do not shrink with the time scale. Rolled up like the
- * calls themselves (type `item` in `ModelCallRollup` and `ModelCallRollupDay`, real milliseconds
+ * calls themselves (type `item` in `ModelCallRollup`, `ModelCallRollupDay` and `ModelCallRollupWeek`, real milliseconds
  * per log bucket), so the split plan, the budget risk and projections read the p99 of a whole
  * item with the same queries as a call's. Written in batches, never on an item's path: a lost
  * sample must not fail an item.
@@ -52,13 +52,20 @@ export class ItemCosts {
             SET "count" = "ModelCallRollup"."count" + EXCLUDED."count",
                 "sumMs" = "ModelCallRollup"."sumMs" + EXCLUDED."sumMs",
                 "maxMs" = greatest("ModelCallRollup"."maxMs", EXCLUDED."maxMs")
+        ), daily AS (
+          INSERT INTO "ModelCallRollupDay" ("day", "type", "queue", "jobKind", "model", "outcome", "bucket", "count", "sumMs", "maxMs")
+          SELECT (now() AT TIME ZONE 'UTC')::date, 'item', ${queue}, ${kind}, '', outcome, bucket, n, total, longest FROM g
+          ON CONFLICT ("day", "type", "queue", "jobKind", "model", "outcome", "bucket") DO UPDATE
+            SET "count" = "ModelCallRollupDay"."count" + EXCLUDED."count",
+                "sumMs" = "ModelCallRollupDay"."sumMs" + EXCLUDED."sumMs",
+                "maxMs" = greatest("ModelCallRollupDay"."maxMs", EXCLUDED."maxMs")
         )
-        INSERT INTO "ModelCallRollupDay" ("day", "type", "queue", "jobKind", "model", "outcome", "bucket", "count", "sumMs", "maxMs")
-        SELECT (now() AT TIME ZONE 'UTC')::date, 'item', ${queue}, ${kind}, '', outcome, bucket, n, total, longest FROM g
-        ON CONFLICT ("day", "type", "queue", "jobKind", "model", "outcome", "bucket") DO UPDATE
-          SET "count" = "ModelCallRollupDay"."count" + EXCLUDED."count",
-              "sumMs" = "ModelCallRollupDay"."sumMs" + EXCLUDED."sumMs",
-              "maxMs" = greatest("ModelCallRollupDay"."maxMs", EXCLUDED."maxMs")`
+        INSERT INTO "ModelCallRollupWeek" ("week", "type", "queue", "jobKind", "model", "outcome", "bucket", "count", "sumMs", "maxMs")
+        SELECT date_trunc('week', now() AT TIME ZONE 'UTC')::date, 'item', ${queue}, ${kind}, '', outcome, bucket, n, total, longest FROM g
+        ON CONFLICT ("week", "type", "queue", "jobKind", "model", "outcome", "bucket") DO UPDATE
+          SET "count" = "ModelCallRollupWeek"."count" + EXCLUDED."count",
+              "sumMs" = "ModelCallRollupWeek"."sumMs" + EXCLUDED."sumMs",
+              "maxMs" = greatest("ModelCallRollupWeek"."maxMs", EXCLUDED."maxMs")`
       .then(
         () => undefined,
         (err: unknown) => log.warn({ err, queue, kind, samples: ms.length }, "could not record item durations"),
