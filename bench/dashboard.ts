@@ -530,7 +530,7 @@ const ROLLUP_TRIGGER = "model_call_rollup";
 
 /**
  * What `bounded_model_call_rollup` adds up one call at a time, as one statement a table over every
- * call in "ModelCall": the same keys (hour, UTC day; "" for a null queue or kind), the same
+ * call in "ModelCall": the same keys (hour, UTC day, ISO week; "" for a null queue or kind), the same
  * bucket function, the same sums — the KindFiguresDay row under the trigger's own condition.
  */
 const ROLLUP_BUILDS = (() => {

@@ -5,8 +5,13 @@ import { key, redis } from "@/lib/redis/client";
 
 /** The window of BOUNDED_UPLOADS_PER_MINUTE. A security setting: not scaled by BOUNDED_TIME_SCALE. */
 const RATE_WINDOW_S = 60;
-/** An upload still "in flight" after this long belongs to a process that died: its slot is freed. */
-const LEASE_MS = 10 * 60 * 1000;
+/**
+ * How long an upload's slot is held without a sign of life from the process serving it. A live
+ * upload renews its lease every `renewMs`, however long its body takes to arrive; the slot of one
+ * whose process died (a web restart mid-upload) is free again within this time, not for minutes
+ * of refused uploads.
+ */
+export const UPLOAD_LEASE = { ms: 30_000, renewMs: 10_000 } as const;
 /** What a caller refused for uploads in flight is told to wait: one upload's usual time. */
 const BUSY_RETRY_S = 5;
 
@@ -60,7 +65,8 @@ export function uploadCallerLimits(): UploadCallerLimits {
 /**
  * Runs one upload of `caller` ("user:<id>" or "address:<ip>") under the caller's limits: uploads
  * started per minute, and uploads and declared bytes in flight at once. A refusal is a 429 with
- * Retry-After; the slot is given back when `run` settles, whether it answered or threw.
+ * Retry-After; the slot is given back when `run` settles, whether it answered or threw, and its
+ * lease renewed while it runs (`UPLOAD_LEASE`).
  * A single upload larger than the in-flight byte cap still runs alone (its own size limit
  * applies): the cap is on uploads together.
  */
@@ -69,6 +75,7 @@ export async function withUploadSlot<T>(
   declaredBytes: number,
   run: () => Promise<T>,
   limits = uploadCallerLimits(),
+  lease: { ms: number; renewMs: number } = UPLOAD_LEASE,
 ): Promise<T> {
   const inflightKey = key("uploads", "inflight", caller);
   const member = randomBytes(8).toString("hex");
@@ -84,7 +91,7 @@ export async function withUploadSlot<T>(
     RATE_WINDOW_S,
     bytes,
     limits.perMinute,
-    LEASE_MS,
+    lease.ms,
     BUSY_RETRY_S,
     member,
   )) as [number, number];
@@ -104,9 +111,21 @@ export async function withUploadSlot<T>(
       { "Retry-After": String(retryS) },
     );
   }
+  const held = `${member}:${bytes}`;
+  const renewal = setInterval(() => {
+    // XX: a slot already given back is not taken again. A failed renewal is retried next time.
+    redis()
+      .multi()
+      .zadd(inflightKey, "XX", Date.now() + lease.ms, held)
+      .pexpire(inflightKey, lease.ms)
+      .exec()
+      .catch(() => undefined);
+  }, lease.renewMs);
+  renewal.unref();
   try {
     return await run();
   } finally {
-    await redis().zrem(inflightKey, `${member}:${bytes}`);
+    clearInterval(renewal);
+    await redis().zrem(inflightKey, held);
   }
 }

@@ -446,6 +446,32 @@ describe("upload limits per caller", () => {
     expect(await withUploadSlot(caller, 1000, async () => "ran", limits)).toBe("ran");
   });
 
+  it("a slot is leased, not held for ever: a live upload renews it past its lease; one whose process died frees it within the lease", async () => {
+    const caller = `user:test-${run}-lease`;
+    const lease = { ms: 400, renewMs: 100 };
+    const one = { ...limits, concurrent: 1 };
+    const { gate, release } = held();
+    const long = withUploadSlot(caller, 1000, () => gate, one, lease);
+    await uploadsInFlight(caller, 1);
+    // Three leases later the upload is still going: its slot is still its own.
+    await new Promise((r) => setTimeout(r, 3 * lease.ms));
+    await expect(withUploadSlot(caller, 1000, async () => "ran", one, lease)).rejects.toMatchObject({
+      code: "too_many_uploads_in_flight",
+    });
+    release();
+    await long;
+
+    // The lease an upload takes: a process that dies mid-upload stops renewing it, and its slot is
+    // free again within 30 s (a web restart must not refuse the caller's uploads for minutes).
+    const second = held();
+    const acquired = withUploadSlot(caller, 1000, () => second.gate, one);
+    await uploadsInFlight(caller, 1);
+    const [, score] = await redis().zrange(key("uploads", "inflight", caller), "0", "-1", "WITHSCORES");
+    expect(Number(score) - Date.now()).toBeLessThanOrEqual(30_000);
+    second.release();
+    await acquired;
+  });
+
   it("bytes in flight together are capped; uploads per minute too", async () => {
     const caller = `address:test-${run}-bytes`;
     const { gate, release } = held();

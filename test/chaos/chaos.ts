@@ -63,6 +63,7 @@ export interface ChaosReport {
     pgDownMs: number;
     unexpectedWorkerExits: number;
     resent: number;
+    throttled: number;
     gaveUp: number;
   };
   /** The goals of a short outage: jobs done without a human, items exactly once, the web's answers by window. */
@@ -169,6 +170,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     pgDownMs: 0,
     unexpectedWorkerExits: 0,
     resent: 0,
+    throttled: 0,
     gaveUp: 0,
   };
   const overrunsById = new Map<string, Overrun>();
@@ -320,6 +322,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     chaosOn = false;
     await killer;
     did.resent = workload.stats.resent;
+    did.throttled = workload.stats.throttled;
     did.gaveUp = workload.stats.gaveUp;
     did.unexpectedWorkerExits = system.unexpectedExits.length;
     say(
@@ -488,7 +491,7 @@ export function formatReport(r: ChaosReport): string {
     "",
     `CHAOS seed=${r.options.seed} jobs=${r.accepted.length} time_scale=${r.options.timeScale} workers=${r.options.workers}`,
     `  did:      ${r.did.workerKills} worker processes SIGKILLed and restarted; ${r.options.postgres ? `PostgreSQL stopped once (down ${(r.did.pgDownMs / 1000).toFixed(1)} s); ` : ""}Redis SIGKILLed once (down ${(r.did.redisDownMs / 1000).toFixed(1)} s); web SIGKILLed once (down ${(r.did.webDownMs / 1000).toFixed(1)} s)${r.did.simFrozenMs ? `; simulators frozen once (${(r.did.simFrozenMs / 1000).toFixed(1)} s)` : ""}`,
-    `            ${r.did.resent} requests sent again while a part was down; ${r.did.gaveUp} never answered; ${r.did.unexpectedWorkerExits} worker exits not caused by the run`,
+    `            ${r.did.resent} requests sent again while a part was down, ${r.did.throttled} after a 429's Retry-After; ${r.did.gaveUp} never answered; ${r.did.unexpectedWorkerExits} worker exits not caused by the run`,
     `  accepted: ${[...byWork].map(([k, v]) => `${v} ${k}`).join(", ")}${Object.keys(r.refused).length ? `; refused by design: ${fmtCounts(r.refused)}` : ""}`,
     `  settled:  ${fmtCounts(r.afterChaos)}${r.endedByChaos.length ? ` (${r.endedByChaos.map((e) => `${e.n} ${e.kind} ${e.status}`).join(", ")})` : ""}`,
     `  retried:  ${r.retries.length ? r.retries.map((x) => `round ${x.round}: ${x.retried}`).join(", ") : "nothing to retry"}`,

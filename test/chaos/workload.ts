@@ -58,6 +58,8 @@ export interface WorkloadStats {
   refused: Record<string, number>;
   /** Attempts that met a part of the system down (connection refused, 502/503) and were sent again. */
   resent: number;
+  /** Requests refused with a 429 and sent again after its Retry-After. */
+  throttled: number;
   /** Requests that never got an answer within the deadline. */
   gaveUp: number;
 }
@@ -68,7 +70,7 @@ export function adId(tenant: string, n: number): string {
 }
 
 export class Workload {
-  readonly stats: WorkloadStats = { accepted: [], refused: {}, resent: 0, gaveUp: 0 };
+  readonly stats: WorkloadStats = { accepted: [], refused: {}, resent: 0, throttled: 0, gaveUp: 0 };
   private readonly syncsLeft: { tenant: string; family: Family }[];
   /** Ads with a delivered card, learned from the database as the run goes (dislikes need one). */
   private readonly delivered = new Set<string>();
@@ -92,7 +94,9 @@ export class Workload {
 
   /**
    * Sends a request until it is answered: a connection refused or reset, or a 502/503 (a part
-   * restarting, the queue unreachable — the API says nothing was saved), is sent again.
+   * restarting, the queue unreachable — the API says nothing was saved), is sent again; a 429 is
+   * sent again after its Retry-After, as a client that respects it would (a refusal that outlasts
+   * the deadline is answered as it came).
    */
   async send(path: string, init: () => RequestInit, operator: boolean, deadlineMs = 90_000): Promise<Response | null> {
     const until = Date.now() + deadlineMs;
@@ -102,6 +106,13 @@ export class Workload {
         const headers = new Headers(init().headers);
         if (operator) headers.set("authorization", `Bearer ${this.operatorToken}`);
         const res = await fetch(`${this.baseUrl}${path}`, { ...init(), headers, signal: AbortSignal.timeout(15_000) });
+        const retryAfterMs = res.status === 429 ? Number(res.headers.get("retry-after")) * 1000 : Number.NaN;
+        if (retryAfterMs > 0 && Date.now() + retryAfterMs < until) {
+          await res.body?.cancel();
+          this.stats.throttled++;
+          await sleep(retryAfterMs);
+          continue;
+        }
         if (res.status !== 502 && res.status !== 503 && res.status !== 504) return res;
         await res.body?.cancel();
       } catch {
