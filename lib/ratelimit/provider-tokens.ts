@@ -253,7 +253,9 @@ class RedisProviderTokens {
                 limit: num(`${b}:announced`) ?? limit,
                 remaining: num(`${b}:remaining`) ?? 0,
                 // The reset as the provider's clock runs: a time-scaled wait is shown as it was said.
-                resetAt: new Date(Date.now() + ((num(`${b}:resetAt`) ?? now) - now)).toISOString(),
+                // Never before the announcement: the answer's own time and the moment it was
+                // recorded differ by however long a loaded process took in between.
+                resetAt: new Date(Date.now() + (Math.max(num(`${b}:resetAt`) ?? now, announcedAt) - now)).toISOString(),
                 at: new Date(Date.now() - (now - announcedAt)).toISOString(),
               },
       });
