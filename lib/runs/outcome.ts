@@ -1,6 +1,6 @@
 import { DelayedError, UnrecoverableError, type Job as QueueJob } from "bullmq";
 import { cancelOpenBatch } from "./batch-lane";
-import { finalizeCancelled, type CancelAsk } from "./cancel-request";
+import { cancelAnnounced, finalizeCancelled, type CancelAsk } from "./cancel-request";
 import { DeadlineExceeded, type SliceEnded } from "@/lib/core/signals";
 import { completedMessage, killedMessage, timedOutMessage } from "@/lib/jobs/messages";
 import type { RunStart } from "./attempt";
@@ -108,8 +108,13 @@ async function settleOutcome({
       abort(new DeadlineExceeded(jobId, run.budgetSoftMs));
       log.error({ hardMs: run.budgetHardMs }, "hard limit reached: run abandoned and fenced");
       return { type: "failed", reason: "hard limit reached" };
-    case "deferred":
+    case "deferred": {
+      // A cancel asked while the run was about to wait (its last look answered before the poll
+      // saw the request) ends it now, not at its next start: its batch would run on meanwhile.
+      const asked = await cancelAnnounced(jobId, attempt);
+      if (asked) return settleCancelled(run, asked, log);
       return settleDeferred(run, attemptStart, outcome.defer, log, queueJob, token);
+    }
     case "handed_back":
       // The row goes back to queued (only if this attempt still owns it); the queue job goes back
       // to the queue at once without spending an attempt, so another worker resumes at the cursor.
@@ -124,12 +129,7 @@ async function settleOutcome({
       );
       return backToQueueNow(queueJob, token, outcome.ended);
     case "cancelled":
-      // Normally already finalized before the abort; this covers a database that did not answer in time.
-      await finalizeCancelled(run, outcome.ask);
-      log.info({ by: outcome.ask.by }, "run cancelled by an operator");
-      // Cancelled while it looked at its batch: the batch goes too (a no-op for any other run).
-      await cancelOpenBatch(jobId, log);
-      return { type: "failed", reason: `cancelled by ${outcome.ask.by}` };
+      return settleCancelled(run, outcome.ask, log);
     case "fenced":
       log.warn("attempt fenced: the row is no longer this run's; stopping");
       return { type: "completed" };
@@ -138,6 +138,17 @@ async function settleOutcome({
       await finalizeJob(jobId, attempt, { status: "failed", message: outcome.message });
       return { type: "failed", reason: outcome.reason };
   }
+}
+
+/** A run an operator cancelled: `cancelled` with who asked, and its open batch at the provider cancelled too. */
+async function settleCancelled(run: RunStart, ask: CancelAsk, log: Logger): Promise<QueueResult> {
+  // Normally already finalized before the abort; this covers a database that did not answer in
+  // time, and a run that was about to wait when it saw the request.
+  await finalizeCancelled(run, ask);
+  log.info({ by: ask.by }, "run cancelled by an operator");
+  // Cancelled while it looked at its batch: the batch goes too (a no-op for any other run).
+  await cancelOpenBatch(run.jobId, log);
+  return { type: "failed", reason: `cancelled by ${ask.by}` };
 }
 
 /** A run that completed: `completed`, or `completed_with_errors` when an item failed. */

@@ -4,6 +4,7 @@ import type { Logger } from "@/lib/log";
 import { jobPayloadSchema } from "@/lib/catalog/catalog";
 import { currentTraceContext } from "@/lib/tracing/tracing";
 import type { RunStart } from "./attempt";
+import { cancelOpenBatch } from "./batch-lane";
 import { cancelAskedAtStart, finalizeCancelled } from "./cancel-request";
 import { runUnderDeadline } from "./deadline";
 import { fanOutIfTooBig } from "./fan-out";
@@ -72,6 +73,8 @@ async function endsBeforeWork(run: RunStart, attemptStart: Date, jobLog: Logger)
   if (asked) {
     await finalizeCancelled(run, asked);
     jobLog.info({ by: asked.by }, "cancelled by an operator before this attempt ran");
+    // A run waiting on its batch when the request came: the batch at the provider stops too.
+    await cancelOpenBatch(run.jobId, jobLog);
     return true;
   }
   if (run.resumed) return false;
