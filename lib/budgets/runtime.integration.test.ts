@@ -6,7 +6,7 @@ import { createRedis, type RedisClient } from "@/lib/redis/client";
 import { newProgressToken } from "@/lib/jobs/create";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
 import { waitFor } from "@/test/helpers/wait";
-import { getBudgetReport } from "@/lib/reports/budgets";
+import { getBudgetReport, MIN_CALLS_TO_JUDGE, sequentialP99Ms } from "@/lib/reports/budgets";
 import { listWorkerBudgets, startBudgetPublisher, type BudgetPublisher } from "./runtime";
 
 /**
@@ -157,13 +157,18 @@ describe("what workers really use", () => {
   });
 });
 
-describe("risk: budget against items × per-item p99, or the projection, from recorded calls", () => {
+describe("risk: budget against the p99 of a job's calls one after another, or the projection, from recorded calls", () => {
   // A random week in the 1990s that nobody else's rows fall in: the rollup keeps its counts even
   // after the ModelCall rows are deleted, so the window itself is what isolates this test.
   const now = new Date(Date.UTC(1990, 0, 10) + Math.floor(Math.random() * 3_000) * 86_400_000);
   const since = new Date(now.getTime() - 7 * 86_400_000);
   const inWindow = new Date(now.getTime() - 86_400_000);
   const slug = uniqueTenantSlug("budget-risk");
+  /**
+   * The p99 of the 260 calls below, as `/model-calls` reads it: the 258th call is the 3rd of the 5
+   * in bucket 20 ([21.5 s, 31.6 s), slowest 30 s), so 3/5 of the way from 21.5 s to 30 s, geometrically.
+   */
+  const P99_MS = 10 * 10 ** (20 / 6) * (30_000 / (10 * 10 ** (20 / 6))) ** 0.6;
 
   async function job(kind: string, queue: string, total: number, createdAt: Date): Promise<string> {
     const tenant = await db().tenant.upsert({ where: { slug }, create: { slug }, update: {}, select: { id: true } });
@@ -229,8 +234,8 @@ describe("risk: budget against items × per-item p99, or the projection, from re
         },
       });
     }
-    // marketplace_sync: 5 jobs of 10 pages, one call of 1 s per page.
-    for (let i = 0; i < 5; i++) {
+    // marketplace_sync: 10 jobs of 10 pages, one call of 1 s per page (100 calls: enough to judge).
+    for (let i = 0; i < 10; i++) {
       const id = await job("marketplace_sync", "marketplace-sync", 10, inWindow);
       await calls(id, "marketplace_sync", "marketplace-sync", Array<number>(10).fill(1_000));
     }
@@ -258,9 +263,13 @@ describe("risk: budget against items × per-item p99, or the projection, from re
     await db().$executeRaw`DELETE FROM "ModelCallRollupWeek" WHERE "week" >= ${from}::date AND "week" <= ${now}::date`;
   });
 
-  it("a kind whose largest job needs more than its soft budget at p99, item after item, is at risk, with the numbers", async () => {
-    const report = await getBudgetReport({ redis, namespace: namespace(), source: parseEnv({}), now });
+  it("a kind whose largest job needs more than its soft budget at the p99 of its calls one after another is at risk, with the numbers", async () => {
+    // 200 calls of mean 675 ms and p99 26.3 s: 200 × 0.675 s + 25.6 s × √200 ≈ 8 min 17 s, not 200 × 26.3 s.
+    const source = parseEnv({ BOUNDED_BUDGET_AGENT_BATCH_SOFT_S: "300", BOUNDED_BUDGET_AGENT_BATCH_HARD_S: "600" });
+    const report = await getBudgetReport({ redis, namespace: namespace(), source, now });
     const risk = report.rows.find((r) => r.queue === "agent-batch")!.risk;
+    const largestMs = 200 * 675 + (P99_MS - 675) * Math.sqrt(200);
+    const medianMs = 40 * 675 + (P99_MS - 675) * Math.sqrt(40);
     expect(risk).toMatchObject({
       status: "at_risk",
       atRisk: true,
@@ -268,17 +277,46 @@ describe("risk: budget against items × per-item p99, or the projection, from re
       itemsProcessed: 130,
       calls: 260,
       callsPerItem: 2,
-      p99CallMs: 30_000, // bucket 20 spans [21.5 s, 31.6 s); the slowest call in it took 30 s
-      perItemP99Ms: 60_000,
-      softMs: 1_800_000,
+      meanCallMs: 675, // (255 × 100 ms + 5 × 30 s) ÷ 260
+      softMs: 300_000,
       basis: "configuration",
-      largest: { items: 100, expectedMs: 6_000_000 },
-      median: { items: 20, expectedMs: 1_200_000 },
+      largest: { items: 100 },
+      median: { items: 20 },
     });
-    expect(risk.largest!.ratio).toBeCloseTo(6_000_000 / 1_800_000);
+    expect(risk.p99CallMs).toBeCloseTo(P99_MS);
+    expect(risk.largest!.expectedMs).toBeCloseTo(largestMs);
+    expect(risk.median!.expectedMs).toBeCloseTo(medianMs);
+    expect(risk.largest!.ratio).toBeCloseTo(largestMs / 300_000);
     expect(risk.summary).toBe(
-      "At risk: the largest job (100 steps) needs 1 h 40 min at 1 min per step at p99, 3.33× the 30 min soft budget; the median job (20 steps) fits.",
+      "At risk: the largest job (100 steps) needs 8 min 17 s at p99 (200 calls one after another, mean 675 ms, p99 26 s), 1.66× the 5 min soft budget; the median job (20 steps) fits.",
     );
+    // With the default 30 min budget the same jobs fit: a long tail is not a sum of tails.
+    const roomy = (await getBudgetReport({ redis, namespace: namespace(), source: parseEnv({}), now })).rows.find(
+      (r) => r.queue === "agent-batch",
+    )!.risk;
+    expect(roomy).toMatchObject({ status: "ok", atRisk: false });
+  });
+
+  it("a kind with fewer calls than a p99 needs is not judged: its first jobs are no sample", async () => {
+    // Two interactive runs of 2 steps whose 4 calls took 54 s each, against a 60 s budget.
+    for (let i = 0; i < 2; i++) {
+      const id = await job("agent_run", "agent-interactive", 2, inWindow);
+      await calls(id, "agent_run", "agent-interactive", [54_000, 54_000]);
+    }
+    const report = await getBudgetReport({ redis, namespace: namespace(), source: parseEnv({}), now });
+    const risk = report.rows.find((r) => r.queue === "agent-interactive")!.risk;
+    expect(risk).toMatchObject({ status: "no_data", atRisk: false, jobs: 2, calls: 4 });
+    expect(risk.summary).toBe(
+      `Too few model calls to judge: 4 recorded for agent_run in the last 7 days; a p99 needs ${MIN_CALLS_TO_JUDGE}.`,
+    );
+  });
+
+  it("the p99 of calls one after another: one call is its p99, many grow with the mean", () => {
+    expect(sequentialP99Ms(0, 1_000, 5_000)).toBe(0);
+    expect(sequentialP99Ms(1, 1_000, 5_000)).toBe(5_000);
+    expect(sequentialP99Ms(4, 1_000, 5_000)).toBe(4 * 1_000 + 4_000 * 2);
+    // Calls that always take the same time add up exactly.
+    expect(sequentialP99Ms(10, 1_000, 1_000)).toBe(10_000);
   });
 
   it("a kind whose jobs fit is not flagged, and tool calls do not count", async () => {
@@ -287,10 +325,11 @@ describe("risk: budget against items × per-item p99, or the projection, from re
     expect(risk).toMatchObject({
       status: "ok",
       atRisk: false,
-      jobs: 6,
-      calls: 50,
-      callsPerItem: 50 / 60,
+      jobs: 11,
+      calls: 100,
+      callsPerItem: 100 / 110,
       p99CallMs: 1_000,
+      meanCallMs: 1_000,
       largest: { items: 10 },
     });
   });
@@ -356,8 +395,9 @@ describe("risk: budget against items × per-item p99, or the projection, from re
       softMs: 3_600_000,
       basis: "runtime",
     });
-    expect(report.rows.find((r) => r.queue === "agent-batch")!.risk.largest!.ratio).toBeCloseTo(6_000_000 / 3_600_000);
-    // At time scale 0.5 a recorded 30 s call stands for a 60 s production call.
+    const largestMs = 200 * 675 + (P99_MS - 675) * Math.sqrt(200);
+    expect(report.rows.find((r) => r.queue === "agent-batch")!.risk.largest!.ratio).toBeCloseTo(largestMs / 3_600_000);
+    // At time scale 0.5 a recorded 30 s call stands for a 60 s production call, its mean for twice its own.
     const scaledReport = await getBudgetReport({
       redis,
       namespace: namespace(),
@@ -365,8 +405,11 @@ describe("risk: budget against items × per-item p99, or the projection, from re
       now,
     });
     expect(scaledReport.rows.find((r) => r.queue === "agent-batch")!.risk).toMatchObject({
-      p99CallMs: 60_000,
-      largest: { expectedMs: 12_000_000 },
+      meanCallMs: 1_350,
     });
+    expect(scaledReport.rows.find((r) => r.queue === "agent-batch")!.risk.p99CallMs).toBeCloseTo(2 * P99_MS);
+    expect(scaledReport.rows.find((r) => r.queue === "agent-batch")!.risk.largest!.expectedMs).toBeCloseTo(
+      2 * largestMs,
+    );
   });
 });

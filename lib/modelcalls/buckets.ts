@@ -102,6 +102,21 @@ export interface PercentileEstimate {
 }
 
 /**
+ * The duration `f` (0 < f ≤ 1) of the way into bucket `b`'s calls: geometric between its edges
+ * (they are log-spaced), linear in bucket 0, whose lower edge is 0 ms. The upper edge used is the
+ * bucket's or the slowest call seen in it, whichever is smaller; in the open last bucket the
+ * slowest call is the only upper edge.
+ */
+export function withinBucketMs(b: number, f: number, maxMs: number | null): number {
+  const lowerMs = bucketLowerMs(b);
+  const edge = bucketUpperMs(b);
+  let upper = maxMs !== null ? Math.min(edge, maxMs) : edge;
+  if (!Number.isFinite(upper)) upper = lowerMs * 10 ** (1 / BUCKETS_PER_DECADE); // open bucket, max unknown
+  upper = Math.max(lowerMs, upper);
+  return lowerMs > 0 ? lowerMs * (upper / lowerMs) ** f : lowerMs + f * (upper - lowerMs);
+}
+
+/**
  * The `q`-quantile (0 < q ≤ 1) of a latency histogram, estimated from cumulative bucket counts.
  *
  * The rank is the nearest rank `⌈q · n⌉` (1-based). The bucket that holds that rank is exact;
@@ -130,17 +145,11 @@ export function estimatePercentile(
       before += count;
       continue;
     }
-    const lowerMs = bucketLowerMs(b);
     const edge = bucketUpperMs(b);
-    let upper = maxMs !== null ? Math.min(edge, maxMs) : edge;
-    if (!Number.isFinite(upper)) upper = lowerMs * 10 ** (1 / BUCKETS_PER_DECADE); // open bucket, max unknown
-    upper = Math.max(lowerMs, upper);
-    const f = (rank - before) / count; // in (0, 1]
-    const ms = lowerMs > 0 ? lowerMs * (upper / lowerMs) ** f : lowerMs + f * (upper - lowerMs);
     return {
-      ms: Math.round(ms),
+      ms: Math.round(withinBucketMs(b, (rank - before) / count, maxMs)),
       bucket: b,
-      lowerMs: Math.round(lowerMs),
+      lowerMs: Math.round(bucketLowerMs(b)),
       upperMs: Number.isFinite(edge) ? Math.round(edge) : null,
     };
   }

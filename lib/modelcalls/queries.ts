@@ -329,6 +329,11 @@ export interface P99Bucket<S extends P99Scope = P99Scope> {
   maxMs: number;
   /** Calls of that type in the scope and window. */
   calls: number;
+  /** Their mean duration (recorded ms, as measured: not time-scaled). */
+  meanMs: number;
+  /** Calls in the buckets below, and in this one: where the 99th percentile call sits in it. */
+  below: number;
+  inBucket: number;
 }
 
 /**
@@ -348,25 +353,47 @@ export async function listP99Buckets<S extends P99Scope>(
   const kinds = scopes.map((s) => s.kind);
   const queues = scopes.map((s) => s.queue ?? "");
   const anyQueue = scopes.map((s) => s.queue === undefined);
-  const rows = await db().$queryRaw<{ scope: number; type: CallType; bucket: number; maxMs: number; calls: number }[]>`
+  const rows = await db().$queryRaw<
+    {
+      scope: number;
+      type: CallType;
+      bucket: number;
+      maxMs: number;
+      calls: number;
+      meanMs: number;
+      below: number;
+      inBucket: number;
+    }[]
+  >`
     WITH per_bucket AS (
-      SELECT t.i, r.type, r.bucket, sum(r.count)::float8 AS n, max(r."maxMs") AS max_ms
+      SELECT t.i, r.type, r.bucket, sum(r.count)::float8 AS n, sum(r."sumMs")::float8 AS sum_ms, max(r."maxMs") AS max_ms
       FROM unnest(${kinds}::text[], ${queues}::text[], ${anyQueue}::boolean[]) WITH ORDINALITY AS t(kind, queue, any_queue, i)
       JOIN ${rollupSpan(window.since, window.until)} r
         ON r."jobKind" = t.kind AND (t.any_queue OR r.queue = t.queue)
       WHERE r.type::text = ANY(${[...types]}::text[])
       GROUP BY t.i, r.type, r.bucket
     ), cumulative AS (
-      SELECT i, type, bucket, max_ms,
+      SELECT i, type, bucket, max_ms, n,
              sum(n) OVER (PARTITION BY i, type ORDER BY bucket) AS cum,
-             sum(n) OVER (PARTITION BY i, type) AS total
+             sum(n) OVER (PARTITION BY i, type) AS total,
+             sum(sum_ms) OVER (PARTITION BY i, type) AS total_ms
       FROM per_bucket
     )
-    SELECT DISTINCT ON (i, type) (i - 1)::int AS scope, type::text AS type, bucket, max_ms AS "maxMs", total AS calls
+    SELECT DISTINCT ON (i, type) (i - 1)::int AS scope, type::text AS type, bucket, max_ms AS "maxMs", total AS calls,
+           total_ms / total AS "meanMs", cum - n AS below, n AS "inBucket"
     FROM cumulative
     WHERE cum >= 0.99 * total
     ORDER BY i, type, bucket`;
-  return rows.map((r) => ({ scope: scopes[r.scope]!, type: r.type, bucket: r.bucket, maxMs: r.maxMs, calls: r.calls }));
+  return rows.map((r) => ({
+    scope: scopes[r.scope]!,
+    type: r.type,
+    bucket: r.bucket,
+    maxMs: r.maxMs,
+    calls: r.calls,
+    meanMs: r.meanMs,
+    below: r.below,
+    inBucket: r.inBucket,
+  }));
 }
 
 /**

@@ -1,7 +1,7 @@
 import "server-only";
 import { db } from "@/lib/db/client";
 import { env, type Env } from "@/lib/env";
-import { p99FromBucket } from "@/lib/modelcalls/buckets";
+import { withinBucketMs } from "@/lib/modelcalls/buckets";
 import { listP99Buckets } from "@/lib/modelcalls/queries";
 import { catalogPairs, KINDS, type JobKind } from "@/lib/catalog/catalog";
 import { budgetProblem, budgetProblems, resolveBudgetUnchecked, type ResolvedBudget } from "@/lib/budgets/budgets";
@@ -16,6 +16,11 @@ import { formatCount } from "@/lib/format/number";
 
 /** How far back the risk looks: a week covers weekday and weekend load and last week's month-end batch. */
 const RISK_WINDOW_DAYS = 7;
+/**
+ * Fewer model calls than this in the window and their 99th percentile is little more than the
+ * slowest few: the risk is not judged from them (a kind's first two jobs are no sample).
+ */
+export const MIN_CALLS_TO_JUDGE = 100;
 /** Reading the live workers must not hold the page when Redis is unreachable. */
 const REDIS_READ_TIMEOUT_MS = 3_000;
 
@@ -59,8 +64,9 @@ export interface RiskEstimate {
   /** `total` of the job (the largest or the median of the window). */
   items: number;
   /**
-   * Production ms: items × per-item p99 (items one after another), or, for kinds whose items are
-   * in flight together and which split themselves, the projection (lib/projection/projection.ts).
+   * Production ms: the p99 of the job's calls one after another (`sequentialP99Ms`), or, for kinds
+   * whose items are in flight together and which split themselves, the projection
+   * (lib/projection/projection.ts).
    */
   expectedMs: number;
   /** expectedMs ÷ soft budget; above 1 the job is expected to time out. */
@@ -83,8 +89,8 @@ export interface BudgetRisk {
   callsPerItem: number | null;
   /** p99 of one model call, production ms (recorded durations ÷ BOUNDED_TIME_SCALE). */
   p99CallMs: number | null;
-  /** p99CallMs × callsPerItem. */
-  perItemP99Ms: number | null;
+  /** The mean model call, production ms. */
+  meanCallMs: number | null;
   largest: RiskEstimate | null;
   median: RiskEstimate | null;
   /** One sentence an on-call engineer can act on. */
@@ -307,9 +313,10 @@ interface PairStats {
   itemsMedian: number | null;
   itemsProcessed: number;
   calls: number;
-  /** The bucket holding the 99th percentile call, and the slowest call recorded in it (recorded ms). */
-  p99Bucket: number | null;
-  p99BucketMaxMs: number | null;
+  /** The 99th percentile call, interpolated in its bucket as `/model-calls` shows it (recorded ms). */
+  p99CallMs: number | null;
+  /** The mean call (recorded ms). */
+  meanCallMs: number | null;
 }
 
 const EMPTY_STATS: PairStats = {
@@ -318,8 +325,8 @@ const EMPTY_STATS: PairStats = {
   itemsMedian: null,
   itemsProcessed: 0,
   calls: 0,
-  p99Bucket: null,
-  p99BucketMaxMs: null,
+  p99CallMs: null,
+  meanCallMs: null,
 };
 
 /**
@@ -376,7 +383,12 @@ async function riskStats(pairs: { queue: string; kind: JobKind }[], now: Date): 
   }
   for (const r of callRows) {
     const k = `${r.scope.pair.queue}\0${r.scope.pair.kind}`;
-    stats.set(k, { ...(stats.get(k) ?? EMPTY_STATS), calls: r.calls, p99Bucket: r.bucket, p99BucketMaxMs: r.maxMs });
+    stats.set(k, {
+      ...(stats.get(k) ?? EMPTY_STATS),
+      calls: r.calls,
+      p99CallMs: withinBucketMs(r.bucket, (Math.ceil(0.99 * r.calls) - r.below) / r.inBucket, r.maxMs),
+      meanCallMs: r.meanMs,
+    });
   }
   return stats;
 }
@@ -401,7 +413,7 @@ function assessRisk(
     atRisk: false,
     callsPerItem: null,
     p99CallMs: null,
-    perItemP99Ms: null,
+    meanCallMs: null,
     largest: null,
     median: null,
     summary,
@@ -409,17 +421,21 @@ function assessRisk(
   const week = `in the last ${RISK_WINDOW_DAYS} days`;
   if (s.jobs === 0 || s.itemsMax === null || s.itemsMedian === null)
     return noData(`No ${kind} job with a known size ${week}.`);
-  if (s.calls === 0 || s.p99Bucket === null || s.p99BucketMaxMs === null)
+  if (s.calls === 0 || s.p99CallMs === null || s.meanCallMs === null)
     return noData(`No model call recorded for ${kind} ${week}.`);
+  if (s.calls < MIN_CALLS_TO_JUDGE)
+    return noData(
+      `Too few model calls to judge: ${formatCount(s.calls)} recorded for ${kind} ${week}; a p99 needs ${MIN_CALLS_TO_JUDGE}.`,
+    );
   if (s.itemsProcessed === 0)
     return noData(`Model calls recorded but no ${noun} processed ${week}: calls per ${noun} unknown.`);
 
   // Recorded durations are wall-clock in a possibly scaled system; budgets are production ms.
-  const p99CallMs = p99FromBucket(s.p99Bucket, s.p99BucketMaxMs) / timeScale;
+  const p99CallMs = s.p99CallMs / timeScale;
+  const meanCallMs = Math.min(s.meanCallMs / timeScale, p99CallMs);
   const callsPerItem = s.calls / s.itemsProcessed;
-  const perItemP99Ms = p99CallMs * callsPerItem;
   const estimate = (items: number): RiskEstimate => {
-    const expectedMs = items * perItemP99Ms;
+    const expectedMs = sequentialP99Ms(items * callsPerItem, meanCallMs, p99CallMs);
     return { items, expectedMs, ratio: expectedMs / budget.softMs };
   };
   const largest = estimate(s.itemsMax);
@@ -427,24 +443,36 @@ function assessRisk(
   const atRisk = largest.ratio > 1;
   const items = (n: number) => `${formatCount(Math.round(n))} ${noun}${Math.round(n) === 1 ? "" : "s"}`;
   const soft = `the ${formatDuration(budget.softMs)} soft budget`;
-  const perItem = `${formatDuration(perItemP99Ms)} per ${noun} at p99`;
+  const calls = `${formatCount(Math.round(largest.items * callsPerItem))} calls one after another, mean ${formatDuration(meanCallMs)}, p99 ${formatDuration(p99CallMs)}`;
+  const needs = `needs ${formatDuration(largest.expectedMs)} at p99 (${calls})`;
   const summary = atRisk
-    ? `At risk: the largest job (${items(largest.items)}) needs ${formatDuration(largest.expectedMs)} at ${perItem}, ${formatRatio(largest.ratio)} ${soft}` +
+    ? `At risk: the largest job (${items(largest.items)}) ${needs}, ${formatRatio(largest.ratio)} ${soft}` +
       (median.ratio > 1
         ? `; even the median job (${items(median.items)}) needs ${formatDuration(median.expectedMs)}.`
         : `; the median job (${items(median.items)}) fits.`)
-    : `Fits: the largest job (${items(largest.items)}) needs ${formatDuration(largest.expectedMs)} at ${perItem}, ${formatRatio(largest.ratio)} ${soft}.`;
+    : `Fits: the largest job (${items(largest.items)}) ${needs}, ${formatRatio(largest.ratio)} ${soft}.`;
   return {
     ...base,
     status: atRisk ? "at_risk" : "ok",
     atRisk,
     callsPerItem,
     p99CallMs,
-    perItemP99Ms,
+    meanCallMs,
     largest,
     median,
     summary,
   };
+}
+
+/**
+ * The 99th percentile of the sum of `calls` calls made one after another, from one call's mean and
+ * p99: n × mean + (p99 − mean) × √n (a sum's spread grows with √n, its mean with n). One call is
+ * its p99; twenty calls are not twenty p99 calls, which together happen far less than once in a
+ * hundred jobs. For long-tailed calls it errs on the safe side of a count of the slow ones.
+ */
+export function sequentialP99Ms(calls: number, meanMs: number, p99Ms: number): number {
+  if (calls <= 0) return 0;
+  return calls * meanMs + (p99Ms - meanMs) * Math.sqrt(calls);
 }
 
 /**

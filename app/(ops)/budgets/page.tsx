@@ -3,6 +3,7 @@ import { formatAgo, formatDuration } from "@/lib/format/duration";
 import {
   formatRatio,
   getBudgetReport,
+  MIN_CALLS_TO_JUDGE,
   type BudgetReport,
   type BudgetRisk,
   type BudgetRow,
@@ -185,8 +186,9 @@ function RiskPanel({ report }: { report: BudgetReport }) {
     <section className="panel">
       <h2>Will the jobs fit? (last {report.windowDays} days)</h2>
       <p className="small muted">
-        Expected time = items × per-item p99, where per-item p99 = p99 of one model call × model calls per item
-        (recorded calls of the last {report.windowDays} days); for imports and document batches, whose items run side by
+        Expected time = the p99 of a job&apos;s model calls one after another: n × the mean call + (the p99 call − the
+        mean) × √n for its n calls (items × calls per item, from the calls recorded in the last {report.windowDays}{" "}
+        days; judged from {MIN_CALLS_TO_JUDGE} calls up); for imports and document batches, whose items run side by
         side, the projection each job makes at its start (its rate from items in flight and the provider's limits, plus
         its slowest item). Shown for the largest and the median job of the window, with the ratio to the soft budget:
         above 1× a job that size is expected to time out — or, for those two kinds, splits itself into parts that fit.
@@ -195,9 +197,9 @@ function RiskPanel({ report }: { report: BudgetReport }) {
         headings={[
           "Queue / kind",
           num("Jobs"),
+          num("Mean per call"),
           num("p99 per call"),
           num("Calls per item"),
-          num("p99 per item"),
           num("Largest job"),
           num("Median job"),
           num("Soft budget"),
@@ -297,9 +299,9 @@ function RiskRow({ row }: { row: BudgetRow }) {
         <div className="small muted mono">{row.kind}</div>
       </td>
       <td className="num">{formatCount(r.jobs)}</td>
+      <td className="num">{r.meanCallMs !== null ? formatDuration(r.meanCallMs) : dash}</td>
       <td className="num">{r.p99CallMs !== null ? formatDuration(r.p99CallMs) : dash}</td>
       <td className="num">{r.callsPerItem !== null ? r.callsPerItem.toFixed(2) : dash}</td>
-      <td className="num">{r.perItemP99Ms !== null ? formatDuration(r.perItemP99Ms) : dash}</td>
       <td className="num">{r.largest ? <Estimate estimate={r.largest} noun={row.noun} over={r.atRisk} /> : dash}</td>
       <td className="num">{r.median ? <Estimate estimate={r.median} noun={row.noun} over={r.atRisk} /> : dash}</td>
       <td className="num">
