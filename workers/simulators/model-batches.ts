@@ -46,11 +46,20 @@ export const BATCH_TURNAROUND = {
  * for a batch that expires (the time it would have needed: 1–2 windows). Pure given `random`.
  */
 export function sampleBatchTurnaroundMs(random: () => number = Math.random): number {
-  const { medianMs, sigma, expireShare, windowMs } = BATCH_TURNAROUND;
-  if (random() < expireShare) return windowMs * (1 + random());
+  const { medianMs, sigma, expireShare } = BATCH_TURNAROUND;
+  if (random() < expireShare) return expiringTurnaroundMs(random);
   // Box–Muller; 1 - random() is in (0, 1], so the logarithm stays finite.
   const z = Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
-  return Math.min(windowMs * 0.98, medianMs * Math.exp(sigma * z));
+  return Math.min(BATCH_TURNAROUND.windowMs * 0.98, medianMs * Math.exp(sigma * z));
+}
+
+/**
+ * The turnaround of a batch that expires: 1.1–2 windows, so that its last requests are still
+ * undone when the window closes (just past one window, its finalizing phase would already have
+ * begun, every request done, and the "expired" batch would have nothing to expire).
+ */
+function expiringTurnaroundMs(random: () => number): number {
+  return BATCH_TURNAROUND.windowMs * (1.1 + 0.9 * random());
 }
 
 /** Validating (at the start) and finalizing (at the end) each take 5 % of a turnaround, at most this (production ms). */
@@ -410,9 +419,7 @@ class BatchService {
   ): { batch: StoredBatch; production: number } {
     const { timeScale } = this;
     const fault = this.faults.batches();
-    const production = fault.expire
-      ? BATCH_TURNAROUND.windowMs * (1 + this.random())
-      : (fault.turnaroundMs ?? this.turnaroundMs());
+    const production = fault.expire ? expiringTurnaroundMs(this.random) : (fault.turnaroundMs ?? this.turnaroundMs());
     const createdAt = this.now();
     const total = scaled(production, timeScale);
     const phase = Math.min(scaled(PHASE_MAX_MS, timeScale), Math.round(total * 0.05));
