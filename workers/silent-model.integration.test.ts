@@ -187,7 +187,8 @@ describe("the model service silent for five production minutes", () => {
       { timeoutMs: 120_000, intervalMs: 100, what: "every job to end" },
     );
     for (const j of final) {
-      expect({ id: j.id, status: j.status, processed: j.processed, failed: j.failed }).toEqual({
+      // The row's message says why, should one not complete.
+      expect({ id: j.id, status: j.status, processed: j.processed, failed: j.failed }, j.message ?? "").toEqual({
         id: j.id,
         status: "completed",
         processed: j.total,
