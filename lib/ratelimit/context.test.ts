@@ -1,6 +1,6 @@
 import { setTimeout as delay } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
-import { currentTenant, deferralThreshold, runAsTenant, runWithRateLimitDeferral } from "./context";
+import { currentDeadline, currentTenant, deferralThreshold, runAsTenant, runWithRateLimitDeferral } from "./context";
 
 describe("runWithRateLimitDeferral", () => {
   it("outside a context there is no threshold", () => {
@@ -57,6 +57,23 @@ describe("runAsTenant", () => {
     await Promise.all([job("a", [3, 1, 4]), job("b", [1, 5, 2])]);
     expect(seen).toEqual({ a: ["tenant-a", "tenant-a", "tenant-a"], b: ["tenant-b", "tenant-b", "tenant-b"] });
     expect(currentTenant()).toBeUndefined();
+  });
+
+  it("carries the job's deadline beside its tenant, and a nested call without one has none", async () => {
+    const seen: (number | undefined)[] = [];
+    await runAsTenant(
+      "tenant-a",
+      async () => {
+        await delay(1);
+        seen.push(currentDeadline());
+        await runAsTenant("tenant-b", async () => {
+          seen.push(currentDeadline());
+        });
+      },
+      1_234,
+    );
+    expect(seen).toEqual([1_234, undefined]);
+    expect(currentDeadline()).toBeUndefined();
   });
 
   it("is independent of the deferral context: inside both, each is what its own call set", async () => {

@@ -9,6 +9,7 @@ import {
   ANONYMOUS_TENANT,
   createProviderLimiter,
   providerSlotsKey,
+  providerUrgentKeys,
   providerWaitersKey,
   providerWaitsKey,
   type ProviderLimiter,
@@ -23,6 +24,7 @@ const keys = [
   providerWaitersKey("model"),
   bucketKey(providerScope("model")),
   providerWaitsKey("model"),
+  ...providerUrgentKeys("model"),
 ];
 
 beforeEach(async () => {
@@ -60,8 +62,8 @@ function heldCalls(limiter: ProviderLimiter, started: string[] = []) {
   const settled: Promise<unknown>[] = [];
   const calls = {
     started,
-    /** Starts `n` calls of `tenant`; each holds its slot until `finishOne(tenant)`. */
-    start(tenant: string, n: number) {
+    /** Starts `n` calls of `tenant` (whose job ends at `deadlineAt`); each holds its slot until `finishOne(tenant)`. */
+    start(tenant: string, n: number, deadlineAt?: number) {
       for (let i = 0; i < n; i++) {
         const call = limiter.withSlot(
           "model",
@@ -70,7 +72,7 @@ function heldCalls(limiter: ProviderLimiter, started: string[] = []) {
               started.push(tenant);
               open.set(tenant, [...(open.get(tenant) ?? []), resolve]);
             }),
-          { tenant, maxWaitMs: 60_000 },
+          { tenant, maxWaitMs: 60_000, deadlineAt },
         );
         settled.push(call.catch(() => undefined));
       }
@@ -96,6 +98,63 @@ function heldCalls(limiter: ProviderLimiter, started: string[] = []) {
 }
 
 const waitingTenants = () => connection.zrange(providerWaitersKey("model"), "0", "-1");
+const urgentWaiters = () => connection.zcard(providerUrgentKeys("model")[0]);
+
+describe("provider slots: the call with the least time left goes first (real Redis)", () => {
+  it("a call within two minutes of its job's deadline takes the next free slot before calls that asked first and more often, whatever its tenant's share", async () => {
+    const C = 2;
+    const started: string[] = [];
+    const others = heldCalls(limiterWith(C), started);
+    // The urgent call asks only every 60 ms; the others every 5 ms.
+    const urgent = heldCalls(limiterWith(C, { pollMs: 60, waiterTtlMs: 1_000 }), started);
+    others.start("tenant-a", C);
+    await waitFor(() => started.length === C, { what: "A to hold every slot", timeoutMs: 5_000 });
+    others.start("tenant-b", 4);
+    await waitFor(async () => (await waitingTenants()).includes("tenant-b"), {
+      what: "B to be recorded as waiting",
+      timeoutMs: 5_000,
+    });
+    // A holds both slots, over its share (⌈2 / 2⌉ = 1): without its deadline, B's calls come first.
+    urgent.start("tenant-a", 1, Date.now() + 30_000);
+    await waitFor(async () => (await urgentWaiters()) === 1, { what: "the urgent call to wait", timeoutMs: 5_000 });
+
+    others.finishOne("tenant-a");
+    await waitFor(() => started.length > C, { what: "the freed slot to be taken", timeoutMs: 5_000 });
+    await delay(20);
+    expect(started.slice(C)).toEqual(["tenant-a"]);
+    expect(await urgentWaiters()).toBe(0);
+    // With no urgent call waiting, the fair share decides again: B, below its share, gets the next one.
+    others.finishOne("tenant-a");
+    await waitFor(() => started.length > C + 1, { what: "the next freed slot to be taken", timeoutMs: 5_000 });
+    expect(started.slice(C + 1)).toEqual(["tenant-b"]);
+  });
+
+  it("among urgent calls the earlier deadline goes first; a call far from its deadline is not urgent", async () => {
+    const started: string[] = [];
+    const holder = heldCalls(limiterWith(1), started);
+    const eager = heldCalls(limiterWith(1), started);
+    const slow = heldCalls(limiterWith(1, { pollMs: 60, waiterTtlMs: 1_000 }), started);
+    holder.start("holder", 1);
+    await waitFor(() => started.length === 1, { what: "the slot to be held", timeoutMs: 5_000 });
+    // Asking every 5 ms: one with an hour left (not urgent), one with 90 s left.
+    eager.start("hour-left", 1, Date.now() + 3_600_000);
+    eager.start("late", 1, Date.now() + 90_000);
+    // Asking every 60 ms, with 20 s left.
+    slow.start("early", 1, Date.now() + 20_000);
+    await waitFor(async () => (await urgentWaiters()) === 2, { what: "both urgent calls to wait", timeoutMs: 5_000 });
+
+    const next = async (finish: () => void) => {
+      const before = started.length;
+      finish();
+      await waitFor(() => started.length > before, { what: "the freed slot to be taken", timeoutMs: 5_000 });
+      await delay(20);
+      return started.slice(before);
+    };
+    expect(await next(() => holder.finishOne("holder"))).toEqual(["early"]);
+    expect(await next(() => slow.finishOne("early"))).toEqual(["late"]);
+    expect(await next(() => eager.finishOne("late"))).toEqual(["hour-left"]);
+  });
+});
 
 describe("provider slots: a fair share per tenant (real Redis)", () => {
   it("a tenant holding every slot hands the next freed slots to a small tenant that waits, although its own waiters ask first and more often", async () => {

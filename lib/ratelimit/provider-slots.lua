@@ -19,9 +19,19 @@
   every slot hands the next freed ones to a waiting small tenant, and two busy tenants converge to
   an equal split.
 
+  Deadlines first: a call whose job is close to its deadline (the caller says so by passing the
+  deadline; see URGENT_WITHIN_MS in provider.ts) is urgent. The urgent waiters are a third sorted
+  set: member = holder, score = its job's deadline (ms); a fourth one says until when each counts
+  as waiting (refreshed by every refused ask, like the tenants'). A free slot goes to no one while
+  an urgent call with an earlier deadline than the asker's waits (every urgent call is ahead of
+  every call that is not), and an urgent asker with none ahead takes it whatever its tenant's
+  share: the call with the least time left goes first, tenant fairness aside.
+
     Input:
       KEYS[1] holders sorted set (one provider; hash-tagged, so one cluster slot)
       KEYS[2] waiting tenants sorted set (the same provider and hash tag)
+      KEYS[3] urgent waiters sorted set, by deadline (the same hash tag)
+      KEYS[4] urgent waiters sorted set, by when they stop counting as waiting (the same hash tag)
 
       ARGV[1] mode: "acquire" (take a slot if one is free and this tenant's turn), "spare" (take
               a slot only if one is free and no tenant waits: a slot that would otherwise sit
@@ -31,12 +41,15 @@
       ARGV[3] limit: calls in flight at once (>= 1)
       ARGV[4] leaseMs: how long a slot stays held without a renewal (> 0)
       ARGV[5] waiterTtlMs: how long a refused tenant counts as waiting without asking again (> 0)
+      ARGV[6] deadline: the urgent call's job deadline (ms since the epoch), or "" for a call
+              that is not urgent
 
     Output: { ok, inFlight, waitMs }
       acquire: ok 1 when the holder now holds a slot (or already held one: lease extended),
-               0 when all `limit` slots are held, or a slot is free but other tenants wait and
-               this one holds its share already (nothing written but the expired entries dropped
-               and this tenant recorded as waiting)
+               0 when all `limit` slots are held, or a slot is free but an urgent call with an
+               earlier deadline waits, or other tenants wait and this one (not urgent) holds its
+               share already (nothing written but the expired entries dropped and this tenant,
+               and an urgent call, recorded as waiting)
       spare:   ok 1 when the holder now holds a slot, 0 when none is free or any tenant waits
                (nothing written but the expired entries dropped)
       renew:   ok 1 when the lease was extended, 0 when the holder no longer holds a slot (its
@@ -48,11 +61,14 @@
 ]]
 local holdersKey = KEYS[1]
 local waitersKey = KEYS[2]
+local urgentKey = KEYS[3]
+local urgentSeenKey = KEYS[4]
 local mode = ARGV[1]
 local holder = ARGV[2]
 local limit = tonumber(ARGV[3])
 local leaseMs = tonumber(ARGV[4])
 local waiterTtlMs = tonumber(ARGV[5])
+local deadline = tonumber(ARGV[6])
 
 local time = redis.call("TIME")
 local now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
@@ -62,6 +78,11 @@ local expiry = string.format("%.3f", now + leaseMs)
 -- tenant whose calls stopped asking no longer holds anyone back.
 redis.call("ZREMRANGEBYSCORE", holdersKey, "-inf", string.format("(%.3f", now))
 redis.call("ZREMRANGEBYSCORE", waitersKey, "-inf", string.format("(%.3f", now))
+local gone = redis.call("ZRANGEBYSCORE", urgentSeenKey, "-inf", string.format("(%.3f", now))
+for _, id in ipairs(gone) do
+  redis.call("ZREM", urgentKey, id)
+  redis.call("ZREM", urgentSeenKey, id)
+end
 
 local function tenantOf(id)
   local bar = string.find(id, "|", 1, true)
@@ -95,6 +116,21 @@ local function isMyTurn()
   return (not othersWaiting) or mine < math.ceil(limit / activeCount)
 end
 
+-- Whether an urgent call other than this one waits with an earlier deadline (any urgent call is
+-- ahead of one that is not urgent). The set is sorted by deadline: the first other one decides.
+local function urgentAhead()
+  local first = redis.call("ZRANGE", urgentKey, 0, 1, "WITHSCORES")
+  for i = 1, #first, 2 do
+    if first[i] ~= holder then return (not deadline) or tonumber(first[i + 1]) < deadline end
+  end
+  return false
+end
+
+local function forgetUrgent()
+  redis.call("ZREM", urgentKey, holder)
+  redis.call("ZREM", urgentSeenKey, holder)
+end
+
 local held = redis.call("ZSCORE", holdersKey, holder)
 local ok = 0
 local slotFree = false
@@ -103,14 +139,22 @@ if held then
   ok = 1
 elseif mode == "acquire" then
   slotFree = redis.call("ZCARD", holdersKey) < limit
-  if slotFree and isMyTurn() then
+  if slotFree and not urgentAhead() and (deadline or isMyTurn()) then
     redis.call("ZADD", holdersKey, expiry, holder)
+    if deadline then forgetUrgent() end
     ok = 1
   else
     -- Refused: this tenant waits, and counts for the share until it stops asking.
-    redis.call("ZADD", waitersKey, string.format("%.3f", now + waiterTtlMs), tenant)
-    -- The set outlives its latest waiter, no more.
-    if redis.call("PTTL", waitersKey) < waiterTtlMs then redis.call("PEXPIRE", waitersKey, math.ceil(waiterTtlMs)) end
+    local waitingUntil = string.format("%.3f", now + waiterTtlMs)
+    redis.call("ZADD", waitersKey, waitingUntil, tenant)
+    if deadline then
+      redis.call("ZADD", urgentKey, deadline, holder)
+      redis.call("ZADD", urgentSeenKey, waitingUntil, holder)
+    end
+    -- The sets outlive their latest waiter, no more.
+    for _, k in ipairs({ waitersKey, urgentKey, urgentSeenKey }) do
+      if redis.call("EXISTS", k) == 1 and redis.call("PTTL", k) < waiterTtlMs then redis.call("PEXPIRE", k, math.ceil(waiterTtlMs)) end
+    end
   end
 elseif mode == "spare" then
   if redis.call("ZCARD", holdersKey) < limit and redis.call("ZCARD", waitersKey) == 0 then

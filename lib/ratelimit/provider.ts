@@ -15,7 +15,7 @@ import {
   type LimitedProvider,
   type ProviderLimits,
 } from "./buckets";
-import { currentTenant } from "./context";
+import { currentDeadline, currentTenant } from "./context";
 import { breakers, type Breaker, type GuardOptions } from "./breaker";
 import { isRateLimitCapExceeded, isRateLimitDefer, NoSpareSlot } from "./errors";
 import { createLimiter, maxWaitMs, REDIS_ERROR_RETRY_MS, waitForRateLimit, type Limiter } from "./limiter";
@@ -72,6 +72,14 @@ export const SLOT_WAITER_TTL_FLOOR_MS = 100;
  */
 export const ANONYMOUS_TENANT = "~anonymous";
 
+/**
+ * A call whose job has less than this left before its soft deadline (production ms) is urgent: it
+ * takes the provider's next free slot before any call with more time left, whatever its tenant's
+ * share (provider-slots.lua). Two minutes: an interactive run (60 s) is urgent all along, an import
+ * (10 min) in its last two; a burst of imports resuming after an outage cannot make it miss.
+ */
+export const URGENT_WITHIN_MS = 120_000;
+
 /** The Redis key of a provider's holders (the first key of provider-slots.lua). */
 export function providerSlotsKey(provider: LimitedProvider): string {
   return key("ratelimit", "slots", `{${providerScope(provider)}}`);
@@ -80,6 +88,12 @@ export function providerSlotsKey(provider: LimitedProvider): string {
 /** The Redis key of a provider's waiting tenants (the second key of provider-slots.lua; same hash tag, same cluster slot). */
 export function providerWaitersKey(provider: LimitedProvider): string {
   return key("ratelimit", "slot-waiters", `{${providerScope(provider)}}`);
+}
+
+/** The Redis keys of a provider's urgent waiters, by deadline and by expiry (the third and fourth keys of provider-slots.lua). */
+export function providerUrgentKeys(provider: LimitedProvider): [byDeadline: string, byExpiry: string] {
+  const tag = `{${providerScope(provider)}}`;
+  return [key("ratelimit", "slot-urgent", tag), key("ratelimit", "slot-urgent-seen", tag)];
 }
 
 /** The Redis hash of a provider's wait counters (every process adds to it; the limiter page reads it). */
@@ -101,6 +115,12 @@ export interface ProviderSlotOptions {
    * @defaultValue `currentTenant()` (the job's tenant inside a worker run), else `ANONYMOUS_TENANT`
    */
   tenant?: string;
+  /**
+   * When the call's job must end (real ms since the epoch): within `URGENT_WITHIN_MS` of it, the
+   * call goes before those with more time left.
+   * @defaultValue `currentDeadline()` (the job's soft deadline inside a worker run), else none
+   */
+  deadlineAt?: number;
   /**
    * The call's tokens (prompt counted, max tokens if any): reserved from the provider's tokens per
    * minute before `fn` runs, settled by `ProviderCall.observe` after (./provider-tokens.ts).
@@ -281,14 +301,22 @@ async function slotScript(
   provider: LimitedProvider,
   mode: "acquire" | "spare" | "renew",
   holder: string,
+  urgentDeadline?: number,
 ): Promise<SlotReply> {
   try {
     const reply = await withTimeout(
       runLua<SlotReply>(
         self.client(),
         luaScript("provider-slots.lua"),
-        [providerSlotsKey(provider), providerWaitersKey(provider)],
-        [mode, holder, self.limitsOf(provider).concurrency, self.leaseMs, self.waiterTtlMs],
+        [providerSlotsKey(provider), providerWaitersKey(provider), ...providerUrgentKeys(provider)],
+        [
+          mode,
+          holder,
+          self.limitsOf(provider).concurrency,
+          self.leaseMs,
+          self.waiterTtlMs,
+          urgentDeadline === undefined ? "" : Math.round(urgentDeadline),
+        ],
       ),
       self.redisTimeoutMs,
     );
@@ -369,13 +397,17 @@ async function take(
   const scope = providerScope(provider);
   const { signal, spare } = slotOptions;
   const cap = slotOptions.maxWaitMs ?? maxWaitMs(self.timeScale);
+  const deadlineAt = slotOptions.deadlineAt ?? currentDeadline();
+  // Urgent once within URGENT_WITHIN_MS of its deadline: asked at each poll, as a wait may cross it.
+  const urgent = () =>
+    deadlineAt !== undefined && deadlineAt - Date.now() < URGENT_WITHIN_MS * self.timeScale ? deadlineAt : undefined;
   let waitedMs = 0;
   let holding = false;
   let reservation: TokenReservation | undefined;
   try {
     for (;;) {
       signal?.throwIfAborted();
-      const [ok, , slotWaitMs] = await slotScript(self, provider, spare ? "spare" : "acquire", holder);
+      const [ok, , slotWaitMs] = await slotScript(self, provider, spare ? "spare" : "acquire", holder, urgent());
       holding = ok === 1;
       if (!holding) {
         if (spare) throw new NoSpareSlot(provider);

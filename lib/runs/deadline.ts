@@ -78,7 +78,7 @@ export async function runUnderDeadline({
       { budget: { softMs: run.budgetSoftMs, hardMs: run.budgetHardMs, source: run.budgetSource }, cursor: run.cursor },
       "run started",
     );
-    work = invokeProcessor(processor, ctx);
+    work = invokeProcessor(processor, ctx, limits.startedAt + limits.softMs);
     ending = await Promise.race([work, hard.reached]);
   } finally {
     soft.clear();

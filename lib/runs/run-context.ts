@@ -67,15 +67,16 @@ export function runContext({ run, signal, log, queueJob, limits, dispatchHold }:
 
 /**
  * Calls the processor in the run's contexts — the deferral context when its queue reschedules
- * (./reschedule.ts), the log fields, the tenant, and the owner of its outside calls — and reports
- * how it settled, never throwing.
+ * (./reschedule.ts), the log fields, the tenant and its soft deadline `deadlineAt` (real ms since
+ * the epoch: its calls go first when it is close), and the owner of its outside calls — and
+ * reports how it settled, never throwing.
  */
-export function invokeProcessor(processor: Processor, ctx: RunContext): Promise<Settled> {
+export function invokeProcessor(processor: Processor, ctx: RunContext, deadlineAt: number): Promise<Settled> {
   const { run } = ctx;
   const call = () => withCallOwner(run.jobId, () => Promise.resolve().then(() => processor(ctx)));
   return withDeferral(run.queue, () =>
     withLogFields({ tenantId: run.tenantId, traceId: currentTraceContext()?.traceId }, () =>
-      runAsTenant(run.tenantId, call),
+      runAsTenant(run.tenantId, call, deadlineAt),
     ),
   ).then(
     (result) => ({ type: "done" as const, result: result ?? {} }),

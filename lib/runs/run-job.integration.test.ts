@@ -9,7 +9,7 @@ import { logger } from "@/lib/log";
 import { chatCompletion } from "@/lib/modelcalls/chat-completion";
 import { flushModelCallRecords } from "@/lib/modelcalls/record";
 import { breakerKey, guardCall } from "@/lib/ratelimit/breaker";
-import { currentTenant } from "@/lib/ratelimit/context";
+import { currentDeadline, currentTenant } from "@/lib/ratelimit/context";
 import { sendTracked, silenceKeys } from "@/lib/ratelimit/silence";
 import { redis } from "@/lib/redis/client";
 import { sleep } from "@/lib/time";
@@ -384,6 +384,22 @@ describe("tenant context", () => {
     expect(seen).toEqual([tenantId, tenantId]);
     expect((await row(id)).status).toBe("completed");
     expect(currentTenant()).toBeUndefined();
+  });
+
+  it("a processor's calls know its soft deadline, so the provider's slots go first to the job with the least time left", async () => {
+    const { id } = await job(1);
+    let deadlineAt: number | undefined;
+    const before = Date.now();
+    await run(async () => {
+      await sleep(1);
+      deadlineAt = currentDeadline();
+    }, id);
+    const startedAt = (await row(id)).attemptStartedAt!.getTime();
+    expect(startedAt).toBeGreaterThanOrEqual(before - 5);
+    // The soft budget, time-scaled, from the attempt's start (nothing used before it).
+    expect(deadlineAt).toBeGreaterThanOrEqual(startedAt + SOFT_MS * scale() - 5);
+    expect(deadlineAt).toBeLessThanOrEqual(startedAt + SOFT_MS * scale() + 5);
+    expect(currentDeadline()).toBeUndefined();
   });
 });
 
