@@ -38,6 +38,11 @@ export const RETRY_AFTER_SECONDS = 30;
  * connections (P2037).
  */
 const PRISMA_CODES = new Set(["P1001", "P1002", "P1008", "P1017", "P2024", "P2037"]);
+/**
+ * P2028 is any error of the transaction API; only this one says no connection could be had in
+ * time (the pool exhausted or the server not answering), as P2024 does outside a transaction.
+ */
+const PRISMA_NO_TRANSACTION = /Unable to start a transaction in the given time/;
 /** Driver adapter error kinds with the same meaning. */
 const ADAPTER_KINDS = new Set(["DatabaseNotReachable", "ConnectionClosed", "SocketTimeout", "TooManyConnections"]);
 /**
@@ -115,6 +120,7 @@ export function unavailableDependency(err: unknown): Dependency | null {
     return (err as { dependency?: unknown }).dependency === "redis" ? "redis" : "database";
   if (name === "PrismaClientInitializationError") return "database";
   if (name.startsWith("PrismaClient") && PRISMA_CODES.has(code)) return "database";
+  if (name.startsWith("PrismaClient") && code === "P2028" && PRISMA_NO_TRANSACTION.test(message)) return "database";
   // The driver adapter's error, inside Prisma's (`meta`) or on its own: a statement of an
   // interactive transaction whose connection is cut throws it unwrapped.
   const adapter =

@@ -122,6 +122,26 @@ describe("unavailableDependency", () => {
         named("PrismaClientKnownRequestError", "Timed out fetching a new connection from the pool", { code: "P2024" }),
       ),
     ).toBe("database");
+    // A transaction that could not get a connection in time (seen as a 500 in a chaos run under load)…
+    expect(
+      unavailableDependency(
+        named(
+          "PrismaClientKnownRequestError",
+          "Transaction API error: Unable to start a transaction in the given time.",
+          { code: "P2028" },
+        ),
+      ),
+    ).toBe("database");
+    // …but not the transaction API's other errors (a transaction that outlived its own timeout).
+    expect(
+      unavailableDependency(
+        named(
+          "PrismaClientKnownRequestError",
+          "Transaction API error: Transaction already closed: A query cannot be executed on an expired transaction.",
+          { code: "P2028" },
+        ),
+      ),
+    ).toBeNull();
     // A statement of an interactive transaction whose connection is cut: the adapter's error, unwrapped.
     expect(
       unavailableDependency(named("DriverAdapterError", "ConnectionClosed", { cause: { kind: "ConnectionClosed" } })),

@@ -353,18 +353,7 @@ export async function listP99Buckets<S extends P99Scope>(
   const kinds = scopes.map((s) => s.kind);
   const queues = scopes.map((s) => s.queue ?? "");
   const anyQueue = scopes.map((s) => s.queue === undefined);
-  const rows = await db().$queryRaw<
-    {
-      scope: number;
-      type: CallType;
-      bucket: number;
-      maxMs: number;
-      calls: number;
-      meanMs: number;
-      below: number;
-      inBucket: number;
-    }[]
-  >`
+  const rows = await db().$queryRaw<(Omit<P99Bucket, "scope"> & { scope: number })[]>`
     WITH per_bucket AS (
       SELECT t.i, r.type, r.bucket, sum(r.count)::float8 AS n, sum(r."sumMs")::float8 AS sum_ms, max(r."maxMs") AS max_ms
       FROM unnest(${kinds}::text[], ${queues}::text[], ${anyQueue}::boolean[]) WITH ORDINALITY AS t(kind, queue, any_queue, i)
@@ -384,16 +373,7 @@ export async function listP99Buckets<S extends P99Scope>(
     FROM cumulative
     WHERE cum >= 0.99 * total
     ORDER BY i, type, bucket`;
-  return rows.map((r) => ({
-    scope: scopes[r.scope]!,
-    type: r.type,
-    bucket: r.bucket,
-    maxMs: r.maxMs,
-    calls: r.calls,
-    meanMs: r.meanMs,
-    below: r.below,
-    inBucket: r.inBucket,
-  }));
+  return rows.map((r) => ({ ...r, scope: scopes[r.scope]! }));
 }
 
 /**

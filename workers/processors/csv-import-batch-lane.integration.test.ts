@@ -429,9 +429,15 @@ describe("csv_import on the batch lane", () => {
     expect(await job(jobId)).toMatchObject({ status: "cancelled", processed: 0 });
   });
 
-  it("an operator's cancel while the run looks at its batch cancels the batch at the provider too", async () => {
+  /**
+   * An import waiting on its batch (3 h: it cannot finish under the test) is run again, and an
+   * operator cancels it while its look at the batch is held at the provider. `answerFirst`: the
+   * look is answered ("not done") as soon as the cancel is recorded, before the run's next look
+   * for a request (every 500 ms); otherwise only after the run ended. The run's end.
+   */
+  async function cancelWhileLooking(name: string, answerFirst: boolean): Promise<{ jobId: string; ended: unknown }> {
     m.faults.setBatches({ turnaroundMs: 3 * 3_600_000 });
-    const jobId = await importFile("batch-cancelled-looking");
+    const jobId = await importFile(name);
     expect(await runOnce(jobId)).toBe("pending");
     let release: () => void = () => undefined;
     lookGate = new Promise((r) => {
@@ -452,45 +458,23 @@ describe("csv_import on the batch lane", () => {
         via: "session",
       } as const;
       expect(await m.cancel.cancelJob(jobId, operator)).toMatchObject({ type: "cancelling" });
-      await looking;
+      if (!answerFirst) await looking;
     } finally {
       release();
       lookGate = Promise.resolve();
     }
+    return { jobId, ended: await looking };
+  }
+
+  it("an operator's cancel while the run looks at its batch cancels the batch at the provider too", async () => {
+    const { jobId } = await cancelWhileLooking("batch-cancelled-looking", false);
     expect(await job(jobId)).toMatchObject({ status: "cancelled", processed: 0 });
     expect(await batchOf(jobId)).toMatchObject({ status: "cancelling", fallback: "the job was cancelled" });
     expect((await batchOf(jobId)).endedAt).not.toBeNull();
   });
 
   it("a cancel asked while the run looks, whose look answers first, ends the job and its batch instead of waiting", async () => {
-    m.faults.setBatches({ turnaroundMs: 3 * 3_600_000 });
-    const jobId = await importFile("batch-cancelled-answered");
-    expect(await runOnce(jobId)).toBe("pending");
-    let release: () => void = () => undefined;
-    lookGate = new Promise((r) => {
-      release = r;
-    });
-    looks = 0;
-    const looking = runOnce(jobId).catch((err: Error) => err);
-    try {
-      const until = Date.now() + 10_000;
-      while (looks === 0 || (await job(jobId)).status !== "running") {
-        if (Date.now() > until) throw new Error("the run did not look at its batch");
-        await new Promise((r) => setTimeout(r, 10));
-      }
-      const operator = {
-        userId: "00000000-0000-0000-0000-000000000001",
-        username: "oncall",
-        role: "operator",
-        via: "session",
-      } as const;
-      expect(await m.cancel.cancelJob(jobId, operator)).toMatchObject({ type: "cancelling" });
-    } finally {
-      // The look answers "not done" at once, before the run's next look for a request (every 500 ms).
-      release();
-      lookGate = Promise.resolve();
-    }
-    const ended = await looking;
+    const { jobId, ended } = await cancelWhileLooking("batch-cancelled-answered", true);
     expect(ended).toBeInstanceOf(Error);
     expect((ended as Error).name).not.toBe("BatchPending");
     expect(await job(jobId)).toMatchObject({ status: "cancelled", processed: 0 });
