@@ -23,13 +23,47 @@ const jobRow = async (jobId: string) =>
     )
   )[0]!;
 
+/**
+ * Rows written for the job: the retry is a new attempt, projected like any start, and on a loaded
+ * machine the rows left may not fit the budget; the job then finishes in parts, each writing its
+ * rows under its own id.
+ */
+const rowsWritten = async (jobId: string) =>
+  (
+    await sql<{ n: string; rows: string }>(
+      `select count(*) n, count(distinct row) rows from "Transaction"
+       where "jobId" = $1 or "jobId" in (select id from "Job" where "parentId" = $1)`,
+      [jobId],
+    )
+  )[0]!;
+/** A retry that writes no row for this long has stopped: the test fails then, however fast the machine. */
+const STALL_MS = 60_000;
+
+/** Waits until the job is `completed`, failing as soon as a minute passes with no row written. */
+async function finishesWithoutStalling(jobId: string): Promise<void> {
+  let last = -1;
+  let since = Date.now();
+  for (;;) {
+    const { status } = await jobRow(jobId);
+    if (status === "completed") return;
+    expect(["queued", "running", "delayed"], "the retry ended otherwise than completed").toContain(status);
+    const written = Number((await rowsWritten(jobId)).n);
+    if (written !== last) [last, since] = [written, Date.now()];
+    expect(Date.now() - since, `no row written for a minute: ${written} of ${ROWS}, the job ${status}`).toBeLessThan(
+      STALL_MS,
+    );
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
 test("an operator cancels a running import from the job page: it stops before its next rows, keeps them, and a retry finishes every row once", async ({
   page,
   request,
   signIn,
 }) => {
-  // Its retry's wait below is longer than the suite's two minutes a test.
-  test.setTimeout(240_000);
+  // Its retry's wait below is longer than the suite's two minutes a test: it ends when the retry
+  // stops writing rows, not at a fixed time.
+  test.setTimeout(600_000);
   await signIn("operator");
   const created = await request.post(`/api/imports?tenant=e2e-cancel`, {
     data: transactionsCsv(ROWS).csv,
@@ -87,16 +121,10 @@ test("an operator cancels a running import from the job page: it stops before it
 
   await page.getByRole("button", { name: "Retry from where it stopped" }).click();
   await expect(page.getByRole("status").filter({ hasText: "Queued again" })).toBeVisible();
-  // About 19,200 rows left: a minute on a quiet machine, more when the other lane's systems share its cores.
-  await expect.poll(async () => (await jobRow(jobId)).status, { timeout: 150_000 }).toBe("completed");
-  // The retry is a new attempt, projected like any start: on a loaded machine the rows left may not
-  // fit the budget, and the job then finishes in parts, each writing its rows under its own id.
-  const [counts] = await sql<{ n: string; rows: string }>(
-    `select count(*) n, count(distinct row) rows from "Transaction"
-     where "jobId" = $1 or "jobId" in (select id from "Job" where "parentId" = $1)`,
-    [jobId],
-  );
-  expect(counts).toEqual({ n: String(ROWS), rows: String(ROWS) });
+  // About 19,200 rows left: a minute on a quiet machine, several when the other lane's chaos run
+  // shares its two cores. What is checked is that the retry keeps going to the end, not its speed.
+  await finishesWithoutStalling(jobId);
+  expect(await rowsWritten(jobId)).toEqual({ n: String(ROWS), rows: String(ROWS) });
   await page.goto(`/progress/${progressToken}`);
   await expect(page.getByTestId("progress-percent")).toHaveText("100 %");
 });

@@ -16,8 +16,9 @@ import { startMetricsPublisher } from "@/lib/reports/metrics-publish";
 import { flushModelCallRecords } from "@/lib/modelcalls/record";
 import { flushProjections } from "@/lib/runs/projection-writes";
 import { wakeWaitersOnRecovery } from "@/lib/runs/outage-waits";
+import { announcePresence, PRESENCE_MS, withdrawPresence } from "@/lib/queues/presence";
 import { closeQueues } from "@/lib/queues/queues";
-import { closeRedis, createRedis, key, type RedisClient } from "@/lib/redis/client";
+import { closeRedis, createRedis, type RedisClient } from "@/lib/redis/client";
 import { scaled } from "@/lib/time";
 import { startTracing } from "@/lib/tracing/tracing";
 import { PROCESSORS } from "./catalog";
@@ -36,7 +37,6 @@ const log = logger("workers");
 
 /** How long a stopping worker lets running jobs finish before it hands them back to the queue. */
 const SHUTDOWN_GRACE_MS = 10_000;
-const PRESENCE_MS = 5_000;
 
 /**
  * A stop asked for while the process is still starting (a deploy, Ctrl-C) is kept and carried out
@@ -80,7 +80,7 @@ interface Schedulers {
 
 /** This process's entry in Redis that says it is alive and which queues it consumes, and the timer renewing it. */
 interface Presence {
-  key: string;
+  id: string;
   timer: NodeJS.Timeout;
 }
 
@@ -188,21 +188,19 @@ function startSchedulers(connection: RedisClient): Schedulers {
 }
 
 /** Says in Redis that this process is alive, with its queues and concurrency, and renews it every PRESENCE_MS. */
-async function announcePresence(e: Env, connection: RedisClient): Promise<Presence> {
-  const presenceKey = key("workers", `${hostname()}:${process.pid}`);
-  const presence = JSON.stringify({
+async function startPresence(e: Env, connection: RedisClient): Promise<Presence> {
+  const id = `${hostname()}:${process.pid}`;
+  const presence = {
     host: hostname(),
     pid: process.pid,
     queues: e.BOUNDED_WORKER_QUEUES,
     concurrency: e.BOUNDED_WORKER_CONCURRENCY,
     startedAt: new Date().toISOString(),
-  });
+  };
   const announce = () =>
-    connection
-      .set(presenceKey, presence, "PX", PRESENCE_MS * 3)
-      .catch((err) => log.warn({ err: err.message }, "presence update failed"));
+    announcePresence(connection, id, presence).catch((err) => log.warn({ err: err.message }, "presence update failed"));
   await announce();
-  return { key: presenceKey, timer: setInterval(announce, PRESENCE_MS) };
+  return { id, timer: setInterval(announce, PRESENCE_MS) };
 }
 
 /** Stops the process once, in order: no new work, running jobs finished or handed back, all closed and flushed. */
@@ -226,7 +224,7 @@ async function stop(p: WorkerProcess, signal: string): Promise<void> {
   clearTimeout(grace);
   await p.watchdog.stop();
   await p.stopListening();
-  await p.connection.del(p.presence.key).catch(() => undefined);
+  await withdrawPresence(p.connection, p.presence.id).catch(() => undefined);
   await p.budgetPublisher.stop();
   await p.stopMetrics();
   await p.connection.quit().catch(() => undefined);
@@ -257,7 +255,7 @@ async function main() {
   const stopTracing = await startTracing();
   const workers = startWorkers(e, connection, shutdown.signal, watchdog);
   const schedulers = startSchedulers(connection);
-  const presence = await announcePresence(e, connection);
+  const presence = await startPresence(e, connection);
   // What this process really uses, for the /budgets page (and drift between workers).
   const budgetPublisher = await startBudgetPublisher({
     queues: e.BOUNDED_WORKER_QUEUES,

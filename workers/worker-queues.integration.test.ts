@@ -4,10 +4,10 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { closeDb } from "@/lib/db/client";
 import { EnvError, parseEnv } from "@/lib/env";
 import { checkWorkers } from "@/lib/reports/health";
-import { livePresences } from "@/lib/queues/overview";
+import { livePresences, presenceKeys } from "@/lib/queues/presence";
 import { QUEUE_NAMES } from "@/lib/catalog/catalog";
 import { closeQueues, queue } from "@/lib/queues/queues";
-import { closeRedis, key, redis, scanKeys } from "@/lib/redis/client";
+import { closeRedis, redis } from "@/lib/redis/client";
 import { waitFor } from "@/test/helpers/wait";
 
 /**
@@ -19,7 +19,7 @@ const root = path.resolve(import.meta.dirname, "..");
 const children: ChildProcess[] = [];
 
 async function clearPresences(): Promise<void> {
-  for await (const keys of scanKeys(redis(), key("workers", "*"), 200)) if (keys.length) await redis().del(...keys);
+  await redis().del(...presenceKeys());
 }
 
 function startWorkers(queues: string): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {

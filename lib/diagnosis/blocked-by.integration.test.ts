@@ -17,12 +17,13 @@ const { claim } = await import("@/lib/quota/reserves");
 const { dropQuotaTenants, quotaTenant } = await import("@/lib/quota/test-fixtures");
 const { QUEUE_NAMES } = await import("@/lib/catalog/catalog");
 const { pausedHashKey, pauseQueue } = await import("@/lib/queues/pause");
+const { announcePresence, withdrawPresence } = await import("@/lib/queues/presence");
 const { closeQueues, queue } = await import("@/lib/queues/queues");
 const { breakerKey, createBreaker } = await import("@/lib/ratelimit/breaker");
 const { OUTSIDE_SERVICES } = await import("@/lib/ratelimit/breaker-services");
 const { OutsideServiceDown, RateLimitDefer } = await import("@/lib/ratelimit/errors");
 const { createProviderLimiter, providerSlotsKey, providerWaitersKey } = await import("@/lib/ratelimit/provider");
-const { closeRedis, key, redis } = await import("@/lib/redis/client");
+const { closeRedis, redis } = await import("@/lib/redis/client");
 const { deferRun } = await import("@/lib/runs/reschedule");
 const { waitFor } = await import("@/test/helpers/wait");
 const { deleteTenant, uniqueTenantSlug } = await import("@/test/helpers/tenants");
@@ -61,7 +62,7 @@ beforeEach(reset);
 afterEach(async () => {
   for (const release of releases.splice(0)) release();
   await Promise.allSettled(pending.splice(0));
-  if (presences.length > 0) await redis().del(...presences.splice(0));
+  for (const id of presences.splice(0)) await withdrawPresence(redis(), id);
   await reset();
   // The deferrals' per-minute rollups name the tenant (the limiter page's top tenants): theirs go too.
   await db().rateLimitRollup.deleteMany({ where: { tenant: { in: tenants } } });
@@ -76,9 +77,9 @@ afterAll(async () => {
 
 /** A live worker process consuming `queues`, as workers/main.ts announces itself. */
 async function workerServes(...queues: string[]) {
-  const k = key("workers", `blocked-by-test:${randomUUID()}`);
-  presences.push(k);
-  await redis().set(k, JSON.stringify({ host: "blocked-by-test", pid: 1, queues, concurrency: 4 }), "PX", 60_000);
+  const id = `blocked-by-test:${randomUUID()}`;
+  presences.push(id);
+  await announcePresence(redis(), id, { host: "blocked-by-test", pid: 1, queues, concurrency: 4 }, 60_000);
 }
 
 function tenant(label: string) {

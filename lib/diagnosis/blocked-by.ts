@@ -8,7 +8,7 @@ import { readBreakers, type BreakerReading } from "@/lib/ratelimit/breaker";
 import { OUTSIDE_SERVICES, SERVICE_NAMES, type OutsideService } from "@/lib/ratelimit/breaker-services";
 import { providerLimiter, providerWaitersKey, type ProviderState } from "@/lib/ratelimit/provider";
 import { kindSpec, QUEUE_NAMES, type QueueName } from "@/lib/catalog/catalog";
-import { livePresences } from "@/lib/queues/overview";
+import { livePresences } from "@/lib/queues/presence";
 import { pausedQueues, type PauseInfo } from "@/lib/queues/pause";
 import { queue } from "@/lib/queues/queues";
 import { redis } from "@/lib/redis/client";

@@ -1,18 +1,19 @@
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { closeDb, db } from "@/lib/db/client";
 import { env } from "@/lib/env";
-import { closeRedis, key, redis } from "@/lib/redis/client";
+import { closeRedis, redis } from "@/lib/redis/client";
 import { makeJob } from "@/test/helpers/jobs";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
 import { QUEUE_NAMES } from "@/lib/catalog/catalog";
 import { getQueuesOverview, projectDrain, readQueueGauges, THROUGHPUT_MINUTES } from "./overview";
 import { pausedHashKey, pauseQueue } from "./pause";
+import { announcePresence, withdrawPresence } from "./presence";
 import { closeQueues, enqueueJob, queue } from "./queues";
 
 /** A catalog queue no other suite of the test prefix runs workers on. */
 const Q = "agent-interactive";
 const tenants: string[] = [];
-const presenceKeys: string[] = [];
+const presenceIds: string[] = [];
 
 async function reset() {
   for (const name of QUEUE_NAMES) await queue(name).resume();
@@ -22,7 +23,7 @@ async function reset() {
 beforeEach(reset);
 afterEach(async () => {
   await reset();
-  if (presenceKeys.length) await redis().del(...presenceKeys.splice(0));
+  for (const id of presenceIds.splice(0)) await withdrawPresence(redis(), id);
   for (const slug of tenants.splice(0)) await deleteTenant(slug);
 });
 afterAll(async () => {
@@ -151,18 +152,12 @@ describe("getQueuesOverview", () => {
 
   it("counts the worker slots of the live workers that consume the queue, and the busy ones", async () => {
     const announce = async (name: string, queues: string[], concurrency: number) => {
-      const k = key("workers", `queues-test:${name}`);
-      presenceKeys.push(k);
-      await redis().set(
-        k,
-        JSON.stringify({
-          host: "queues-test",
-          pid: presenceKeys.length,
-          queues,
-          concurrency,
-          startedAt: new Date().toISOString(),
-        }),
-        "PX",
+      const id = `queues-test:${name}`;
+      presenceIds.push(id);
+      await announcePresence(
+        redis(),
+        id,
+        { host: "queues-test", pid: presenceIds.length, queues, concurrency, startedAt: new Date().toISOString() },
         60_000,
       );
     };

@@ -1,8 +1,7 @@
-import { z } from "zod";
 import { resolveBudgetUnchecked } from "@/lib/budgets/budgets";
 import { db } from "@/lib/db/client";
 import { env } from "@/lib/env";
-import { key, redis, scanKeys } from "@/lib/redis/client";
+import { livePresences } from "./presence";
 import { kindsOfQueue, QUEUE_NAMES, type QueueName } from "@/lib/catalog/catalog";
 import type { QueueGaugeReading } from "@/lib/metrics/metrics";
 import { pausedQueues } from "./pause";
@@ -72,33 +71,6 @@ export interface QueuesOverview {
   /** Live worker processes (any queue). */
   workers: number;
   queues: QueueOverview[];
-}
-
-/** What a worker process announces (workers/main.ts); parsed, because another version may have written it. */
-const presenceSchema = z.object({
-  host: z.string(),
-  pid: z.number().int(),
-  queues: z.array(z.string()),
-  concurrency: z.number().int().nonnegative(),
-});
-type Presence = z.infer<typeof presenceSchema>;
-
-/** The worker processes alive now, from their presence keys (for /queues and readiness). */
-export async function livePresences(): Promise<Presence[]> {
-  const client = redis();
-  const found = new Set<string>();
-  for await (const batch of scanKeys(client, key("workers", "*"), 200)) for (const k of batch) found.add(k);
-  if (found.size === 0) return [];
-  const values = await client.mget(...found);
-  return values.flatMap((v) => {
-    if (v === null) return [];
-    try {
-      const parsed = presenceSchema.safeParse(JSON.parse(v));
-      return parsed.success ? [parsed.data] : [];
-    } catch {
-      return [];
-    }
-  });
 }
 
 async function bullCounts(name: QueueName): Promise<Record<QueueState, number>> {

@@ -92,6 +92,7 @@ type Modules = {
   metrics: typeof import("@/lib/metrics/metrics");
   runtime: typeof import("@/lib/budgets/runtime");
   health: typeof import("@/lib/reports/health");
+  presence: typeof import("@/lib/queues/presence");
   login: typeof import("@/lib/auth/login");
   db: typeof import("@/lib/db/client");
 };
@@ -131,6 +132,7 @@ describe.skipIf(redisServer.skip || redisCliTool.skip)(`${title} (${redisServer.
       metrics: await import("@/lib/metrics/metrics"),
       runtime: await import("@/lib/budgets/runtime"),
       health: await import("@/lib/reports/health"),
+      presence: await import("@/lib/queues/presence"),
       login: await import("@/lib/auth/login"),
       db: await import("@/lib/db/client"),
     };
@@ -263,14 +265,20 @@ describe.skipIf(redisServer.skip || redisCliTool.skip)(`${title} (${redisServer.
     }
   });
 
-  it("health: worker presence keys are counted across the cluster", async () => {
-    const presence = m.client.key("workers", "cluster-host:4242");
-    await m.client.redis().set(presence, "{}", "PX", 60_000);
+  it("health: a worker's presence is announced and counted on the cluster (its two keys in one slot)", async () => {
+    const id = "cluster-host:4242";
+    await m.presence.announcePresence(m.client.redis(), id, {
+      host: "cluster-host",
+      pid: 4242,
+      queues: [],
+      concurrency: 1,
+    });
     try {
       expect(await m.health.checkHealth()).toMatchObject({ redis: "ok", workers: 1 });
     } finally {
-      await m.client.redis().del(presence);
+      await m.presence.withdrawPresence(m.client.redis(), id);
     }
+    expect(await m.health.checkHealth()).toMatchObject({ redis: "ok", workers: 0 });
   });
 
   it("login: failed sign-ins are counted in one MULTI on the cluster, and the limit throttles", async () => {

@@ -2,8 +2,8 @@ import { readdir } from "node:fs/promises";
 import path from "node:path";
 import { db } from "@/lib/db/client";
 import { QUEUE_NAMES } from "@/lib/catalog/catalog";
-import { livePresences } from "@/lib/queues/overview";
-import { redis, key, scanKeys } from "@/lib/redis/client";
+import { livePresences } from "@/lib/queues/presence";
+import { redis } from "@/lib/redis/client";
 
 export interface Health {
   ok: boolean;
@@ -19,18 +19,11 @@ function within<T>(ms: number, p: Promise<T>): Promise<T> {
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
-/** SCAN, never KEYS: this route is public and polled, and KEYS blocks Redis for the whole keyspace. */
-async function countKeys(pattern: string): Promise<number> {
-  let n = 0;
-  for await (const keys of scanKeys(redis(), pattern, 500)) n += keys.length;
-  return n;
-}
-
 export async function checkHealth(): Promise<Health> {
   const [dbOk, workers] = await Promise.all([
     checkDatabase().then((c) => c.ok),
-    within(2000, countKeys(key("workers", "*"))).then(
-      (n) => n,
+    within(2000, livePresences()).then(
+      (p) => p.length,
       () => null,
     ),
   ]);

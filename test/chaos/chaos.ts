@@ -16,12 +16,15 @@
  * `npm run test:chaos` runs the full size; the browser suite runs a small one (e2e/chaos.spec.ts).
  */
 import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { dropDatabase, migrate } from "../../scripts/db/migrate";
 import { ChaosDb, type Check, type Overrun } from "./checks";
 import { explainFindings, type Fault } from "./explain";
 import { WebPoller, type PollSummary } from "./poller";
 import { PrivatePostgres } from "./postgres";
+import { RedisStalls, type RedisStall } from "./redis-stalls";
 import { ChaosSystem, ROOT, type ChaosPorts } from "./system";
 import { seeded, Workload, type Accepted, type WorkKind } from "./workload";
 
@@ -73,6 +76,10 @@ export interface ChaosReport {
     items: { expected: number; lost: number; doubled: number };
     poll: PollSummary;
   };
+  /** Stalls Redis measured itself (test/chaos/redis-stalls.ts): outage windows the machine caused. */
+  redisStalls: RedisStall[];
+  /** Each 5xx outside the windows (the first five) beside the warnings the web logged around it. */
+  errorsExplained: string[];
   accepted: Accepted[];
   refused: Record<string, number>;
   /** Statuses when the chaos had settled, before any retry. */
@@ -210,6 +217,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
       ];
     });
     poller.start();
+    const redisStalls = new RedisStalls(o.ports.redis);
+    redisStalls.start();
 
     // The watch: every half second, rows silent past their bound, with a tolerance for the reaper's
     // own pass (its queries and this watch's polling). While Redis is down the reaper cannot ask
@@ -345,6 +354,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     };
     await settle("after the chaos");
     await poller.stop();
+    await redisStalls.stop();
+    poller.windows.push(...redisStalls.windows());
     const afterChaos = await chaosDb.statusCounts();
     const acceptedIds = workload.stats.accepted.map((a) => a.jobId);
     const completedWithoutRetry = await chaosDb.completedOf(acceptedIds);
@@ -387,6 +398,10 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     const items = await chaosDb.importItems(workload.stats.accepted);
     const findings = explainFindings(await chaosDb.rowFindings(workload.stats.accepted), faults, startedAt);
     const poll = poller.summary(WINDOW_TOLERANCE_MS);
+    const webLog = poll.errorsOutside.length ? readFileSync(join(system.logDir, "web.log"), "utf8") : "";
+    const errorsExplained = poll.errorsOutside
+      .slice(0, 5)
+      .map((e) => `${e.status} ${e.path} at ${e.at}; the web logged: ${warningsNear(webLog, Date.parse(e.at))}`);
     const goals = { completedWithoutRetry, accepted: acceptedIds.length, items, poll };
     const goalChecks: Check[] = o.noManualAction
       ? [
@@ -454,6 +469,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
       },
       did,
       goals,
+      redisStalls: redisStalls.stalls,
+      errorsExplained,
       accepted: workload.stats.accepted,
       refused: workload.stats.refused,
       afterChaos,
@@ -475,6 +492,24 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     await chaosDb.close();
     postgres?.destroy();
   }
+}
+
+/** The web's warnings and errors (pino level ≥ 40) logged within 3 s of `at`, in short. */
+function warningsNear(log: string, at: number): string {
+  const near: string[] = [];
+  for (const line of log.split("\n")) {
+    if (!line.startsWith("{")) continue;
+    try {
+      const entry = JSON.parse(line) as { level?: number; time?: string; msg?: string; err?: unknown; route?: string };
+      if ((entry.level ?? 0) < 40 || Math.abs(Date.parse(entry.time ?? "") - at) > 3_000) continue;
+      near.push(
+        `${entry.time} ${entry.route ?? ""} ${entry.msg ?? ""} ${entry.err ? JSON.stringify(entry.err) : ""}`.trim(),
+      );
+    } catch {
+      /* a line cut by the SIGKILL */
+    }
+  }
+  return near.length ? near.slice(0, 5).join(" | ") : "nothing at warn or above";
 }
 
 function fmtCounts(c: Record<string, number>): string {
@@ -499,7 +534,16 @@ export function formatReport(r: ChaosReport): string {
     `  quota:    ${r.quota.spent} units spent, ${r.quota.reclaimed} reserves reclaimed by the sweeper, ${r.quota.late} late releases, ${r.quota.debts} open debts`,
     `  goals:    jobs completed without manual action ${r.goals.completedWithoutRetry}/${r.goals.accepted}; items lost ${r.goals.items.lost}; items applied twice ${r.goals.items.doubled} (of ${r.goals.items.expected} import rows)`,
     `  web:      5xx outside the outage windows ${r.goals.poll.errorsOutside.length}; inside ${r.goals.poll.errorsInside} (slowest ${r.goals.poll.slowestErrorInsideMs} ms); no answer ${r.goals.poll.noAnswerInside} inside, ${r.goals.poll.noAnswerOutside} outside; ${r.goals.poll.answers} answers polled`,
+    ...(r.redisStalls.length
+      ? [
+          `            Redis stalled ${r.redisStalls.length} times by its own latency monitor, each an outage window: ${r.redisStalls
+            .slice(0, 5)
+            .map((s) => `${s.event} ${s.ms} ms at ${new Date(s.at).toISOString()}`)
+            .join("; ")}`,
+        ]
+      : []),
     ...r.checks.map((c) => `  [${c.ok ? "ok" : "FAIL"}] ${c.name} — ${c.detail}`),
+    ...(r.errorsExplained.length ? ["  5xx outside the windows:", ...r.errorsExplained.map((e) => `    ${e}`)] : []),
     ...(r.findings.length ? ["  rows that did not end as their file said:", ...r.findings.map((f) => `    ${f}`)] : []),
     `CHAOS ${r.ok ? "PASSED" : "FAILED"}`,
   ];

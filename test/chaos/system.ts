@@ -10,6 +10,7 @@ import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { needsBuild } from "../../scripts/build";
 import { parseEnv } from "../../lib/env";
+import { REDIS_LATENCY_THRESHOLD_MS } from "./redis-stalls";
 
 export const ROOT = resolve(import.meta.dirname, "../..");
 const NEXT_BIN = join(ROOT, "node_modules/next/dist/bin/next");
@@ -157,6 +158,9 @@ export class ChaosSystem {
           "everysec",
           "--maxmemory-policy",
           "noeviction",
+          // Its own record of every stall, read by test/chaos/redis-stalls.ts.
+          "--latency-monitor-threshold",
+          String(REDIS_LATENCY_THRESHOLD_MS),
           "--dir",
           this.redisDir,
         ],

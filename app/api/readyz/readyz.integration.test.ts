@@ -11,12 +11,14 @@ const proxy = await startProxy(Number(new URL(process.env.REDIS_URL ?? "redis://
 process.env.REDIS_URL = `redis://127.0.0.1:${proxy.port}`;
 
 const { closeDb, db } = await import("@/lib/db/client");
-const { closeRedis, key, redis } = await import("@/lib/redis/client");
+const { closeRedis, redis } = await import("@/lib/redis/client");
 const { QUEUE_NAMES } = await import("@/lib/catalog/catalog");
 const { checkMigrations, checkWorkers, forgetMigrationCheck } = await import("@/lib/reports/health");
 const readyz = await import("./route");
 
-const presence = key("workers", "readyz-test:1");
+const { announcePresence, withdrawPresence } = await import("@/lib/queues/presence");
+
+const presence = "readyz-test:1";
 
 async function probe(): Promise<{
   status: number;
@@ -40,19 +42,17 @@ beforeAll(async () => {
   // A cold client's first query loads Prisma's query compiler (over a second here): not what is probed.
   await db().$queryRaw`select 1`;
   // A live worker for every queue of the catalog, as workers/main.ts announces itself.
-  await redis().set(
+  await announcePresence(
+    redis(),
     presence,
-    JSON.stringify({ host: "readyz-test", pid: 1, queues: QUEUE_NAMES, concurrency: 1 }),
-    "PX",
+    { host: "readyz-test", pid: 1, queues: QUEUE_NAMES, concurrency: 1 },
     60_000,
   );
 });
 
 afterAll(async () => {
   await proxy.up();
-  await redis()
-    .del(presence)
-    .catch(() => undefined);
+  await withdrawPresence(redis(), presence).catch(() => undefined);
   await closeRedis();
   await closeDb();
   await proxy.close();
@@ -96,17 +96,12 @@ describe("GET /api/readyz", () => {
   it("names a queue without a live worker", async () => {
     const served = QUEUE_NAMES.filter((q) => q !== "sweeps");
     expect(await checkWorkers(QUEUE_NAMES)).toEqual({ ok: true, detail: expect.any(String) });
-    await redis().set(
-      presence,
-      JSON.stringify({ host: "readyz-test", pid: 1, queues: served, concurrency: 1 }),
-      "PX",
-      60_000,
-    );
+    await announcePresence(redis(), presence, { host: "readyz-test", pid: 1, queues: served, concurrency: 1 }, 60_000);
     expect(await checkWorkers(QUEUE_NAMES)).toEqual({ ok: false, error: "no live worker for sweeps" });
-    await redis().set(
+    await announcePresence(
+      redis(),
       presence,
-      JSON.stringify({ host: "readyz-test", pid: 1, queues: QUEUE_NAMES, concurrency: 1 }),
-      "PX",
+      { host: "readyz-test", pid: 1, queues: QUEUE_NAMES, concurrency: 1 },
       60_000,
     );
   });
