@@ -3,6 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { db } from "@/lib/db/client";
 import { parseEnv, type Env } from "@/lib/env";
 import { createRedis, type RedisClient } from "@/lib/redis/client";
+import { lapsingRegistry } from "@/lib/redis/registry";
 import { newProgressToken } from "@/lib/jobs/create";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
 import { waitFor } from "@/test/helpers/wait";
@@ -42,6 +43,16 @@ async function publisher(
   const p = await startBudgetPublisher({ queues, concurrency: 4, redis, namespace: ns, host, pid, source });
   publishers.push(p);
   return p;
+}
+
+/** Whether `id` is a live entry of the namespace's registry. */
+const published = async (ns: string, id: string) => (await lapsingRegistry(ns).list(redis)).some((e) => e.id === id);
+
+/** How long until `id`'s entry lapses, by Redis's clock. */
+async function lapsesInMs(ns: string, id: string): Promise<number> {
+  const [seconds, micros] = (await redis.time()) as [number | string, number | string];
+  const at = Number(await redis.zscore(lapsingRegistry(ns).keys[0], id));
+  return at - (Number(seconds) * 1000 + Math.floor(Number(micros) / 1000));
 }
 
 describe("what workers really use", () => {
@@ -131,26 +142,26 @@ describe("what workers really use", () => {
     const ns = namespace();
     const p = await publisher(ns, "host-d", 404, ["imports"], workerEnv());
     expect(await listWorkerBudgets({ redis, namespace: ns })).toHaveLength(1);
-    // Publish interval at time scale 0.001 is the 1 s floor, so the key lives 3 s.
-    const ttl = await redis.pttl(p.key);
+    // Publish interval at time scale 0.001 is the 1 s floor, so the entry lives 3 s.
+    const ttl = await lapsesInMs(ns, p.id);
     expect(ttl).toBeGreaterThan(2_000);
     expect(ttl).toBeLessThanOrEqual(3_000);
     await p.stop();
-    expect(await redis.exists(p.key)).toBe(0);
+    expect(await published(ns, p.id)).toBe(false);
     expect(await listWorkerBudgets({ redis, namespace: ns })).toEqual([]);
     const report = await getBudgetReport({ redis, namespace: ns, source: parseEnv({}) });
     expect(report.workers).toEqual([]);
     expect(report.rows.every((r) => r.status === "not_served")).toBe(true);
   });
 
-  it("keeps publishing on its interval (a lost key comes back)", async () => {
+  it("keeps publishing on its interval (a lost entry comes back)", async () => {
     const ns = namespace();
     const p = await publisher(ns, "host-e", 505, ["imports"], workerEnv());
-    await redis.del(p.key);
+    await lapsingRegistry(ns).remove(redis, p.id);
     const deleted = performance.now();
-    await waitFor(async () => (await redis.exists(p.key)) === 1, {
+    await waitFor(() => published(ns, p.id), {
       timeoutMs: 10_000,
-      what: "the publisher to write its key again",
+      what: "the publisher to write its entry again",
     });
     // Back within one publish interval (1 s at this time scale), with the same room as ever for a late tick.
     expect(performance.now() - deleted).toBeLessThan(1_300);

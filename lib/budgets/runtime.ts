@@ -1,7 +1,8 @@
 import { hostname } from "node:os";
 import { env, type Env } from "@/lib/env";
 import { logger } from "@/lib/log";
-import { key, redis as sharedRedis, scanKeys, type RedisClient } from "@/lib/redis/client";
+import { key, redis as sharedRedis, type RedisClient } from "@/lib/redis/client";
+import { lapsingRegistry } from "@/lib/redis/registry";
 import { scaled } from "@/lib/time";
 import { pairsOfQueues, resolveBudgetUnchecked } from "./budgets";
 import { workerBudgetsSchema, type WorkerBudgets } from "./schemas";
@@ -18,7 +19,7 @@ const MIN_PUBLISH_INTERVAL_MS = 1_000;
 /** A publication lives 3 intervals: one or two missed publishes (a GC pause, a Redis blip) do not make a live worker vanish. */
 const TTL_INTERVALS = 3;
 
-/** The Redis key prefix of all publications: `<BOUNDED_REDIS_PREFIX>:worker-budgets`. */
+/** The namespace of the publications' registry (lib/redis/registry.ts): `<BOUNDED_REDIS_PREFIX>:worker-budgets`. */
 function defaultNamespace(): string {
   return key("worker-budgets");
 }
@@ -36,7 +37,7 @@ export interface BudgetPublisherOptions {
   /** The connection to publish on (the worker's own). */
   redis: RedisClient;
   /**
-   * Key prefix of the publication (tests use their own, so they never see real workers).
+   * Namespace of the publications' registry (tests use their own, so they never see real workers).
    * @defaultValue `key("worker-budgets")`
    */
   namespace?: string;
@@ -49,24 +50,25 @@ export interface BudgetPublisherOptions {
 }
 
 export interface BudgetPublisher {
-  /** The Redis key this process publishes under. */
-  readonly key: string;
+  /** This process's entry in the registry: `<host>:<pid>`. */
+  readonly id: string;
   /** Publishes now (also done at start and on every interval). */
   publish(): Promise<void>;
-  /** Stops publishing and deletes the key, so the process disappears from the page at once. */
+  /** Stops publishing and removes the entry, so the process disappears from the page at once. */
   stop(): Promise<void>;
 }
 
 /**
  * Publishes, at start and every 10 s (scaled, at least 1 s), the budgets this worker process
- * really uses: `<namespace>:<host>:<pid>` with a TTL of three intervals, so a process that died
- * without `stop()` disappears by itself.
+ * really uses, as the entry `<host>:<pid>` of a registry that lets it lapse after three intervals,
+ * so a process that died without `stop()` disappears by itself.
  */
 export async function startBudgetPublisher(options: BudgetPublisherOptions): Promise<BudgetPublisher> {
   const source = options.source ?? env();
   const host = options.host ?? hostname();
   const pid = options.pid ?? process.pid;
-  const redisKey = `${options.namespace ?? defaultNamespace()}:${host}:${pid}`;
+  const publications = lapsingRegistry(options.namespace ?? defaultNamespace());
+  const id = `${host}:${pid}`;
   const interval = publishIntervalMs(source.BOUNDED_TIME_SCALE);
   const startedAt = new Date().toISOString();
   const budgets = pairsOfQueues(options.queues).map(({ queue, kind }) => {
@@ -88,14 +90,10 @@ export async function startBudgetPublisher(options: BudgetPublisherOptions): Pro
       queues: [...options.queues],
       budgets,
     };
-    inFlight = options.redis
-      .set(redisKey, JSON.stringify(body), "PX", interval * TTL_INTERVALS)
-      .then(() => undefined)
+    inFlight = publications
+      .renew(options.redis, id, JSON.stringify(body), interval * TTL_INTERVALS)
       .catch((err: unknown) =>
-        log.warn(
-          { err: err instanceof Error ? err.message : String(err), key: redisKey },
-          "could not publish worker budgets",
-        ),
+        log.warn({ err: err instanceof Error ? err.message : String(err), id }, "could not publish worker budgets"),
       );
     return inFlight;
   };
@@ -104,7 +102,7 @@ export async function startBudgetPublisher(options: BudgetPublisherOptions): Pro
   const timer = setInterval(() => void publish(), interval);
   log.info(
     {
-      key: redisKey,
+      id,
       intervalMs: interval,
       budgets: budgets.map((b) => `${b.queue}/${b.kind}=${b.softMs}/${b.hardMs} (${b.source})`),
     },
@@ -112,16 +110,16 @@ export async function startBudgetPublisher(options: BudgetPublisherOptions): Pro
   );
 
   return {
-    key: redisKey,
+    id,
     publish,
     async stop() {
       if (stopped) return;
       stopped = true;
       clearInterval(timer);
-      // A publish still on its way would otherwise recreate the key after the delete.
+      // A publish still on its way would otherwise recreate the entry after the removal.
       await inFlight;
-      await options.redis
-        .del(redisKey)
+      await publications
+        .remove(options.redis, id)
         .catch((err: unknown) =>
           log.warn({ err: err instanceof Error ? err.message : String(err) }, "could not delete worker budgets"),
         );
@@ -129,37 +127,19 @@ export async function startBudgetPublisher(options: BudgetPublisherOptions): Pro
   };
 }
 
-/** Escapes Redis glob characters so a namespace is matched literally by SCAN MATCH. */
-function globEscape(s: string): string {
-  return s.replace(/[*?[\]\\]/g, "\\$&");
-}
-
-/**
- * Every live publication (SCAN, never KEYS: a big keyspace must not block Redis), sorted by
- * host and pid. Unreadable publications are skipped and logged.
- */
+/** Every live publication, sorted by host and pid. Unreadable publications are skipped and logged. */
 export async function listWorkerBudgets(
   options: { redis?: RedisClient; namespace?: string } = {},
 ): Promise<WorkerBudgets[]> {
   const client = options.redis ?? sharedRedis();
-  const namespace = options.namespace ?? defaultNamespace();
-  const found = new Set<string>(); // SCAN may return a key twice
-  for await (const batch of scanKeys(client, `${globEscape(namespace)}:*`, 200)) for (const k of batch) found.add(k);
-  const keys = [...found];
-  if (keys.length === 0) return [];
-  // One MGET for all publications: on a Redis Cluster they share the prefix's slot.
-  const values = await client.mget(...keys);
+  const entries = await lapsingRegistry(options.namespace ?? defaultNamespace()).list(client);
   const workers: WorkerBudgets[] = [];
-  values.forEach((value, i) => {
-    if (value === null) return; // expired between SCAN and MGET
+  for (const { id, value } of entries) {
     try {
       workers.push(workerBudgetsSchema.parse(JSON.parse(value)));
     } catch (err) {
-      log.warn(
-        { key: keys[i], err: err instanceof Error ? err.message : String(err) },
-        "unreadable worker budgets publication",
-      );
+      log.warn({ id, err: err instanceof Error ? err.message : String(err) }, "unreadable worker budgets publication");
     }
-  });
+  }
   return workers.sort((a, b) => a.host.localeCompare(b.host) || a.pid - b.pid);
 }

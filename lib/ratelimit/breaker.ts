@@ -8,7 +8,8 @@ import { key, redis, type RedisClient } from "@/lib/redis/client";
 import { scaled, unscaled } from "@/lib/time";
 import { OUTSIDE_SERVICES, SERVICE_NAMES, type BreakerState, type OutsideService } from "./breaker-services";
 import { OutsideServiceDown } from "./errors";
-import { luaScript, runLua, withTimeout } from "./scripts";
+import { runLua } from "@/lib/redis/lua";
+import { luaScript, withTimeout } from "./scripts";
 import {
   callsOf,
   setSilenceRegistry,

@@ -18,7 +18,8 @@ import {
 } from "./buckets";
 import { deferralThreshold } from "./context";
 import { RateLimitCapExceeded, RateLimitDefer } from "./errors";
-import { luaScript, runLua, withTimeout, type LuaScript } from "./scripts";
+import { runLua, type LuaScript } from "@/lib/redis/lua";
+import { luaScript, withTimeout } from "./scripts";
 
 const log = logger("ratelimit");
 

@@ -5,7 +5,8 @@ import { key, redis, type RedisClient } from "@/lib/redis/client";
 import { scaled } from "@/lib/time";
 import { providerScope, type LimitedProvider } from "./buckets";
 import { TOKEN_BUDGETS, type AnnouncedLimits, type TokenBudget } from "./provider-headers";
-import { luaScript, runLua, withTimeout } from "./scripts";
+import { runLua } from "@/lib/redis/lua";
+import { luaScript, withTimeout } from "./scripts";
 
 const log = logger("ratelimit.tokens");
 

@@ -1,16 +1,10 @@
-import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { formatDuration } from "@/lib/format/duration";
-import type { RedisClient } from "@/lib/redis/client";
+import { type LuaScript, luaSource } from "@/lib/redis/lua";
 
-/** A Lua script of this folder, with the SHA1 that EVALSHA names it by. */
-export interface LuaScript {
-  source: string;
-  sha: string;
-}
-
+/** Read once per file. */
 const loaded = new Map<string, LuaScript>();
 
 /**
@@ -26,23 +20,10 @@ export function luaScript(fileName: string): LuaScript {
     } catch {
       source = readFileSync(path.join(process.cwd(), "lib/ratelimit", fileName), "utf8");
     }
-    script = { source, sha: createHash("sha1").update(source).digest("hex") };
+    script = luaSource(source);
     loaded.set(fileName, script);
   }
   return script;
-}
-
-/** Runs a script by EVALSHA, and by EVAL when Redis does not know it yet (a restart, a new node). */
-export function runLua<T>(
-  client: RedisClient,
-  script: LuaScript,
-  keys: string[],
-  args: (string | number)[],
-): Promise<T> {
-  return (client.evalsha(script.sha, keys.length, ...keys, ...args) as Promise<T>).catch((err: unknown) => {
-    if (!(err instanceof Error) || !err.message.startsWith("NOSCRIPT")) throw err;
-    return client.eval(script.source, keys.length, ...keys, ...args) as Promise<T>;
-  });
 }
 
 /** Rejects when `promise` has not settled within `ms`: a Redis that does not answer counts as down. */

@@ -4,7 +4,8 @@ import { hostname } from "node:os";
 import { key, type RedisClient } from "@/lib/redis/client";
 import { scaled } from "@/lib/time";
 import type { OutsideService } from "./breaker-services";
-import { luaScript, runLua, withTimeout } from "./scripts";
+import { runLua } from "@/lib/redis/lua";
+import { luaScript, withTimeout } from "./scripts";
 
 /**
  * Silence: an outside service that accepts calls and answers none (a frozen process, a proxy that
