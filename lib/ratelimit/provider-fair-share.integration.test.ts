@@ -115,14 +115,20 @@ describe("provider slots: the call with the least time left goes first (real Red
       timeoutMs: 5_000,
     });
     // A holds both slots, over its share (⌈2 / 2⌉ = 1): without its deadline, B's calls come first.
-    urgent.start("tenant-a", 1, Date.now() + 30_000);
+    const deadlineAt = Date.now() + 30_000;
+    urgent.start("tenant-a", 1, deadlineAt);
     await waitFor(async () => (await urgentWaiters()) === 1, { what: "the urgent call to wait", timeoutMs: 5_000 });
+    // The limiter page's "waiting now": B waits for its share, A's urgent call for any slot.
+    const { waiting } = await limiterWith(C).peek("model");
+    expect(waiting).toMatchObject({ urgent: 1, nearestDeadlineAt: deadlineAt });
+    expect(waiting.tenants).toBeGreaterThanOrEqual(1);
 
     others.finishOne("tenant-a");
     await waitFor(() => started.length > C, { what: "the freed slot to be taken", timeoutMs: 5_000 });
     await delay(20);
     expect(started.slice(C)).toEqual(["tenant-a"]);
     expect(await urgentWaiters()).toBe(0);
+    expect((await limiterWith(C).peek("model")).waiting).toMatchObject({ urgent: 0, nearestDeadlineAt: null });
     // With no urgent call waiting, the fair share decides again: B, below its share, gets the next one.
     others.finishOne("tenant-a");
     await waitFor(() => started.length > C + 1, { what: "the next freed slot to be taken", timeoutMs: 5_000 });
@@ -140,8 +146,10 @@ describe("provider slots: the call with the least time left goes first (real Red
     eager.start("hour-left", 1, Date.now() + 3_600_000);
     eager.start("late", 1, Date.now() + 90_000);
     // Asking every 60 ms, with 20 s left.
-    slow.start("early", 1, Date.now() + 20_000);
+    const earlyDeadline = Date.now() + 20_000;
+    slow.start("early", 1, earlyDeadline);
     await waitFor(async () => (await urgentWaiters()) === 2, { what: "both urgent calls to wait", timeoutMs: 5_000 });
+    expect((await limiterWith(1).peek("model")).waiting).toMatchObject({ urgent: 2, nearestDeadlineAt: earlyDeadline });
 
     const next = async (finish: () => void) => {
       const before = started.length;

@@ -19,7 +19,8 @@ import { currentDeadline, currentTenant } from "./context";
 import { breakers, type Breaker, type GuardOptions } from "./breaker";
 import { isRateLimitCapExceeded, isRateLimitDefer, NoSpareSlot } from "./errors";
 import { createLimiter, maxWaitMs, REDIS_ERROR_RETRY_MS, waitForRateLimit, type Limiter } from "./limiter";
-import { luaScript, runLua, withTimeout } from "./scripts";
+import { runLua } from "@/lib/redis/lua";
+import { luaScript, withTimeout } from "./scripts";
 import { pauseOf429, readAnnouncedLimits, type HeaderLookup } from "./provider-headers";
 import {
   createProviderTokens,
@@ -199,6 +200,18 @@ export interface ProviderState {
   gaveUp: number;
   /** Tokens per minute: the limits in force, where they came from, what is left; a pause a 429 asked for. */
   tokenLimits: ProviderTokensState;
+  /** Who waits for a slot now: tenants refused a free slot for the fair share, and urgent calls. */
+  waiting: ProviderWaiting;
+}
+
+/** Calls waiting for a provider's slots now, as provider-slots.lua records them. */
+export interface ProviderWaiting {
+  /** Tenants recorded as waiting (refused for their share, or all slots held) and still asking. */
+  tenants: number;
+  /** Calls within `URGENT_WITHIN_MS` of their job's deadline waiting: they go first, earliest deadline first. */
+  urgent: number;
+  /** The earliest deadline among them (epoch ms, real time), or null when none waits. */
+  nearestDeadlineAt: number | null;
 }
 
 export interface ProviderLimiter {
@@ -525,10 +538,10 @@ async function peek(self: ProviderLimiterInstance, provider: LimitedProvider): P
     self.tokenBudgets.peek(provider),
   ]);
   const now = Number(time[0]) * 1000 + Number(time[1]) / 1000;
-  const holders = await withTimeout(
-    self.client().zrangebyscore(providerSlotsKey(provider), now.toFixed(3), "+inf"),
-    self.redisTimeoutMs,
-  );
+  const [holders, waiting] = await Promise.all([
+    withTimeout(self.client().zrangebyscore(providerSlotsKey(provider), now.toFixed(3), "+inf"), self.redisTimeoutMs),
+    withTimeout(readWaiting(self.client(), provider, now), self.redisTimeoutMs),
+  ]);
   const inFlightByTenant: Record<string, number> = {};
   for (const h of holders) {
     const tenant = tenantOfHolder(h);
@@ -546,7 +559,20 @@ async function peek(self: ProviderLimiterInstance, provider: LimitedProvider): P
     waitSeconds: Number(waits[1] ?? 0) / 1000,
     gaveUp: Number(waits[2] ?? 0),
     tokenLimits,
+    waiting,
   };
+}
+
+/** The live waiters of provider-slots.lua's second to fourth keys (expired ones are not counted). */
+async function readWaiting(client: RedisClient, provider: LimitedProvider, now: number): Promise<ProviderWaiting> {
+  const [byDeadline, seen] = providerUrgentKeys(provider);
+  const [tenants, urgent] = await Promise.all([
+    client.zcount(providerWaitersKey(provider), now.toFixed(3), "+inf"),
+    client.zrangebyscore(seen, now.toFixed(3), "+inf"),
+  ]);
+  const deadlines = urgent.length === 0 ? [] : await client.zmscore(byDeadline, ...urgent);
+  const live = deadlines.filter((d): d is string => d !== null).map(Number);
+  return { tenants, urgent: live.length, nearestDeadlineAt: live.length ? Math.min(...live) : null };
 }
 
 /**

@@ -167,7 +167,7 @@ export default async function LimiterPage({ searchParams }: { searchParams: Prom
 
       <BucketStates r={r} />
 
-      <ProviderLimits providers={r.providers} />
+      <ProviderLimits providers={r.providers} asOf={r.asOf} timeScale={r.timeScale} />
       <TokenLimits providers={r.providers} asOf={r.asOf} timeScale={r.timeScale} />
     </main>
   );

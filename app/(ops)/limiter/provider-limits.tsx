@@ -2,6 +2,7 @@ import type { ProviderState } from "@/lib/ratelimit/provider";
 import { formatDuration } from "@/lib/format/duration";
 import { formatCount } from "@/lib/format/number";
 import { DataTable, num } from "../../components/data-table";
+import { describeWaiting } from "./format";
 import styles from "./limiter.module.css";
 
 const fmtTokens = (n: number) => (n >= 10 || Number.isInteger(n) ? formatCount(Math.floor(n)) : n.toFixed(2));
@@ -12,13 +13,23 @@ const fmtRate = (rps: number) => (Number.isInteger(rps) ? formatCount(rps) : rps
  * burst refilled at R per second, and how often and how long calls waited for a slot — every
  * worker process together, read from Redis.
  */
-export function ProviderLimits({ providers }: { providers: ProviderState[] | null }) {
+export function ProviderLimits({
+  providers,
+  asOf,
+  timeScale,
+}: {
+  providers: ProviderState[] | null;
+  asOf: string;
+  timeScale: number;
+}) {
   return (
     <section className="panel" aria-labelledby="providers-title">
       <h2 id="providers-title">Provider limits (all workers)</h2>
       <p className="small muted">
         Every model and OCR call takes a provider slot first: at most C calls in flight and R requests per second,
         shared by every worker. A short wait is waited; inside a rescheduling job a long one gives the worker slot back.
+        A call within two minutes of its job&rsquo;s deadline is urgent: it takes the next free slot before any other,
+        the earliest deadline first.
       </p>
       {providers === null ? (
         <p className="form-error" role="alert">
@@ -30,6 +41,7 @@ export function ProviderLimits({ providers }: { providers: ProviderState[] | nul
             "Provider",
             "In flight now",
             "Tokens now",
+            "Waiting now",
             num("Calls that waited"),
             num("Time waiting"),
             num("Mean wait"),
@@ -52,6 +64,7 @@ export function ProviderLimits({ providers }: { providers: ProviderState[] | nul
                 {fmtTokens(p.tokens)} of {formatCount(p.capacity)} tokens
                 <div className="small muted">refill {fmtRate(p.rps)} requests/s</div>
               </td>
+              <td className={styles.nowrap}>{describeWaiting(p.waiting, asOf, timeScale)}</td>
               <td className="num">{formatCount(p.waits)} calls</td>
               <td className="num">{formatDuration(p.waitSeconds * 1000)}</td>
               <td className="num">{p.waits === 0 ? "—" : formatDuration((p.waitSeconds * 1000) / p.waits)}</td>
