@@ -24,7 +24,7 @@ const presenceSchema = z.object({
 export type Presence = z.infer<typeof presenceSchema>;
 
 /** The registry of worker processes (under the prefix, whose hash tag puts both keys in one cluster slot). */
-const workers = () => lapsingRegistry(key("workers"));
+const workers = () => lapsingRegistry(key("presence"));
 
 /** Its two keys (tests clear them). */
 export const presenceKeys = () => workers().keys;
