@@ -10,7 +10,14 @@ import { waitFor } from "@/test/helpers/wait";
 import { breakerKey } from "./breaker";
 import { runWithRateLimitDeferral } from "./context";
 import { createProviderLimiter, providerLimiter } from "./provider";
-import { createProviderTokens, DEFAULT_COMPLETION_ESTIMATE, MAX_PROBES, providerTokensKey } from "./provider-tokens";
+import {
+  createProviderTokens,
+  DEFAULT_COMPLETION_ESTIMATE,
+  MAX_PROBES,
+  providerTokensKey,
+  tokenUrgentKeys,
+  type TokenReservation,
+} from "./provider-tokens";
 import { createModelSimulator } from "@/workers/simulators/model";
 import { createRouter } from "@/workers/simulators/router";
 
@@ -20,11 +27,11 @@ const root = path.resolve(import.meta.dirname, "../..");
 const JOB_LIKE_WAIT_MS = 20_000;
 
 beforeEach(async () => {
-  await connection.del(providerTokensKey("model"), breakerKey("model"));
+  await connection.del(providerTokensKey("model"), ...tokenUrgentKeys("model"), breakerKey("model"));
 });
 
 afterAll(async () => {
-  await connection.del(providerTokensKey("model"), breakerKey("model"));
+  await connection.del(providerTokensKey("model"), ...tokenUrgentKeys("model"), breakerKey("model"));
   await connection.quit();
   await closeRedis();
 });
@@ -352,4 +359,86 @@ describe("the provider's tokens per minute (real Redis)", () => {
       await server.close();
     }
   }, 30_000);
+});
+
+describe("provider tokens: the call with the least time left goes first (real Redis)", () => {
+  // Time scale 1,000,000: no token refills while the test runs; only what is given back returns.
+  const tokens = createProviderTokens({
+    redis: connection,
+    timeScale: 1_000_000,
+    limits: { model: { tokens: 1_000 } },
+  });
+  /** A request that needs `n` tokens: its prompt and an answer of at most one token. */
+  const needing = (n: number) => ({ input: n - 1, maxOutput: 1, shape: "deadline-test" });
+  const asks = (id: string, n: number, urgentDeadlineAt?: number, ttlMs = 60_000) =>
+    tokens.reserve("model", needing(n), { id, urgentDeadlineAt, ttlMs });
+  const reason = (r: Awaited<ReturnType<typeof asks>>) => (r.ok ? "reserved" : r.reason);
+
+  it("while an urgent call waits for tokens, no call with a later deadline or none takes them; an earlier deadline does", async () => {
+    const deadline = Date.now() + 60_000;
+    const big = await asks("big", 900);
+    expect(reason(big)).toBe("reserved");
+    // 100 tokens left: the urgent call needs 500 and waits for them.
+    expect(reason(await asks("urgent", 500, deadline))).toBe("tokens");
+    // 50 would fit, but the tokens that come back are the urgent call's.
+    expect(reason(await asks("not-urgent", 50))).toBe("urgent");
+    expect(reason(await asks("later", 50, deadline + 1_000))).toBe("urgent");
+    expect(reason(await asks("earlier", 50, deadline - 1_000))).toBe("reserved");
+    // The limiter page counts the urgent calls waiting, here for tokens.
+    const limiter = createProviderLimiter({ redis: connection, timeScale: 1_000_000, tokens });
+    expect((await limiter.peek("model")).waiting).toMatchObject({ urgent: 2, nearestDeadlineAt: deadline });
+
+    await tokens.settle("model", (big as { reservation: TokenReservation }).reservation, "nothing");
+    expect(reason(await asks("urgent", 500, deadline))).toBe("reserved");
+    expect(reason(await asks("later", 50, deadline + 1_000))).toBe("reserved");
+    expect(reason(await asks("not-urgent", 50))).toBe("reserved");
+    expect((await limiter.peek("model")).waiting).toMatchObject({ urgent: 0, nearestDeadlineAt: null });
+  });
+
+  it("a call the limiter sends within two minutes of its job's deadline waits for its tokens as urgent, and is sent once they come back", async () => {
+    const limiter = createProviderLimiter({
+      redis: connection,
+      timeScale: 1_000_000,
+      pollMs: 5,
+      limits: { model: { concurrency: 4, rps: 1_000 } },
+      tokens,
+    });
+    const big = await asks("big", 900);
+    const deadlineAt = Date.now() + 30_000_000_000; // 30 production seconds at this time scale
+    const stop = new AbortController();
+    let sent = false;
+    const call = limiter.withSlot(
+      "model",
+      async () => {
+        sent = true;
+      },
+      { tokens: needing(500), deadlineAt, maxWaitMs: 60_000_000_000, signal: stop.signal },
+    );
+    try {
+      await waitFor(async () => (await connection.zcard(tokenUrgentKeys("model")[0])) === 1, {
+        what: "the call to wait for tokens as urgent",
+        timeoutMs: 5_000,
+      });
+      expect(reason(await asks("not-urgent", 50))).toBe("urgent");
+      expect(sent).toBe(false);
+      await tokens.settle("model", (big as { reservation: TokenReservation }).reservation, "nothing");
+      await call;
+      expect(sent).toBe(true);
+    } finally {
+      // A failed check must not leave the call asking for tokens under the next test.
+      stop.abort();
+      await call.catch(() => undefined);
+    }
+    expect(await connection.zcard(tokenUrgentKeys("model")[0])).toBe(0);
+  });
+
+  it("an urgent call that stops asking (its job ended or gave its slot back) holds no one back after its waiting time", async () => {
+    expect(reason(await asks("big", 990))).toBe("reserved");
+    expect(reason(await asks("gone", 500, Date.now() + 60_000, 200))).toBe("tokens");
+    expect(reason(await asks("not-urgent", 5))).toBe("urgent");
+    await waitFor(async () => reason(await asks("not-urgent", 5)) === "reserved", {
+      what: "the urgent waiter to drop out",
+      timeoutMs: 5_000,
+    });
+  });
 });

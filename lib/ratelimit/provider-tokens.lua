@@ -20,7 +20,14 @@
   A bucket holds one minute's worth (limit) and refills continuously at limit per minute: what
   OpenAI's token limit does. Time comes from Redis TIME, so every process shares one clock.
 
+  Deadlines first, as for the slots (provider-slots.lua): a call close to its job's deadline that
+  is refused for tokens waits in a sorted set by deadline; while it waits, no call with a later
+  deadline, or none, takes tokens, so the tokens that come back go to the call with the least time
+  left. A waiter that stops asking (its call ended) drops out after ARGV[15].
+
     KEYS[1] the provider's hash
+    KEYS[2] urgent waiters for tokens, by deadline (the same hash tag; see "Deadlines first")
+    KEYS[3] urgent waiters for tokens, by when they stop counting as waiting (the same hash tag)
 
     ARGV[1] mode
     ARGV[2] minuteMs: a minute in real ms (time-scaled)
@@ -28,10 +35,12 @@
 
     reserve: ARGV[6] input tokens (the prompt, counted), ARGV[7] largest output (max tokens; 0 =
              none given), ARGV[8] output estimate before any history, ARGV[9] shape, ARGV[10]
-             probe lease ms, ARGV[11] poll ms, ARGV[12] calls that may ask at once while no limit is known
+             probe lease ms, ARGV[11] poll ms, ARGV[12] calls that may ask at once while no limit is known,
+             ARGV[13] the call's id, ARGV[14] its job's deadline (ms since the epoch) when the call
+             is urgent, else "", ARGV[15] how long a refused urgent call counts as waiting (ms)
              → { ok, waitMs, reason, outputEstimate }, reason one of "reserved", "unlimited",
                "probe" (ok: this call asks first), "paused", "tokens", "probing" (other calls are
-               asking first). Takes input + estimate from "tokens", input from "input", the
+               asking first), "urgent" (an urgent call with an earlier deadline waits for tokens). Takes input + estimate from "tokens", input from "input", the
                estimate from "output"; a need larger than a whole minute is capped to it (the
                bucket must be full), so a big call is never refused for ever.
     settle:  ARGV[6] input reserved, ARGV[7] output reserved, ARGV[8] input used, ARGV[9] output
@@ -128,6 +137,30 @@ if mode == "reserve" then
     redis.call("PEXPIRE", k, KEEP_MS)
     return { 1, 0, "probe", output }
   end
+  local caller = ARGV[13]
+  local deadline = tonumber(ARGV[14])
+  local waiterTtlMs = tonumber(ARGV[15])
+  local urgentKey, urgentSeenKey = KEYS[2], KEYS[3]
+  for _, id in ipairs(redis.call("ZRANGEBYSCORE", urgentSeenKey, "-inf", string.format("(%.3f", now))) do
+    redis.call("ZREM", urgentKey, id)
+    redis.call("ZREM", urgentSeenKey, id)
+  end
+  local function waitAsUrgent()
+    if deadline then
+      redis.call("ZADD", urgentKey, deadline, caller)
+      redis.call("ZADD", urgentSeenKey, string.format("%.3f", now + waiterTtlMs), caller)
+    end
+  end
+  local first = redis.call("ZRANGE", urgentKey, 0, 1, "WITHSCORES")
+  for j = 1, #first, 2 do
+    if first[j] ~= caller then
+      if deadline == nil or tonumber(first[j + 1]) < deadline then
+        waitAsUrgent()
+        return { 0, math.max(1, pollMs), "urgent", output }
+      end
+      break
+    end
+  end
   local waitMs = 0
   local levels = {}
   for i = 1, 3 do
@@ -137,7 +170,12 @@ if mode == "reserve" then
       if levels[i] < need then waitMs = math.max(waitMs, (need - levels[i]) * minuteMs / limits[i]) end
     end
   end
-  if waitMs > 0 then return { 0, math.max(1, math.ceil(waitMs)), "tokens", output } end
+  if waitMs > 0 then
+    waitAsUrgent()
+    return { 0, math.max(1, math.ceil(waitMs)), "tokens", output }
+  end
+  redis.call("ZREM", urgentKey, caller)
+  redis.call("ZREM", urgentSeenKey, caller)
   for i = 1, 3 do
     if limits[i] then setLevel(i, levels[i] - needs[i]) end
   end

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { env, type Env } from "@/lib/env";
 import { describeError } from "@/lib/format/describe";
 import { logger } from "@/lib/log";
@@ -61,7 +62,16 @@ export interface TokenReservation {
 
 export type ReserveResult =
   | { ok: true; reservation: TokenReservation }
-  | { ok: false; waitMs: number; reason: "paused" | "tokens" | "probing" };
+  | { ok: false; waitMs: number; reason: "paused" | "tokens" | "probing" | "urgent" };
+
+/** Who asks for tokens: its id (one per call), and its job's deadline when the call is urgent. */
+export interface TokenWaiter {
+  id: string;
+  /** Epoch ms, real time; set only for a call within `URGENT_WITHIN_MS` of it (lib/ratelimit/provider.ts). */
+  urgentDeadlineAt?: number;
+  /** How long a refused urgent call counts as waiting without asking again (real ms). */
+  ttlMs: number;
+}
 
 /** One budget as the limiter page shows it, production units. */
 export interface TokenBudgetState {
@@ -85,7 +95,8 @@ export interface ProviderTokensState {
 }
 
 export interface ProviderTokens {
-  reserve(provider: LimitedProvider, request: TokenRequest): Promise<ReserveResult>;
+  /** Reserves a call's estimated tokens; an urgent `waiter` goes before later deadlines (provider-tokens.lua). */
+  reserve(provider: LimitedProvider, request: TokenRequest, waiter?: TokenWaiter): Promise<ReserveResult>;
   /**
    * Settles a reservation with what the answer used (undefined: not known, the output is given
    * back; "nothing": never sent or refused with a 429, everything is given back and the answer
@@ -113,9 +124,15 @@ export interface ProviderTokensOptions {
   redisTimeoutMs?: number;
 }
 
-/** The Redis hash of a provider's token budgets (the one key of provider-tokens.lua; the provider's hash tag). */
+/** The Redis hash of a provider's token budgets (the first key of provider-tokens.lua; the provider's hash tag). */
 export function providerTokensKey(provider: LimitedProvider): string {
   return key("ratelimit", "provider-tokens", `{${providerScope(provider)}}`);
+}
+
+/** The urgent calls waiting for tokens, by deadline and by expiry (the second and third keys of provider-tokens.lua). */
+export function tokenUrgentKeys(provider: LimitedProvider): [byDeadline: string, byExpiry: string] {
+  const tag = `{${providerScope(provider)}}`;
+  return [key("ratelimit", "token-urgent", tag), key("ratelimit", "token-urgent-seen", tag)];
 }
 
 /** A provider's configured token limits: the model's `BOUNDED_MODEL_TPM`, `_INPUT_TPM`, `_OUTPUT_TPM`; none for OCR. */
@@ -155,7 +172,7 @@ class RedisProviderTokens {
       runLua<T>(
         this.client(),
         luaScript("provider-tokens.lua"),
-        [providerTokensKey(provider)],
+        [providerTokensKey(provider), ...tokenUrgentKeys(provider)],
         [mode, this.minuteMs, ...this.configured(provider), ...args],
       ),
       this.redisTimeoutMs,
@@ -163,7 +180,7 @@ class RedisProviderTokens {
   }
 
   /** Reserves a call's estimated tokens, or says how long to wait and why. Rejects when Redis cannot be asked. */
-  async reserve(provider: LimitedProvider, request: TokenRequest): Promise<ReserveResult> {
+  async reserve(provider: LimitedProvider, request: TokenRequest, waiter?: TokenWaiter): Promise<ReserveResult> {
     const shape = request.shape ?? "call";
     const input = Math.max(0, Math.ceil(request.input));
     const [ok, waitMs, reason, output] = await this.run<[number, number, string, number]>(provider, "reserve", [
@@ -176,10 +193,17 @@ class RedisProviderTokens {
       Math.max(PROBE_LEASE_FLOOR_MS, scaled(PROBE_LEASE_MS, this.timeScale)),
       Math.max(1, scaled(PROBE_POLL_MS, this.timeScale)),
       MAX_PROBES,
+      waiter?.id ?? randomUUID(),
+      waiter?.urgentDeadlineAt === undefined ? "" : Math.round(waiter.urgentDeadlineAt),
+      waiter?.ttlMs ?? 1,
     ]);
     if (Number(ok) === 1)
       return { ok: true, reservation: { input, output: Number(output), shape, probe: reason === "probe" } };
-    return { ok: false, waitMs: Math.max(1, Number(waitMs)), reason: reason as "paused" | "tokens" | "probing" };
+    return {
+      ok: false,
+      waitMs: Math.max(1, Number(waitMs)),
+      reason: reason as "paused" | "tokens" | "probing" | "urgent",
+    };
   }
 
   /** Settles a reservation with what the answer used (`ProviderTokens.settle`). Never throws. */
@@ -276,7 +300,7 @@ export function createProviderTokens(options: ProviderTokensOptions = {}): Provi
   const tokens = new RedisProviderTokens(options);
   return {
     /** Reserves a call's estimated tokens (`RedisProviderTokens.reserve`). */
-    reserve: (provider, request) => tokens.reserve(provider, request),
+    reserve: (provider, request, waiter) => tokens.reserve(provider, request, waiter),
     /** Settles a reservation with what the answer used (`RedisProviderTokens.settle`). */
     settle: (provider, reservation, used) => tokens.settle(provider, reservation, used),
     /** Keeps the limits current from an answer's headers (`RedisProviderTokens.learn`). */

@@ -24,9 +24,11 @@ import { luaScript, withTimeout } from "./scripts";
 import { pauseOf429, readAnnouncedLimits, type HeaderLookup } from "./provider-headers";
 import {
   createProviderTokens,
+  tokenUrgentKeys,
   type ProviderTokens,
   type ProviderTokensState,
   type TokenRequest,
+  type TokenWaiter,
   type TokenReservation,
 } from "./provider-tokens";
 
@@ -208,7 +210,7 @@ export interface ProviderState {
 export interface ProviderWaiting {
   /** Tenants recorded as waiting (refused for their share, or all slots held) and still asking. */
   tenants: number;
-  /** Calls within `URGENT_WITHIN_MS` of their job's deadline waiting: they go first, earliest deadline first. */
+  /** Calls within `URGENT_WITHIN_MS` of their job's deadline waiting for a slot or for tokens: they go first, earliest deadline first. */
   urgent: number;
   /** The earliest deadline among them (epoch ms, real time), or null when none waits. */
   nearestDeadlineAt: number | null;
@@ -414,6 +416,8 @@ async function take(
   // Urgent once within URGENT_WITHIN_MS of its deadline: asked at each poll, as a wait may cross it.
   const urgent = () =>
     deadlineAt !== undefined && deadlineAt - Date.now() < URGENT_WITHIN_MS * self.timeScale ? deadlineAt : undefined;
+  /** One poll, jittered so that waiters do not ask in step. */
+  const poll = () => Math.max(1, Math.round(self.pollMs * (0.5 + Math.random())));
   let waitedMs = 0;
   let holding = false;
   let reservation: TokenReservation | undefined;
@@ -424,17 +428,23 @@ async function take(
       holding = ok === 1;
       if (!holding) {
         if (spare) throw new NoSpareSlot(provider);
-        const poll = Math.max(1, Math.round(self.pollMs * (0.5 + Math.random())));
-        waitedMs += await waitForRateLimit(scope, Math.min(poll, slotWaitMs), { waitedMs, signal, maxWaitMs: cap });
+        waitedMs += await waitForRateLimit(scope, Math.min(poll(), slotWaitMs), { waitedMs, signal, maxWaitMs: cap });
         continue;
       }
       // Tokens per minute before the request's token: a request token taken for a call that then
       // waits for its tokens would be spent on no call.
       if (slotOptions.tokens && !reservation) {
-        const reserved = await reserveTokens(self, provider, slotOptions.tokens);
+        const reserved = await reserveTokens(self, provider, slotOptions.tokens, {
+          id: holder,
+          urgentDeadlineAt: urgent(),
+          ttlMs: self.waiterTtlMs,
+        });
         if (!reserved.ok) {
           if (spare) throw new NoSpareSlot(provider);
-          waitedMs += await waitForRateLimit(scope, reserved.waitMs, { waitedMs, signal, maxWaitMs: cap });
+          // An urgent call asks again at each poll, as for a slot: it keeps its place ahead of
+          // later deadlines only while it asks, and drops out soon after it stops.
+          const wait = urgent() === undefined ? reserved.waitMs : Math.min(reserved.waitMs, poll());
+          waitedMs += await waitForRateLimit(scope, wait, { waitedMs, signal, maxWaitMs: cap });
           continue;
         }
         reservation = reserved.reservation;
@@ -456,9 +466,14 @@ async function take(
 }
 
 /** A reservation of the call's tokens, or how long to wait for one. Fails closed: without Redis, no tokens. */
-async function reserveTokens(self: ProviderLimiterInstance, provider: LimitedProvider, request: TokenRequest) {
+async function reserveTokens(
+  self: ProviderLimiterInstance,
+  provider: LimitedProvider,
+  request: TokenRequest,
+  waiter: TokenWaiter,
+) {
   try {
-    return await self.tokenBudgets.reserve(provider, request);
+    return await self.tokenBudgets.reserve(provider, request, waiter);
   } catch (err) {
     if (!self.failing)
       log.error(
@@ -563,16 +578,20 @@ async function peek(self: ProviderLimiterInstance, provider: LimitedProvider): P
   };
 }
 
-/** The live waiters of provider-slots.lua's second to fourth keys (expired ones are not counted). */
+/** The live waiters of provider-slots.lua and provider-tokens.lua (expired ones are not counted). */
 async function readWaiting(client: RedisClient, provider: LimitedProvider, now: number): Promise<ProviderWaiting> {
-  const [byDeadline, seen] = providerUrgentKeys(provider);
-  const [tenants, urgent] = await Promise.all([
+  const urgentOf = async ([byDeadline, seen]: [string, string]) => {
+    const ids = await client.zrangebyscore(seen, now.toFixed(3), "+inf");
+    const deadlines = ids.length === 0 ? [] : await client.zmscore(byDeadline, ...ids);
+    return deadlines.filter((d): d is string => d !== null).map(Number);
+  };
+  const [tenants, forSlots, forTokens] = await Promise.all([
     client.zcount(providerWaitersKey(provider), now.toFixed(3), "+inf"),
-    client.zrangebyscore(seen, now.toFixed(3), "+inf"),
+    urgentOf(providerUrgentKeys(provider)),
+    urgentOf(tokenUrgentKeys(provider)),
   ]);
-  const deadlines = urgent.length === 0 ? [] : await client.zmscore(byDeadline, ...urgent);
-  const live = deadlines.filter((d): d is string => d !== null).map(Number);
-  return { tenants, urgent: live.length, nearestDeadlineAt: live.length ? Math.min(...live) : null };
+  const urgent = [...forSlots, ...forTokens];
+  return { tenants, urgent: urgent.length, nearestDeadlineAt: urgent.length ? Math.min(...urgent) : null };
 }
 
 /**

@@ -28,8 +28,8 @@ export function ProviderLimits({
       <p className="small muted">
         Every model and OCR call takes a provider slot first: at most C calls in flight and R requests per second,
         shared by every worker. A short wait is waited; inside a rescheduling job a long one gives the worker slot back.
-        A call within two minutes of its job&rsquo;s deadline is urgent: it takes the next free slot before any other,
-        the earliest deadline first.
+        A call within two minutes of its job&rsquo;s deadline is urgent: it takes the next free slot and the next tokens
+        before any other, the earliest deadline first.
       </p>
       {providers === null ? (
         <p className="form-error" role="alert">
