@@ -40,9 +40,10 @@
              is urgent, else "", ARGV[15] how long a refused urgent call counts as waiting (ms)
              → { ok, waitMs, reason, outputEstimate }, reason one of "reserved", "unlimited",
                "probe" (ok: this call asks first), "paused", "tokens", "probing" (other calls are
-               asking first), "urgent" (an urgent call with an earlier deadline waits for tokens). Takes input + estimate from "tokens", input from "input", the
-               estimate from "output"; a need larger than a whole minute is capped to it (the
-               bucket must be full), so a big call is never refused for ever.
+               asking first), "urgent" (an urgent call with an earlier deadline waits for
+               tokens). Takes input + estimate from "tokens", input from "input", the estimate
+               from "output"; a need larger than a whole minute is capped to it (the bucket must
+               be full), so a big call is never refused for ever.
     settle:  ARGV[6] input reserved, ARGV[7] output reserved, ARGV[8] input used, ARGV[9] output
              used (-1: not known: the output is given back, the input kept; -2: nothing was
              used — never sent, or refused with a 429 — everything is given back and the answer

@@ -202,11 +202,11 @@ export interface ProviderState {
   gaveUp: number;
   /** Tokens per minute: the limits in force, where they came from, what is left; a pause a 429 asked for. */
   tokenLimits: ProviderTokensState;
-  /** Who waits for a slot now: tenants refused a free slot for the fair share, and urgent calls. */
+  /** Who waits now: tenants refused a free slot for the fair share, and urgent calls (for a slot or tokens). */
   waiting: ProviderWaiting;
 }
 
-/** Calls waiting for a provider's slots now, as provider-slots.lua records them. */
+/** Calls waiting for a provider's slots or tokens now, as provider-slots.lua and provider-tokens.lua record them. */
 export interface ProviderWaiting {
   /** Tenants recorded as waiting (refused for their share, or all slots held) and still asking. */
   tenants: number;

@@ -194,6 +194,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     }
   };
   const startedAt = Date.now();
+  const redisStalls = new RedisStalls(o.ports.redis);
   try {
     // First start's operator token (BOUNDED_BOOTSTRAP_TOKEN), as `npm start` does it, once Redis runs.
     await system.start(() => {
@@ -217,7 +218,6 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
       ];
     });
     poller.start();
-    const redisStalls = new RedisStalls(o.ports.redis);
     redisStalls.start();
 
     // The watch: every half second, rows silent past their bound, with a tolerance for the reaper's
@@ -488,6 +488,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     };
     return report;
   } finally {
+    await redisStalls.stop();
     await system.stop();
     await chaosDb.close();
     postgres?.destroy();

@@ -52,7 +52,9 @@ export class RedisStalls {
     })();
   }
 
+  /** Takes a last sample and disconnects; a second call does nothing. */
   async stop(): Promise<void> {
+    if (this.client.status === "end") return;
     this.running = false;
     await this.loop;
     await this.sample().catch(() => undefined);
