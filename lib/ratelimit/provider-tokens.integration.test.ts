@@ -16,6 +16,7 @@ import {
   MAX_PROBES,
   providerTokensKey,
   tokenUrgentKeys,
+  type ProviderTokens,
   type TokenReservation,
 } from "./provider-tokens";
 import { createModelSimulator } from "@/workers/simulators/model";
@@ -59,6 +60,17 @@ async function serve(handler: http.RequestListener) {
   };
 }
 
+/** A limiter of 4 calls in flight over `tokens`, asking every 5 ms, at `timeScale`. */
+function limiterOver(tokens: ProviderTokens, timeScale: number, rps = 1_000) {
+  return createProviderLimiter({
+    redis: connection,
+    timeScale,
+    pollMs: 5,
+    limits: { model: { concurrency: 4, rps } },
+    tokens,
+  });
+}
+
 describe("the provider's tokens per minute (real Redis)", () => {
   it("a call reserves its prompt and an estimate of its answer before it is sent, and settles with the answer's usage after", async () => {
     // Time scale 1,000,000: a minute is 694 real days, so not one token refills while the test runs, however slow the machine.
@@ -67,13 +79,7 @@ describe("the provider's tokens per minute (real Redis)", () => {
       timeScale: 1_000_000,
       limits: { model: { tokens: 100_000 } },
     });
-    const limiter = createProviderLimiter({
-      redis: connection,
-      timeScale: 1_000_000,
-      pollMs: 5,
-      limits: { model: { concurrency: 4, rps: 1_000 } },
-      tokens,
-    });
+    const limiter = limiterOver(tokens, 1_000_000);
     const available = async () => (await tokens.peek("model")).budgets.find((b) => b.budget === "tokens")!;
 
     let during = 0;
@@ -126,13 +132,7 @@ describe("the provider's tokens per minute (real Redis)", () => {
 
   it("a provider that limits input and output apart (Anthropic) has each budget charged with its own part: the prompt from input, the answer from output", async () => {
     const tokens = createProviderTokens({ redis: connection, timeScale: 1000 });
-    const limiter = createProviderLimiter({
-      redis: connection,
-      timeScale: 1000,
-      pollMs: 5,
-      limits: { model: { concurrency: 4, rps: 1_000 } },
-      tokens,
-    });
+    const limiter = limiterOver(tokens, 1000);
     // Learnt from Anthropic's headers, nothing configured.
     await tokens.learn(
       "model",
@@ -165,13 +165,7 @@ describe("the provider's tokens per minute (real Redis)", () => {
   it("a call that would take more tokens than are left waits for them, and gives the worker slot back when that wait is long", async () => {
     // A minute is 600 ms at time scale 0.01: 6,000 tokens come back every 600 real ms.
     const tokens = createProviderTokens({ redis: connection, timeScale: 0.01, limits: { model: { tokens: 6_000 } } });
-    const limiter = createProviderLimiter({
-      redis: connection,
-      timeScale: 0.01,
-      pollMs: 5,
-      limits: { model: { concurrency: 4, rps: 100_000 } },
-      tokens,
-    });
+    const limiter = limiterOver(tokens, 0.01, 100_000);
     await limiter.withSlot("model", (call) => call.observe({ status: 200, usage: { input: 5_000, output: 900 } }), {
       tokens: { input: 5_000, shape: "big" },
     });
@@ -396,13 +390,7 @@ describe("provider tokens: the call with the least time left goes first (real Re
   });
 
   it("a call the limiter sends within two minutes of its job's deadline waits for its tokens as urgent, and is sent once they come back", async () => {
-    const limiter = createProviderLimiter({
-      redis: connection,
-      timeScale: 1_000_000,
-      pollMs: 5,
-      limits: { model: { concurrency: 4, rps: 1_000 } },
-      tokens,
-    });
+    const limiter = limiterOver(tokens, 1_000_000);
     const big = await asks("big", 900);
     const deadlineAt = Date.now() + 30_000_000_000; // 30 production seconds at this time scale
     const stop = new AbortController();

@@ -8,20 +8,19 @@ import styles from "./limiter.module.css";
 const fmtTokens = (n: number) => (n >= 10 || Number.isInteger(n) ? formatCount(Math.floor(n)) : n.toFixed(2));
 const fmtRate = (rps: number) => (Number.isInteger(rps) ? formatCount(rps) : rps.toFixed(2));
 
-/**
- * The outside providers' shared limits (model, OCR): calls in flight now of C, tokens now of the
- * burst refilled at R per second, and how often and how long calls waited for a slot — every
- * worker process together, read from Redis.
- */
-export function ProviderLimits({
-  providers,
-  asOf,
-  timeScale,
-}: {
+/** What the provider sections of /limiter read: every provider's state (null: Redis did not answer), as of when, at which time scale. */
+export interface ProviderSectionProps {
   providers: ProviderState[] | null;
   asOf: string;
   timeScale: number;
-}) {
+}
+
+/**
+ * The outside providers' shared limits (model, OCR): calls in flight now of C, tokens now of the
+ * burst refilled at R per second, who waits now, and how often and how long calls waited for a
+ * slot — every worker process together, read from Redis.
+ */
+export function ProviderLimits({ providers, asOf, timeScale }: ProviderSectionProps) {
   return (
     <section className="panel" aria-labelledby="providers-title">
       <h2 id="providers-title">Provider limits (all workers)</h2>

@@ -1,10 +1,10 @@
-import type { ProviderState } from "@/lib/ratelimit/provider";
 import type { TokenBudgetState } from "@/lib/ratelimit/provider-tokens";
 import { formatAgo, formatDuration } from "@/lib/format/duration";
 import { formatCount } from "@/lib/format/number";
 import { fmtTime } from "../../components/format";
 import { DataTable, num } from "../../components/data-table";
 import styles from "./limiter.module.css";
+import type { ProviderSectionProps } from "./provider-limits";
 
 const BUDGET_LABEL: Record<TokenBudgetState["budget"], string> = {
   tokens: "all tokens (prompt + answer)",
@@ -27,15 +27,7 @@ const untilMs = (iso: string, asOf: string, timeScale: number) =>
  * (after what calls still answering reserved), the provider's own last word (remaining, and when it
  * is whole again: "provider says"), and a pause a 429 asked every worker for.
  */
-export function TokenLimits({
-  providers,
-  asOf,
-  timeScale,
-}: {
-  providers: ProviderState[] | null;
-  asOf: string;
-  timeScale: number;
-}) {
+export function TokenLimits({ providers, asOf, timeScale }: ProviderSectionProps) {
   const model = providers?.find((p) => p.provider === "model");
   return (
     <section className="panel" aria-labelledby="token-limits-title">
