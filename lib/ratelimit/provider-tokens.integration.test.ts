@@ -429,4 +429,14 @@ describe("provider tokens: the call with the least time left goes first (real Re
       timeoutMs: 5_000,
     });
   });
+
+  it("keeps nothing of urgent waiters once the last one stops asking, even if no call asks again", async () => {
+    expect(reason(await asks("big", 990))).toBe("reserved");
+    expect(reason(await asks("gone", 500, Date.now() + 60_000, 200))).toBe("tokens");
+    expect(await connection.exists(...tokenUrgentKeys("model"))).toBe(2);
+    await waitFor(async () => (await connection.exists(...tokenUrgentKeys("model"))) === 0, {
+      what: "the urgent sets to expire",
+      timeoutMs: 5_000,
+    });
+  });
 });

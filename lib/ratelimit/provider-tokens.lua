@@ -150,6 +150,8 @@ if mode == "reserve" then
     if deadline then
       redis.call("ZADD", urgentKey, deadline, caller)
       redis.call("ZADD", urgentSeenKey, string.format("%.3f", now + waiterTtlMs), caller)
+      -- The sets outlive their latest waiter, no more.
+      for _, uk in ipairs({ urgentKey, urgentSeenKey }) do redis.call("PEXPIRE", uk, math.ceil(waiterTtlMs)) end
     end
   end
   local first = redis.call("ZRANGE", urgentKey, 0, 1, "WITHSCORES")
