@@ -6,8 +6,9 @@ import { luaSource as inline, runLua } from "./lua";
  * two keys under one namespace: a sorted set of when each entry lapses, by Redis's clock (so the
  * hosts' clocks never matter), and a hash of what each says. Reading them costs what the entries
  * are, never the keyspace: a SCAN for `<namespace>:*` walks every key Redis holds, on routes a
- * load balancer polls. Lapsed entries are dropped by whoever touches the registry next. On a
- * Redis Cluster the namespace starts with the prefix's hash tag, so both keys share one slot.
+ * load balancer polls. Lapsed entries are dropped by whoever touches the registry next, and the
+ * keys themselves expire with their longest-lived entry. On a Redis Cluster the namespace starts
+ * with the prefix's hash tag, so both keys share one slot.
  */
 export interface LapsingRegistry {
   /** The sorted set of lapse times and the hash of entries (tests read them). */
@@ -30,10 +31,14 @@ if #lapsed > 0 then
   redis.call('HDEL', KEYS[2], unpack(lapsed))
 end`;
 
-/** ARGV: id, value, lifetime in ms. */
+/** ARGV: id, value, lifetime in ms. The keys outlive their longest-lived entry, no more. */
 const RENEW = inline(`${NOW_AND_PRUNE}
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
+local ttl = tonumber(ARGV[3])
+redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+for _, k in ipairs(KEYS) do
+  if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
+end
 return 1`);
 
 /** Returns the live ids and their values, side by side. */
