@@ -7,9 +7,11 @@ import { distinctWord } from "@/lib/format/distinct-word";
 
 // The model service silent for five production minutes — connections accepted, nothing answered
 // (the simulator's silence switch) — under two real worker processes running imports and
-// interactive and batch agent runs, on the real PostgreSQL and Redis. Time scale 0.05: the model's
-// silence threshold (40 s production until measured) is 2 s, five minutes are 15 s.
-const SCALE = 0.05;
+// interactive and batch agent runs, on the real PostgreSQL and Redis. Time scale 0.1: the model's
+// silence threshold (40 s production until measured) is 4 s, five minutes are 30 s. At 0.05 the
+// threshold's 2 s real floor (lib/ratelimit/silence.ts) left a busy machine 1 s of a 3 s minute to
+// notice, and a clean-clone run once took 3.2 s.
+const SCALE = 0.1;
 const PRODUCTION_MINUTE_MS = 60_000 * SCALE;
 const root = `${import.meta.dirname}/..`;
 const prefix = `bounded-test-silent-${randomUUID().slice(0, 8)}`;
