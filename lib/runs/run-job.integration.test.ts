@@ -220,9 +220,10 @@ describe("soft limit while the service's verdict is awaited", () => {
   });
 
   it("a run whose last call is answered while its deadline waits for the silence verdict ends as it ended (completed), never timed_out afterwards", async () => {
-    // The one call of the run is answered 1.2 s after it went out: past the 1 s soft limit (the call
-    // goes out well before it, even on a loaded machine), 0.8 s before the 2 s silence threshold, and
-    // the service answers nothing else meanwhile (so it is not judged at once).
+    // The one call of the run is answered 1.6 s after it went out: past the 1.4 s soft limit (the
+    // call goes out before it, even on a loaded machine: a clean-clone run once took over 1 s to send
+    // it), 0.4 s before the 2 s silence threshold, and the service answers nothing else meanwhile (so
+    // it is not judged at once).
     const slow = http.createServer((_req, res) => {
       setTimeout(() => {
         res.writeHead(200, { "content-type": "application/json" });
@@ -236,11 +237,11 @@ describe("soft limit while the service's verdict is awaited", () => {
             usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
           }),
         );
-      }, 1_200);
+      }, 1_600);
     });
     await new Promise<void>((resolve) => slow.listen(0, "127.0.0.1", resolve));
     try {
-      const { id } = await job(1, { softMs: 1_000_000, hardMs: HARD_MS });
+      const { id } = await job(1, { softMs: 1_400_000, hardMs: HARD_MS });
       const oneCall: Processor = async ({ signal, run: r }) => {
         await chatCompletion({
           messages: [{ role: "user", content: "hi" }],
