@@ -7,6 +7,7 @@ export interface LuaScript {
   sha: string;
 }
 
+/** A script from its source text, named by its SHA1. */
 export function luaSource(source: string): LuaScript {
   return { source, sha: createHash("sha1").update(source).digest("hex") };
 }

@@ -1,5 +1,5 @@
 import type { RedisClient } from "./client";
-import { luaSource as inline, runLua } from "./lua";
+import { luaSource, runLua } from "./lua";
 
 /**
  * Entries that lapse unless renewed — "this process is alive, and this is what it says" — kept in
@@ -32,7 +32,7 @@ if #lapsed > 0 then
 end`;
 
 /** ARGV: id, value, lifetime in ms. The keys outlive their longest-lived entry, no more. */
-const RENEW = inline(`${NOW_AND_PRUNE}
+const RENEW = luaSource(`${NOW_AND_PRUNE}
 local ttl = tonumber(ARGV[3])
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
@@ -42,7 +42,7 @@ end
 return 1`);
 
 /** Returns the live ids and their values, side by side. */
-const LIST = inline(`${NOW_AND_PRUNE}
+const LIST = luaSource(`${NOW_AND_PRUNE}
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
 if #ids == 0 then return {{}, {}} end
 table.sort(ids)
