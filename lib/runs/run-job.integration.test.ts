@@ -220,28 +220,36 @@ describe("soft limit while the service's verdict is awaited", () => {
   });
 
   it("a run whose last call is answered while its deadline waits for the silence verdict ends as it ended (completed), never timed_out afterwards", async () => {
-    // The one call of the run is answered 1.6 s after it went out: past the 1.4 s soft limit (the
-    // call goes out before it, even on a loaded machine: a clean-clone run once took over 1 s to send
-    // it), 0.4 s before the 2 s silence threshold, and the service answers nothing else meanwhile (so
-    // it is not judged at once).
+    // The run's one call is answered 150 ms after its 1.6 s soft limit (counted, as the run counts
+    // it, from the row's attempt start), and before the 2 s silence threshold counted from when the
+    // call went out: so the call has 1.6 s to go out on a loaded machine, and the answer comes at
+    // least 250 ms before the threshold whenever it went out. The service answers nothing else
+    // meanwhile (so it is not judged at once).
+    const SOFT_REAL_MS = 1_600;
+    let jobId = "";
     const slow = http.createServer((_req, res) => {
-      setTimeout(() => {
-        res.writeHead(200, { "content-type": "application/json" });
-        res.end(
-          JSON.stringify({
-            id: "c1",
-            object: "chat.completion",
-            created: 0,
-            model: "m",
-            choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }],
-            usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
-          }),
-        );
-      }, 1_600);
+      void db()
+        .job.findUniqueOrThrow({ where: { id: jobId }, select: { attemptStartedAt: true } })
+        .then(({ attemptStartedAt }) => {
+          const answerAt = attemptStartedAt!.getTime() + SOFT_REAL_MS + 150;
+          setTimeout(() => {
+            res.writeHead(200, { "content-type": "application/json" });
+            res.end(
+              JSON.stringify({
+                id: "c1",
+                object: "chat.completion",
+                created: 0,
+                model: "m",
+                choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }],
+                usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+              }),
+            );
+          }, answerAt - Date.now());
+        });
     });
     await new Promise<void>((resolve) => slow.listen(0, "127.0.0.1", resolve));
     try {
-      const { id } = await job(1, { softMs: 1_400_000, hardMs: HARD_MS });
+      ({ id: jobId } = await job(1, { softMs: Math.round(SOFT_REAL_MS / scale()), hardMs: HARD_MS }));
       const oneCall: Processor = async ({ signal, run: r }) => {
         await chatCompletion({
           messages: [{ role: "user", content: "hi" }],
@@ -251,8 +259,8 @@ describe("soft limit while the service's verdict is awaited", () => {
         });
         return { message: "done" };
       };
-      await run(oneCall, id);
-      expect((await row(id)).status).toBe("completed");
+      await run(oneCall, jobId);
+      expect((await row(jobId)).status).toBe("completed");
     } finally {
       slow.closeAllConnections();
       await new Promise((resolve) => slow.close(resolve));
