@@ -83,6 +83,7 @@ test("the jobs list shows a new job without a reload, the updated time advances,
   operatorPage: page,
 }) => {
   const tenant = await newTenant("e2e-live");
+  await page.clock.install();
   await page.goto(`/jobs?tenant=${tenant.slug}`);
   await expect(page.getByText("No jobs match.")).toBeVisible();
   await expect(status(page)).toHaveAttribute("data-state", "live");
@@ -95,7 +96,8 @@ test("the jobs list shows a new job without a reload, the updated time advances,
   await bulk.getByLabel("Tenant").fill("typed into a client form");
 
   const id = await insertCompletedJob(tenant.id);
-  await expect(page.getByRole("link", { name: id.slice(0, 8) })).toBeVisible({ timeout: INTERVAL_MS * 3 });
+  await page.clock.fastForward(INTERVAL_MS);
+  await expect(page.getByRole("link", { name: id.slice(0, 8) })).toBeVisible();
   await expect.poll(() => updatedAt(page)).toBeGreaterThan(first);
   expect(await page.evaluate(() => (window as unknown as { liveMarker?: string }).liveMarker)).toBe("kept");
   await expect(page.getByLabel("Search")).toHaveValue("typed while the page refreshes");
@@ -104,21 +106,25 @@ test("the jobs list shows a new job without a reload, the updated time advances,
 
 test("the overview's counts follow a job that finished elsewhere, without a reload", async ({ operatorPage: page }) => {
   // The overview's count of completed jobs, read from its stat card.
+  await page.clock.install();
   await page.goto("/");
   const completed = page.locator('a[href="/jobs?status=completed"] .value');
   const before = Number((await completed.textContent())!.replace(/\D/g, ""));
   const tenant = await newTenant("e2e-live-overview");
   await insertCompletedJob(tenant.id);
-  await expect(completed).toHaveText((before + 1).toLocaleString("en-US"), { timeout: INTERVAL_MS * 3 });
+  await page.clock.fastForward(INTERVAL_MS);
+  await expect(completed).toHaveText((before + 1).toLocaleString("en-US"));
 });
 
 test("polling stops while the tab is hidden and resumes when it is shown again", async ({ operatorPage: page }) => {
+  await page.clock.install();
   await page.goto("/stuck");
   const inFlight = refreshesInFlight(page, "/stuck");
   await expect(status(page)).toHaveAttribute("data-state", "live");
   // It polls while visible.
   const visible = countRefreshes(page, "/stuck");
-  await expect.poll(() => visible.seen.rsc, { timeout: INTERVAL_MS * 3 }).toBeGreaterThanOrEqual(1);
+  await page.clock.fastForward(INTERVAL_MS);
+  await expect.poll(() => visible.seen.rsc).toBeGreaterThanOrEqual(1);
   visible.stop();
 
   await setVisibility(page, "hidden");
@@ -130,8 +136,10 @@ test("polling stops while the tab is hidden and resumes when it is shown again",
   await expect.poll(inFlight.count, { message: "refreshes under way when the tab was hidden" }).toBe(0);
   inFlight.stop();
   const hidden = countRefreshes(page, "/stuck");
-  // An absence, so a clock: two and a half intervals in which a polling page would have refreshed twice.
-  await page.waitForTimeout(INTERVAL_MS * 2.5);
+  // An absence: two and a half intervals of the page's clock, in which a polling page would have
+  // refreshed twice, then a real second for any request they sent to reach this side.
+  await page.clock.runFor(INTERVAL_MS * 2.5);
+  await page.waitForTimeout(1_000);
   hidden.stop();
   expect(hidden.seen).toEqual({ rsc: 0, health: 0 });
 
@@ -146,6 +154,7 @@ test("polling stops while the tab is hidden and resumes when it is shown again",
 test("a slow refresh is never joined by another, and a server that cannot be reached is said so while the old data stays", async ({
   operatorPage: page,
 }) => {
+  await page.clock.install();
   await page.goto("/stuck");
   await expect(page.getByRole("heading", { name: "Stuck jobs" })).toBeVisible();
   await expect(status(page)).toHaveAttribute("data-state", "live");
@@ -164,9 +173,12 @@ test("a slow refresh is never joined by another, and a server that cannot be rea
       await route.continue();
     },
   );
-  await expect.poll(() => slow, { timeout: INTERVAL_MS * 2 }).toBe(1);
-  // An absence, so a clock: three intervals in which a page that joined refreshes would have sent more.
-  await page.waitForTimeout(INTERVAL_MS * 3);
+  await page.clock.fastForward(INTERVAL_MS);
+  await expect.poll(() => slow).toBe(1);
+  // An absence: three intervals of the page's clock in which a page that joined refreshes would have
+  // sent more, then a real second for any request they sent to reach the route.
+  await page.clock.runFor(INTERVAL_MS * 3);
+  await page.waitForTimeout(1_000);
   expect(slow).toBe(1);
   release();
   await page.unroute((url) => url.pathname === "/stuck");
@@ -179,7 +191,8 @@ test("a slow refresh is never joined by another, and a server that cannot be rea
       body: JSON.stringify({ db: "down", redis: "ok", workers: 1 }),
     }),
   );
-  await expect(status(page)).toHaveAttribute("data-state", "error", { timeout: INTERVAL_MS * 3 });
+  await page.clock.fastForward(INTERVAL_MS);
+  await expect(status(page)).toHaveAttribute("data-state", "error");
   await expect(status(page)).toContainText(
     /Could not refresh: PostgreSQL is down\. Showing data from \d\d:\d\d:\d\d UTC; retrying every 5 s\./,
   );
@@ -190,14 +203,14 @@ test("a slow refresh is never joined by another, and a server that cannot be rea
 
   // The web server gone altogether.
   await page.route("**/api/health", (route) => route.abort("connectionrefused"));
-  await expect(status(page)).toContainText("Could not refresh: the server cannot be reached", {
-    timeout: INTERVAL_MS * 3,
-  });
+  await page.clock.fastForward(INTERVAL_MS);
+  await expect(status(page)).toContainText("Could not refresh: the server cannot be reached");
   await expect(page.getByRole("heading", { name: "Stuck jobs" })).toBeVisible();
   await page.unroute("**/api/health");
 
   // Back: live again, without a reload.
-  await expect(status(page)).toHaveAttribute("data-state", "live", { timeout: INTERVAL_MS * 3 });
+  await page.clock.fastForward(INTERVAL_MS);
+  await expect(status(page)).toHaveAttribute("data-state", "live");
 });
 
 test("pages that are read as a record, not watched, do not poll", async ({ operatorPage: page }) => {
