@@ -1,5 +1,5 @@
 import { defineConfig } from "@playwright/test";
-import { BASE_URL, DEFAULT_ENV, DEFAULT_URL, E2E_ENV, FANOUT_ENV, FANOUT_URL, TIGHT_ENV, TIGHT_URL } from "./e2e/env";
+import { BASE_URL, DEFAULT_ENV, E2E_ENV, FANOUT_ENV, TIGHT_ENV } from "./e2e/env";
 
 /** The specs that run on the tight, default and fan-out systems (their `test.use({ baseURL })`), never on the main one. */
 const OTHER_SYSTEMS_SPECS = [
@@ -48,7 +48,8 @@ export default defineConfig({
       ],
     },
   },
-  // Started one after the other: the other systems reuse the build the main one made.
+  // The main system first: it builds the web app. The other three serve that build and start at once
+  // (no URL to wait for each); the last entry waits until all three answer their health check.
   webServer: [
     {
       command: "node --import tsx e2e/serve.ts",
@@ -62,8 +63,6 @@ export default defineConfig({
     },
     {
       command: "node --import tsx e2e/serve.ts tight",
-      url: `${TIGHT_URL}/api/health`,
-      timeout: 300_000,
       reuseExistingServer: false,
       env: { ...TIGHT_ENV, NEXT_TELEMETRY_DISABLED: "1" },
       stdout: "pipe",
@@ -72,8 +71,6 @@ export default defineConfig({
     },
     {
       command: "node --import tsx e2e/serve.ts default",
-      url: `${DEFAULT_URL}/api/health`,
-      timeout: 300_000,
       reuseExistingServer: false,
       env: { ...DEFAULT_ENV, NEXT_TELEMETRY_DISABLED: "1" },
       stdout: "pipe",
@@ -82,13 +79,18 @@ export default defineConfig({
     },
     {
       command: "node --import tsx e2e/serve.ts fanout",
-      url: `${FANOUT_URL}/api/health`,
-      timeout: 300_000,
       reuseExistingServer: false,
       env: { ...FANOUT_ENV, NEXT_TELEMETRY_DISABLED: "1" },
       stdout: "pipe",
       stderr: "pipe",
       gracefulShutdown: { signal: "SIGTERM", timeout: 20_000 },
+    },
+    {
+      command: "node --import tsx e2e/await-systems.ts",
+      wait: { stdout: /the other systems are up/ },
+      timeout: 300_000,
+      reuseExistingServer: false,
+      stdout: "pipe",
     },
   ],
 });

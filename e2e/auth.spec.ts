@@ -76,6 +76,7 @@ test("wrong passwords are refused, then sign-in is rate-limited", async ({ page 
 });
 
 test("the session cookie is httpOnly and SameSite", async ({ operatorPage: page, context }) => {
+  await page.goto("/");
   await page.screenshot({ path: "test-results/overview.png", fullPage: true });
   const cookie = (await context.cookies()).find((c) => c.name === "bounded_session");
   expect(cookie).toMatchObject({ httpOnly: true, sameSite: "Lax" });

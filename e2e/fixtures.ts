@@ -57,11 +57,22 @@ type Fixtures = {
    * and waits until the signed-in page is shown. Resolves with that page.
    */
   signIn: (who: Role | Credentials, options?: SignInOptions) => Promise<Page>;
-  /** The test's `page`, signed in as the operator before the test starts. */
+  /** The test's `page`, signed in as the operator before the test starts; it has opened no page yet. */
   operatorPage: Page;
-  /** The test's `page`, signed in as the viewer before the test starts. */
+  /** The test's `page`, signed in as the viewer before the test starts; it has opened no page yet. */
   viewerPage: Page;
 };
+
+/**
+ * Signs `page`'s browser context in through the sign-in API's JSON form (the same sign-in as the
+ * form's; the form itself is tested in auth.spec.ts and security.spec.ts): the session cookie lands
+ * in the context, and no page is drawn for it.
+ */
+async function signedInThroughApi(page: Page, who: Credentials): Promise<Page> {
+  const res = await page.request.post("/api/auth/login", { data: { username: who.username, password: who.password } });
+  expect(res.status(), `sign-in of ${who.username}: ${await res.text()}`).toBe(200);
+  return page;
+}
 
 const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
@@ -106,10 +117,10 @@ export const test = base.extend<Fixtures>({
       return page;
     });
   },
-  operatorPage: async ({ signIn }, use) => {
-    await use(await signIn("operator"));
+  operatorPage: async ({ page, credentialsFor }, use) => {
+    await use(await signedInThroughApi(page, await credentialsFor("operator")));
   },
-  viewerPage: async ({ signIn }, use) => {
-    await use(await signIn("viewer"));
+  viewerPage: async ({ page, credentialsFor }, use) => {
+    await use(await signedInThroughApi(page, await credentialsFor("viewer")));
   },
 });
