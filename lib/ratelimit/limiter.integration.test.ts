@@ -8,7 +8,7 @@ import { closeRedis, createRedis } from "@/lib/redis/client";
 import { scopeOf, type Family } from "./buckets";
 import { runWithRateLimitDeferral } from "./context";
 import { RateLimitCapExceeded, RateLimitDefer } from "./errors";
-import { acquire, bucketKey, createLimiter, maxWaitMs, peekBucket, tryAcquire } from "./limiter";
+import { acquire, bucketKey, createLimiter, maxWaitMs, peekBucket, scopesIndexKey, tryAcquire } from "./limiter";
 
 const connection = createRedis("producer", { enableOfflineQueue: true });
 const scopes: string[] = [];
@@ -160,6 +160,52 @@ async function closedPort(): Promise<number> {
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return port;
 }
+
+describe("listActiveScopes", () => {
+  // Statistics at 1/100 of production time: one token, back in 600 ms; its bucket lapses 1.6 s after its last use.
+  const fast = () => createLimiter({ redis: connection, timeScale: 0.01, marginMs: 0 });
+
+  it("lists the scopes used, sorted, at most `limit`; a lapsed bucket drops out, and the index always expires", async () => {
+    const limiter = fast();
+    const [a, b, c] = [fresh("statistics"), fresh("statistics"), fresh("statistics")];
+    for (const scope of [b, a]) await limiter.tryAcquire(scope);
+    expect((await limiter.listActiveScopes()).filter((s) => [a, b].includes(s))).toEqual([a, b].sort());
+    await limiter.tryAcquire(c);
+    expect(await limiter.listActiveScopes()).toContain(c);
+    expect(await limiter.listActiveScopes(1)).toHaveLength(1);
+    expect(await connection.pttl(scopesIndexKey())).toBeGreaterThan(0);
+
+    await delay(1_700);
+    expect(await limiter.listActiveScopes()).not.toContain(a);
+    // The next use of any bucket drops the lapsed ones from the index.
+    await limiter.tryAcquire(fresh("statistics"));
+    expect(await connection.zscore(scopesIndexKey(), a)).toBeNull();
+    expect(await connection.zscore(scopesIndexKey(), b)).toBeNull();
+  });
+
+  it("is one command on the index, never a SCAN of the keyspace", async () => {
+    const limiter = fast();
+    const scope = fresh("statistics");
+    await limiter.tryAcquire(scope);
+    const reader = createRedis("producer", { enableOfflineQueue: true });
+    const monitor = await (connection as Redis).monitor();
+    try {
+      const info = (await reader.call("CLIENT", "INFO")) as string;
+      const address = / addr=(\S+)/.exec(info)![1];
+      const sent: string[] = [];
+      monitor.on("monitor", (_time: string, args: string[], source: string) => {
+        if (source === address) sent.push(args[0]!.toLowerCase());
+      });
+      expect(await createLimiter({ redis: reader, timeScale: 0.01 }).listActiveScopes()).toContain(scope);
+      await connection.ping(); // MONITOR's lines arrive in order: the reader's are in once this answers
+      // EVALSHA, or EVAL once after a Redis that did not know the script yet.
+      expect(sent.filter((command) => command !== "eval")).toEqual(["evalsha"]);
+    } finally {
+      monitor.disconnect();
+      reader.disconnect();
+    }
+  });
+});
 
 describe("tryAcquire never throws for Redis trouble", () => {
   it("Redis unreachable: not acquired, retry in REDIS_ERROR_RETRY_MS (scaled)", async () => {

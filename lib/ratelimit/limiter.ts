@@ -1,7 +1,7 @@
 import { env } from "@/lib/env";
 import { describeError } from "@/lib/format/describe";
 import { logger } from "@/lib/log";
-import { key, redis, scanKeys, type RedisClient } from "@/lib/redis/client";
+import { key, redis, type RedisClient } from "@/lib/redis/client";
 import { scaled, sleep } from "@/lib/time";
 import {
   BUCKETS,
@@ -18,7 +18,7 @@ import {
 } from "./buckets";
 import { deferralThreshold } from "./context";
 import { RateLimitCapExceeded, RateLimitDefer } from "./errors";
-import { runLua, type LuaScript } from "@/lib/redis/lua";
+import { luaSource, runLua, type LuaScript } from "@/lib/redis/lua";
 import { luaScript, withTimeout } from "./scripts";
 
 const log = logger("ratelimit");
@@ -127,20 +127,32 @@ export interface Limiter {
   tryAcquire(scope: string, cost?: number): Promise<TryAcquireResult>;
   acquire(scope: string, options?: AcquireOptions): Promise<Acquired>;
   peekBucket(scope: string): Promise<BucketState>;
-  /** The scopes that have state in Redis now (recently used buckets), sorted. */
+  /** The scopes that have state in Redis now (at most `limit`: those that lapse last), sorted. */
   listActiveScopes(limit?: number): Promise<string[]>;
   /** The rate the limiter enforces for a family, in real milliseconds (margin included). */
   rate(family: Family): BucketRate;
 }
 
 /**
- * The Redis key of a scope's bucket, the one key of the token-bucket script. On a Redis Cluster
- * the prefix's hash tag comes first and decides the slot (every Bounded key shares it); the
- * scope's own braces delimit the scope for `listActiveScopes`.
+ * The Redis key of a scope's bucket, the token-bucket script's first key. On a Redis Cluster the
+ * prefix's hash tag comes first and decides the slot (every Bounded key shares it, the scopes
+ * index too). The braces around the scope are kept from when the page found buckets by a SCAN:
+ * a new name would give every tenant a full bucket again at a deploy.
  */
 export function bucketKey(scope: string): string {
   return key("ratelimit", `{${scope}}`);
 }
+
+/** The sorted set of scopes whose buckets have a hash, by when each lapses (token-bucket.lua's KEYS[2]). */
+export function scopesIndexKey(): string {
+  return key("ratelimit-scopes");
+}
+
+/** ARGV: at most how many. The scopes whose buckets have not lapsed by Redis's clock, those that lapse last first. */
+const LIVE_SCOPES = luaSource(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+return redis.call('ZREVRANGEBYSCORE', KEYS[1], '+inf', '(' .. now, 'LIMIT', 0, tonumber(ARGV[1]))`);
 
 /** A scope's bucket as the token-bucket script is called for it (real ms). */
 interface ScopeCall {
@@ -262,8 +274,8 @@ class TokenBucketLimiter {
       const sent = runLua<[number, number]>(
         client,
         this.tokenBucket,
-        [call.key],
-        [call.capacity, call.refillPerMs, cost, call.ttlMs],
+        [call.key, scopesIndexKey()],
+        [call.capacity, call.refillPerMs, cost, call.ttlMs, scope],
       );
       reply = answersWithin(client, this.redisTimeoutMs) ? await sent : await withTimeout(sent, this.redisTimeoutMs);
     } catch (err) {
@@ -325,23 +337,17 @@ class TokenBucketLimiter {
     };
   }
 
-  /** The scopes that have state in Redis now (a SCAN of the bucket keys), sorted, at most `limit`. */
+  /**
+   * The scopes whose buckets have state in Redis now, read from the scopes index (one script, the
+   * cost of the scopes listed): the `limit` that lapse last (the most recently used, for buckets of
+   * one family), sorted by name.
+   */
   async listActiveScopes(limit = 1_000): Promise<string[]> {
-    const prefix = bucketKey("");
-    const pattern = `${prefix.slice(0, -2)}{*}`;
-    const scopes = new Set<string>();
-    const batches = scanKeys(this.client(), pattern, 500);
-    try {
-      while (scopes.size < limit) {
-        const batch = await withTimeout(batches.next(), this.redisTimeoutMs);
-        if (batch.done) break;
-        for (const k of batch.value) scopes.add(k.slice(prefix.length - 1, -1));
-      }
-    } finally {
-      // Stops the scan early (enough scopes, or a timeout: then once the pending call settles).
-      void batches.return();
-    }
-    return [...scopes].sort().slice(0, limit);
+    const scopes = await withTimeout(
+      runLua<string[]>(this.client(), LIVE_SCOPES, [scopesIndexKey()], [limit]),
+      this.redisTimeoutMs,
+    );
+    return scopes.sort();
   }
 }
 

@@ -5,14 +5,19 @@
   Refill is continuous: tokens = min(capacity, tokens + elapsed * refillPerMs). A bucket without
   a hash is full, so idle buckets expire (PEXPIRE) instead of accumulating.
   Time comes from Redis TIME, never from a client, so every process shares one clock.
+  The scopes index names every bucket that still has a hash, with when it lapses: the limiter page
+  reads the buckets from it, at the cost of the buckets listed, never a SCAN of the keyspace.
 
     Input:
       KEYS[1] bucket hash key (one scope; hash-tagged, so one cluster slot)
+      KEYS[2] the scopes index: a sorted set of scope -> when its bucket lapses (Redis time, ms);
+              lapsed scopes are dropped here, and the set expires with its longest-lived bucket
 
       ARGV[1] capacity: tokens a full bucket holds (> 0)
       ARGV[2] refillPerMs: tokens added per millisecond (> 0, fractional)
       ARGV[3] cost: tokens to take (0 < cost <= capacity)
       ARGV[4] ttlMs: PEXPIRE of the hash after this call (>= the time a bucket needs to refill)
+      ARGV[5] scope: the bucket's name in the scopes index
 
     Output: { acquired, waitMs }
       acquired  1 when `cost` tokens were taken, else 0 (nothing written but the refill)
@@ -46,5 +51,10 @@ end
 -- %.3f keeps the microseconds of a 13-digit millisecond time (tostring would keep 14 digits).
 redis.call("HSET", key, "tokens", string.format("%.6f", tokens), "ts", string.format("%.3f", now))
 redis.call("PEXPIRE", key, ttlMs)
+
+local index = KEYS[2]
+redis.call("ZADD", index, now + ttlMs, ARGV[5])
+redis.call("ZREMRANGEBYSCORE", index, "-inf", now)
+if redis.call("PTTL", index) < ttlMs then redis.call("PEXPIRE", index, ttlMs) end
 
 return { acquired, waitMs }
