@@ -66,9 +66,11 @@ describe("marketplace_sync under the reschedule policy", () => {
     expect(done.reschedules).toBeGreaterThanOrEqual(3);
     expect(done.message).toBe(`Synced all ${PAGES} pages of statistics for ${tenant}.`);
     // The row is finalized before the processor returns to BullMQ: wait for the queue's own record.
+    // Its record read again once it is completed: a record read before the state was the finish's
+    // race (attemptsMade 0, the state completed by the time it was asked).
     const finished = await h.waitFor("the queue job to be completed", async () => {
       const qj = await queue().getJob(queueJobId);
-      return qj && (await qj.getState()) === "completed" ? qj : null;
+      return qj && (await qj.getState()) === "completed" ? queue().getJob(queueJobId) : null;
     });
     // One finished run, however many times the job was rescheduled.
     expect(finished?.attemptsMade).toBe(1);
