@@ -185,6 +185,19 @@ describe("listActiveScopes", () => {
     expect(await connection.zscore(scopesIndexKey(), b)).toBeNull();
   });
 
+  it("a bucket used again stays listed for as long as it has state, whatever else the index held", async () => {
+    // Statistics at 1/20 of production time: a token every 3 s; a bucket lapses 4 s after its last use.
+    const limiter = createLimiter({ redis: connection, timeScale: 0.05, marginMs: 0 });
+    await connection.del(scopesIndexKey());
+    const scope = fresh("statistics");
+    await limiter.tryAcquire(scope);
+    await delay(1_500);
+    await limiter.tryAcquire(scope); // refused or not, its bucket is written again: it lapses at 5.5 s
+    await delay(3_250);
+    expect(await connection.exists(bucketKey(scope))).toBe(1);
+    expect(await limiter.listActiveScopes()).toContain(scope);
+  });
+
   it("is one command on the index, never a SCAN of the keyspace", async () => {
     const limiter = fast();
     const scope = fresh("statistics");

@@ -11,8 +11,8 @@
     Input:
       KEYS[1] bucket hash key (one scope; hash-tagged, so one cluster slot)
       KEYS[2] the scopes index: a sorted set of scope -> when its bucket lapses (Redis time, ms);
-              lapsed scopes are dropped when a new one comes, and the set expires at the latest
-              with the longest-lived bucket added to it
+              lapsed scopes are dropped when a new one comes, and the set expires with its
+              longest-lived bucket
 
       ARGV[1] capacity: tokens a full bucket holds (> 0)
       ARGV[2] refillPerMs: tokens added per millisecond (> 0, fractional)
@@ -53,13 +53,12 @@ end
 redis.call("HSET", key, "tokens", string.format("%.6f", tokens), "ts", string.format("%.3f", now))
 redis.call("PEXPIRE", key, ttlMs)
 
--- One ZADD on the common path (a scope already listed). A scope new to the index also drops the
--- lapsed ones and makes the index outlive this bucket; a scope used again keeps its place, and if
--- the index expired meanwhile, its next use lists it again.
+-- The index outlives every bucket in it: its expiry only ever grows, to this bucket's. Lapsed scopes
+-- are dropped when a scope new to the index comes (the reader skips them meanwhile).
 local index = KEYS[2]
 if redis.call("ZADD", index, now + ttlMs, ARGV[5]) == 1 then
   redis.call("ZREMRANGEBYSCORE", index, "-inf", now)
-  if redis.call("PTTL", index) < ttlMs then redis.call("PEXPIRE", index, ttlMs) end
 end
+if redis.call("PTTL", index) < ttlMs then redis.call("PEXPIRE", index, ttlMs) end
 
 return { acquired, waitMs }
