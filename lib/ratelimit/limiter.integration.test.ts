@@ -179,7 +179,7 @@ describe("listActiveScopes", () => {
     await production.tryAcquire(fresh("statistics"));
     await delay(1_700);
     expect(await limiter.listActiveScopes()).not.toContain(a);
-    // The next use of any bucket drops the lapsed ones from the index.
+    // The next scope new to the index drops the lapsed ones from it.
     await limiter.tryAcquire(fresh("statistics"));
     expect(await connection.zscore(scopesIndexKey(), a)).toBeNull();
     expect(await connection.zscore(scopesIndexKey(), b)).toBeNull();
