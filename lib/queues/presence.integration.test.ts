@@ -1,6 +1,6 @@
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import type { Redis } from "ioredis";
-import { closeRedis, createRedis, key, redis } from "@/lib/redis/client";
+import { closeRedis, key, redis } from "@/lib/redis/client";
+import { commandsSent } from "@/test/helpers/monitor";
 import { waitFor } from "@/test/helpers/wait";
 import { announcePresence, livePresences, presenceKeys, withdrawPresence } from "./presence";
 
@@ -42,22 +42,12 @@ describe("worker presence", () => {
     // A key that matches the old pattern (`workers:*`) is not a presence: nothing looks for it.
     const stray = key("workers", "presence-test:stray");
     await redis().set(stray, JSON.stringify(worker(9)), "PX", 60_000);
-    const reader = createRedis("producer", { enableOfflineQueue: true });
-    const monitor = await (redis() as Redis).monitor();
     try {
-      const info = (await reader.call("CLIENT", "INFO")) as string;
-      const address = / addr=(\S+)/.exec(info)![1];
-      const sent: string[] = [];
-      monitor.on("monitor", (_time: string, args: string[], source: string) => {
-        if (source === address) sent.push(args[0]!.toLowerCase());
-      });
-      expect((await livePresences(reader)).filter((p) => p.host === "presence-test")).toEqual([worker(4)]);
-      await redis().ping(); // MONITOR's lines arrive in order: the reader's are in once this answers
+      const { result, sent } = await commandsSent(redis(), livePresences);
+      expect(result.filter((p) => p.host === "presence-test")).toEqual([worker(4)]);
       // EVALSHA, or EVAL once after a Redis that did not know the script yet.
       expect(sent.filter((c) => c !== "eval")).toEqual(["evalsha"]);
     } finally {
-      monitor.disconnect();
-      reader.disconnect();
       await redis().del(stray);
     }
   });

@@ -8,6 +8,7 @@ import { closeRedis, createRedis } from "@/lib/redis/client";
 import { scopeOf, type Family } from "./buckets";
 import { runWithRateLimitDeferral } from "./context";
 import { RateLimitCapExceeded, RateLimitDefer } from "./errors";
+import { commandsSent } from "@/test/helpers/monitor";
 import { acquire, bucketKey, createLimiter, maxWaitMs, peekBucket, scopesIndexKey, tryAcquire } from "./limiter";
 
 const connection = createRedis("producer", { enableOfflineQueue: true });
@@ -202,23 +203,12 @@ describe("listActiveScopes", () => {
     const limiter = fast();
     const scope = fresh("statistics");
     await limiter.tryAcquire(scope);
-    const reader = createRedis("producer", { enableOfflineQueue: true });
-    const monitor = await (connection as Redis).monitor();
-    try {
-      const info = (await reader.call("CLIENT", "INFO")) as string;
-      const address = / addr=(\S+)/.exec(info)![1];
-      const sent: string[] = [];
-      monitor.on("monitor", (_time: string, args: string[], source: string) => {
-        if (source === address) sent.push(args[0]!.toLowerCase());
-      });
-      expect(await createLimiter({ redis: reader, timeScale: 0.01 }).listActiveScopes()).toContain(scope);
-      await connection.ping(); // MONITOR's lines arrive in order: the reader's are in once this answers
-      // EVALSHA, or EVAL once after a Redis that did not know the script yet.
-      expect(sent.filter((command) => command !== "eval")).toEqual(["evalsha"]);
-    } finally {
-      monitor.disconnect();
-      reader.disconnect();
-    }
+    const { result, sent } = await commandsSent(connection, (reader) =>
+      createLimiter({ redis: reader, timeScale: 0.01 }).listActiveScopes(),
+    );
+    expect(result).toContain(scope);
+    // EVALSHA, or EVAL once after a Redis that did not know the script yet.
+    expect(sent.filter((command) => command !== "eval")).toEqual(["evalsha"]);
   });
 });
 

@@ -49,6 +49,21 @@ const row = (id: string) =>
     },
   });
 
+/** A chat completion that says "ok", as the model service answers one. */
+function answerOk(res: http.ServerResponse): void {
+  res.writeHead(200, { "content-type": "application/json" });
+  res.end(
+    JSON.stringify({
+      id: "c1",
+      object: "chat.completion",
+      created: 0,
+      model: "m",
+      choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }],
+      usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+    }),
+  );
+}
+
 const run = (processor: Processor, jobId: string) =>
   runJob({ csv_import: processor }, queueJobFor(jobId), new AbortController().signal, log);
 
@@ -170,17 +185,7 @@ describe("soft limit while the service's verdict is awaited", () => {
     // 2 s silence threshold); the other items take 10 ms each, plenty of them left at the deadline.
     const slow = http.createServer((_req, res) => {
       setTimeout(() => {
-        res.writeHead(200, { "content-type": "application/json" });
-        res.end(
-          JSON.stringify({
-            id: "c1",
-            object: "chat.completion",
-            created: 0,
-            model: "m",
-            choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }],
-            usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
-          }),
-        );
+        answerOk(res);
       }, 700);
     });
     await new Promise<void>((resolve) => slow.listen(0, "127.0.0.1", resolve));
@@ -233,17 +238,7 @@ describe("soft limit while the service's verdict is awaited", () => {
         .then(({ attemptStartedAt }) => {
           const answerAt = attemptStartedAt!.getTime() + SOFT_REAL_MS + 150;
           setTimeout(() => {
-            res.writeHead(200, { "content-type": "application/json" });
-            res.end(
-              JSON.stringify({
-                id: "c1",
-                object: "chat.completion",
-                created: 0,
-                model: "m",
-                choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }],
-                usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
-              }),
-            );
+            answerOk(res);
           }, answerAt - Date.now());
         });
     });
