@@ -37,7 +37,7 @@ describe("a silent simulated service", () => {
   it("accepts the calls of a silenced service and answers none, while other services go on answering", async () => {
     expect(await control("model", { silent: true })).toEqual({
       status: 200,
-      body: { service: "model", silent: true, held: 0 },
+      body: { service: "model", silent: true, slowdown: 1, held: 0 },
     });
     const caller = new AbortController();
     const pending = call(caller.signal).then(
@@ -80,7 +80,7 @@ describe("a silent simulated service", () => {
 
     expect(await control("model", { silent: false })).toEqual({
       status: 200,
-      body: { service: "model", silent: false, held: 1 },
+      body: { service: "model", silent: false, slowdown: 1, held: 1 },
     });
     expect((await call()).status).toBe(200);
     expect(answered).toBe(false);
@@ -93,7 +93,7 @@ describe("a silent simulated service", () => {
     const silent = await startSimulators({ silent: ["ocr"] });
     try {
       const state = await fetch(`${silent.url}/_control/ocr`).then((r) => r.json());
-      expect(state).toEqual({ service: "ocr", silent: true, held: 0 });
+      expect(state).toEqual({ service: "ocr", silent: true, slowdown: 1, held: 0 });
       const ocr = await fetch(`${silent.url}/ocr`, {
         method: "POST",
         body: "x",
@@ -106,11 +106,36 @@ describe("a silent simulated service", () => {
   });
 
   it("refuses a control request it does not understand with a 4xx that says what it takes", async () => {
-    const bad = await control("model", { silent: "yes" });
-    expect(bad.status).toBe(400);
-    expect(bad.body.error?.message).toContain('{"silent": true}');
+    for (const body of [{ silent: "yes" }, {}, { slowdown: 0.5 }, { slowdown: 601 }, { slow: 2 }]) {
+      const bad = await control("model", body);
+      expect(bad.status, JSON.stringify(body)).toBe(400);
+      expect(bad.body.error?.message).toContain('"slowdown": a number from 1 (as usual) to 600');
+    }
+    expect((await control("model")).body).toMatchObject({ silent: false, slowdown: 1 });
     const unknown = await control("weather", { silent: true });
     expect(unknown.status).toBe(404);
     expect(unknown.body.error?.message).toContain("model, ocr, images, marketplace");
+  });
+});
+
+describe("a slowed simulated service", () => {
+  it("answers every call that starts while it is slowed that many times later, and at its usual pace once set back", async () => {
+    // The model answers in 1 real ms here (1,000 production ms at time scale 0.001).
+    expect(await control("model", { slowdown: 600 })).toEqual({
+      status: 200,
+      body: { service: "model", silent: false, slowdown: 600, held: 0 },
+    });
+    const started = performance.now();
+    expect((await call()).status).toBe(200);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(590);
+    // Only the service named is slowed.
+    expect((await control("ocr")).body.slowdown).toBe(1);
+
+    expect((await control("model", { slowdown: 1 })).body.slowdown).toBe(1);
+    const fast = await call(AbortSignal.timeout(500)).then(
+      (r) => r.status,
+      (e: Error) => e.name,
+    );
+    expect(fast).toBe(200);
   });
 });

@@ -33,6 +33,8 @@ const silenceableServiceSchema = z.enum(SILENCEABLE_SIMULATORS);
 export interface ServiceFaultState {
   service: SilenceableService;
   silent: boolean;
+  /** How many times its usual latency each call of the service takes now; 1: as usual. */
+  slowdown: number;
   /** Calls of this service received while it was silent whose callers are still waiting. */
   held: number;
 }
@@ -68,6 +70,10 @@ const batchFaultsBodySchema = z
 
 export interface SimulatorFaults {
   setSilent(service: SilenceableService, silent: boolean): ServiceFaultState;
+  /** Makes every call of the service that starts from now on take `factor` times its latency (1: as usual). */
+  setSlowdown(service: SilenceableService, factor: number): ServiceFaultState;
+  /** The service's slowdown now: what its simulator multiplies each call's latency by. */
+  slowdown(service: SilenceableService): number;
   /** The batch service's faults now. */
   batches(): BatchFaultState;
   /** Changes the fields given of the batch service's faults; the state after. */
@@ -82,7 +88,13 @@ export interface SimulatorFaults {
   routes: Route[];
 }
 
-const controlBodySchema = z.strictObject({ silent: z.boolean() });
+/** The most a service can be slowed: a 5.5 s model call then takes 55 minutes. */
+export const MAX_SLOWDOWN = 600;
+
+const controlBodySchema = z
+  .strictObject({ silent: z.boolean(), slowdown: z.number().min(1).max(MAX_SLOWDOWN) })
+  .partial()
+  .refine((body) => body.silent !== undefined || body.slowdown !== undefined);
 
 function serviceOf(pathname: string): SilenceableService | undefined {
   for (const [service, prefix] of Object.entries(SILENCEABLE_SERVICES) as [SilenceableService, string][]) {
@@ -95,10 +107,13 @@ export function createSimulatorFaults(initiallySilent: readonly SilenceableServi
   const faults: FaultsState = {
     silent: new Set<SilenceableService>(initiallySilent),
     held: new Map<SilenceableService, Set<ServerResponse>>(),
+    slowdown: new Map<SilenceableService, number>(),
     batchFaults: { expire: false, turnaroundMs: null, failing: false, failingCancel: false },
   };
   return {
     setSilent: (service, on) => setSilent(faults, service, on),
+    setSlowdown: (service, factor) => setSlowdown(faults, service, factor),
+    slowdown: (service) => faults.slowdown.get(service) ?? 1,
     state: (service) => serviceState(faults, service),
     batches: () => ({ ...faults.batchFaults }),
     setBatches: (change) => setBatches(faults, change),
@@ -111,6 +126,7 @@ export function createSimulatorFaults(initiallySilent: readonly SilenceableServi
 interface FaultsState {
   silent: Set<SilenceableService>;
   held: Map<SilenceableService, Set<ServerResponse>>;
+  slowdown: Map<SilenceableService, number>;
   batchFaults: BatchFaultState;
 }
 
@@ -121,7 +137,12 @@ function heldOf(faults: FaultsState, service: SilenceableService): Set<ServerRes
 
 /** `SimulatorFaults.state`: whether the service is silent, and how many of its calls it holds. */
 function serviceState(faults: FaultsState, service: SilenceableService): ServiceFaultState {
-  return { service, silent: faults.silent.has(service), held: heldOf(faults, service).size };
+  return {
+    service,
+    silent: faults.silent.has(service),
+    slowdown: faults.slowdown.get(service) ?? 1,
+    held: heldOf(faults, service).size,
+  };
 }
 
 /** `SimulatorFaults.setSilent`: silences the service or lets it answer again, logged when it changes. */
@@ -133,6 +154,20 @@ function setSilent(faults: FaultsState, service: SilenceableService, on: boolean
     );
   if (on) faults.silent.add(service);
   else faults.silent.delete(service);
+  return serviceState(faults, service);
+}
+
+/** `SimulatorFaults.setSlowdown`: the factor every call of the service starting from now waits out, logged when it changes. */
+function setSlowdown(faults: FaultsState, service: SilenceableService, factor: number): ServiceFaultState {
+  if (factor !== (faults.slowdown.get(service) ?? 1))
+    log.warn(
+      { service, slowdown: factor },
+      factor === 1
+        ? `${service} simulator answers at its usual pace`
+        : `${service} simulator answers ${factor}× slower`,
+    );
+  if (factor === 1) faults.slowdown.delete(service);
+  else faults.slowdown.set(service, factor);
   return serviceState(faults, service);
 }
 
@@ -168,8 +203,15 @@ function controlRoutes(faults: FaultsState): Route[] {
       handler: async ({ req, res, params }) => {
         const service = parseService(params.service);
         const body = controlBodySchema.safeParse(await readJson(req));
-        if (!body.success) throw new HttpError(400, 'the body must be {"silent": true} or {"silent": false}');
-        sendJson(res, 200, setSilent(faults, service, body.data.silent));
+        if (!body.success)
+          throw new HttpError(
+            400,
+            `the body names either or both of {"silent": true or false, "slowdown": a number from 1 (as usual) to ${MAX_SLOWDOWN}}`,
+          );
+        const { silent, slowdown } = body.data;
+        if (silent !== undefined) setSilent(faults, service, silent);
+        if (slowdown !== undefined) setSlowdown(faults, service, slowdown);
+        sendJson(res, 200, serviceState(faults, service));
       },
     },
     {

@@ -144,7 +144,8 @@ export function createImageSimulator(options: ImageSimulatorOptions = {}): Image
     qaMs: options.qaMs ?? (() => (random() < L.qaSlowShare ? L.qaSlowMs : L.qaMedianMs * (0.5 + random()))),
     renders: new Map<string, Render>(),
     paid: 0,
-    caller: createCallerWait(timeScale, log),
+    slowdown: options.slowdown ?? (() => 1),
+    caller: createCallerWait(timeScale, log, options.slowdown),
   };
   const routes: Route[] = [
     { method: "POST", path: "/images/generations", handler: (ctx) => submit(provider, ctx) },
@@ -169,6 +170,8 @@ interface ImageProvider {
   defectRate: number;
   failRate: number;
   renderMs: () => number;
+  /** How many times its drawn time a render takes now. */
+  slowdown: () => number;
   pollMs: () => number;
   downloadMs: () => number;
   qaMs: () => number;
@@ -199,7 +202,7 @@ async function submit(provider: ImageProvider, ctx: RequestContext): Promise<voi
   provider.paid++;
   provider.renders.set(id, {
     id,
-    readyAt: Date.now() + scaled(provider.renderMs(), provider.timeScale),
+    readyAt: Date.now() + scaled(provider.renderMs() * provider.slowdown(), provider.timeScale),
     failed: provider.random() < provider.failRate,
   });
   sendJson(ctx.res, 202, { id, status: "running" });

@@ -129,7 +129,7 @@ class Marketplace {
     this.specs = options.buckets ?? BUCKETS;
     this.pagesOf =
       typeof options.pages === "function" ? options.pages : () => (options.pages as number | undefined) ?? 10;
-    this.caller = createCallerWait(this.timeScale, log);
+    this.caller = createCallerWait(this.timeScale, log, options.slowdown);
   }
 
   /** Takes a token from the scope's bucket, or answers how many real ms until there is one. */

@@ -280,7 +280,7 @@ export function createModelSimulator(options: ModelSimulatorOptions = {}): Model
   const timeScale = options.timeScale ?? env().BOUNDED_TIME_SCALE;
   const random = options.random ?? Math.random;
   const latencyMs = options.latencyMs ?? (() => sampleModelLatencyMs(random));
-  const caller = createCallerWait(timeScale, log);
+  const caller = createCallerWait(timeScale, log, options.slowdown);
   const limits = simulatedProviderLimits("model", timeScale, options.limits);
   const refusals = modelRefusalsOf(options);
 

@@ -176,7 +176,7 @@ export function createOcrSimulator(options: OcrSimulatorOptions = {}): OcrSimula
   const timeScale = options.timeScale ?? env().BOUNDED_TIME_SCALE;
   const random = options.random ?? Math.random;
   const latencyMs = options.latencyMs ?? (() => sampleOcrLatencyMs(random));
-  const caller = createCallerWait(timeScale, log);
+  const caller = createCallerWait(timeScale, log, options.slowdown);
   const limits = simulatedProviderLimits("ocr", timeScale, options.limits);
 
   const ocr: Route = {

@@ -39,7 +39,7 @@ export interface RunningSimulators {
   images: ImageSimulator;
   marketplace: MarketplaceSimulator;
   webhookReceiver: WebhookReceiver;
-  /** Silences a service's calls and says how many are held (also `GET`/`POST /_control/<service>`). */
+  /** Silences or slows a service's calls and says how many are held (also `GET`/`POST /_control/<service>`). */
   faults: SimulatorFaults;
   /** Stops accepting, drops in-flight calls (their callers see a network error), resolves when closed. */
   close(): Promise<void>;
@@ -48,11 +48,12 @@ export interface RunningSimulators {
 /** Starts every simulator of the outside services on one HTTP server. */
 export async function startSimulators(options: SimulatorsOptions = {}): Promise<RunningSimulators> {
   const faults = createSimulatorFaults(options.silent ?? env().BOUNDED_SIM_SILENT);
-  const model = createModelSimulator(options.model);
+  const slowdownOf = (service: SilenceableService) => () => faults.slowdown(service);
+  const model = createModelSimulator({ slowdown: slowdownOf("model"), ...options.model });
   const modelBatches = createModelBatches({ ...options.model, ...options.modelBatches }, faults);
-  const ocr = createOcrSimulator(options.ocr);
-  const images = createImageSimulator(options.images);
-  const marketplace = createMarketplaceSimulator(options.marketplace);
+  const ocr = createOcrSimulator({ slowdown: slowdownOf("ocr"), ...options.ocr });
+  const images = createImageSimulator({ slowdown: slowdownOf("images"), ...options.images });
+  const marketplace = createMarketplaceSimulator({ slowdown: slowdownOf("marketplace"), ...options.marketplace });
   const webhookReceiver = createWebhookReceiver(options.webhookReceiver);
   const routes: Route[] = [
     { method: "GET", path: "/healthz", handler: ({ res }) => sendJson(res, 200, { ok: true }) },

@@ -14,6 +14,8 @@ export interface SimulatorOptions {
   timeScale?: number;
   /** @defaultValue `Math.random` */
   random?: () => number;
+  /** How many times its drawn latency a call takes now (the failure switch's slowdown, ./faults.ts). @defaultValue 1 */
+  slowdown?: () => number;
 }
 
 /** A simulator whose calls wait out a latency: its routes, and how many calls are waiting. */
@@ -48,8 +50,8 @@ export function sampleLatencyMs(shape: LatencyShape, random: () => number): numb
 
 export interface CallerWait {
   /**
-   * Waits out one call's latency: `latencyMs()` production milliseconds, scaled, drawn only once
-   * the caller is known to be there. False when the caller left first — then nothing is to be
+   * Waits out one call's latency: `latencyMs()` production milliseconds times the slowdown,
+   * scaled, drawn only once the caller is known to be there. False when the caller left first — then nothing is to be
    * answered.
    */
   wait(context: Pick<RequestContext, "req" | "res">, latencyMs: () => number): Promise<boolean>;
@@ -61,7 +63,7 @@ export interface CallerWait {
  * A caller that gives up (a deadline) closes the connection: the wait stops then, so a
  * minutes-long simulated call leaves no timer behind.
  */
-export function createCallerWait(timeScale: number, log: Logger): CallerWait {
+export function createCallerWait(timeScale: number, log: Logger, slowdown: () => number = () => 1): CallerWait {
   let waiting = 0;
   return {
     async wait({ req, res }, latencyMs) {
@@ -71,7 +73,7 @@ export function createCallerWait(timeScale: number, log: Logger): CallerWait {
       };
       res.on("close", onClose);
       if (req.socket.destroyed) return false; // it left while the body was being read
-      const waitMs = scaled(latencyMs(), timeScale);
+      const waitMs = scaled(latencyMs() * slowdown(), timeScale);
       waiting++;
       try {
         await sleep(waitMs, gone.signal);
