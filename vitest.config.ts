@@ -12,10 +12,10 @@ const STATIC_CHECKS = ["lib/structure.test.ts", "docs/docs.test.ts", "test/funct
 const EXCLUDED = ["node_modules/**", "e2e/**", ".next/**"];
 
 /**
- * Unit tests (`*.test.ts` that are not `*.integration.test.ts`) touch neither PostgreSQL nor Redis,
- * and run in one module graph per worker instead of a fresh one per file: loading the modules again
- * for each file cost three times the CPU of the tests themselves. Those that replace a module
- * (`vi.mock`) need a graph of their own and run with the integration tests.
+ * Unit tests (`*.test.ts` that are not `*.integration.test.ts`) need no database (test/unit-env.ts
+ * gives them none) and run in one module graph per worker instead of a fresh one per file: loading
+ * the modules again for each file cost three times the CPU of the tests themselves. Those that
+ * replace a module (`vi.mock`) need a graph of their own and run with the integration tests.
  */
 const UNIT_TESTS = readdirSync(import.meta.dirname, { recursive: true, encoding: "utf8" }).filter(
   (file) =>
@@ -44,7 +44,15 @@ export default defineConfig({
     maxWorkers: TEST_WORKERS,
     projects: [
       { extends: true, test: { name: "static", include: STATIC_CHECKS } },
-      { extends: true, test: { name: "unit", include: UNIT_TESTS, isolate: false } },
+      {
+        extends: true,
+        test: {
+          name: "unit",
+          include: UNIT_TESTS,
+          isolate: false,
+          setupFiles: ["./test/unit-env.ts", "./test/outside-state.ts"],
+        },
+      },
       {
         extends: true,
         test: {

@@ -1,5 +1,5 @@
 import { logger } from "@/lib/log";
-import { recordModelCall, type ModelCallContext, type RecordModelCall } from "@/lib/modelcalls/record";
+import { abortedCall, recordModelCall, type ModelCallContext, type RecordModelCall } from "@/lib/modelcalls/record";
 import { scaled, sleep } from "@/lib/time";
 import type { ToolUse } from "./schemas";
 
@@ -111,14 +111,11 @@ export async function callTool(name: ToolName, input: Values, options: ToolCallO
     void record({ ...row(), outcome: "ok" }).catch(() => undefined);
     return { tool: name, input, output };
   } catch (err) {
-    const aborted = signal.aborted;
-    const message = aborted
-      ? String((signal.reason as Error)?.message ?? signal.reason)
-      : err instanceof Error
-        ? err.message
-        : String(err);
-    void record({ ...row(), outcome: aborted ? "aborted" : "error", error: message }).catch(() => undefined);
-    if (aborted) throw signal.reason;
+    const ending = signal.aborted
+      ? abortedCall(signal.reason)
+      : { outcome: "error" as const, error: err instanceof Error ? err.message : String(err) };
+    void record({ ...row(), ...ending }).catch(() => undefined);
+    if (signal.aborted) throw signal.reason;
     if (!(err instanceof ToolError)) log.error({ err, tool: name }, "tool failed unexpectedly");
     throw err;
   }

@@ -85,6 +85,10 @@ export class BatchPending extends Error {
   }
 }
 
+export function isDeadlineExceeded(err: unknown): err is DeadlineExceeded {
+  return err instanceof Error && err.name === "DeadlineExceeded";
+}
+
 export function isBatchPending(err: unknown): err is BatchPending {
   return err instanceof Error && err.name === "BatchPending";
 }

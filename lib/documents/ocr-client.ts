@@ -3,6 +3,7 @@ import { describeError, snippet } from "@/lib/format/describe";
 import { attemptRequest, backoffMs, describeFailure } from "@/lib/http/outbound";
 import { logger } from "@/lib/log";
 import {
+  abortedCall,
   recordInBackground,
   recordModelCall,
   type ModelCallContext,
@@ -108,12 +109,7 @@ export async function ocrDocument(options: OcrOptions): Promise<OcrResult> {
           outcome: "ok",
         };
         if (result.ok) recordInBackground(record, row, "an OCR call");
-        else if (signal.aborted)
-          recordInBackground(
-            record,
-            { ...row, outcome: "aborted", error: describeError(signal.reason) },
-            "an OCR call",
-          );
+        else if (signal.aborted) recordInBackground(record, { ...row, ...abortedCall(signal.reason) }, "an OCR call");
         else recordInBackground(record, { ...row, outcome: "error", error: result.message }, "an OCR call");
         return result;
       },

@@ -178,6 +178,35 @@ describe("GET /api/metrics merges the web's registry with every live worker snap
     expect(sample(text, "bounded_http_request_duration_seconds_sum", request)).toBeCloseTo(5.5, 6);
   });
 
+  it("counts the calls cut by their job's deadline beside the durations, from 0 at a kind's first call", async () => {
+    const m = createMetrics(new Registry(), {
+      defaultMetrics: false,
+      countStuck: async () => ({}),
+      callAllowances: async () => [],
+    });
+    const labels = { queue: "imports", kind: "csv_import", type: "model" };
+    m.observeModelCall({ queue: "imports", jobKind: "csv_import", outcome: "ok", durationMs: 5 });
+    expect(sample(await m.registry.metrics(), "bounded_model_calls_cut_by_deadline_total", labels)).toBe(0);
+    m.observeModelCall({
+      queue: "imports",
+      jobKind: "csv_import",
+      outcome: "aborted",
+      durationMs: 5,
+      cutByDeadline: true,
+    });
+    m.observeModelCall({
+      queue: "imports",
+      jobKind: "csv_import",
+      outcome: "aborted",
+      durationMs: 5,
+      cutByDeadline: false,
+    });
+    m.observeModelCall({ queue: "imports", jobKind: "csv_import", outcome: "aborted", durationMs: 5 });
+    const text = await m.registry.metrics();
+    expect(sample(text, "bounded_model_calls_cut_by_deadline_total", labels)).toBe(1);
+    expect(sample(text, "bounded_model_call_duration_seconds_count", { ...labels, outcome: "aborted" })).toBe(3);
+  });
+
   it("bounded_jobs_stuck is computed at scrape time from the injected counter and never added up across sources", async () => {
     const kind = unique("stuck");
     let calls = 0;

@@ -196,6 +196,8 @@ export interface ObservedCall {
   outcome: CallOutcome;
   /** As measured in this process (real milliseconds); observed in production seconds. */
   durationMs: number;
+  /** An `aborted` call cut by its job's deadline (`bounded_model_calls_cut_by_deadline_total`). */
+  cutByDeadline?: boolean;
 }
 
 /** One API request as `bounded_http_*` count it. */
@@ -383,6 +385,11 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     "Duration of model, OCR and tool calls, by queue, job kind, outcome and call type.",
     ["queue", "kind", "outcome", "type"],
     MODEL_CALL_DURATION_BUCKETS_S,
+  );
+  const callsCutByDeadline = counter(
+    "model_calls_cut_by_deadline_total",
+    "Model, OCR and tool calls cut by their job's soft limit before they answered, by queue, job kind and call type: the calls the duration histogram can only count as long as the budget let them run.",
+    ["queue", "kind", "type"],
   );
   const jobsFinished = counter(
     "jobs_finished_total",
@@ -674,10 +681,13 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     observeModelCall(call) {
       // Called on the model client's path: a bad sample is dropped, never thrown at the caller.
       if (!Number.isFinite(call.durationMs)) return;
+      const labels = { queue: call.queue ?? "", kind: call.jobKind ?? "", type: call.type ?? "model" };
       modelCallDuration.observe(
-        { queue: call.queue ?? "", kind: call.jobKind ?? "", outcome: call.outcome, type: call.type ?? "model" },
+        { ...labels, outcome: call.outcome },
         unscaled(call.durationMs, options.timeScale) / 1000,
       );
+      // Every call adds to its series, 0 when not cut: the series exists before its first cut, so increase() sees it.
+      callsCutByDeadline.inc(labels, call.outcome === "aborted" && call.cutByDeadline ? 1 : 0);
     },
     observeRequest({ method, route, status, seconds }) {
       const labels = { method, route, status: String(status) };

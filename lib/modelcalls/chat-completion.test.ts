@@ -1,4 +1,5 @@
 import { afterAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { DeadlineExceeded, JobCancelled } from "@/lib/core/signals";
 import { breakerKey } from "@/lib/ratelimit/breaker";
 import { providerWaitersKey } from "@/lib/ratelimit/provider";
 import { providerTokensKey } from "@/lib/ratelimit/provider-tokens";
@@ -228,6 +229,26 @@ describe("chatCompletion", () => {
     expect(records).toEqual([
       expect.objectContaining({ outcome: "aborted", error: "DeadlineProbe: soft limit reached" }),
     ]);
+  });
+
+  it("says whether the call was cut by its job's deadline, not by a cancel or anything else", async () => {
+    const cutBy = async (reason: Error) => {
+      const controller = new AbortController();
+      let inFlight = false;
+      const post: ModelFetch = (_url, init) =>
+        new Promise((_resolve, reject) => {
+          inFlight = true;
+          init!.signal!.addEventListener("abort", () => reject(new Error("socket destroyed")));
+        });
+      const { promise, records } = call(post, { signal: controller.signal });
+      await waitFor(() => inFlight, { timeoutMs: 5_000, what: "the request to be in flight" });
+      controller.abort(reason);
+      await expect(promise).rejects.toBe(reason);
+      return records.map((r) => [r.outcome, r.cutByDeadline]);
+    };
+    expect(await cutBy(new DeadlineExceeded("job-1", 60_000))).toEqual([["aborted", true]]);
+    expect(await cutBy(new JobCancelled("job-1", "an operator"))).toEqual([["aborted", false]]);
+    expect(await cutBy(new DeadlineProbe("not the deadline"))).toEqual([["aborted", false]]);
   });
 
   it("does not retry once the signal aborted during the backoff", async () => {

@@ -17,7 +17,13 @@ import { sendTracked } from "@/lib/ratelimit/silence";
 import { scaled, sleep } from "@/lib/time";
 import { currentTraceHeaders, inSpan } from "@/lib/tracing/tracing";
 import { ModelCallError } from "./errors";
-import { recordInBackground, recordModelCall, type ModelCallContext, type RecordModelCall } from "./record";
+import {
+  abortedCall,
+  recordInBackground,
+  recordModelCall,
+  type ModelCallContext,
+  type RecordModelCall,
+} from "./record";
 import { chatCompletionResponseSchema, type ChatMessage } from "./schemas";
 import { countPromptTokens } from "./tokens";
 import { withLinkedSignal } from "@/lib/core/linked-signal";
@@ -250,8 +256,8 @@ function recordLoser(plan: CallPlan, sent: Sent, why: string): void {
   const row = rowOf(plan, sent);
   if (sent.result.ok) recordInBackground(plan.record, { ...row, outcome: "ok", ...sent.result.usage }, "a model call");
   else if (!sent.recorded) {
-    const outcome = plan.signal.aborted ? "aborted" : "superseded";
-    recordInBackground(plan.record, { ...row, outcome, error: why }, "a model call");
+    const ending = plan.signal.aborted ? abortedCall(plan.signal.reason) : { outcome: "superseded" as const };
+    recordInBackground(plan.record, { ...row, ...ending, error: why }, "a model call");
   }
 }
 
@@ -294,11 +300,7 @@ function throwIfFinal(plan: CallPlan, sent: Sent, result: Failure, attempt: numb
   // from a bad item by this exact object, so it is never wrapped.
   if (signal.aborted) {
     if (!sent.recorded)
-      recordInBackground(
-        plan.record,
-        { ...rowOf(plan, sent), outcome: "aborted", error: describeError(signal.reason) },
-        "a model call",
-      );
+      recordInBackground(plan.record, { ...rowOf(plan, sent), ...abortedCall(signal.reason) }, "a model call");
     throw signal.reason;
   }
   const waitTooLong = result.retryAfterMs !== undefined && result.retryAfterMs > plan.maxRetryAfterMs;

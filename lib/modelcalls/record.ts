@@ -1,5 +1,7 @@
 import { db } from "@/lib/db/client";
 import type { CallOutcome } from "@/lib/core/call-outcomes";
+import { isDeadlineExceeded } from "@/lib/core/signals";
+import { describeError } from "@/lib/format/describe";
 import { logger } from "@/lib/log";
 import { metrics } from "@/lib/metrics/metrics";
 
@@ -44,12 +46,19 @@ export interface ModelCallRecord extends ModelCallContext {
   durationMs: number;
   outcome: CallOutcome;
   error?: string;
+  /** An `aborted` call cut by its job's soft limit (`DeadlineExceeded`), not by a cancel or a hand-over. */
+  cutByDeadline?: boolean;
   /** The answer's tokens as the endpoint counted them (`usage`); only a model call that got one has them. */
   promptTokens?: number;
   completionTokens?: number;
 }
 
 export type RecordModelCall = (call: ModelCallRecord) => Promise<void>;
+
+/** What a call cut by its job records: `aborted`, why, and whether the job's deadline cut it. */
+export function abortedCall(reason: unknown): Pick<ModelCallRecord, "outcome" | "error" | "cutByDeadline"> {
+  return { outcome: "aborted", error: describeError(reason), cutByDeadline: isDeadlineExceeded(reason) };
+}
 
 /** Longer messages (an HTML error page from a proxy) are cut: the row is for triage, not forensics. */
 const MAX_ERROR_LENGTH = 1_000;
