@@ -213,9 +213,9 @@ describe("chatCompletion", () => {
     });
   });
 
-  it("rejects with the abort reason itself when aborted mid-call, recorded as aborted", async () => {
+  /** A call whose request hangs until the signal aborts with `reason`: what it recorded. */
+  const cutMidCall = async (reason: Error) => {
     const controller = new AbortController();
-    const reason = new DeadlineProbe("soft limit reached");
     let inFlight = false;
     const post: ModelFetch = (_url, init) =>
       new Promise((_resolve, reject) => {
@@ -226,26 +226,17 @@ describe("chatCompletion", () => {
     await waitFor(() => inFlight, { timeoutMs: 5_000, what: "the request to be in flight" });
     controller.abort(reason);
     await expect(promise).rejects.toBe(reason);
-    expect(records).toEqual([
+    return records;
+  };
+
+  it("rejects with the abort reason itself when aborted mid-call, recorded as aborted", async () => {
+    expect(await cutMidCall(new DeadlineProbe("soft limit reached"))).toEqual([
       expect.objectContaining({ outcome: "aborted", error: "DeadlineProbe: soft limit reached" }),
     ]);
   });
 
   it("says whether the call was cut by its job's deadline, not by a cancel or anything else", async () => {
-    const cutBy = async (reason: Error) => {
-      const controller = new AbortController();
-      let inFlight = false;
-      const post: ModelFetch = (_url, init) =>
-        new Promise((_resolve, reject) => {
-          inFlight = true;
-          init!.signal!.addEventListener("abort", () => reject(new Error("socket destroyed")));
-        });
-      const { promise, records } = call(post, { signal: controller.signal });
-      await waitFor(() => inFlight, { timeoutMs: 5_000, what: "the request to be in flight" });
-      controller.abort(reason);
-      await expect(promise).rejects.toBe(reason);
-      return records.map((r) => [r.outcome, r.cutByDeadline]);
-    };
+    const cutBy = async (reason: Error) => (await cutMidCall(reason)).map((r) => [r.outcome, r.cutByDeadline]);
     expect(await cutBy(new DeadlineExceeded("job-1", 60_000))).toEqual([["aborted", true]]);
     expect(await cutBy(new JobCancelled("job-1", "an operator"))).toEqual([["aborted", false]]);
     expect(await cutBy(new DeadlineProbe("not the deadline"))).toEqual([["aborted", false]]);
