@@ -21,7 +21,9 @@ export interface Refusal {
  * Records a refused call. A known caller's refusal is an audit entry of its own. An anonymous one
  * adds one to the count of its address, route and status in this minute, and only the first of
  * the minute is also an audit entry: a flood of 401s costs one entry and one counter a minute, not
- * a row per request.
+ * a row per request. Refusals of one count that arrive while its write is out are added by the
+ * next write, together (`tallyRefusal`): a flood is a few statements, not one per request queued
+ * on the same row's lock.
  */
 export async function recordRefusal(r: Refusal): Promise<void> {
   const entry = () =>
@@ -35,14 +37,61 @@ export async function recordRefusal(r: Refusal): Promise<void> {
       clientAddress: r.address,
     });
   if (r.principal) return entry();
+  if (await tallyRefusal(r)) await entry();
+}
+
+/** Anonymous refusals of one count waiting for one write: how many, and the count after it. */
+interface TallyBatch {
+  added: number;
+  written: Promise<number>;
+}
+
+/** Per count (address, route, status, minute): the end of its latest write, and the batch waiting to follow it. */
+const writing = new Map<string, Promise<unknown>>();
+const gathering = new Map<string, TallyBatch>();
+
+/**
+ * Adds one anonymous refusal to its minute's count; true when it is the minute's first. Refusals
+ * of a count that arrive while its write is out wait together and are added by the next write.
+ */
+function tallyRefusal(r: Refusal): Promise<boolean> {
   const minute = new Date(Math.floor(Date.now() / 60_000) * 60_000);
+  const key = JSON.stringify([r.address, r.route, r.status, minute.getTime()]);
+  let batch = gathering.get(key);
+  if (!batch) {
+    const previous = writing.get(key) ?? Promise.resolve();
+    const next: TallyBatch = { added: 0, written: Promise.resolve(0) };
+    next.written = previous.then(() => {
+      // From here on, refusals of this count gather for the write after this one.
+      gathering.delete(key);
+      return writeTally(r, minute, next.added);
+    });
+    // Settles (never rejects) once the write has ended; the last one of a count leaves the map.
+    const ended: Promise<unknown> = next.written
+      .catch(() => undefined)
+      .then(() => {
+        if (writing.get(key) === ended) writing.delete(key);
+      });
+    writing.set(key, ended);
+    gathering.set(key, next);
+    batch = next;
+  }
+  const first = batch.added === 0;
+  batch.added++;
+  const joined = batch;
+  // The batch that made the row (its count is the batch's own) holds the minute's first refusal.
+  return joined.written.then((count) => first && count === joined.added);
+}
+
+/** Adds `added` refusals to the count of `r`'s address, route and status in `minute`; the count after. */
+async function writeTally(r: Refusal, minute: Date, added: number): Promise<number> {
   const [tally] = await db().$queryRaw<{ count: number }[]>`
     INSERT INTO "AuditRefusalTally" ("address", "route", "status", "minute", "count", "reason", "lastAt")
-    VALUES (${r.address.slice(0, 100)}, ${r.route.slice(0, 200)}, ${r.status}, ${minute}, 1, ${r.reason.slice(0, 500)}, now())
+    VALUES (${r.address.slice(0, 100)}, ${r.route.slice(0, 200)}, ${r.status}, ${minute}, ${added}, ${r.reason.slice(0, 500)}, now())
     ON CONFLICT ("address", "route", "status", "minute")
-    DO UPDATE SET "count" = "AuditRefusalTally"."count" + 1, "reason" = EXCLUDED."reason", "lastAt" = now()
+    DO UPDATE SET "count" = "AuditRefusalTally"."count" + EXCLUDED."count", "reason" = EXCLUDED."reason", "lastAt" = now()
     RETURNING "count"`;
-  if (tally?.count === 1) await entry();
+  return Number(tally?.count ?? 0);
 }
 
 /** For the refusals of plain routes: a failure to record is logged, never turned into a 500. */

@@ -1,9 +1,9 @@
-import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { closeDb, db } from "@/lib/db/client";
 import { closeRedis } from "@/lib/redis/client";
 import { logger } from "@/lib/log";
 import { makeJob, queueJobFor } from "@/test/helpers/jobs";
+import { roundTrips } from "@/test/helpers/round-trips";
 import { deleteTenant, uniqueTenantSlug } from "@/test/helpers/tenants";
 import { flushProjections } from "./projection-writes";
 import { runJob } from "./run-job";
@@ -38,24 +38,6 @@ const log = logger("test");
 /** Runs `id` as a worker does (start, cancel check, projection, processor, finish) with a processor that does nothing. */
 async function startAndFinish(id: string): Promise<void> {
   await runJob({ csv_import: async () => undefined }, queueJobFor(id), shutdown, log);
-}
-
-/** The round trips `work` makes to PostgreSQL, every pooled connection counted, by their statement's text. */
-async function roundTrips(work: () => Promise<void>): Promise<string[]> {
-  const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
-  const real = proto.query;
-  const texts: string[] = [];
-  proto.query = function (this: unknown, ...args: unknown[]) {
-    const first = args[0] as string | { text?: string };
-    texts.push(typeof first === "string" ? first : (first.text ?? ""));
-    return real.apply(this, args);
-  };
-  try {
-    await work();
-  } finally {
-    proto.query = real;
-  }
-  return texts;
 }
 
 describe("what a job's start and finish cost the database", () => {
