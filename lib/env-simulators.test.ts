@@ -39,7 +39,7 @@ describe("the model simulator's settings", () => {
     expect(parseEnv({ BOUNDED_SIM_SILENT: "model, ocr" }).BOUNDED_SIM_SILENT).toEqual(["model", "ocr"]);
     expect(parseEnv({}).BOUNDED_SIM_SILENT).toEqual([]);
     expect(() => parseEnv({ BOUNDED_SIM_SILENT: "modle" })).toThrow(
-      /BOUNDED_SIM_SILENT.*model, ocr, images, marketplace/s,
+      /BOUNDED_SIM_SILENT.*model, backup-model, ocr, images, marketplace/s,
     );
   });
 });

@@ -37,7 +37,7 @@ const itemsInFlightOverrides = Object.fromEntries(ITEMS_IN_FLIGHT_VARIABLES.map(
 >;
 
 /** The simulated outside services that `BOUNDED_SIM_SILENT` can silence (workers/simulators/faults.ts). */
-export const SILENCEABLE_SIMULATORS = ["model", "ocr", "images", "marketplace"] as const;
+export const SILENCEABLE_SIMULATORS = ["model", "backup-model", "ocr", "images", "marketplace"] as const;
 
 const fields = z.object({
   NODE_ENV: z.enum(["development", "production", "test"]).default("development"),
@@ -205,8 +205,34 @@ const fields = z.object({
    */
   BOUNDED_SIM_MODEL_CONTEXT_TOKENS: z.coerce.number().int().min(16).max(10_000_000).default(128_000),
   /**
+   * The simulators' second model provider (`/backup/v1`): another OpenAI-compatible endpoint with
+   * its own model names, key, failures and limits, frozen, slowed, failed, rate-limited or
+   * misconfigured on its own (`POST /_control/backup-model`). Its model names, comma-separated.
+   */
+  BOUNDED_SIM_BACKUP_MODELS: z
+    .string()
+    .default("bounded-sim-backup-1")
+    .transform((v) =>
+      v
+        .split(",")
+        .map((s) => s.trim())
+        .filter((s) => s !== ""),
+    )
+    .pipe(z.array(z.string()).min(1, "must name at least one model")),
+  /** The key the second model provider requires (401 otherwise). Unset: any or none. */
+  BOUNDED_SIM_BACKUP_MODEL_API_KEY: z.string().min(1).optional(),
+  /** Share of the second model provider's calls that answer 500 (0–1). */
+  BOUNDED_SIM_BACKUP_MODEL_ERROR_RATE: z.coerce.number().min(0).max(1).default(0.01),
+  /**
+   * The second model provider's limits, beyond which it answers 429 with Retry-After: smaller than
+   * the first's (a fallback contract is usually a smaller one).
+   */
+  BOUNDED_SIM_BACKUP_MODEL_CONCURRENCY: z.coerce.number().int().min(1).max(10_000).default(8),
+  BOUNDED_SIM_BACKUP_MODEL_RPS: z.coerce.number().positive().max(100_000).default(5),
+  BOUNDED_SIM_BACKUP_MODEL_TPM: z.coerce.number().int().min(1).max(1_000_000_000).default(2_000_000),
+  /**
    * Simulated services that accept calls and answer nothing from the start, comma-separated
-   * (model, ocr, images, marketplace): a provider that hangs. Switched at run time with
+   * (model, backup-model, ocr, images, marketplace): a provider that hangs. Switched at run time with
    * `POST /_control/<service> {"silent": true|false}` on the simulators (workers/simulators/faults.ts).
    */
   BOUNDED_SIM_SILENT: z
@@ -390,6 +416,8 @@ export function hasHashTag(prefix: string): boolean {
 export const SIMULATOR_PATHS = {
   // With /v1, as the official SDK's base URL has it: requests go to {MODEL_BASE_URL}/chat/completions.
   MODEL_BASE_URL: "/v1",
+  /** The second simulated model provider, nothing of Bounded calls it yet. */
+  BACKUP_MODEL_BASE_URL: "/backup/v1",
   MARKETPLACE_BASE_URL: "/marketplace",
   IMAGE_PROVIDER_BASE_URL: "/images",
 } as const;

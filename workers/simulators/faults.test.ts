@@ -114,7 +114,7 @@ describe("a silent simulated service", () => {
     expect((await control("model")).body).toMatchObject({ silent: false, slowdown: 1 });
     const unknown = await control("weather", { silent: true });
     expect(unknown.status).toBe(404);
-    expect(unknown.body.error?.message).toContain("model, ocr, images, marketplace");
+    expect(unknown.body.error?.message).toContain("model, backup-model, ocr, images, marketplace");
   });
 });
 

@@ -23,6 +23,7 @@ const log = logger("simulators.faults");
 export type SilenceableService = (typeof SILENCEABLE_SIMULATORS)[number];
 export const SILENCEABLE_SERVICES: Record<SilenceableService, string> = {
   model: "/v1",
+  "backup-model": "/backup/v1",
   ocr: "/ocr",
   images: "/images",
   marketplace: "/marketplace",

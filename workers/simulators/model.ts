@@ -47,6 +47,38 @@ export function sampleModelLatencyMs(random: () => number = Math.random): number
 }
 
 /**
+ * The second simulated provider's latency: a smaller hosted model, quicker in the body (median
+ * 3 s) and with a shorter tail (p99 ~15 s, the slowest 5 min).
+ */
+export const BACKUP_MODEL_LATENCY = {
+  medianMs: 3_000,
+  sigma: 0.68,
+  tailShare: 0.001,
+  tailFromMs: 30_000,
+  maxMs: 300_000,
+} as const satisfies LatencyShape;
+
+/** The simulated model providers: where each is mounted, how slow it is, and what it is by default. */
+export const SIMULATED_MODEL_PROVIDERS = {
+  model: {
+    basePath: "/v1",
+    latency: MODEL_LATENCY,
+    errorRate: () => env().BOUNDED_SIM_MODEL_ERROR_RATE,
+    apiKey: () => env().BOUNDED_SIM_API_KEY,
+    models: () => env().BOUNDED_SIM_MODELS,
+  },
+  "backup-model": {
+    basePath: "/backup/v1",
+    latency: BACKUP_MODEL_LATENCY,
+    errorRate: () => env().BOUNDED_SIM_BACKUP_MODEL_ERROR_RATE,
+    apiKey: () => env().BOUNDED_SIM_BACKUP_MODEL_API_KEY,
+    models: () => env().BOUNDED_SIM_BACKUP_MODELS,
+  },
+} as const;
+
+export type SimulatedModelProvider = keyof typeof SIMULATED_MODEL_PROVIDERS;
+
+/**
  * Keyword rules that make the simulated answers look sensible in a demo. A rule answers with the
  * first of its slugs that the prompt allows, so it works with differently named category lists.
  */
@@ -249,9 +281,11 @@ export function batchLatencyFactor(rows: number): number {
 }
 
 export interface ModelSimulatorOptions extends SimulatorOptions {
-  /** Share of calls answered with a 500 (after their latency). @defaultValue `env().BOUNDED_SIM_MODEL_ERROR_RATE` */
+  /** Which provider this is: its path, latency, limits and defaults. @defaultValue "model" (the first, at `/v1`) */
+  provider?: SimulatedModelProvider;
+  /** Share of calls answered with a 500 (after their latency). @defaultValue `env().BOUNDED_SIM_MODEL_ERROR_RATE` (the second provider: `_BACKUP_MODEL_`) */
   errorRate?: number;
-  /** One call's production latency in ms, before scaling. @defaultValue `sampleModelLatencyMs` */
+  /** One call's production latency in ms, before scaling. @defaultValue a draw of the provider's latency */
   latencyMs?: () => number;
   /** Calls in flight and requests per production second before a 429. @defaultValue `BOUNDED_SIM_MODEL_CONCURRENCY`, `_RPS` */
   limits?: SimulatedLimitsOverrides;
@@ -276,17 +310,20 @@ const MODELS_CREATED_S = 1_764_547_200;
  * endpoint (`GET /v1/_stats` counts them).
  */
 export function createModelSimulator(options: ModelSimulatorOptions = {}): ModelSimulator {
-  const errorRate = options.errorRate ?? env().BOUNDED_SIM_MODEL_ERROR_RATE;
+  const name = options.provider ?? "model";
+  const provider = SIMULATED_MODEL_PROVIDERS[name];
+  const base = provider.basePath;
+  const errorRate = options.errorRate ?? provider.errorRate();
   const timeScale = options.timeScale ?? env().BOUNDED_TIME_SCALE;
   const random = options.random ?? Math.random;
-  const latencyMs = options.latencyMs ?? (() => sampleModelLatencyMs(random));
+  const latencyMs = options.latencyMs ?? (() => sampleLatencyMs(provider.latency, random));
   const caller = createCallerWait(timeScale, log, options.slowdown);
-  const limits = simulatedProviderLimits("model", timeScale, options.limits);
+  const limits = simulatedProviderLimits(name, timeScale, options.limits);
   const refusals = modelRefusalsOf(options);
 
   const chatCompletions: Route = {
     method: "POST",
-    path: "/v1/chat/completions",
+    path: `${base}/chat/completions`,
     handler: async ({ req, res }) => {
       const body = await readJson(req);
       const parsed = chatCompletionRequestSchema.safeParse(body);
@@ -324,12 +361,12 @@ export function createModelSimulator(options: ModelSimulatorOptions = {}): Model
   const models: Route[] = [
     {
       method: "GET",
-      path: "/v1/models",
+      path: `${base}/models`,
       handler: ({ res }) => sendJson(res, 200, { object: "list", data: refusals.models.map(model) }),
     },
     {
       method: "GET",
-      path: "/v1/models/:id",
+      path: `${base}/models/:id`,
       handler: ({ res, params }) => {
         refusals.requireModel(params.id!);
         sendJson(res, 200, model(params.id!));
@@ -343,9 +380,10 @@ export function createModelSimulator(options: ModelSimulatorOptions = {}): Model
 
 /** OpenAI's refusals of a wrong key, an unknown model, an oversized request (./model-refusals.ts), as configured. */
 export function modelRefusalsOf(options: ModelSimulatorOptions): ModelRefusals {
+  const provider = SIMULATED_MODEL_PROVIDERS[options.provider ?? "model"];
   return createModelRefusals({
-    apiKey: "apiKey" in options ? options.apiKey : env().BOUNDED_SIM_API_KEY,
-    models: options.models ?? env().BOUNDED_SIM_MODELS,
+    apiKey: "apiKey" in options ? options.apiKey : provider.apiKey(),
+    models: options.models ?? provider.models(),
     contextTokens: options.contextTokens ?? env().BOUNDED_SIM_MODEL_CONTEXT_TOKENS,
   });
 }

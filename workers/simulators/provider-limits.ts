@@ -288,6 +288,12 @@ const SIMULATED = {
     rps: () => env().BOUNDED_SIM_MODEL_RPS,
     tpm: (): number | undefined => env().BOUNDED_SIM_MODEL_TPM,
   },
+  "backup-model": {
+    statsPath: "/backup/v1/_stats",
+    concurrency: () => env().BOUNDED_SIM_BACKUP_MODEL_CONCURRENCY,
+    rps: () => env().BOUNDED_SIM_BACKUP_MODEL_RPS,
+    tpm: (): number | undefined => env().BOUNDED_SIM_BACKUP_MODEL_TPM,
+  },
   ocr: {
     statsPath: "/ocr/_stats",
     concurrency: () => env().BOUNDED_SIM_OCR_CONCURRENCY,
@@ -297,9 +303,9 @@ const SIMULATED = {
 } as const;
 
 /**
- * The limits of the model or OCR simulator: `overrides`, else `BOUNDED_SIM_<SERVICE>_CONCURRENCY`
- * and `_RPS`, and for the model `BOUNDED_SIM_MODEL_TPM` (by default the provider limits Bounded's own limiter enforces, so it meets no 429);
- * counters at `GET /v1/_stats` (model) or `GET /ocr/_stats` (OCR).
+ * The limits of the model, second model or OCR simulator: `overrides`, else `BOUNDED_SIM_<SERVICE>_CONCURRENCY`
+ * and `_RPS`, and for the models `BOUNDED_SIM_MODEL_TPM` and `BOUNDED_SIM_BACKUP_MODEL_TPM` (by default the provider limits Bounded's own limiter enforces, so it meets no 429);
+ * counters at `GET /v1/_stats` (model), `GET /backup/v1/_stats` (second model) or `GET /ocr/_stats` (OCR).
  */
 export function simulatedProviderLimits(
   service: keyof typeof SIMULATED,

@@ -16,6 +16,8 @@ export interface SimulatorsOptions {
   /** Loopback only: the simulators are for this machine's workers. @defaultValue "127.0.0.1" */
   host?: string;
   model?: ModelSimulatorOptions;
+  /** The second model provider, at `/backup/v1`. */
+  backupModel?: Omit<ModelSimulatorOptions, "provider">;
   /** The model's batch service; what it leaves out is taken from `model`. */
   modelBatches?: Omit<ModelBatchesOptions, keyof ModelSimulatorOptions>;
   ocr?: OcrSimulatorOptions;
@@ -33,6 +35,9 @@ export interface RunningSimulators {
   modelBaseUrl: string;
   server: http.Server;
   model: ModelSimulator;
+  /** The second model provider's base URL, `/backup/v1` included: another OpenAI-compatible endpoint. */
+  backupModelBaseUrl: string;
+  backupModel: ModelSimulator;
   /** The model's batch service (`/v1/files`, `/v1/batches`; its faults at `/_control/model/batches`). */
   modelBatches: ModelBatches;
   ocr: OcrSimulator;
@@ -50,6 +55,11 @@ export async function startSimulators(options: SimulatorsOptions = {}): Promise<
   const faults = createSimulatorFaults(options.silent ?? env().BOUNDED_SIM_SILENT);
   const slowdownOf = (service: SilenceableService) => () => faults.slowdown(service);
   const model = createModelSimulator({ slowdown: slowdownOf("model"), ...options.model });
+  const backupModel = createModelSimulator({
+    slowdown: slowdownOf("backup-model"),
+    ...options.backupModel,
+    provider: "backup-model",
+  });
   const modelBatches = createModelBatches({ ...options.model, ...options.modelBatches }, faults);
   const ocr = createOcrSimulator({ slowdown: slowdownOf("ocr"), ...options.ocr });
   const images = createImageSimulator({ slowdown: slowdownOf("images"), ...options.images });
@@ -58,6 +68,7 @@ export async function startSimulators(options: SimulatorsOptions = {}): Promise<
   const routes: Route[] = [
     { method: "GET", path: "/healthz", handler: ({ res }) => sendJson(res, 200, { ok: true }) },
     ...model.routes,
+    ...backupModel.routes,
     ...modelBatches.routes,
     ...ocr.routes,
     ...images.routes,
@@ -84,8 +95,10 @@ export async function startSimulators(options: SimulatorsOptions = {}): Promise<
   return {
     url,
     modelBaseUrl: `${url}${SIMULATOR_PATHS.MODEL_BASE_URL}`,
+    backupModelBaseUrl: `${url}${SIMULATOR_PATHS.BACKUP_MODEL_BASE_URL}`,
     server,
     model,
+    backupModel,
     modelBatches,
     ocr,
     images,
