@@ -132,10 +132,10 @@ const COUNTERPARTIES = [
   "Kiosk 24",
 ];
 
-/** A bank export of `rows` rows (every one valid), as `createImport` takes an upload. */
-export function csvOf(rows: number): Uint8Array {
+/** A bank export of `rows` rows (every one valid, each a question of its own), numbered from `first`, as `createImport` takes an upload. */
+export function csvOf(rows: number, first = 1): Uint8Array {
   const lines = ["date,amount,currency,counterparty,description"];
-  for (let i = 1; i <= rows; i++) {
+  for (let i = first; i < first + rows; i++) {
     const date = `2026-${String((i % 12) + 1).padStart(2, "0")}-${String((i % 28) + 1).padStart(2, "0")}`;
     lines.push(
       `${date},-${(i % 400) + 1}.${String(i % 100).padStart(2, "0")},EUR,${COUNTERPARTIES[i % COUNTERPARTIES.length]},card payment ${distinctWord(i)}`,
