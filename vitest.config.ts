@@ -17,13 +17,22 @@ const EXCLUDED = ["node_modules/**", "e2e/**", ".next/**"];
  * the modules again for each file cost three times the CPU of the tests themselves. Those that
  * replace a module (`vi.mock`) need a graph of their own and run with the integration tests.
  */
-const UNIT_TESTS = readdirSync(import.meta.dirname, { recursive: true, encoding: "utf8" }).filter(
+const UNIT_TESTS = testFilesUnder("").filter(
   (file) =>
-    /(^|\/)[^/]+(?<!\.integration)\.test\.ts$/.test(file) &&
-    !/^(node_modules|e2e|\.next)\//.test(file) &&
+    !file.endsWith(".integration.test.ts") &&
     !STATIC_CHECKS.some((check) => file === check || file.startsWith("test/function-length/")) &&
     !readFileSync(`${import.meta.dirname}/${file}`, "utf8").includes("vi.mock("),
 );
+
+/** The `*.test.ts` files below `dir`, leaving out dependencies, builds, browser tests and dot folders. */
+function testFilesUnder(dir: string): string[] {
+  return readdirSync(`${import.meta.dirname}/${dir}`, { withFileTypes: true }).flatMap((entry) => {
+    const path = dir ? `${dir}/${entry.name}` : entry.name;
+    if (entry.isDirectory())
+      return ["node_modules", "e2e"].includes(entry.name) || entry.name.startsWith(".") ? [] : testFilesUnder(path);
+    return entry.name.endsWith(".test.ts") ? [path] : [];
+  });
+}
 
 // Two projects: the static checks (`npm run test:static`), and everything else against the real
 // PostgreSQL and Redis, several files at once: each worker has its own database and key prefix
