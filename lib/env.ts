@@ -24,6 +24,14 @@ const retentionDays = z.coerce.number().positive().max(36_500);
  * `BOUNDED_BUDGET_<QUEUE>_SOFT_S` / `_HARD_S` for every queue of the catalog, and no others: an
  * override of a queue the catalog knows is always parsed, so it is never silently ignored.
  */
+/** The items of a comma-separated variable, trimmed, empty ones left out. */
+function commaList(text: string | undefined): string[] {
+  return (text ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "");
+}
+
 const budgetOverrides = Object.fromEntries(BUDGET_VARIABLES.map((v) => [v, seconds])) as Record<
   BudgetVariable,
   typeof seconds
@@ -189,15 +197,7 @@ const fields = z.object({
    * The model names the simulator serves, comma-separated; any other answers 404 `model_not_found`.
    * Unset: `MODEL_NAME` alone, so the simulator serves whatever the workers are configured to ask for.
    */
-  BOUNDED_SIM_MODELS: z
-    .string()
-    .optional()
-    .transform((v) =>
-      (v ?? "")
-        .split(",")
-        .map((s) => s.trim())
-        .filter((s) => s !== ""),
-    ),
+  BOUNDED_SIM_MODELS: z.string().optional().transform(commaList),
   /**
    * The simulated model's context length in tokens (prompt plus the completion asked for); a
    * request over it answers 400 `context_length_exceeded`. 128k, as today's hosted models: far above
@@ -212,12 +212,7 @@ const fields = z.object({
   BOUNDED_SIM_BACKUP_MODELS: z
     .string()
     .default("bounded-sim-backup-1")
-    .transform((v) =>
-      v
-        .split(",")
-        .map((s) => s.trim())
-        .filter((s) => s !== ""),
-    )
+    .transform(commaList)
     .pipe(z.array(z.string()).min(1, "must name at least one model")),
   /** The key the second model provider requires (401 otherwise). Unset: any or none. */
   BOUNDED_SIM_BACKUP_MODEL_API_KEY: z.string().min(1).optional(),
@@ -238,12 +233,7 @@ const fields = z.object({
   BOUNDED_SIM_SILENT: z
     .string()
     .default("")
-    .transform((v) =>
-      v
-        .split(",")
-        .map((s) => s.trim())
-        .filter((s) => s !== ""),
-    )
+    .transform(commaList)
     .pipe(
       z.array(
         z.enum(SILENCEABLE_SIMULATORS, {
@@ -329,14 +319,7 @@ const fields = z.object({
     .default(BATCH_LANE_KINDS.join(","))
     .transform((text, ctx) => {
       if (text.trim().toLowerCase() === "none") return [];
-      const kinds = [
-        ...new Set(
-          text
-            .split(",")
-            .map((k) => k.trim())
-            .filter((k) => k !== ""),
-        ),
-      ];
+      const kinds = [...new Set(commaList(text))];
       const refused = kinds.filter((k) => !(BATCH_LANE_KINDS as readonly string[]).includes(k));
       if (refused.length > 0) {
         ctx.addIssue({
@@ -356,14 +339,7 @@ const fields = z.object({
     .optional()
     .transform((text, ctx) => {
       if (text === undefined) return [...QUEUE_NAMES];
-      const names = [
-        ...new Set(
-          text
-            .split(",")
-            .map((q) => q.trim())
-            .filter((q) => q !== ""),
-        ),
-      ];
+      const names = [...new Set(commaList(text))];
       const unknown = names.filter((q) => !(QUEUE_NAMES as string[]).includes(q));
       if (unknown.length > 0 || names.length === 0) {
         ctx.addIssue({
