@@ -1,7 +1,7 @@
 -- The circuit breaker of one outside service, shared by every process (lib/ratelimit/breaker.ts).
 -- KEYS[1]  the service's hash: state (closed | open | misconfigured | half_open), failures,
 --          windowStart, since, until (open, misconfigured: the half-open time; half_open: the
---          probe's lease end), error, prober
+--          probe's lease end), error, prober, hung (probes of this outage that hung unanswered)
 -- ARGV[1]  mode: admit | success | failure | silent | misconfigured
 --          silent: the service stopped answering (lib/ratelimit/silence.ts): open now, whatever
 --          the streak; misconfigured: it refused our key, URL or model: misconfigured now
@@ -55,6 +55,8 @@ if mode == 'silent' then
   if state == 'open' or state == 'misconfigured' then return { '', state, '', math.max(0, untilAt - now), since, lastError } end
   local began = tonumber(ARGV[8] or '0')
   if state == 'half_open' or began <= 0 or began > now then began = (state == 'half_open') and since or now end
+  -- A probe that hung: the next one may wait longer (lib/ratelimit/silence.lua, patience).
+  if state == 'half_open' then redis.call('HINCRBY', k, 'hung', 1) end
   redis.call('HSET', k, 'state', 'open', 'since', began, 'until', now + cooldownMs, 'error', ARGV[6], 'prober', '')
   return { '', 'open', 'open', cooldownMs, began, ARGV[6] }
 end

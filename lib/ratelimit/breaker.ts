@@ -38,8 +38,8 @@ import {
  *   calls this process still has out to the service are aborted with it, so hung sockets give
  *   their provider slots back and their items are released uncommitted.
  * - half_open: the first call after the cool-down is the probe; the others keep waiting. The
- *   probe's success closes the breaker, its failure (or its hanging past the silence threshold)
- *   opens it again for another cool-down.
+ *   probe's success closes the breaker, its failure (or its hanging past its patience: the
+ *   silence threshold, longer after each probe that hung) opens it again for another cool-down.
  *
  * Each state change is one error-level log line (by the process that made it), one count in
  * `bounded_outside_service_state_changes_total`, and what /, /queues and
@@ -618,8 +618,8 @@ async function checkService(
     return null;
   }
   let outage = await readingOutage(self, service, reading);
-  // A probe is judged alone, whatever else the service answers meanwhile: past the threshold it
-  // failed. Still half-open, the breaker opens again; already closed (a later probe got through),
+  // A probe is judged alone, whatever else the service answers meanwhile: past its patience (the
+  // threshold, longer after probes that hung) it failed. Still half-open, the breaker opens again; already closed (a later probe got through),
   // the hung one was lost by the service during its outage and would never be answered — it is
   // cut as the outage it belongs to, and its job goes on at once.
   const now = Date.now();
@@ -628,7 +628,7 @@ async function checkService(
       c.service === service &&
       c.probe &&
       c.sentAt !== undefined &&
-      now - c.sentAt >= reading.thresholdMs &&
+      now - c.sentAt >= reading.patienceMs &&
       !c.outage.signal.aborted,
   );
   if (!outage && hungProbes.length > 0) outage = await judgeHungProbes(self, service, reading, hungProbes, now);

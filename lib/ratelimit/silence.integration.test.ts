@@ -130,4 +130,37 @@ describe("silence detection (real Redis, a provider that accepts calls and answe
     await expect(call(b, "/fast")).resolves.toMatchObject({ ok: true });
     expect((await b.read())[0]).toMatchObject({ state: "closed" });
   });
+
+  it("a service slowed past its threshold is slow, not silent: each probe that hangs gives the next one longer, the answer closes the breaker and calls as slow go through after it", async () => {
+    const SLOW_MS = 1.5 * THRESHOLD_MS;
+    const b = breakerOf(300);
+    await call(b, "/fast");
+    // Slowed: two calls past the threshold with none answered look like silence at first.
+    const first = await Promise.all([call(b, `/slow/${SLOW_MS}`), call(b, `/slow/${SLOW_MS}`)].map(settled));
+    for (const c of first) expect(isOutsideServiceDown(c.error)).toBe(true);
+    // Probes, one per cool-down: the first waits the threshold and is cut; the next waits twice
+    // that and gets its answer.
+    const probes: { ok: boolean; ms: number }[] = [];
+    while (!probes.at(-1)?.ok) {
+      const open = (await b.read())[0]!;
+      expect(open.state).toBe("open");
+      await waitFor(async () => Date.now() >= open.probeAt!.getTime(), {
+        timeoutMs: 10_000,
+        what: "the cool-down is over",
+      });
+      const probe = await settled(call(b, `/slow/${SLOW_MS}`));
+      if (probe.error !== undefined) expect(isOutsideServiceDown(probe.error)).toBe(true);
+      probes.push({ ok: probe.error === undefined, ms: probe.ms });
+      expect(probes.length).toBeLessThanOrEqual(2);
+    }
+    expect(probes[0]).toMatchObject({ ok: false });
+    expect(probes[0]!.ms).toBeLessThan(SLOW_MS);
+    expect(probes[1]!.ms).toBeGreaterThanOrEqual(SLOW_MS - 50);
+    expect((await b.read())[0]).toMatchObject({ state: "closed" });
+    // The answer raised the threshold: calls as slow, several at once, are the service's pace now.
+    const after = await Promise.all([1, 2, 3].map(() => settled(call(b, `/slow/${SLOW_MS}`))));
+    for (const c of after) expect(c.error).toBeUndefined();
+    expect((await b.read())[0]).toMatchObject({ state: "closed" });
+    expect((await b.checkSilence("model"))!.thresholdMs).toBeGreaterThanOrEqual(2 * SLOW_MS);
+  });
 });

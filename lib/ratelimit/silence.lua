@@ -9,25 +9,50 @@
 -- ARGV[1]  mode: start | finish | renew | check
 --   start   ARGV[2] call id, ARGV[3] lease (ms)
 --   finish  ARGV[2] call id, ARGV[3] 1 when the service answered (any HTTP status), else 0,
---           ARGV[4] latencies kept
+--           ARGV[4] latencies kept, ARGV[5] 1 when the call was a half-open breaker's probe,
+--           ARGV[6] floor (ms), ARGV[7] default threshold (ms), ARGV[8] samples needed to measure
 --   renew   ARGV[2] lease (ms), ARGV[3..] call ids
 --   check   ARGV[2] floor (ms), ARGV[3] default threshold (ms), ARGV[4] samples needed to measure,
 --           ARGV[5] calls past 2x the threshold at once that are silence even with answers,
 --           ARGV[6] maximum age of an entry (ms), ARGV[7] calls waiting past the threshold needed
---           while the breaker is closed (a half-open probe alone is enough)
+--           while the breaker is closed (a half-open probe alone is enough), ARGV[8] the most a
+--           probe's patience grows to, in thresholds
 -- Returns:
 --   start, finish, renew: now (ms)
 --   check: { verdict ('silent' | 'ok'), inFlight, waiting (ignored calls past the threshold), quietMs
 --           (how long the oldest ignored call has waited), since (ms: when it was sent — when the
 --           silence began), thresholdMs, measured (1 when from latencies), breakerState,
 --           answeredSent (ms: the latest send time of a call the service answered), answeredAt (ms:
---           when it last answered any call; 0 when never) }
+--           when it last answered any call; 0 when never), patienceMs (how long a probe sent now
+--           may wait: the threshold, doubled for each probe of this outage that hung, capped) }
+--   A probe answered after more than the threshold shows a service that is slow, not silent: the
+--   threshold is then at least twice that answer's latency (KEYS[3] stretchMs) until the
+--   samples needed to measure have been answered since (stretchLeft) and the p99 speaks for it.
 --   An ignored call is one sent after every call the service answered: a slow call while later
 --   calls are answered is the service's long tail, not its silence.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local inflight, leases, answers, latencies, breaker = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local mode = ARGV[1]
+
+-- The service's normal slowest answer: the p99 of its recent answered calls once there are enough
+-- (else the default), raised by a slow probe's answer while that is recent; never under the floor.
+local function thresholdOf(floorMs, defaultMs, samplesNeeded)
+  local threshold = defaultMs
+  local measured = 0
+  local samples = redis.call('LRANGE', latencies, 0, -1)
+  if #samples >= samplesNeeded then
+    local values = {}
+    for i, v in ipairs(samples) do values[i] = tonumber(v) end
+    table.sort(values)
+    threshold = values[math.max(1, math.ceil(#values * 0.99))]
+    measured = 1
+  end
+  local stretch = tonumber(redis.call('HGET', answers, 'stretchMs') or '0')
+  if stretch > threshold then threshold = stretch end
+  if threshold < floorMs then threshold = floorMs end
+  return threshold, measured
+end
 
 if mode == 'start' then
   redis.call('ZADD', inflight, now, ARGV[2])
@@ -41,6 +66,15 @@ if mode == 'finish' then
   redis.call('ZREM', leases, ARGV[2])
   if ARGV[3] == '1' then
     redis.call('HSET', answers, 'lastAnswer', now)
+    local left = redis.call('HGET', answers, 'stretchLeft')
+    if left and tonumber(left) <= 1 then redis.call('HDEL', answers, 'stretchMs', 'stretchLeft')
+    elseif left then redis.call('HINCRBY', answers, 'stretchLeft', -1) end
+    if sent and ARGV[5] == '1' then
+      local threshold = thresholdOf(tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]))
+      if now - tonumber(sent) > threshold then
+        redis.call('HSET', answers, 'stretchMs', 2 * (now - tonumber(sent)), 'stretchLeft', tonumber(ARGV[8]))
+      end
+    end
     if sent then
       local latest = tonumber(redis.call('HGET', answers, 'lastAnsweredSent') or '0')
       if tonumber(sent) > latest then redis.call('HSET', answers, 'lastAnsweredSent', sent) end
@@ -79,27 +113,21 @@ for _, id in ipairs(ancient) do
   redis.call('ZREM', leases, id)
 end
 
--- The service's normal slowest answer: the p99 of its recent answered calls, once there are enough.
-local threshold = defaultMs
-local measured = 0
-local samples = redis.call('LRANGE', latencies, 0, -1)
-if #samples >= samplesNeeded then
-  local values = {}
-  for i, v in ipairs(samples) do values[i] = tonumber(v) end
-  table.sort(values)
-  threshold = values[math.max(1, math.ceil(#values * 0.99))]
-  measured = 1
-end
-if threshold < floorMs then threshold = floorMs end
+local threshold, measured = thresholdOf(floorMs, defaultMs, samplesNeeded)
 
-local state = redis.call('HGET', breaker, 'state') or 'closed'
+local b = redis.call('HMGET', breaker, 'state', 'hung')
+local state = b[1] or 'closed'
+local patience = threshold * math.min(tonumber(ARGV[8]), 2 ^ tonumber(b[2] or '0'))
+-- Half-open, the probe alone is judged, by its patience.
+local judgedMs = threshold
+if state == 'half_open' then judgedMs = patience end
 local inFlight = redis.call('ZCARD', inflight)
 local answeredSent = tonumber(redis.call('HGET', answers, 'lastAnsweredSent') or '0')
 local answeredAt = tonumber(redis.call('HGET', answers, 'lastAnswer') or '0')
 local ignoredFrom = '(' .. answeredSent
 local waiting = 0
-if now - threshold > answeredSent then waiting = redis.call('ZCOUNT', inflight, ignoredFrom, now - threshold) end
-local longWaiting = redis.call('ZCOUNT', inflight, '-inf', now - 2 * threshold)
+if now - judgedMs > answeredSent then waiting = redis.call('ZCOUNT', inflight, ignoredFrom, now - judgedMs) end
+local longWaiting = redis.call('ZCOUNT', inflight, '-inf', now - 2 * judgedMs)
 local oldest = redis.call('ZRANGEBYSCORE', inflight, ignoredFrom, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
 local since = now
 if oldest[2] then since = tonumber(oldest[2]) end
@@ -109,4 +137,4 @@ local need = needWaiting
 if state == 'half_open' then need = 1 end
 local silent = (waiting >= need)
   or (longWaiting >= several and 2 * longWaiting >= inFlight)
-return { silent and 'silent' or 'ok', inFlight, waiting, quietMs, since, threshold, measured, state, answeredSent, answeredAt }
+return { silent and 'silent' or 'ok', inFlight, waiting, quietMs, since, threshold, measured, state, answeredSent, answeredAt, patience }

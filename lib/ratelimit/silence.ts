@@ -72,6 +72,16 @@ export const SILENCE_CALLS_NEEDED = 2;
  * 16 model calls in flight, four past 70 s at once happens in normal traffic about never.
  */
 export const SILENCE_SEVERAL = 4;
+/**
+ * The most a half-open probe's patience grows to, in thresholds. A probe waits the threshold, and
+ * each probe of the same outage that hung doubles the next one's: a service slowed past its
+ * normal slowest answer (a provider degraded tenfold) is slow, not silent, and a probe that may
+ * wait long enough gets its answer — which closes the breaker and raises the threshold to twice
+ * that answer (silence.lua). Four: a service slowed twelvefold answers most calls inside four
+ * thresholds, while a silent one still has a new probe every cool-down, so its recovery is seen
+ * as soon as before.
+ */
+export const SILENCE_PROBE_PATIENCE_MAX = 4;
 /** How often a process with calls out checks (production ms): 2 s is a few percent of the model threshold. */
 export const SILENCE_CHECK_MS = 2_000;
 /** The shortest check interval in real ms: at a tiny time scale, checking faster only loads Redis. */
@@ -224,6 +234,8 @@ export interface SilenceReading {
   answeredSent: number;
   /** When (Redis ms) the service last answered any call; 0 when it never did. */
   answeredAt: number;
+  /** How long a half-open probe may wait for its answer (real ms): the threshold, longer after probes that hung. */
+  patienceMs: number;
 }
 
 export interface SilenceScriptOptions {
@@ -252,8 +264,19 @@ export function silenceScript(options: SilenceScriptOptions) {
     leaseMs,
     checkEveryMs: Math.max(CHECK_FLOOR_MS, scaled(SILENCE_CHECK_MS, timeScale)),
     start: (call: TrackedCall) => run<number>(call.service, ["start", call.id, leaseMs]),
-    finish: (call: TrackedCall, answered: boolean) =>
-      run<number>(call.service, ["finish", call.id, answered ? 1 : 0, SILENCE_SAMPLES_KEPT]),
+    finish: (call: TrackedCall, answered: boolean) => {
+      const { floorMs, defaultMs } = thresholds(call.service);
+      return run<number>(call.service, [
+        "finish",
+        call.id,
+        answered ? 1 : 0,
+        SILENCE_SAMPLES_KEPT,
+        call.probe ? 1 : 0,
+        floorMs,
+        defaultMs,
+        SILENCE_SAMPLES_NEEDED,
+      ]);
+    },
     renew: (service: OutsideService, ids: string[]) => run<number>(service, ["renew", leaseMs, ...ids]),
     async check(
       service: OutsideService,
@@ -261,15 +284,19 @@ export function silenceScript(options: SilenceScriptOptions) {
     ): Promise<SilenceReading> {
       const { floorMs, defaultMs } = thresholds(service);
       const maxAgeMs = Math.max(leaseMs * 2, scaled(SILENCE_MAX_AGE_MS, timeScale));
-      const r = await run<[string, number, number, number, number, number, number, string, number, number]>(service, [
-        "check",
-        floorMs,
-        defaultMs,
-        SILENCE_SAMPLES_NEEDED,
-        SILENCE_SEVERAL,
-        maxAgeMs,
-        callsNeeded,
-      ]);
+      const r = await run<[string, number, number, number, number, number, number, string, number, number, number]>(
+        service,
+        [
+          "check",
+          floorMs,
+          defaultMs,
+          SILENCE_SAMPLES_NEEDED,
+          SILENCE_SEVERAL,
+          maxAgeMs,
+          callsNeeded,
+          SILENCE_PROBE_PATIENCE_MAX,
+        ],
+      );
       return {
         silent: r[0] === "silent",
         inFlight: Number(r[1]),
@@ -281,6 +308,7 @@ export function silenceScript(options: SilenceScriptOptions) {
         breakerState: String(r[7]),
         answeredSent: Number(r[8] ?? 0),
         answeredAt: Number(r[9] ?? 0),
+        patienceMs: Number(r[10]),
       };
     },
   };
