@@ -104,6 +104,13 @@ const fields = z.object({
   MODEL_NAME: z.string().min(1).default("bounded-sim-1"),
   MODEL_API_KEY: z.string().optional(),
   /**
+   * Model providers beyond the primary (`MODEL_BASE_URL`), comma-separated, and the default route
+   * of model calls through them; each provider's own variables and each kind's route are read by
+   * lib/model-providers.ts, which checks them all.
+   */
+  BOUNDED_MODEL_PROVIDERS: z.string().optional(),
+  BOUNDED_MODEL_ROUTE: z.string().optional(),
+  /**
    * USD per million tokens by model name, for the estimated cost of model calls (lib/modelcalls/usage.ts):
    * JSON `{"<model>": {"prompt": usd, "completion": usd, "batchPrompt": usd, "batchCompletion": usd}}`.
    * The batch prices are those of the provider's Batch API; left out, a batch token costs half a
@@ -392,7 +399,7 @@ export function hasHashTag(prefix: string): boolean {
 export const SIMULATOR_PATHS = {
   // With /v1, as the official SDK's base URL has it: requests go to {MODEL_BASE_URL}/chat/completions.
   MODEL_BASE_URL: "/v1",
-  /** The second simulated model provider, nothing of Bounded calls it yet. */
+  /** The second simulated model provider (`MODEL_<NAME>_BASE_URL` of a provider in `BOUNDED_MODEL_PROVIDERS`). */
   BACKUP_MODEL_BASE_URL: "/backup/v1",
   MARKETPLACE_BASE_URL: "/marketplace",
   IMAGE_PROVIDER_BASE_URL: "/images",

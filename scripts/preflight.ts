@@ -6,6 +6,7 @@ import { BudgetConfigError, validateBudgets } from "@/lib/budgets/budgets";
 import { env, EnvError, type Env } from "@/lib/env";
 import { ReservationPolicyError } from "@/lib/catalog/generation-policy";
 import { validateReservationPolicy } from "@/lib/quota/settings";
+import { modelRouting } from "@/lib/model-providers";
 
 /** Loads `.env` from the repository root into the environment, when there is one. */
 export function loadDotEnv(root: string): void {
@@ -16,6 +17,23 @@ export function loadDotEnv(root: string): void {
 function hostOf(url: string): string {
   const u = new URL(url);
   return `${u.hostname}:${u.port || (u.protocol.startsWith("redis") ? 6379 : 5432)}`;
+}
+
+/**
+ * The settings read later, checked now: the web resolves budgets too (for new jobs and the pages),
+ * so a bad override stops it here, not at the first upload; every mistake in the model providers
+ * and their routes is a line of its own.
+ */
+function checkConfiguration(e: Env): void {
+  try {
+    validateBudgets(e);
+    validateReservationPolicy(e);
+    modelRouting();
+  } catch (err) {
+    if (err instanceof BudgetConfigError || err instanceof ReservationPolicyError || err instanceof EnvError)
+      fail(err.message);
+    throw err;
+  }
 }
 
 /**
@@ -30,15 +48,7 @@ export async function preflight(needs: { postgres: boolean; redis: boolean }): P
     if (err instanceof EnvError) fail(err.message);
     throw err;
   }
-  // The web resolves budgets too (for new jobs and the pages): a bad override stops it here, not
-  // at the first upload.
-  try {
-    validateBudgets(e);
-    validateReservationPolicy(e);
-  } catch (err) {
-    if (err instanceof BudgetConfigError || err instanceof ReservationPolicyError) fail(err.message);
-    throw err;
-  }
+  checkConfiguration(e);
   if (needs.postgres) {
     // The server, not the database: the migration step creates the database when it is missing.
     const url = new URL(e.DATABASE_URL);

@@ -8,6 +8,8 @@ import { describeError, snippet } from "@/lib/format/describe";
 import { attemptRequest, serviceMessage, type OutboundAttempt } from "@/lib/http/outbound";
 import { marketplacePageSchema } from "@/lib/marketplace/schemas";
 import { modelClient } from "@/lib/modelcalls/chat-completion";
+import { parseModelRouting, providerVariables, type ModelProvider, type ModelService } from "@/lib/model-providers";
+import { serviceName } from "@/lib/ratelimit/breaker-services";
 import { readAnnouncedLimits, type AnnouncedLimit, type HeaderLookup } from "@/lib/ratelimit/provider-headers";
 
 /**
@@ -18,7 +20,8 @@ import { readAnnouncedLimits, type AnnouncedLimit, type HeaderLookup } from "@/l
  * never waited for. The key is never printed, not even in a provider's own message.
  */
 
-export type CheckedService = "model" | "ocr" | "marketplace" | "images";
+/** What was checked: a model provider's service (`model`, `model:backup`), OCR, the marketplace, images. */
+export type CheckedService = ModelService | "ocr" | "marketplace" | "images";
 
 export interface ServiceCheck {
   service: CheckedService;
@@ -37,11 +40,13 @@ export interface ServiceCheck {
 
 export interface CheckOptions {
   env: Env;
+  /** The model providers to check. @defaultValue the primary alone, from `env` */
+  providers?: readonly ModelProvider[];
   /** How long one call may go unanswered before the service is reported silent (real ms). */
   timeoutMs: number;
 }
 
-const NAMES: Record<CheckedService, string> = {
+const NAMES: Record<Exclude<CheckedService, ModelService> | "model", string> = {
   model: "The model service",
   ocr: "The OCR service",
   marketplace: "The marketplace",
@@ -49,8 +54,8 @@ const NAMES: Record<CheckedService, string> = {
 };
 
 /** Replaces every occurrence of the configured key in a provider's text, should it echo it whole. */
-function withoutKey(text: string, key: string | undefined): string {
-  return key ? text.split(key).join("[MODEL_API_KEY]") : text;
+function withoutKey(text: string, key: string | undefined, variable: string): string {
+  return key ? text.split(key).join(`[${variable}]`) : text;
 }
 
 const perMinute = (what: string, l: AnnouncedLimit) =>
@@ -73,6 +78,8 @@ interface ModelCheck {
   base: Pick<ServiceCheck, "service" | "url" | "simulated">;
   /** "The model service at {url}", the start of every problem's sentence. */
   at: string;
+  /** The variables that configure the provider, named in what to check. */
+  vars: { url: string; key: string; model: string };
   key: string | undefined;
   model: string;
   client: ReturnType<typeof modelClient>;
@@ -99,24 +106,27 @@ interface RefusalCheck {
   report: (check: ModelCheck, r: ModelRefusal) => ServiceCheck | Promise<ServiceCheck>;
 }
 
-/** The model service as configured, and the client the workers would call it with. */
-function modelCheck(env: Env, timeoutMs: number): ModelCheck {
-  const url = env.MODEL_BASE_URL;
-  const key = env.MODEL_API_KEY || undefined;
-  const model = env.MODEL_NAME;
+/** A model provider as configured, and the client the workers would call it with. */
+function modelCheck(provider: ModelProvider, env: Env, timeoutMs: number): ModelCheck {
+  const { baseUrl: url, model } = provider;
+  const key = provider.apiKey || undefined;
   const base = {
-    service: "model" as const,
+    service: provider.service,
     url,
-    simulated: url === simulatorBase(env, SIMULATOR_PATHS.MODEL_BASE_URL),
+    simulated: [SIMULATOR_PATHS.MODEL_BASE_URL, SIMULATOR_PATHS.BACKUP_MODEL_BASE_URL].some(
+      (path) => url === simulatorBase(env, path),
+    ),
   };
-  const at = `${NAMES.model} at ${url}`;
+  const name = serviceName(provider.service);
+  const at = `${provider.service === "model" ? NAMES.model : name.charAt(0).toUpperCase() + name.slice(1)} at ${url}`;
+  const [urlVar, keyVar, modelVar] = providerVariables(provider.service).split(", ") as [string, string, string];
   const client = modelClient({ baseUrl: url, apiKey: key });
-  return { base, at, key, model, client, timeoutMs };
+  return { base, at, vars: { url: urlVar, key: keyVar, model: modelVar }, key, model, client, timeoutMs };
 }
 
 /** The completion came back: the service is reachable, takes the key and serves the model. */
 function modelAnswered(
-  { base, key, model }: ModelCheck,
+  { base, key, model, vars }: ModelCheck,
   answeredAs: string | undefined,
   response: Response,
   roundTripMs: number,
@@ -128,8 +138,8 @@ function modelAnswered(
     details: [
       `reachable: yes, answered ${response.status} in ${formatDuration(roundTripMs)}`,
       key
-        ? "auth: ok (MODEL_API_KEY accepted)"
-        : "auth: no key configured (MODEL_API_KEY unset), and the service asked for none",
+        ? `auth: ok (${vars.key} accepted)`
+        : `auth: no key configured (${vars.key} unset), and the service asked for none`,
       `model: ${model} exists${answeredAs && answeredAs !== model ? ` (answered as ${answeredAs})` : ""}`,
       describeAnnouncedLimits((name) => response.headers.get(name)),
     ],
@@ -147,24 +157,25 @@ function modelSilent({ base, at, timeoutMs }: ModelCheck): ServiceCheck {
 }
 
 /** No HTTP answer at all: the connection failed, or something other than the service's status went wrong. */
-function modelUnreachable({ base, at }: ModelCheck, err: unknown): ServiceCheck {
+function modelUnreachable({ base, at, vars }: ModelCheck, err: unknown): ServiceCheck {
   const cause = err instanceof APIConnectionError && err.cause ? err.cause : err;
   return {
     ...base,
     ok: false,
     details: [`reachable: no (${describeError(cause)})`],
-    problem: `${at} could not be reached (${describeError(cause)}) — check MODEL_BASE_URL.`,
+    problem: `${at} could not be reached (${describeError(cause)}) — check ${vars.url}.`,
   };
 }
 
 /** An HTTP error answer read once for the checks of its status: its words (without the key), its code, its headers. */
-function readRefusal({ at, key }: ModelCheck, err: APIError, status: number, roundTripMs: number): ModelRefusal {
+function readRefusal({ at, key, vars }: ModelCheck, err: APIError, status: number, roundTripMs: number): ModelRefusal {
   const body = err.error as { message?: unknown; code?: unknown } | undefined;
   const message = withoutKey(
     typeof body?.message === "string" && body.message
       ? body.message
       : snippet(err.message.replace(/^\d{3} /, "")) || "(no body)",
     key,
+    vars.key,
   );
   return {
     status,
@@ -195,8 +206,8 @@ const REFUSALS: RefusalCheck[] = [
       refused(
         check,
         r,
-        [...r.details, `auth: refused (${check.key ? "MODEL_API_KEY is set" : "no MODEL_API_KEY set"})`],
-        `${r.answered} — check MODEL_API_KEY.`,
+        [...r.details, `auth: refused (${check.key ? `${check.vars.key} is set` : `no ${check.vars.key} set`})`],
+        `${r.answered} — check ${check.vars.key}.`,
       ),
   },
   /** A 404 that is the model's, not the path's: the models the service does serve are looked up. */
@@ -213,7 +224,7 @@ const REFUSALS: RefusalCheck[] = [
         check,
         r,
         r.details,
-        `${r.answered} — check MODEL_BASE_URL: it is the API's base URL with /v1 (e.g. https://api.openai.com/v1), to which /chat/completions is added.`,
+        `${r.answered} — check ${check.vars.url}: it is the API's base URL with /v1 (e.g. https://api.openai.com/v1), to which /chat/completions is added.`,
       ),
   },
   /** OpenAI's 429 for an account without credit: no wait ends it. */
@@ -248,7 +259,7 @@ async function modelNotServed(check: ModelCheck, r: ModelRefusal): Promise<Servi
     check,
     r,
     [...r.details, "auth: ok", `model: ${check.model} not served`],
-    `${r.answered} — check MODEL_NAME.${tail}`,
+    `${r.answered} — check ${check.vars.model}.${tail}`,
   );
 }
 
@@ -274,7 +285,7 @@ function otherRefusal(check: ModelCheck, r: ModelRefusal): ServiceCheck {
     check,
     r,
     r.details,
-    `${r.answered} — check MODEL_NAME and that MODEL_BASE_URL is an OpenAI-compatible chat completions API.`,
+    `${r.answered} — check ${check.vars.model} and that ${check.vars.url} is an OpenAI-compatible chat completions API.`,
   );
 }
 
@@ -283,8 +294,11 @@ function otherRefusal(check: ModelCheck, r: ModelRefusal): ServiceCheck {
  * key and transport). A 404 that is not the path's is the model's; then the models the service
  * lists are looked up, so the sentence can say which ones it does serve.
  */
-export async function checkModel({ env, timeoutMs }: CheckOptions): Promise<ServiceCheck> {
-  const check = modelCheck(env, timeoutMs);
+export async function checkModel(
+  { env, timeoutMs }: CheckOptions,
+  provider: ModelProvider = parseModelRouting({}, env).providers[0]!,
+): Promise<ServiceCheck> {
+  const check = modelCheck(provider, env, timeoutMs);
   const signal = AbortSignal.timeout(timeoutMs);
   const started = performance.now();
   try {
@@ -322,7 +336,7 @@ function simulatorBase(env: Env, path: string): string {
 
 /** The sentence for an outbound call that got no usable answer, naming the setting to check. */
 function failedCall(
-  service: CheckedService,
+  service: Exclude<CheckedService, ModelService>,
   url: string,
   setting: string,
   attempt: Exclude<OutboundAttempt, { ok: true }>,
@@ -537,22 +551,32 @@ export function parseCheckArgs(args: string[]): { timeoutMs: number } | { error:
   return { timeoutMs: seconds * 1000 };
 }
 
-/** Every service at once: the slowest decides how long the check takes, at most `timeoutMs` (twice for a model that is not served). */
+/**
+ * Every service at once, each model provider among them: the slowest decides how long the check
+ * takes, at most `timeoutMs` (twice for a model that is not served).
+ */
 export function checkServices(options: CheckOptions): Promise<ServiceCheck[]> {
-  return Promise.all([checkModel(options), checkOcr(options), checkMarketplace(options), checkImages(options)]);
+  const providers = options.providers ?? parseModelRouting({}, options.env).providers;
+  return Promise.all([
+    ...providers.map((provider) => checkModel(options, provider)),
+    checkOcr(options),
+    checkMarketplace(options),
+    checkImages(options),
+  ]);
 }
 
 /** The report a person reads: one block per service, then one sentence per problem. */
 export function formatReport(checks: ServiceCheck[], timeoutMs: number): string {
+  const width = Math.max(12, ...checks.map((c) => c.service.length + 2));
   const lines = [
     `Checking ${checks.length} outside services with one small call each (no answer within ${formatDuration(timeoutMs)} counts as silent).`,
     "",
   ];
   for (const c of checks) {
     lines.push(
-      `${c.service.padEnd(12)}${(c.ok ? "ok" : "PROBLEM").padEnd(9)}${c.url}${c.simulated ? " (the bundled simulator)" : ""}`,
+      `${c.service.padEnd(width)}${(c.ok ? "ok" : "PROBLEM").padEnd(9)}${c.url}${c.simulated ? " (the bundled simulator)" : ""}`,
     );
-    for (const d of c.details) lines.push(`${" ".repeat(12)}${d}`);
+    for (const d of c.details) lines.push(`${" ".repeat(width)}${d}`);
   }
   const problems = checks.filter((c) => c.problem);
   lines.push("");

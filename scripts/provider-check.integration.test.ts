@@ -21,12 +21,14 @@ import {
 
 const root = `${import.meta.dirname}/..`;
 const apiKey = "sk-provider-check-right-key-0123456789";
+const backupKey = "sk-provider-check-backup-key-0123456789";
 let sim: RunningSimulators;
 
 beforeAll(async () => {
   sim = await startSimulators({
     port: 0,
     model: { errorRate: 0, timeScale: 0.001, apiKey, models: ["bounded-sim-1"] },
+    backupModel: { errorRate: 0, timeScale: 0.001, apiKey: backupKey },
     ocr: { errorRate: 0, timeScale: 0.001 },
     marketplace: { latencyMs: () => 0 },
   });
@@ -108,6 +110,30 @@ describe("npm run provider:check", { timeout: 60_000 }, () => {
         ),
       ),
     ]);
+  });
+
+  it("checks every model provider configured, and names the one configured wrong with its own variables", async () => {
+    const backup = {
+      BOUNDED_MODEL_PROVIDERS: "backup",
+      MODEL_BACKUP_BASE_URL: sim.backupModelBaseUrl,
+      MODEL_BACKUP_API_KEY: backupKey,
+      MODEL_BACKUP_NAME: "bounded-sim-backup-1",
+    };
+    const right = await providerCheck(backup);
+    expect(right.code).toBe(0);
+    expect(right.stdout).toMatch(/^model:backup\s+ok\s+http:\/\/127\.0\.0\.1:\d+\/backup\/v1$/m);
+    expect(right.stdout).toContain("auth: ok (MODEL_BACKUP_API_KEY accepted)");
+    expect(right.stdout).toContain("All 5 services answered as expected.");
+    const wrong = await providerCheck({ ...backup, MODEL_BACKUP_NAME: "bounded-sim-1" });
+    expect(wrong.code).toBe(1);
+    expect(problems(wrong)).toEqual([
+      expect.stringMatching(
+        new RegExp(
+          `^- The model provider backup at ${sim.backupModelBaseUrl} answered 404: .* — check MODEL_BACKUP_NAME\\. It serves: bounded-sim-backup-1\\.$`,
+        ),
+      ),
+    ]);
+    expect(wrong.stdout).not.toContain(backupKey);
   });
 
   it("reports a service that accepts the call and never answers as silent after the timeout, not waiting for it", async () => {

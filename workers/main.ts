@@ -2,6 +2,7 @@ import { hostname } from "node:os";
 import { Worker } from "bullmq";
 import { validateBudgets } from "@/lib/budgets/budgets";
 import { validateReservationPolicy } from "@/lib/quota/settings";
+import { modelRouting } from "@/lib/model-providers";
 import { startBudgetPublisher, type BudgetPublisher } from "@/lib/budgets/runtime";
 import { listenForCategoryChanges } from "@/lib/categories/cache";
 import { startOverdueSweepSchedule } from "@/lib/invoices/schedule";
@@ -107,7 +108,7 @@ function releaseStopSignals(signals: StopSignals, p: WorkerProcess): void {
   if (signals.asked) void stop(p, signals.asked);
 }
 
-/** The environment, its budgets and reservation policy checked: a configuration that cannot work stops start-up. */
+/** The environment, its budgets, reservation policy and model routes checked: a configuration that cannot work stops start-up. */
 function checkedEnv(): Env {
   const e = env();
   // A budget that cannot work (hard ≤ soft) stops start-up with one line naming the variables.
@@ -115,6 +116,8 @@ function checkedEnv(): Env {
   // A sweep window shorter than the worst case of a generation × margin would take reserves of
   // generations that can still finish: refuse to start, naming both numbers.
   validateReservationPolicy(e);
+  // The model providers and their routes: every mistake a line of its own.
+  modelRouting();
   if (e.BOUNDED_TIME_SCALE !== 1)
     log.warn(
       { timeScale: e.BOUNDED_TIME_SCALE },

@@ -233,7 +233,13 @@ describe("createJobAnswers against the model simulator", () => {
         this.attempts += 1;
         return this.attempts === 1
           ? Promise.reject(new Error("the model service did not answer"))
-          : Promise.resolve({ slug: "groceries", promptTokens: 10, completionTokens: 2, callShare: 1 });
+          : Promise.resolve({
+              slug: "groceries",
+              model: "bounded-sim-1",
+              promptTokens: 10,
+              completionTokens: 2,
+              callShare: 1,
+            });
       },
     };
     const answers = createJobAnswers({ tenantId, jobKind: "csv_import", categories: CATEGORIES, categoriser });

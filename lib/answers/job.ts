@@ -109,7 +109,7 @@ export function createJobAnswers(options: JobAnswersOptions): JobAnswers {
   if (!env().BOUNDED_CATEGORY_ANSWER_REUSE)
     return {
       async answer(transaction, row) {
-        const answer: AnsweredRow = { ...(await categoriser.answer(transaction, row)), model, source: "model" };
+        const answer: AnsweredRow = { ...(await categoriser.answer(transaction, row)), source: "model" };
         countAnswer(jobKind, answer);
         return answer;
       },
@@ -120,9 +120,13 @@ export function createJobAnswers(options: JobAnswersOptions): JobAnswers {
   const ask = async (transaction: CategorisableTransaction, row: number, key: string): Promise<AnsweredRow> => {
     const earlier = await stored.lookUp(key);
     if (earlier) return { ...earlier, source: "cache" };
-    const answered = await categoriser.answer(transaction, row);
-    const answer: StoredAnswer = { ...answered, model };
-    await stored.store(key, answer);
+    const answer: StoredAnswer = await categoriser.answer(transaction, row);
+    // Stored under the model that answered: a fallback provider's answer is never taken for the
+    // categoriser's model's (the key names the model).
+    await stored.store(
+      answer.model === model ? key : categoryAnswerKey({ transaction, categories, model: answer.model }),
+      answer,
+    );
     return { ...answer, source: "model" };
   };
 

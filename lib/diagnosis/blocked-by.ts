@@ -5,7 +5,7 @@ import { env } from "@/lib/env";
 import { formatDuration } from "@/lib/format/duration";
 import { BUCKETS, isFamily, parseProviderScope, parseScope, type LimitedProvider } from "@/lib/ratelimit/buckets";
 import { readBreakers, type BreakerReading } from "@/lib/ratelimit/breaker";
-import { OUTSIDE_SERVICES, SERVICE_NAMES, type OutsideService } from "@/lib/ratelimit/breaker-services";
+import { OUTSIDE_SERVICES, serviceName, type OutsideService } from "@/lib/ratelimit/breaker-services";
 import { providerLimiter, providerWaitersKey, type ProviderState } from "@/lib/ratelimit/provider";
 import { kindSpec, QUEUE_NAMES, type QueueName } from "@/lib/catalog/catalog";
 import { livePresences } from "@/lib/queues/presence";
@@ -359,7 +359,7 @@ function serviceDown({ row, live }: CauseCheck): BlockedBy | null {
   const service = serviceOf(row.kind);
   const breaker = service ? live.breakers?.find((b) => b.service === service && b.state !== "closed") : undefined;
   if (!service || !breaker?.since) return null;
-  const name = SERVICE_NAMES[service];
+  const name = serviceName(service);
   // Open: the first call after the cool-down is the probe (a waiting job's next look, which comes
   // later the longer the outage lasts: lib/runs/outage-waits.ts); half-open: one is out.
   const probe = !breaker.probeAt
@@ -403,12 +403,12 @@ async function deferred({ row, live }: CauseCheck): Promise<BlockedBy | null> {
   if (outage) {
     return {
       type: "service_down",
-      message: `Gave its slot back while ${SERVICE_NAMES[outage]} was down; it answers again, and the job goes back in line at ${clock(wakeUpAt)}.`,
+      message: `Gave its slot back while ${serviceName(outage)} was down; it answers again, and the job goes back in line at ${clock(wakeUpAt)}.`,
       ...at,
       detail: {
         type: "service_down",
         service: outage,
-        serviceName: SERVICE_NAMES[outage],
+        serviceName: serviceName(outage),
         error: null,
         answersAgain: true,
         misconfigured: false,

@@ -1,4 +1,4 @@
-import { SERVICE_NAMES, OUTSIDE_SERVICES, type OutsideService } from "@/lib/ratelimit/breaker-services";
+import { serviceName, OUTSIDE_SERVICES, type OutsideService } from "@/lib/ratelimit/breaker-services";
 
 /**
  * When a job waited for an outside service that was down, silent or misconfigured, from its
@@ -35,7 +35,7 @@ interface TimelineEvent {
 
 /** The service a wait's message names ("Waiting for the model service (…)"). */
 function serviceOf(message: string): OutsideService | null {
-  return OUTSIDE_SERVICES.find((s) => message.startsWith(`Waiting for ${SERVICE_NAMES[s]}`)) ?? null;
+  return OUTSIDE_SERVICES.find((s) => message.startsWith(`Waiting for ${serviceName(s)}`)) ?? null;
 }
 
 /** Events that a run started before: a new attempt, or a resumed one's next wait or deferral. */
@@ -70,7 +70,7 @@ export function serviceWaitsOf(events: readonly TimelineEvent[], lastStartedAt: 
     }
     waits.push({
       service,
-      serviceName: SERVICE_NAMES[service],
+      serviceName: serviceName(service),
       from: new Date(fromMs).toISOString(),
       to: toMs === null ? null : new Date(toMs).toISOString(),
       fromMs,

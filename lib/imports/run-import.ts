@@ -165,6 +165,7 @@ function batchFirst(
       if (!answer) return categoriser.answer(transaction, row);
       const answered: RowAnswer = {
         slug: parseCategoryAnswer(answer.content, slugs),
+        model: categoriser.model,
         promptTokens: answer.promptTokens,
         completionTokens: answer.completionTokens,
         callShare: 1 / fromBatch.size,

@@ -77,6 +77,8 @@ export interface CategoriserOptions extends Omit<ChatCompletionOptions, "message
  */
 export interface RowAnswer {
   slug: string;
+  /** The model that answered: the categoriser's, or a fallback provider's when its provider was down. */
+  model: string;
   promptTokens: number;
   completionTokens: number;
   /** Calls spent on the row: 1/rows of its batch (+1 when asked again alone). */
@@ -108,7 +110,7 @@ interface PendingRow {
 }
 
 /** The row's share of a call that answered `rows` rows. */
-function shareOf(usage: AnswerTokens, rows: number): Omit<RowAnswer, "slug"> {
+function shareOf(usage: AnswerTokens, rows: number): Omit<RowAnswer, "slug" | "model"> {
   return {
     promptTokens: (usage.promptTokens ?? 0) / rows,
     completionTokens: (usage.completionTokens ?? 0) / rows,
@@ -162,7 +164,7 @@ function flush(state: BatchState): void {
  * Asks one row on its own, with the single-row prompt, and settles it. `spent`: the row's share of
  * a batch call that left it unanswered, added to this call's cost.
  */
-function single(state: BatchState, row: PendingRow, spent?: Omit<RowAnswer, "slug">): Promise<void> {
+function single(state: BatchState, row: PendingRow, spent?: Omit<RowAnswer, "slug" | "model">): Promise<void> {
   const { call, categories, slugs } = state;
   return chatCompletion({
     temperature: 0,
@@ -171,10 +173,11 @@ function single(state: BatchState, row: PendingRow, spent?: Omit<RowAnswer, "slu
     ...call,
     context: { ...call.context, batchSize: 1 },
     messages: buildCategoryPrompt(row.transaction, categories),
-  }).then(({ content, usage }) => {
+  }).then(({ content, usage, model }) => {
     const own = shareOf(usage, 1);
     row.resolve({
       slug: parseCategoryAnswer(content, slugs),
+      model,
       promptTokens: own.promptTokens + (spent?.promptTokens ?? 0),
       completionTokens: own.completionTokens + (spent?.completionTokens ?? 0),
       callShare: own.callShare + (spent?.callShare ?? 0),
@@ -189,8 +192,9 @@ async function send(state: BatchState, rows: PendingRow[]): Promise<void> {
   const { context } = call;
   let content: string;
   let usage: AnswerTokens;
+  let model: string;
   try {
-    ({ content, usage } = await chatCompletion({
+    ({ content, usage, model } = await chatCompletion({
       temperature: 0,
       attemptTimeoutMs: ATTEMPT_TIMEOUT_MS,
       hedgeAfterMs: HEDGE_AFTER_MS,
@@ -211,7 +215,7 @@ async function send(state: BatchState, rows: PendingRow[]): Promise<void> {
   const share = shareOf(usage, rows.length);
   for (const row of rows) {
     const slug = answers.get(row.id);
-    if (slug !== undefined) row.resolve({ slug, ...share });
+    if (slug !== undefined) row.resolve({ slug, model, ...share });
   }
   if (unanswered.length > 0) {
     log.warn(

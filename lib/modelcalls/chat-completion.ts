@@ -27,6 +27,8 @@ import {
 import { chatCompletionResponseSchema, type ChatMessage } from "./schemas";
 import { countPromptTokens } from "./tokens";
 import { withLinkedSignal } from "@/lib/core/linked-signal";
+import { providerOfService, routeFor, type ModelProvider } from "@/lib/model-providers";
+import { isOutsideServiceDown } from "@/lib/ratelimit/errors";
 
 const log = logger("modelcalls");
 
@@ -56,7 +58,14 @@ const MIN_HEDGE_REAL_MS = 3_000;
 
 export interface ChatCompletionOptions {
   messages: ChatMessage[];
-  /** @defaultValue `env().MODEL_NAME` */
+  /**
+   * The providers to ask, first the one the call goes to, then each fallback it goes to while
+   * those before it are down (lib/model-providers.ts).
+   * @defaultValue the route of `context.jobKind`; with `model`, `baseUrl` or `apiKey` given, the
+   * primary provider with them instead of its own, alone
+   */
+  route?: readonly ModelProvider[];
+  /** The model asked for, on the primary provider alone. @defaultValue the provider's model */
   model?: string;
   /**
    * The job's signal. Required so that every model call inside a job is aborted at its deadline;
@@ -69,11 +78,11 @@ export interface ChatCompletionOptions {
   maxRetries?: number;
   temperature?: number;
   /**
-   * The API's base URL, `/v1` included, as the OpenAI SDK takes it (`https://api.openai.com/v1`).
-   * @defaultValue `env().MODEL_BASE_URL`
+   * The API's base URL, `/v1` included, as the OpenAI SDK takes it (`https://api.openai.com/v1`),
+   * on the primary provider alone. @defaultValue the provider's
    */
   baseUrl?: string;
-  /** Sent as `Authorization: Bearer …` when set. @defaultValue `env().MODEL_API_KEY` */
+  /** Sent as `Authorization: Bearer …` when set, on the primary provider alone. @defaultValue the provider's */
   apiKey?: string;
   /** Scale of the retry backoff. @defaultValue `env().BOUNDED_TIME_SCALE` */
   timeScale?: number;
@@ -121,6 +130,9 @@ export interface ChatCompletionResult {
   attempts: number;
   /** The answering attempt's tokens. */
   usage: AnswerTokens;
+  /** The provider that answered (its name: `primary`, `backup`), and the model it answered with. */
+  provider: string;
+  model: string;
 }
 
 /** Backoff before retry n (1-based): 250–500 ms, then 500–1000 ms… (scaled), jittered so that
@@ -145,6 +157,7 @@ type Failure = Extract<Attempt, { ok: false }>;
 interface CallPlan {
   signal: AbortSignal;
   context: ModelCallContext;
+  provider: ModelProvider;
   model: string;
   maxRetries: number;
   timeScale: number;
@@ -159,10 +172,26 @@ interface CallPlan {
   tokens: { input: number; shape: string };
 }
 
-/** The options with their defaults, the durations scaled and floored, the client and request built. */
-function planCall(options: ChatCompletionOptions): CallPlan {
+/** The route of a call: the options', the primary with the options' endpoint, or its kind's. */
+function routeOf(options: ChatCompletionOptions): readonly ModelProvider[] {
+  if (options.route) return options.route;
+  if (options.model === undefined && options.baseUrl === undefined && options.apiKey === undefined)
+    return routeFor(options.context.jobKind);
+  const primary = providerOfService("model")!;
+  return [
+    {
+      ...primary,
+      model: options.model ?? primary.model,
+      baseUrl: options.baseUrl ?? primary.baseUrl,
+      apiKey: options.apiKey ?? primary.apiKey,
+    },
+  ];
+}
+
+/** The options with their defaults on `provider`, the durations scaled and floored, the client and request built. */
+function planCall(options: ChatCompletionOptions, provider: ModelProvider): CallPlan {
   const { messages, signal, context } = options;
-  const model = options.model ?? env().MODEL_NAME;
+  const model = provider.model;
   const maxRetries = options.maxRetries ?? 2;
   const timeScale = options.timeScale ?? env().BOUNDED_TIME_SCALE;
   const maxRetryAfterMs = options.maxRetryAfterMs ?? scaled(5_000, timeScale);
@@ -175,7 +204,7 @@ function planCall(options: ChatCompletionOptions): CallPlan {
     options.hedgeAfterMs === undefined
       ? undefined
       : Math.max(MIN_HEDGE_REAL_MS, scaled(options.hedgeAfterMs, timeScale));
-  const client = modelClient(options);
+  const client = modelClient({ ...provider, fetch: options.fetch });
   const request = {
     model,
     messages,
@@ -190,6 +219,7 @@ function planCall(options: ChatCompletionOptions): CallPlan {
   return {
     signal,
     context,
+    provider,
     model,
     maxRetries,
     timeScale,
@@ -215,7 +245,7 @@ function rowOf(plan: CallPlan, sent: Pick<Sent, "startedAt" | "durationMs">) {
 function sendOnce(plan: CallPlan, attemptSignal: AbortSignal, spare: boolean, sent: () => void): Promise<Sent> {
   const { context, model, record, tokens } = plan;
   return withProviderSlot(
-    "model",
+    plan.provider.service,
     async (call) => {
       const startedAt = new Date();
       const attemptStarted = performance.now();
@@ -287,6 +317,8 @@ function answered(
     durationMs: Math.round(performance.now() - callStarted),
     attempts,
     usage: result.usage,
+    provider: plan.provider.name,
+    model: plan.model,
   };
 }
 
@@ -332,8 +364,27 @@ function retryWait(plan: CallPlan, result: Failure, attempt: number): number {
  * times; the final failure is a `ModelCallError`. Nothing is retried once `signal` has aborted.
  */
 export async function chatCompletion(options: ChatCompletionOptions): Promise<ChatCompletionResult> {
-  const plan = planCall(options);
+  const route = routeOf(options);
   const callStarted = performance.now();
+  for (const [i, provider] of route.entries()) {
+    try {
+      return await callProvider(planCall(options, provider), callStarted);
+    } catch (err) {
+      // Down (failed, silent or refusing our configuration), with a fallback after it on the
+      // route: the call goes on there. The last provider's outage is the call's: it waits.
+      const next = route[i + 1];
+      if (!isOutsideServiceDown(err) || !next || options.signal.aborted) throw err;
+      log.warn(
+        { ...options.context, provider: provider.name, fallback: next.name, error: err.error },
+        "the model provider is down; the call goes to the next provider on its route",
+      );
+    }
+  }
+  throw new Error("a model call needs a route of at least one provider");
+}
+
+/** One call on one provider: its attempts, retried as the policy says. */
+async function callProvider(plan: CallPlan, callStarted: number): Promise<ChatCompletionResult> {
   for (let attempt = 1; ; attempt++) {
     plan.signal.throwIfAborted();
     const sent = await sendAttempt(plan);
@@ -454,7 +505,8 @@ async function hedged(
  * Also what `npm run provider:check` calls the model with, so it checks what the workers send.
  */
 export function modelClient(options: Pick<ChatCompletionOptions, "baseUrl" | "apiKey" | "fetch">): OpenAI {
-  const apiKey = options.apiKey ?? env().MODEL_API_KEY;
+  // Unset, the primary provider's (what the batch service and `provider:check` ask).
+  const apiKey = options.baseUrl === undefined ? (options.apiKey ?? env().MODEL_API_KEY) : options.apiKey;
   return new OpenAI({
     // The SDK appends the path (`/chat/completions`) to this as it is: `/v1` is the URL's own.
     baseURL: options.baseUrl ?? env().MODEL_BASE_URL,

@@ -4,7 +4,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import { Registry } from "prom-client";
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
 import { createMetrics, processMetrics } from "@/lib/metrics/metrics";
-import { DOMAIN_LABEL_VALUES } from "@/lib/reports/metric-sources";
+import { domainLabelValues } from "@/lib/reports/metric-sources";
 import { attemptRequest } from "@/lib/http/outbound";
 import { closeRedis, createRedis } from "@/lib/redis/client";
 import { breakerKey, createBreaker, serviceVerdict, type Breaker } from "./breaker";
@@ -186,7 +186,7 @@ describe("circuit breaker (real Redis, two workers)", () => {
     const a = breakerOn(workerA);
     const m = createMetrics(registry, {
       defaultMetrics: false,
-      labelValues: DOMAIN_LABEL_VALUES,
+      labelValues: domainLabelValues(),
       outsideServices: async () => (await a.read()).map((r) => ({ service: r.service, up: r.state === "closed" })),
     });
     for (let i = 0; i < 3; i++) await errorOf(fail(a));

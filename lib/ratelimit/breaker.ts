@@ -6,7 +6,15 @@ import { logger } from "@/lib/log";
 import { metrics } from "@/lib/metrics/metrics";
 import { key, redis, type RedisClient } from "@/lib/redis/client";
 import { scaled, unscaled } from "@/lib/time";
-import { OUTSIDE_SERVICES, SERVICE_NAMES, type BreakerState, type OutsideService } from "./breaker-services";
+import { providerOfService } from "@/lib/model-providers";
+import {
+  familyOf,
+  outsideServices,
+  serviceName,
+  type BreakerState,
+  type OutsideService,
+  type ServiceFamily,
+} from "./breaker-services";
 import { OutsideServiceDown } from "./errors";
 import { runLua } from "@/lib/redis/lua";
 import { luaScript, withTimeout } from "./scripts";
@@ -116,7 +124,7 @@ const NETWORK_NAMES = new Set(["APIConnectionError", "APIConnectionTimeoutError"
  * marketplace answers 404 for a resource one tenant does not have (a shop, a page past the end)
  * and images for a render it no longer knows: that request's own answer, failed as before.
  */
-const NOT_FOUND_IS_CONFIGURATION: Record<OutsideService, boolean> = {
+const NOT_FOUND_IS_CONFIGURATION: Record<ServiceFamily, boolean> = {
   model: true,
   ocr: true,
   marketplace: false,
@@ -174,7 +182,7 @@ function statusVerdict(status: number, text: string, service: OutsideService | u
   if (status === 401 || status === 403) return "misconfigured";
   // Any other 4xx is about the request (context length exceeded, content refused): the item's own.
   if (status >= 400 && status < 500 && status !== 429 && MODEL_NOT_FOUND.test(text)) return "misconfigured";
-  if (status === 404 && service !== undefined && NOT_FOUND_IS_CONFIGURATION[service]) return "misconfigured";
+  if (status === 404 && service !== undefined && NOT_FOUND_IS_CONFIGURATION[familyOf(service)]) return "misconfigured";
   return "up";
 }
 
@@ -436,7 +444,7 @@ async function script(
 /** The one log line and count of a state change, by the process that made it (and, when it answers again, the recovery listeners). */
 function announce(service: OutsideService, state: BreakerState, since: number, error: string, waitMs: number): void {
   metrics.outsideServiceStateChanged({ service, state });
-  const name = SERVICE_NAMES[service];
+  const name = serviceName(service);
   const sinceIso = new Date(since).toISOString();
   if (state === "open")
     log.error(
@@ -464,7 +472,7 @@ function announce(service: OutsideService, state: BreakerState, since: number, e
 
 /** The outage a breaker.lua reply says: its wait (at least 1 ms), since when and why. */
 function down(service: OutsideService, reply: Reply): OutsideServiceDown {
-  return new OutsideServiceDown(service, Math.max(1, reply[3]), new Date(reply[4]), reply[5], SERVICE_NAMES[service]);
+  return new OutsideServiceDown(service, Math.max(1, reply[3]), new Date(reply[4]), reply[5], serviceName(service));
 }
 
 /** The outage a breaker's Redis hash says, or null while it lets calls go. */
@@ -475,7 +483,7 @@ function outageOfHash(service: OutsideService, h: Record<string, string>): Outsi
     Math.max(1, Number(h.until) - Date.now()),
     new Date(Number(h.since)),
     h.error ?? "",
-    SERVICE_NAMES[service],
+    serviceName(service),
   );
 }
 
@@ -544,13 +552,14 @@ async function failed(
   const verdict = serviceVerdict(failure, service);
   if (verdict === "up") await script(self, service, "success", caller);
   if (verdict === "misconfigured") {
-    const text = misconfigurationText(failure, call.target, service === "model" ? env().MODEL_API_KEY : undefined);
+    // The key masked in its words is the provider's own.
+    const text = misconfigurationText(failure, call.target, providerOfService(service)?.apiKey);
     const reply = await script(self, service, "misconfigured", caller, text);
     // Without Redis the breaker cannot open, but the answer is no less true of every call: the
     // item still waits instead of failing.
     return reply
       ? down(service, reply)
-      : new OutsideServiceDown(service, self.cooldownMs, new Date(), text, SERVICE_NAMES[service]);
+      : new OutsideServiceDown(service, self.cooldownMs, new Date(), text, serviceName(service));
   }
   if (verdict !== "down") return null;
   const reply = await script(
@@ -681,7 +690,7 @@ async function judgeHungProbes(
           1,
           new Date(c.sentAt!),
           "a probe call sent while it was down was never answered",
-          SERVICE_NAMES[service],
+          serviceName(service),
         ),
       );
   }
@@ -740,7 +749,7 @@ async function downFor(
 async function read(self: BreakerInstance): Promise<BreakerReading[]> {
   const c = self.client();
   return Promise.all(
-    OUTSIDE_SERVICES.map(async (service) => {
+    outsideServices().map(async (service) => {
       const h = await withTimeout(c.hgetall(breakerKey(service)), self.redisTimeoutMs);
       const state = (h.state ?? "closed") as BreakerState;
       if (state === "closed") return { service, state, since: null, error: null, probeAt: null };
@@ -764,7 +773,7 @@ async function markSilent(
 ): Promise<OutsideServiceDown> {
   const reply = await script(self, service, "silent", "", `not answering: ${reason}`, since.getTime());
   if (reply && isDown(reply[1])) return down(service, reply);
-  return new OutsideServiceDown(service, self.cooldownMs, since, `not answering: ${reason}`, SERVICE_NAMES[service]);
+  return new OutsideServiceDown(service, self.cooldownMs, since, `not answering: ${reason}`, serviceName(service));
 }
 
 /** "not answering: 12 calls in flight, none answered for 3 min" — what the silence check saw, in production time. */

@@ -1,5 +1,7 @@
 import { env, type Env } from "@/lib/env";
 import type { Provider } from "@/lib/catalog/catalog";
+import { modelRouting, providerOfService, type ModelService } from "@/lib/model-providers";
+import { familyOf, isOutsideService } from "./breaker-services";
 import { scaled } from "@/lib/time";
 
 /**
@@ -72,12 +74,17 @@ export function parseScope(scope: string): ParsedScope | null {
   return { family, tenant, spec: BUCKETS[family] };
 }
 
-/** The outside services whose calls take a provider slot (lib/ratelimit/provider.ts). */
+/** The outside services whose calls take a provider slot (lib/ratelimit/provider.ts): every model provider, and OCR. */
 export const LIMITED_PROVIDERS = ["model", "ocr"] as const satisfies readonly Provider[];
-export type LimitedProvider = (typeof LIMITED_PROVIDERS)[number];
+export type LimitedProvider = "ocr" | ModelService;
 
 export function isLimitedProvider(value: string): value is LimitedProvider {
-  return (LIMITED_PROVIDERS as readonly string[]).includes(value);
+  return value === "ocr" || (isOutsideService(value) && familyOf(value) === "model");
+}
+
+/** Every provider with slots in this configuration: the primary model provider, OCR, then the other model providers. */
+export function limitedProviders(): LimitedProvider[] {
+  return [...LIMITED_PROVIDERS, ...modelRouting().providers.flatMap((p) => (p.service === "model" ? [] : [p.service]))];
 }
 
 /** One provider's limits, shared by every worker process. */
@@ -88,11 +95,15 @@ export interface ProviderLimits {
   rps: number;
 }
 
-/** A provider's configured limits: `BOUNDED_PROVIDER_<PROVIDER>_CONCURRENCY` and `_RPS`. */
+/** A provider's configured limits: `BOUNDED_PROVIDER_<PROVIDER>_CONCURRENCY` and `_RPS` (`BOUNDED_PROVIDER_MODEL_<NAME>_*` for another model provider). */
 export function providerLimits(provider: LimitedProvider, e: Env = env()): ProviderLimits {
-  return provider === "model"
-    ? { concurrency: e.BOUNDED_PROVIDER_MODEL_CONCURRENCY, rps: e.BOUNDED_PROVIDER_MODEL_RPS }
-    : { concurrency: e.BOUNDED_PROVIDER_OCR_CONCURRENCY, rps: e.BOUNDED_PROVIDER_OCR_RPS };
+  if (provider === "ocr") return { concurrency: e.BOUNDED_PROVIDER_OCR_CONCURRENCY, rps: e.BOUNDED_PROVIDER_OCR_RPS };
+  if (provider === "model")
+    return { concurrency: e.BOUNDED_PROVIDER_MODEL_CONCURRENCY, rps: e.BOUNDED_PROVIDER_MODEL_RPS };
+  // Another model provider: its own variables (lib/modelcalls/providers.ts); one no longer
+  // configured (a scope left in Redis by an earlier configuration) gets an extra provider's defaults.
+  const configured = providerOfService(provider);
+  return configured ? { concurrency: configured.concurrency, rps: configured.rps } : { concurrency: 8, rps: 5 };
 }
 
 /**

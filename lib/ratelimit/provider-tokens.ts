@@ -4,6 +4,7 @@ import { describeError } from "@/lib/format/describe";
 import { logger } from "@/lib/log";
 import { key, redis, type RedisClient } from "@/lib/redis/client";
 import { scaled } from "@/lib/time";
+import { providerOfService } from "@/lib/model-providers";
 import { providerScope, type LimitedProvider } from "./buckets";
 import { TOKEN_BUDGETS, type AnnouncedLimits, type TokenBudget } from "./provider-headers";
 import { runLua } from "@/lib/redis/lua";
@@ -135,10 +136,15 @@ export function tokenUrgentKeys(provider: LimitedProvider): [byDeadline: string,
   return [key("ratelimit", "token-urgent", tag), key("ratelimit", "token-urgent-seen", tag)];
 }
 
-/** A provider's configured token limits: the model's `BOUNDED_MODEL_TPM`, `_INPUT_TPM`, `_OUTPUT_TPM`; none for OCR. */
+/**
+ * A provider's configured token limits: the primary model provider's `BOUNDED_MODEL_TPM`,
+ * `_INPUT_TPM`, `_OUTPUT_TPM`; another model provider's `BOUNDED_MODEL_<NAME>_TPM`; none for OCR.
+ */
 export function configuredTokenLimits(provider: LimitedProvider, e: Env = env()): Partial<Record<TokenBudget, number>> {
-  if (provider !== "model") return {};
-  return { tokens: e.BOUNDED_MODEL_TPM, input: e.BOUNDED_MODEL_INPUT_TPM, output: e.BOUNDED_MODEL_OUTPUT_TPM };
+  if (provider === "model")
+    return { tokens: e.BOUNDED_MODEL_TPM, input: e.BOUNDED_MODEL_INPUT_TPM, output: e.BOUNDED_MODEL_OUTPUT_TPM };
+  if (provider === "ocr") return {};
+  return { tokens: providerOfService(provider)?.tpm };
 }
 
 /** What `createProviderTokens` hands out: its settings over provider-tokens.lua, one Redis hash per provider. */

@@ -7,7 +7,7 @@ import { metrics } from "@/lib/metrics/metrics";
 import { key, redis, type RedisClient } from "@/lib/redis/client";
 import { scaled } from "@/lib/time";
 import {
-  LIMITED_PROVIDERS,
+  limitedProviders,
   providerBucketSpec,
   providerLimits,
   providerScope,
@@ -672,7 +672,7 @@ export async function readProviderStates(
   limiter: ProviderLimiter = providerLimiter(),
 ): Promise<ProviderState[] | null> {
   try {
-    return await Promise.all(LIMITED_PROVIDERS.map((p) => limiter.peek(p)));
+    return await Promise.all(limitedProviders().map((p) => limiter.peek(p)));
   } catch (err) {
     log.warn({ error: describeError(err) }, "could not read the provider limits for the limiter page");
     return null;

@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import { key, type RedisClient } from "@/lib/redis/client";
 import { scaled } from "@/lib/time";
-import type { OutsideService } from "./breaker-services";
+import { familyOf, type OutsideService } from "./breaker-services";
 import { runLua } from "@/lib/redis/lua";
 import { luaScript, withTimeout } from "./scripts";
 
@@ -257,8 +257,8 @@ export function silenceScript(options: SilenceScriptOptions) {
       redisTimeoutMs,
     );
   const thresholds = (service: OutsideService) => ({
-    floorMs: Math.max(THRESHOLD_FLOOR_REAL_MS, scaled(SILENCE_POLICIES[service].floorMs, timeScale)),
-    defaultMs: Math.max(THRESHOLD_FLOOR_REAL_MS, scaled(SILENCE_POLICIES[service].defaultMs, timeScale)),
+    floorMs: Math.max(THRESHOLD_FLOOR_REAL_MS, scaled(SILENCE_POLICIES[familyOf(service)].floorMs, timeScale)),
+    defaultMs: Math.max(THRESHOLD_FLOOR_REAL_MS, scaled(SILENCE_POLICIES[familyOf(service)].defaultMs, timeScale)),
   });
   return {
     leaseMs,

@@ -18,8 +18,8 @@ import { readQueueGauges } from "@/lib/queues/overview";
 import type { ReleaseResult, ReserveKind } from "@/lib/quota/reserves";
 import { sweepPolicy } from "@/lib/quota/settings";
 import { readBreakers } from "@/lib/ratelimit/breaker";
-import { BREAKER_STATES, OUTSIDE_SERVICES } from "@/lib/ratelimit/breaker-services";
-import { FAMILIES, LIMITED_PROVIDERS } from "@/lib/ratelimit/buckets";
+import { BREAKER_STATES, outsideServices } from "@/lib/ratelimit/breaker-services";
+import { FAMILIES, LIMITED_PROVIDERS, limitedProviders } from "@/lib/ratelimit/buckets";
 
 /**
  * What the metrics learn from the domains: where the scrape-time gauges read the database and the
@@ -53,16 +53,16 @@ function rescheduleLabelSets(): { queue: string; family: string }[] {
   );
 }
 
-/** The label values only the domains know, for the counters that start every known series at 0. */
-export const DOMAIN_LABEL_VALUES: DomainLabelValues = {
+/** The label values only the domains know (the configured providers among them), for the counters that start every known series at 0. */
+export const domainLabelValues = (): DomainLabelValues => ({
   reschedules: rescheduleLabelSets(),
-  providers: LIMITED_PROVIDERS,
-  outsideServices: OUTSIDE_SERVICES,
+  providers: limitedProviders(),
+  outsideServices: outsideServices(),
   breakerStates: BREAKER_STATES,
   reserveKinds: RESERVE_KINDS,
   lateResolutions: LATE_RESOLUTIONS,
   retentionClasses: RETENTION_CLASS_NAMES,
-};
+});
 
 /**
  * The median job size a call allowance is computed from moves slowly (7 days of jobs), so one
@@ -113,6 +113,7 @@ export function installDatabaseSources(): void {
  * process that publishes or serves its metrics calls it before the first snapshot or scrape.
  */
 export function installDomainLabelValues(m?: BoundedMetrics): void {
-  installLabelValues(DOMAIN_LABEL_VALUES);
-  m?.seedLabels(DOMAIN_LABEL_VALUES);
+  const values = domainLabelValues();
+  installLabelValues(values);
+  m?.seedLabels(values);
 }

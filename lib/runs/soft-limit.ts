@@ -3,6 +3,7 @@ import { DeadlineExceeded } from "@/lib/core/signals";
 import { timedOutMessage } from "@/lib/jobs/messages";
 import { kindSpec } from "@/lib/catalog/catalog";
 import { breakers } from "@/lib/ratelimit/breaker";
+import { routeFor } from "@/lib/model-providers";
 import { OUTSIDE_SERVICES, type OutsideService } from "@/lib/ratelimit/breaker-services";
 import type { OutsideServiceDown } from "@/lib/ratelimit/errors";
 import type { RunStart } from "./attempt";
@@ -106,9 +107,14 @@ async function softLimitVerdict({
   return null;
 }
 
-/** The outside services a kind's items call, from the catalog (its `provider`); the model too for OCR, whose documents get a model pass. */
+/**
+ * The outside services a kind's items call, from the catalog (its `provider`): for the model, every
+ * provider on the kind's route (lib/model-providers.ts); the model's too for OCR, whose documents get a model pass.
+ */
 function servicesOf(kind: string): OutsideService[] {
   const provider = kindSpec(kind)?.provider;
-  const services = (OUTSIDE_SERVICES as readonly string[]).includes(provider ?? "") ? [provider as OutsideService] : [];
-  return provider === "ocr" ? [...services, "model"] : services;
+  const models = routeFor(kind).map((p) => p.service);
+  if (provider === "model") return models;
+  if (provider === "ocr") return ["ocr", ...models];
+  return (OUTSIDE_SERVICES as readonly string[]).includes(provider ?? "") ? [provider as OutsideService] : [];
 }

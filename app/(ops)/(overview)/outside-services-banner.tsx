@@ -1,6 +1,7 @@
 import { formatDurationRounded } from "@/lib/format/duration";
 import { outageCause, readBreakers } from "@/lib/ratelimit/breaker";
-import { SERVICE_NAMES } from "@/lib/ratelimit/breaker-services";
+import { providerVariables, type ModelService } from "@/lib/model-providers";
+import { familyOf, serviceName } from "@/lib/ratelimit/breaker-services";
 
 /** "14:02 UTC": when an outage began, to the minute (the banner says how long ago beside it). */
 const clock = (d: Date) => `${d.toISOString().slice(11, 16)} UTC`;
@@ -28,7 +29,7 @@ export async function OutsideServicesBanner({ now = new Date() }: { now?: Date }
       {down.map((b) => (
         <p key={b.service} className="message bad" role="alert" data-service={b.service}>
           <strong>
-            {capitalised(SERVICE_NAMES[b.service].replace(/^the /, ""))}{" "}
+            {capitalised(serviceName(b.service).replace(/^the /, ""))}{" "}
             {b.state === "misconfigured" ? "misconfigured" : "down"} since{" "}
             {b.since
               ? `${clock(b.since)} (${formatDurationRounded(Math.max(0, now.getTime() - b.since.getTime()))})`
@@ -36,7 +37,7 @@ export async function OutsideServicesBanner({ now = new Date() }: { now?: Date }
           </strong>{" "}
           — {outageCause(b.error)}; jobs are waiting, nothing is failed for it.
           {b.state === "misconfigured"
-            ? ` Fix its configuration${b.service === "model" ? " (MODEL_BASE_URL, MODEL_API_KEY, MODEL_NAME)" : ""} and restart the workers: the next probe resumes every job by itself.`
+            ? ` Fix its configuration${familyOf(b.service) === "model" ? ` (${providerVariables(b.service as ModelService)})` : ""} and restart the workers: the next probe resumes every job by itself.`
             : ""}
           {b.state === "half_open"
             ? " A probe call is out now."

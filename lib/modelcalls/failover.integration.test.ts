@@ -1,0 +1,128 @@
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type { ModelProvider } from "@/lib/model-providers";
+import { breakerKey, breakers } from "@/lib/ratelimit/breaker";
+import { isOutsideServiceDown } from "@/lib/ratelimit/errors";
+import { silenceKeys } from "@/lib/ratelimit/silence";
+import { closeRedis, redis } from "@/lib/redis/client";
+import { waitFor } from "@/test/helpers/wait";
+import { startSimulators, type RunningSimulators } from "@/workers/simulators/server";
+import { chatCompletion } from "./chat-completion";
+import type { ModelCallRecord } from "./record";
+
+/**
+ * Failover on a route of two model providers (the simulators' two, through the official OpenAI
+ * client), against real Redis: each provider its own breaker, the call going to the fallback
+ * while the primary is down, and back to the primary once a probe finds it answering.
+ */
+
+let sim: RunningSimulators;
+beforeAll(async () => {
+  sim = await startSimulators({
+    model: { errorRate: 0, timeScale: 0.001, latencyMs: () => 1_000, apiKey: "sk-primary" },
+    backupModel: { errorRate: 0, timeScale: 0.001, latencyMs: () => 1_000, apiKey: "sk-backup" },
+  });
+});
+afterAll(async () => {
+  await clearBreakers();
+  await sim.close();
+  await closeRedis();
+});
+
+const SERVICES = ["model", "model:backup"] as const;
+async function clearBreakers() {
+  await redis().del(...SERVICES.flatMap((s) => [breakerKey(s), ...silenceKeys(s, breakerKey(s)).slice(0, 4)]));
+}
+beforeEach(clearBreakers);
+afterEach(async () => {
+  await sim.faults.setSilent("model", false);
+});
+
+const primary = (apiKey = "sk-primary"): ModelProvider => ({
+  name: "primary",
+  service: "model",
+  baseUrl: sim.modelBaseUrl,
+  apiKey,
+  model: "bounded-sim-1",
+  concurrency: 4,
+  rps: 1_000,
+  tpm: undefined,
+});
+const backup = (): ModelProvider => ({
+  name: "backup",
+  service: "model:backup",
+  baseUrl: sim.backupModelBaseUrl,
+  apiKey: "sk-backup",
+  model: "bounded-sim-backup-1",
+  concurrency: 4,
+  rps: 1_000,
+  tpm: undefined,
+});
+
+const stateOf = async (service: string) => (await redis().hget(breakerKey(service as "model"), "state")) ?? "closed";
+
+function ask(route: ModelProvider[], recorded: ModelCallRecord[] = []) {
+  return chatCompletion({
+    route,
+    messages: [{ role: "user", content: "REWE Markt, weekly shop" }],
+    signal: new AbortController().signal,
+    context: { queue: "imports", jobKind: "csv_import" },
+    record: async (call) => void recorded.push(call),
+  });
+}
+
+describe("failover to the next provider on a call's route (real Redis, two simulated providers)", () => {
+  it("a misconfigured primary: the call is answered by the fallback at once, and so are the calls after it (the primary asked again only by a probe after its cool-down)", async () => {
+    const recorded: ModelCallRecord[] = [];
+    const first = await ask([primary("sk-wrong"), backup()], recorded);
+    expect(first).toMatchObject({ provider: "backup", model: "bounded-sim-backup-1" });
+    // Its own breaker: the primary's misconfigured, the fallback's closed.
+    expect(await stateOf("model")).toBe("misconfigured");
+    expect(await stateOf("model:backup")).toBe("closed");
+    expect(recorded.map((r) => [r.model, r.outcome])).toEqual([
+      ["bounded-sim-1", "error"],
+      ["bounded-sim-backup-1", "ok"],
+    ]);
+    // While it is misconfigured no call goes to the primary (a probe goes after each cool-down: 30
+    // ms at this time scale, so the next call may be one, refused and answered by the fallback too).
+    const admitted = await redis().hget(breakerKey("model"), "until");
+    const second = await ask([primary("sk-wrong"), backup()], recorded);
+    expect(second.provider).toBe("backup");
+    const primaryAsked = recorded.slice(2).filter((r) => r.model === "bounded-sim-1");
+    expect(primaryAsked.length).toBeLessThanOrEqual(Date.now() >= Number(admitted) ? 1 : 0);
+    expect(primaryAsked.every((r) => r.outcome === "error")).toBe(true);
+  });
+
+  it("a route of one provider never fails over: its call waits for the provider (the outage), whatever else answers", async () => {
+    const recorded: ModelCallRecord[] = [];
+    const error = await ask([primary("sk-wrong")], recorded).catch((e: unknown) => e);
+    expect(isOutsideServiceDown(error)).toBe(true);
+    expect(recorded.map((r) => r.model)).toEqual(["bounded-sim-1"]);
+  });
+
+  it("a silent primary: the calls out there are cut when its breaker opens and answered by the fallback; once a probe finds the primary answering, new calls go to it again", async () => {
+    await sim.faults.setSilent("model", true);
+    const recorded: ModelCallRecord[] = [];
+    // Two calls: one alone past the threshold is the long tail, two are silence (lib/ratelimit/silence.ts).
+    const during = await Promise.all([ask([primary(), backup()], recorded), ask([primary(), backup()], recorded)]);
+    expect(during.map((r) => r.provider)).toEqual(["backup", "backup"]);
+    // Each request to the primary cut as the outage, each to the fallback answered: two answers, each paid once.
+    expect(recorded.map((r) => [r.model, r.outcome]).sort()).toEqual([
+      ["bounded-sim-1", "error"],
+      ["bounded-sim-1", "error"],
+      ["bounded-sim-backup-1", "ok"],
+      ["bounded-sim-backup-1", "ok"],
+    ]);
+    const opened = (await breakers().read()).find((b) => b.service === "model")!;
+    expect(opened.state).toBe("open");
+    expect(opened.error).toMatch(/^not answering/);
+
+    await sim.faults.setSilent("model", false);
+    await waitFor(async () => Date.now() >= opened.probeAt!.getTime(), {
+      timeoutMs: 10_000,
+      what: "the cool-down is over",
+    });
+    const after = await ask([primary(), backup()]);
+    expect(after.provider).toBe("primary");
+    expect((await breakers().read()).find((b) => b.service === "model")).toMatchObject({ state: "closed" });
+  });
+});
