@@ -237,6 +237,11 @@ export function providerVariables(service: ModelService): string {
   return `MODEL_${upper}_BASE_URL, MODEL_${upper}_API_KEY, MODEL_${upper}_NAME`;
 }
 
+/** The provider configured to answer with `model` (the first, should two ask for the same), if any. */
+export function providerOfModel(model: string, routing: ModelRouting = modelRouting()): ModelProvider | undefined {
+  return routing.providers.find((p) => p.model === model);
+}
+
 /** The provider behind a model service (`model`, `model:backup`), if configured. */
 export function providerOfService(service: string, routing: ModelRouting = modelRouting()): ModelProvider | undefined {
   return routing.providers.find((p) => p.service === service);

@@ -2,6 +2,7 @@ import { db } from "@/lib/db/client";
 import { env } from "@/lib/env";
 import type { ModelPrices } from "@/lib/modelcalls/usage";
 import { estimateCostUsd } from "@/lib/modelcalls/usage";
+import { providerOfModel } from "@/lib/model-providers";
 
 /** Rows by where their category came from, and what the reused ones saved. */
 export interface AnswerReuse {
@@ -11,6 +12,11 @@ export interface AnswerReuse {
   cache: number;
   /** (job + cache) / all rows; null without rows. */
   reuseRate: number | null;
+  /**
+   * Rows by the model whose answer they got (their own call's, or the one they reused), most rows
+   * first, with the provider configured for that model: a fallback's rows are told apart.
+   */
+  byModel: { model: string; provider: string | null; rows: number }[];
   /** cache / all rows; null without rows. */
   cacheHitRate: number | null;
   saved: {
@@ -49,8 +55,13 @@ function reuseOf(rows: SourceSum[], prices: ModelPrices): AnswerReuse {
     else saved.costUsd = (saved.costUsd ?? 0) + cost;
   }
   const all = count.model + count.job + count.cache;
+  const byModel = new Map<string, number>();
+  for (const r of rows) byModel.set(r.model, (byModel.get(r.model) ?? 0) + r.rows);
   return {
     ...count,
+    byModel: [...byModel]
+      .map(([model, n]) => ({ model, provider: providerOfModel(model)?.name ?? null, rows: n }))
+      .sort((a, b) => b.rows - a.rows),
     reuseRate: all === 0 ? null : (count.job + count.cache) / all,
     cacheHitRate: all === 0 ? null : count.cache / all,
     saved,

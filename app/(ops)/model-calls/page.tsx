@@ -21,6 +21,7 @@ import { RANGE_LABEL } from "./format";
 import { LatencyChart, type ChartBucket } from "./latency-chart";
 import { TokenUsageSection } from "./token-usage";
 import { AnswerReuseSection } from "./answer-reuse";
+import { ProvidersSection } from "./providers";
 import { hasRole } from "@/lib/auth/roles";
 import styles from "./model-calls.module.css";
 import { requirePageViewer } from "@/lib/auth/principal";
@@ -145,6 +146,7 @@ export default async function ModelCallsPage({ searchParams }: { searchParams: P
           <BucketList buckets={chartBuckets} />
         </ChartWithSummary>
       )}
+      {h.type === "model" ? <ProvidersSection /> : null}
       {h.type === "model" ? <TokenUsageSection query={query} range={h.range} /> : null}
       {h.type === "model" ? (
         <AnswerReuseSection window={h.window} range={h.range} canClear={hasRole(principal, "operator")} />

@@ -305,6 +305,15 @@ export function DetailsPanel({ job, tokens, reuse }: { job: JobDetail; tokens: T
               {formatUsd(reuse.saved.costUsd)}
               {reuse.saved.unpriced ? " (some unpriced)" : ""}
             </dd>
+            <dt>Answered by</dt>
+            <dd data-testid="job-answered-by">
+              {reuse.byModel
+                .map(
+                  (m) =>
+                    `${m.model}${m.provider ? ` (${m.provider})` : ""}: ${formatCount(m.rows)} ${m.rows === 1 ? "row" : "rows"}`,
+                )
+                .join("; ")}
+            </dd>
           </>
         ) : null}
       </dl>

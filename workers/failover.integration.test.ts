@@ -1,0 +1,156 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { distinctWord } from "@/lib/format/distinct-word";
+import { waitFor } from "@/test/helpers/wait";
+import type { RunningSimulators } from "@/workers/simulators/server";
+
+// A real worker process with a route of two model providers — the primary's key revoked (401), the
+// fallback configured right — against both simulated providers, the real PostgreSQL and Redis:
+// imports and an agent run complete on the fallback, nothing waits for the primary, and every row
+// knows the model that answered it. Time scale 0.05.
+const SCALE = 0.05;
+const BACKUP_KEY = "sk-bounded-backup-5e2b71";
+const root = `${import.meta.dirname}/..`;
+const prefix = `bounded-test-failover-${randomUUID().slice(0, 8)}`;
+const ROUTING = {
+  BOUNDED_MODEL_PROVIDERS: "backup",
+  MODEL_BACKUP_NAME: "bounded-sim-backup-1",
+  MODEL_BACKUP_API_KEY: BACKUP_KEY,
+  BOUNDED_MODEL_ROUTE: "primary,backup",
+};
+const children: ChildProcess[] = [];
+const tenants: string[] = [];
+let sims: RunningSimulators;
+
+type Modules = {
+  db: typeof import("@/lib/db/client");
+  createImport: typeof import("@/lib/imports/create-import");
+  createAgentRun: typeof import("@/lib/agents/create-run");
+  queues: typeof import("@/lib/queues/queues");
+  redis: typeof import("@/lib/redis/client");
+  tenants: typeof import("@/test/helpers/tenants");
+  breaker: typeof import("@/lib/ratelimit/breaker");
+  stats: typeof import("@/lib/answers/stats");
+};
+let m: Modules;
+
+beforeAll(async () => {
+  // Before anything parses the environment: this process reads the worker's Redis keys.
+  vi.stubEnv("BOUNDED_REDIS_PREFIX", prefix);
+  vi.stubEnv("BOUNDED_TIME_SCALE", String(SCALE));
+  const { startSimulators } = await import("@/workers/simulators/server");
+  sims = await startSimulators({
+    model: { errorRate: 0, timeScale: SCALE, apiKey: "sk-bounded-primary-right" },
+    backupModel: { errorRate: 0, timeScale: SCALE, apiKey: BACKUP_KEY },
+    silent: [],
+  });
+  // Read on first use, after the fallback's URL is known.
+  for (const [name, value] of Object.entries({ ...ROUTING, MODEL_BACKUP_BASE_URL: sims.backupModelBaseUrl }))
+    vi.stubEnv(name, value);
+  m = {
+    db: await import("@/lib/db/client"),
+    createImport: await import("@/lib/imports/create-import"),
+    createAgentRun: await import("@/lib/agents/create-run"),
+    queues: await import("@/lib/queues/queues"),
+    redis: await import("@/lib/redis/client"),
+    tenants: await import("@/test/helpers/tenants"),
+    breaker: await import("@/lib/ratelimit/breaker"),
+    stats: await import("@/lib/answers/stats"),
+  };
+});
+
+afterEach(async () => {
+  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
+  for (const slug of tenants.splice(0)) await m.tenants.deleteTenant(slug);
+});
+
+afterAll(async () => {
+  sims.server.closeAllConnections();
+  await new Promise((resolve) => sims.server.close(resolve));
+  const redis = m.redis.redis();
+  const keys = await redis.keys(`${prefix}:*`);
+  if (keys.length) await redis.del(...keys);
+  await m.queues.closeQueues();
+  await m.redis.closeRedis();
+  await m.db.closeDb();
+});
+
+function startWorker(): ChildProcess {
+  const child = spawn(process.execPath, ["--import", "tsx", "workers/main.ts"], {
+    cwd: root,
+    env: {
+      ...process.env,
+      ...ROUTING,
+      MODEL_BACKUP_BASE_URL: sims.backupModelBaseUrl,
+      BOUNDED_REDIS_PREFIX: prefix,
+      BOUNDED_TIME_SCALE: String(SCALE),
+      MODEL_BASE_URL: sims.modelBaseUrl,
+      MODEL_API_KEY: "sk-bounded-primary-revoked",
+      LOG_LEVEL: "warn",
+      BOUNDED_WORKER_CONCURRENCY: "4",
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  child.stdout!.resume();
+  child.stderr!.resume();
+  children.push(child);
+  return child;
+}
+
+function csv(rows: number): Uint8Array {
+  const lines = ["date,amount,currency,counterparty,description"];
+  for (let i = 1; i <= rows; i++)
+    lines.push(`2026-01-${String((i % 28) + 1).padStart(2, "0")},-${i}.50,EUR,REWE Markt,row ${distinctWord(i)}`);
+  return new TextEncoder().encode(`${lines.join("\n")}\n`);
+}
+
+describe("a route of two model providers, the primary's key revoked", () => {
+  it("imports and an agent run complete on the fallback without waiting for the primary, fail no item, and each import's rows know the model that answered them", async () => {
+    const tenant = m.tenants.uniqueTenantSlug("failover");
+    tenants.push(tenant);
+    const imports: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const created = await m.createImport.createImport({ tenant, filename: `f${i}.csv`, bytes: csv(40) });
+      if (created.type !== "created") throw new Error(created.message);
+      imports.push(created.jobId);
+    }
+    const agentRun = (await m.createAgentRun.createAgentRun({ tenant, task: "summarise", steps: 4 })).jobId;
+    const jobIds = [...imports, agentRun];
+    startWorker();
+    const final = await waitFor(
+      async () => {
+        const all = await m.db.db().job.findMany({
+          where: { id: { in: jobIds } },
+          select: { id: true, status: true, total: true, processed: true, failed: true },
+        });
+        return all.every((j) => !["queued", "running", "delayed"].includes(j.status)) && all;
+      },
+      { timeoutMs: 120_000, intervalMs: 100, what: "every job to end" },
+    );
+    for (const j of final)
+      expect({ id: j.id, status: j.status, processed: j.processed, failed: j.failed }).toEqual({
+        id: j.id,
+        status: "completed",
+        processed: j.total,
+        failed: 0,
+      });
+    // None of them waited for the primary: no outage wait was written for any.
+    expect(await m.db.db().jobEvent.count({ where: { jobId: { in: jobIds }, type: "deferred" } })).toBe(0);
+    // The primary refuses our key (misconfigured, probed once per cool-down); the fallback answers.
+    const breakers = (await m.breaker.readBreakers())!;
+    expect(["misconfigured", "half_open"]).toContain(breakers.find((b) => b.service === "model")?.state);
+    expect(breakers.find((b) => b.service === "model:backup")?.state).toBe("closed");
+    for (const jobId of imports)
+      expect((await m.stats.getJobAnswerReuse(jobId)).byModel).toEqual([
+        { model: "bounded-sim-backup-1", provider: "backup", rows: 40 },
+      ]);
+    // Every answered call was the fallback's.
+    const answered = await m.db.db().modelCall.groupBy({
+      by: ["model"],
+      where: { jobId: { in: jobIds }, outcome: "ok", type: "model" },
+      _count: true,
+    });
+    expect(answered.map((a) => a.model)).toEqual(["bounded-sim-backup-1"]);
+  }, 300_000);
+});
