@@ -104,6 +104,13 @@ describe("token usage", () => {
       [agentJob.id, 12_550],
       [importJob.id, 4_400],
     ]);
+    // Per model: each provider's calls and cost apart.
+    expect(usage.byModel.map((r) => [r.key, r.calls, r.promptTokens + r.completionTokens, r.unpriced])).toEqual([
+      ["sim-large", 1, 12_000, false],
+      ["sim-small", 3, 4_444, false],
+      ["unpriced", 1, 550, true],
+    ]);
+    expect(usage.byModel[0]!.costUsd).toBeCloseTo(largeAgent, 12);
   });
 
   it("honours the kind and model filters, and the range", async () => {

@@ -41,6 +41,8 @@ export interface TokenUsage {
   byJob: UsageRow[];
   /** Per lane (`sync`, `batch`), each at its own price: what the batch lane spent and saved. */
   byLane: UsageRow[];
+  /** Per model asked: each provider's own (lib/model-providers.ts). */
+  byModel: UsageRow[];
 }
 
 /** How many jobs the per-job table lists: the heaviest, which are the ones worth a look. */
@@ -185,6 +187,12 @@ export async function getTokenUsage(
     byLane: heaviestFirst(
       totalsByKey(
         byKind.map((r) => ({ ...r, key: r.lane })),
+        prices,
+      ),
+    ),
+    byModel: heaviestFirst(
+      totalsByKey(
+        byKind.map((r) => ({ ...r, key: r.model })),
         prices,
       ),
     ),

@@ -43,6 +43,13 @@ export async function TokenUsageSection({ query, range }: { query: TokenUsageQue
               testId="tokens-by-lane"
             />
             <UsageTable
+              title="Per model"
+              heading="Model"
+              rows={usage.byModel}
+              label={(r) => <span className="mono">{r.key}</span>}
+              testId="tokens-by-model"
+            />
+            <UsageTable
               title="Per kind"
               heading="Kind"
               rows={usage.byKind}
