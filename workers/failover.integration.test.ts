@@ -32,6 +32,7 @@ type Modules = {
   tenants: typeof import("@/test/helpers/tenants");
   breaker: typeof import("@/lib/ratelimit/breaker");
   stats: typeof import("@/lib/answers/stats");
+  progress: typeof import("@/lib/progress/customer-progress");
 };
 let m: Modules;
 
@@ -57,6 +58,7 @@ beforeAll(async () => {
     tenants: await import("@/test/helpers/tenants"),
     breaker: await import("@/lib/ratelimit/breaker"),
     stats: await import("@/lib/answers/stats"),
+    progress: await import("@/lib/progress/customer-progress"),
   };
 });
 
@@ -141,10 +143,16 @@ describe("a route of two model providers, the primary's key revoked", () => {
     const breakers = (await m.breaker.readBreakers())!;
     expect(["misconfigured", "half_open"]).toContain(breakers.find((b) => b.service === "model")?.state);
     expect(breakers.find((b) => b.service === "model:backup")?.state).toBe("closed");
-    for (const jobId of imports)
+    for (const jobId of imports) {
       expect((await m.stats.getJobAnswerReuse(jobId)).byModel).toEqual([
         { model: "bounded-sim-backup-1", provider: "backup", rows: 40 },
       ]);
+      // The customer is told plainly.
+      const { progressToken } = await m.db.db().job.findUniqueOrThrow({ where: { id: jobId } });
+      expect((await m.progress.getCustomerProgress(progressToken))?.otherModels).toBe(
+        "All 40 rows were answered by a backup model (bounded-sim-backup-1) instead of the main one.",
+      );
+    }
     // Every answered call was the fallback's.
     const answered = await m.db.db().modelCall.groupBy({
       by: ["model"],

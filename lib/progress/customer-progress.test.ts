@@ -1,5 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { CUSTOMER_STATUS_LABEL, customerReason, customerSentence, toCustomerProgress } from "./customer-progress";
+import {
+  CUSTOMER_STATUS_LABEL,
+  customerReason,
+  customerSentence,
+  otherModelsSentence,
+  toCustomerProgress,
+} from "./customer-progress";
 import type { Progress } from "@/lib/job-views/queries";
 import { JOB_STATUSES, type JobStatus } from "@/lib/core/job-statuses";
 
@@ -222,5 +228,37 @@ describe("toCustomerProgress", () => {
     expect(view.failures).toEqual([
       { row: 3, reason: "this row could not be processed; please check it and send it again" },
     ]);
+  });
+});
+
+describe("rows answered by another model than the main one", () => {
+  const main = "bounded-sim-1";
+  it("says nothing when every row got the main model's answer", () => {
+    expect(otherModelsSentence([{ model: main, rows: 88 }], main)).toBeNull();
+    expect(otherModelsSentence([], main)).toBeNull();
+  });
+
+  it("says how many, and by which model, in plain words", () => {
+    expect(
+      otherModelsSentence(
+        [
+          { model: main, rows: 86 },
+          { model: "bounded-sim-backup-1", rows: 2 },
+        ],
+        main,
+      ),
+    ).toBe("2 of 88 rows were answered by a backup model (bounded-sim-backup-1) instead of the main one.");
+    expect(
+      otherModelsSentence(
+        [
+          { model: "bounded-sim-backup-1", rows: 1 },
+          { model: main, rows: 1 },
+        ],
+        main,
+      ),
+    ).toBe("1 of 2 rows was answered by a backup model (bounded-sim-backup-1) instead of the main one.");
+    const all = otherModelsSentence([{ model: "b1", rows: 40 }], main);
+    expect(all).toBe("All 40 rows were answered by a backup model (b1) instead of the main one.");
+    expect(all).not.toMatch(OPERATOR_TERMS);
   });
 });

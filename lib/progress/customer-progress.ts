@@ -1,5 +1,7 @@
 import { formatCount } from "@/lib/format/number";
 import { db } from "@/lib/db/client";
+import { getJobAnswerReuse } from "@/lib/answers/stats";
+import { routeFor } from "@/lib/model-providers";
 import { formatDuration } from "@/lib/format/duration";
 import {
   SERVICE_WAIT_EVENT,
@@ -287,6 +289,29 @@ export interface CustomerProgress extends Omit<Progress, "message" | "failures">
    * its wake-up is only the next look at the service, no time left, and no brief pause.
    */
   waitsForService: string | null;
+  /**
+   * Rows answered by another model than the main provider's (a fallback on the kind's route, while
+   * the main one was down), in plain words; null when every row got the main model's answer.
+   */
+  otherModels: string | null;
+}
+
+/** "2 of 88 rows were answered by a backup model (bounded-sim-backup-1) instead of the main one." — or null. */
+export function otherModelsSentence(
+  byModel: readonly { model: string; rows: number }[],
+  mainModel: string,
+  noun = "row",
+): string | null {
+  const others = byModel.filter((m) => m.model !== mainModel);
+  if (others.length === 0) return null;
+  const rows = others.reduce((sum, m) => sum + m.rows, 0);
+  const all = byModel.reduce((sum, m) => sum + m.rows, 0);
+  const names = others.map((m) => m.model).join(", ");
+  const counted =
+    rows === all
+      ? `All ${formatCount(all)} ${noun}s were`
+      : `${formatCount(rows)} of ${formatCount(all)} ${noun}s ${rows === 1 ? "was" : "were"}`;
+  return `${counted} answered by ${others.length === 1 ? "a backup model" : "backup models"} (${names}) instead of the main one.`;
 }
 
 /** The time left of a job waiting on its batch: to the batch's expected time, or once that passed to the deadline. */
@@ -348,6 +373,7 @@ export function toCustomerProgress(
     downloads,
     serviceWaits: [],
     waitsForService: null,
+    otherModels: null,
   };
 }
 
@@ -391,7 +417,13 @@ export async function getCustomerProgress(token: string, now = new Date()): Prom
     endedAt !== null &&
     (job.events.some((e) => e.type === HANDLED_EVENT && e.at.getTime() >= endedAt) ||
       (job.status === "failed" && (progress.message ?? "").startsWith(MARKED_FAILED_PREFIX)));
-  const customer = toCustomerProgress(progress, job.kind, token, continuesAt, handled, job.batch, now);
+  const customer = {
+    ...toCustomerProgress(progress, job.kind, token, continuesAt, handled, job.batch, now),
+    otherModels:
+      job.kind === "csv_import"
+        ? otherModelsSentence((await getJobAnswerReuse(job.id)).byModel, routeFor(job.kind)[0]!.model, progress.noun)
+        : null,
+  };
   const open = customer.status === "delayed" ? serviceWaits.find((w) => w.to === null) : undefined;
   if (!open) return { ...customer, serviceWaits };
   return { ...customer, serviceWaits, statusLabel: WAITING_FOR_SERVICE_LABEL, waitsForService: open.serviceName };

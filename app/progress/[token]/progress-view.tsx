@@ -246,6 +246,11 @@ function View({ token, initial, initialEtag }: { token: string; initial: Progres
             {p.next}
           </p>
         ) : null}
+        {p.otherModels ? (
+          <p className="small" data-testid="other-models">
+            {p.otherModels}
+          </p>
+        ) : null}
         {p.serviceWaits?.map((w) => (
           <p key={w.from} className="small" data-testid="service-wait">
             {w.sentence}
