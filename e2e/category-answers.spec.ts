@@ -39,6 +39,8 @@ test("rows with the same question are asked once, a second file reuses the tenan
   await expect(page.getByTestId("job-answer-reuse")).toContainText(
     "0 rows from stored answers, 6 shared within the job, 3 asked the model",
   );
+  // Every row's answer is the primary's model's: no kind fails over here.
+  await expect(page.getByTestId("job-answered-by")).toHaveText("bounded-sim-1 (primary): 9 rows");
 
   const second = await importFile(page, "february-again.csv");
   await page.goto(`/jobs/${second}`);

@@ -6,6 +6,11 @@ export const E2E_ENV = {
   BOUNDED_REDIS_PREFIX: "bounded-e2e",
   BOUNDED_SIM_PORT: "4110",
   MODEL_BASE_URL: "http://127.0.0.1:4110/v1",
+  // A second model provider, on no route: /model-calls and /limiter list it beside the primary;
+  // no call fails over to it here (e2e/model-calls.spec.ts).
+  BOUNDED_MODEL_PROVIDERS: "backup",
+  MODEL_BACKUP_BASE_URL: "http://127.0.0.1:4110/backup/v1",
+  MODEL_BACKUP_NAME: "bounded-sim-backup-1",
   MARKETPLACE_BASE_URL: "http://127.0.0.1:4110/marketplace",
   IMAGE_PROVIDER_BASE_URL: "http://127.0.0.1:4110/images",
   // Production ratios in 1/2000 of the time: a 5.5 s median model call takes ~3 ms.
@@ -61,6 +66,7 @@ export const TIGHT_ENV = {
   BOUNDED_REDIS_PREFIX: "bounded-e2e-tight",
   BOUNDED_SIM_PORT: "4111",
   MODEL_BASE_URL: "http://127.0.0.1:4111/v1",
+  MODEL_BACKUP_BASE_URL: "http://127.0.0.1:4111/backup/v1",
   MARKETPLACE_BASE_URL: "http://127.0.0.1:4111/marketplace",
   IMAGE_PROVIDER_BASE_URL: "http://127.0.0.1:4111/images",
   BOUNDED_TIME_SCALE: "0.02",
@@ -97,6 +103,7 @@ export const DEFAULT_ENV = {
   BOUNDED_REDIS_PREFIX: "bounded-e2e-default",
   BOUNDED_SIM_PORT: "4112",
   MODEL_BASE_URL: "http://127.0.0.1:4112/v1",
+  MODEL_BACKUP_BASE_URL: "http://127.0.0.1:4112/backup/v1",
   MARKETPLACE_BASE_URL: "http://127.0.0.1:4112/marketplace",
   IMAGE_PROVIDER_BASE_URL: "http://127.0.0.1:4112/images",
   BOUNDED_TIME_SCALE: "0.05",
@@ -121,6 +128,7 @@ export const FANOUT_ENV = {
   BOUNDED_REDIS_PREFIX: "bounded-e2e-fanout",
   BOUNDED_SIM_PORT: "4114",
   MODEL_BASE_URL: "http://127.0.0.1:4114/v1",
+  MODEL_BACKUP_BASE_URL: "http://127.0.0.1:4114/backup/v1",
   MARKETPLACE_BASE_URL: "http://127.0.0.1:4114/marketplace",
   IMAGE_PROVIDER_BASE_URL: "http://127.0.0.1:4114/images",
   BOUNDED_TIME_SCALE: "0.02",

@@ -138,6 +138,33 @@ test("the model-calls page shows the tokens and estimated cost per kind and tena
   await page.screenshot({ path: "test-results/job-tokens-390.png", fullPage: true });
 });
 
+test("the model providers: each with its model, endpoint, state and limits, the routes, and the tokens per model", async ({
+  operatorPage: page,
+}) => {
+  await page.setViewportSize({ width: 1440, height: 900 });
+  await page.goto(`/model-calls?range=24h&queue=${QUEUE}`);
+  const providers = page.getByTestId("model-providers");
+  const list = providers.getByTestId("model-provider-list");
+  await expect(list.getByRole("row", { name: /^primary/ })).toContainText(
+    /bounded-sim-1\s*http:\/\/127\.0\.0\.1:4110\s*answering\s*32\s*30\s*learnt from its headers/,
+  );
+  await expect(list.getByRole("row", { name: /^backup/ })).toContainText(
+    /bounded-sim-backup-1\s*http:\/\/127\.0\.0\.1:4110\s*answering\s*8\s*5\s*learnt from its headers/,
+  );
+  // No kind has a route of its own here: every kind's calls go to the primary alone.
+  await expect(providers.getByTestId("model-routes")).toHaveText("Routes: every kind: primary.");
+  // A provider's model opens its latency: the chart filtered by that model.
+  await list.getByRole("link", { name: "bounded-sim-1" }).click();
+  await expect(page).toHaveURL(/model=bounded-sim-1/);
+  await page.goto(`/model-calls?range=24h&queue=${QUEUE}`);
+  await expect(page.getByTestId("tokens-by-model").getByRole("row", { name: /bounded-sim-1/ })).toContainText(
+    /10,850 tokens\s*\$0\.003/,
+  );
+  await providers.screenshot({ path: "test-results/model-providers.png" });
+  await page.setViewportSize({ width: 390, height: 844 });
+  await providers.screenshot({ path: "test-results/model-providers-390.png" });
+});
+
 test("the histogram API is for viewers: 401 anonymous, 422 for an unknown range, the page's numbers otherwise", async ({
   request,
 }) => {

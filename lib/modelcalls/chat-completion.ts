@@ -29,6 +29,8 @@ import { countPromptTokens } from "./tokens";
 import { withLinkedSignal } from "@/lib/core/linked-signal";
 import { providerOfService, routeFor, type ModelProvider } from "@/lib/model-providers";
 import { isOutsideServiceDown } from "@/lib/ratelimit/errors";
+import { currentDeadline } from "@/lib/ratelimit/context";
+import { firstInTime, sendAgainAt, withSecondChance } from "./failover";
 
 const log = logger("modelcalls");
 
@@ -112,6 +114,12 @@ export interface ChatCompletionOptions {
   hedgeAfterMs?: number;
   /** @defaultValue `recordModelCall` (a ModelCall row per attempt) */
   record?: RecordModelCall;
+  /**
+   * When the call's job must end (real ms since the epoch): a provider too slow for what is left
+   * is skipped, and a call still unanswered is sent again on the next provider in time (./failover.ts).
+   * @defaultValue `currentDeadline()` (the job's soft deadline inside a worker run), else none
+   */
+  deadlineAt?: number;
   /** What the OpenAI client sends with. @defaultValue `nodeFetch` (node:http(s), no 300 s header limit) */
   fetch?: ModelFetch;
 }
@@ -366,9 +374,28 @@ function retryWait(plan: CallPlan, result: Failure, attempt: number): number {
 export async function chatCompletion(options: ChatCompletionOptions): Promise<ChatCompletionResult> {
   const route = routeOf(options);
   const callStarted = performance.now();
-  for (const [i, provider] of route.entries()) {
+  const deadlineAt = options.deadlineAt ?? currentDeadline();
+  const call = (provider: ModelProvider, signal: AbortSignal) =>
+    callProvider(planCall({ ...options, signal }, provider), callStarted);
+  const start = await firstInTime(route, deadlineAt);
+  if (start.skipped.length > 0)
+    log.info(
+      { ...options.context, skipped: start.skipped, provider: route[start.index]!.name },
+      "a model provider answers too slowly for what is left of the job's budget; the call goes to the next one on its route",
+    );
+  for (let i = start.index; i < route.length; i++) {
+    const provider = route[i]!;
+    const next = route[i + 1];
     try {
-      return await callProvider(planCall(options, provider), callStarted);
+      if (!next) return await call(provider, options.signal);
+      // Unanswered when the next provider could still answer before the deadline only if asked now: asked there too.
+      const at = await sendAgainAt(next, deadlineAt);
+      return await withSecondChance(call, { provider, next, at }, options.signal, () =>
+        log.info(
+          { ...options.context, provider: provider.name, fallback: next.name },
+          "a model call is still unanswered; sent again on the next provider of its route to meet the job's deadline",
+        ),
+      );
     } catch (err) {
       // Down (failed, silent or refusing our configuration), with a fallback after it on the
       // route: the call goes on there. The last provider's outage is the call's: it waits.

@@ -25,3 +25,12 @@ export class ModelCallError extends Error {
     this.retryAfterMs = details.retryAfterMs;
   }
 }
+
+/**
+ * The reason a request is cancelled when the same question was answered elsewhere first (a call
+ * sent again on the next provider of its route to meet its job's deadline): recorded as
+ * `superseded`, never as a failure or a cut by the job.
+ */
+export class CallSuperseded extends Error {
+  override name = "CallSuperseded";
+}

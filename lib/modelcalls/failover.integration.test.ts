@@ -2,6 +2,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import type { ModelProvider } from "@/lib/model-providers";
 import { breakerKey, breakers } from "@/lib/ratelimit/breaker";
 import { isOutsideServiceDown } from "@/lib/ratelimit/errors";
+import { forgetMeasuredLatencies } from "@/lib/ratelimit/measured-latency";
 import { silenceKeys } from "@/lib/ratelimit/silence";
 import { closeRedis, redis } from "@/lib/redis/client";
 import { waitFor } from "@/test/helpers/wait";
@@ -32,10 +33,19 @@ const SERVICES = ["model", "model:backup"] as const;
 async function clearBreakers() {
   await redis().del(...SERVICES.flatMap((s) => [breakerKey(s), ...silenceKeys(s, breakerKey(s)).slice(0, 4)]));
 }
-beforeEach(clearBreakers);
+beforeEach(async () => {
+  await clearBreakers();
+  forgetMeasuredLatencies();
+});
 afterEach(async () => {
   await sim.faults.setSilent("model", false);
+  await sim.faults.setSlowdown("model", 1);
 });
+
+/** `count` answered calls of `ms` each, as the service's silence detection keeps them (real ms). */
+async function measured(service: "model" | "model:backup", ms: number, count = 20) {
+  await redis().lpush(silenceKeys(service, breakerKey(service))[3]!, ...Array.from({ length: count }, () => ms));
+}
 
 const primary = (apiKey = "sk-primary"): ModelProvider => ({
   name: "primary",
@@ -60,9 +70,10 @@ const backup = (): ModelProvider => ({
 
 const stateOf = async (service: string) => (await redis().hget(breakerKey(service as "model"), "state")) ?? "closed";
 
-function ask(route: ModelProvider[], recorded: ModelCallRecord[] = []) {
+function ask(route: ModelProvider[], recorded: ModelCallRecord[] = [], deadlineAt?: number) {
   return chatCompletion({
     route,
+    deadlineAt,
     messages: [{ role: "user", content: "REWE Markt, weekly shop" }],
     signal: new AbortController().signal,
     context: { queue: "imports", jobKind: "csv_import" },
@@ -124,5 +135,41 @@ describe("failover to the next provider on a call's route (real Redis, two simul
     const after = await ask([primary(), backup()]);
     expect(after.provider).toBe("primary");
     expect((await breakers().read()).find((b) => b.service === "model")).toMatchObject({ state: "closed" });
+  });
+
+  it("by the deadline: a primary whose answers come after what is left of the job's budget is skipped for the fallback", async () => {
+    await measured("model", 5_000);
+    await measured("model:backup", 5);
+    const recorded: ModelCallRecord[] = [];
+    const answer = await ask([primary(), backup()], recorded, Date.now() + 1_000);
+    expect(answer.provider).toBe("backup");
+    expect(recorded.map((r) => r.model)).toEqual(["bounded-sim-backup-1"]);
+    // With time enough, the primary as usual.
+    expect((await ask([primary(), backup()], [], Date.now() + 60_000)).provider).toBe("primary");
+  });
+
+  it("by the deadline: a call still unanswered when the fallback could only just answer in time is sent there too; the first answer is kept and the primary's request recorded superseded", async () => {
+    await measured("model", 5);
+    await measured("model:backup", 5);
+    // The primary now takes 5 s a call (1 ms × 5,000); the job has 1.5 s.
+    await sim.faults.setSlowdown("model", 5_000);
+    const recorded: ModelCallRecord[] = [];
+    const started = Date.now();
+    const answer = await ask([primary(), backup()], recorded, started + 1_500);
+    const tookMs = Date.now() - started;
+    expect(answer.provider).toBe("backup");
+    // Sent again at the deadline less the fallback's p90 and the margin: about 1.2 s in, answered before the deadline.
+    expect(tookMs).toBeGreaterThanOrEqual(1_200);
+    expect(tookMs).toBeLessThan(1_500);
+    await waitFor(async () => recorded.length === 2, { timeoutMs: 5_000, what: "both requests recorded" });
+    expect(recorded.map((r) => [r.model, r.outcome]).sort()).toEqual([
+      ["bounded-sim-1", "superseded"],
+      ["bounded-sim-backup-1", "ok"],
+    ]);
+    // Without a deadline nothing is sent twice: the primary's answer, however slow.
+    await sim.faults.setSlowdown("model", 500);
+    const plain: ModelCallRecord[] = [];
+    expect((await ask([primary(), backup()], plain)).provider).toBe("primary");
+    expect(plain.map((r) => r.model)).toEqual(["bounded-sim-1"]);
   });
 });

@@ -1,4 +1,5 @@
 import { db } from "@/lib/db/client";
+import { CallSuperseded } from "./errors";
 import type { CallOutcome } from "@/lib/core/call-outcomes";
 import { isDeadlineExceeded } from "@/lib/core/signals";
 import { describeError } from "@/lib/format/describe";
@@ -55,8 +56,12 @@ export interface ModelCallRecord extends ModelCallContext {
 
 export type RecordModelCall = (call: ModelCallRecord) => Promise<void>;
 
-/** What a call cut by its job records: `aborted`, why, and whether the job's deadline cut it. */
+/**
+ * What a cut call records: `aborted`, why, and whether the job's deadline cut it — or `superseded`
+ * when it was cancelled because the same question was answered elsewhere first.
+ */
 export function abortedCall(reason: unknown): Pick<ModelCallRecord, "outcome" | "error" | "cutByDeadline"> {
+  if (reason instanceof CallSuperseded) return { outcome: "superseded", error: reason.message, cutByDeadline: false };
   return { outcome: "aborted", error: describeError(reason), cutByDeadline: isDeadlineExceeded(reason) };
 }
 
