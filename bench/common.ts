@@ -145,6 +145,21 @@ export function csvOf(rows: number, first = 1): Uint8Array {
 }
 
 /**
+ * Resolves once the job has ended (any status that is not open), polling its row every `pollMs`:
+ * the makespan is read off the row (`finishedAt`), and polling slowly keeps the database for the
+ * worker. Loads the database client when called, once the bench's environment is set.
+ */
+export async function untilJobEnds(jobId: string, pollMs = 250): Promise<void> {
+  const { db } = await import("../lib/db/client");
+  const { OPEN_STATUSES } = await import("../lib/core/job-statuses");
+  for (;;) {
+    const row = await db().job.findUniqueOrThrow({ where: { id: jobId }, select: { status: true } });
+    if (!(OPEN_STATUSES as readonly string[]).includes(row.status)) return;
+    await new Promise((r) => setTimeout(r, pollMs));
+  }
+}
+
+/**
  * In a bench's worker child: one BullMQ Worker on `imports`, as workers/main.ts starts it (the
  * catalog's processors, its lock and reschedule settings). Loaded once the child's environment is
  * set. `close` stops it and writes every model-call record before it resolves, so the parent reads

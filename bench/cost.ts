@@ -55,7 +55,15 @@ import os from "node:os";
 import path from "node:path";
 // Relative imports: tsx maps "@/…" only from the repository root; these work from anywhere.
 import { bankExportCsv, generateBankExport, type BankRow } from "./bank-export";
-import { BenchTimeout, benchDatabaseUrl, benchRedisPrefix, flagNumber, startImportsWorker, withinCap } from "./common";
+import {
+  BenchTimeout,
+  benchDatabaseUrl,
+  benchRedisPrefix,
+  flagNumber,
+  startImportsWorker,
+  untilJobEnds,
+  withinCap,
+} from "./common";
 import { dropDatabase, migrate } from "../scripts/db/migrate";
 
 const SCALE = flagNumber("--scale") ?? 0.05;
@@ -145,7 +153,6 @@ async function main(): Promise<void> {
   const { closeQueues } = await import("../lib/queues/queues");
   const { createImport } = await import("../lib/imports/create-import");
   const { estimateCostUsd, priceOf } = await import("../lib/modelcalls/usage");
-  const { OPEN_STATUSES } = await import("../lib/core/job-statuses");
   const { startSimulators } = await import("../workers/simulators/server");
   const { BATCH_TURNAROUND } = await import("../workers/simulators/model-batches");
   const { categoryQuestion } = await import("../lib/modelcalls/choose-category");
@@ -215,15 +222,8 @@ async function main(): Promise<void> {
     const created = await createImport({ tenant, filename: `${label}.csv`, bytes: csvOf(rows) });
     if (created.type !== "created") throw new Error(`${label}: the import was refused: ${created.message}`);
     const { jobId } = created;
-    const untilTerminal = async () => {
-      for (;;) {
-        const row = await db().job.findUniqueOrThrow({ where: { id: jobId }, select: { status: true } });
-        if (!(OPEN_STATUSES as readonly string[]).includes(row.status)) return;
-        await new Promise((r) => setTimeout(r, 250));
-      }
-    };
     try {
-      await withinCap(untilTerminal(), CAP_MS, `${label}: the ${rows.length}-row import`);
+      await withinCap(untilJobEnds(jobId), CAP_MS, `${label}: the ${rows.length}-row import`);
       worker.send({ type: "stop" });
       await withinCap(said("stopped"), STOP_CAP_MS, `${label}: the worker process's stop`);
     } catch (err) {

@@ -59,6 +59,7 @@ import {
   flagNumber,
   providerIdeal,
   startImportsWorker,
+  untilJobEnds,
   withinCap,
   type ProviderIdeal,
 } from "./common";
@@ -281,7 +282,6 @@ async function main(): Promise<void> {
   const { closeQueues } = await import("../lib/queues/queues");
   const { createImport } = await import("../lib/imports/create-import");
   const { providerWaitsKey } = await import("../lib/ratelimit/provider");
-  const { OPEN_STATUSES } = await import("../lib/core/job-statuses");
   const { startSimulators } = await import("../workers/simulators/server");
   const { pruneOnce } = await import("../lib/retention/prune");
 
@@ -411,17 +411,9 @@ async function main(): Promise<void> {
     }
     onCreated?.(created.jobId);
     const { jobId } = created;
-    const untilTerminal = async () => {
-      for (;;) {
-        const row = await db().job.findUniqueOrThrow({ where: { id: jobId }, select: { status: true } });
-        if (!(OPEN_STATUSES as readonly string[]).includes(row.status)) return;
-        // The makespan is read off the row (finishedAt); polling slowly keeps the database for the worker.
-        await new Promise((r) => setTimeout(r, 200));
-      }
-    };
     const capMs = 20 * ideal.seconds * 1000 * scale + 120_000;
     try {
-      await withinCap(untilTerminal(), capMs, `${label}: the ${rows}-row import`);
+      await withinCap(untilJobEnds(jobId, 200), capMs, `${label}: the ${rows}-row import`);
     } catch (err) {
       worker.kill();
       if (err instanceof BenchTimeout) {

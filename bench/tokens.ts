@@ -28,7 +28,15 @@ import { fork } from "node:child_process";
 import os from "node:os";
 import path from "node:path";
 // Relative imports: tsx maps "@/…" only from the repository root; these work from anywhere.
-import { BenchTimeout, benchDatabaseUrl, benchRedisPrefix, flagNumber, startImportsWorker, withinCap } from "./common";
+import {
+  BenchTimeout,
+  benchDatabaseUrl,
+  benchRedisPrefix,
+  flagNumber,
+  startImportsWorker,
+  untilJobEnds,
+  withinCap,
+} from "./common";
 import { dropDatabase, migrate } from "../scripts/db/migrate";
 import { distinctWord } from "../lib/format/distinct-word";
 
@@ -165,7 +173,6 @@ async function main(): Promise<void> {
   const { closeQueues } = await import("../lib/queues/queues");
   const { createImport } = await import("../lib/imports/create-import");
   const { providerLimiter, providerWaitsKey } = await import("../lib/ratelimit/provider");
-  const { OPEN_STATUSES } = await import("../lib/core/job-statuses");
   const { KINDS } = await import("../lib/catalog/catalog");
   const { startSimulators } = await import("../workers/simulators/server");
 
@@ -191,15 +198,8 @@ async function main(): Promise<void> {
   const created = await createImport({ tenant: "bench-tokens", filename: "tokens.csv", bytes });
   if (created.type !== "created") throw new Error(`the import was refused: ${created.message}`);
   const { jobId } = created;
-  const untilTerminal = async () => {
-    for (;;) {
-      const row = await db().job.findUniqueOrThrow({ where: { id: jobId }, select: { status: true } });
-      if (!(OPEN_STATUSES as readonly string[]).includes(row.status)) return;
-      await new Promise((r) => setTimeout(r, 250));
-    }
-  };
   try {
-    await withinCap(untilTerminal(), CAP_S * 1000 * SCALE, `the ${ROWS}-row import`);
+    await withinCap(untilJobEnds(jobId), CAP_S * 1000 * SCALE, `the ${ROWS}-row import`);
     const stopped = Promise.all(
       workers.map((w) => {
         w.send({ type: "stop" });
