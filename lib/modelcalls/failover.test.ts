@@ -39,10 +39,15 @@ describe("failover by the deadline", () => {
   });
 
   it("sends again on the next provider when nine in ten of its answers would still come before the deadline", async () => {
-    const deadline = 5_000_000;
-    expect(await sendAgainAt(route[1]!, deadline, p50({ backup: 1_000 }))).toBe(deadline - 2_000 - DEADLINE_MARGIN_MS);
-    expect(await sendAgainAt(route[1]!, undefined, p50({ backup: 1_000 }))).toBeNull();
-    expect(await sendAgainAt(route[1]!, deadline, p50({ backup: null }))).toBeNull();
+    const now = 1_000_000;
+    const deadline = now + 60_000;
+    const backup = p50({ backup: 1_000 });
+    expect(await sendAgainAt(route[1]!, deadline, now, backup)).toBe(deadline - 2_000 - DEADLINE_MARGIN_MS);
+    // Past that moment: at once, while its median answer still comes in time; after, never.
+    expect(await sendAgainAt(route[1]!, now + 1_500, now, backup)).toBe(now);
+    expect(await sendAgainAt(route[1]!, now + 1_000, now, backup)).toBeNull();
+    expect(await sendAgainAt(route[1]!, undefined, now, backup)).toBeNull();
+    expect(await sendAgainAt(route[1]!, deadline, now, p50({ backup: null }))).toBeNull();
   });
 
   it("reads the median and the 90th percentile off the recent answers, once there are enough", () => {

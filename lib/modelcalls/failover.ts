@@ -44,16 +44,19 @@ export async function firstInTime(
 /**
  * When a call still unanswered on a provider is sent again on `next` (real ms since the epoch):
  * the latest moment at which nine in ten of the next provider's answers still come before the
- * deadline. Null without a deadline or a measured next provider: it is never sent again then.
+ * deadline (now, when that has passed). Null without a deadline or a measured next provider, or
+ * when even its median answer would come too late: it is not sent again then, paid for nothing.
  */
 export async function sendAgainAt(
   next: ModelProvider,
   deadlineAt: number | undefined,
+  now = Date.now(),
   latencies: Latencies = measured,
 ): Promise<number | null> {
   if (deadlineAt === undefined) return null;
   const latency = await latencies(next);
-  return latency === null ? null : deadlineAt - latency.p90Ms - DEADLINE_MARGIN_MS;
+  if (latency === null || deadlineAt - now - DEADLINE_MARGIN_MS < latency.p50Ms) return null;
+  return Math.max(now, deadlineAt - latency.p90Ms - DEADLINE_MARGIN_MS);
 }
 
 /**
