@@ -104,12 +104,13 @@ const fields = z.object({
   MODEL_NAME: z.string().min(1).default("bounded-sim-1"),
   MODEL_API_KEY: z.string().optional(),
   /**
-   * Model providers beyond the primary (`MODEL_BASE_URL`), comma-separated, and the default route
-   * of model calls through them; each provider's own variables and each kind's route are read by
-   * lib/model-providers.ts, which checks them all.
+   * Model providers beyond the primary (`MODEL_BASE_URL`), comma-separated, the default route of
+   * model calls through them and when a call fails over; each provider's own variables and each
+   * kind's route and policy are read by lib/model-providers.ts, which checks them all.
    */
   BOUNDED_MODEL_PROVIDERS: z.string().optional(),
   BOUNDED_MODEL_ROUTE: z.string().optional(),
+  BOUNDED_MODEL_FAILOVER: z.enum(["never", "outage", "deadline"]).default("deadline"),
   /**
    * USD per million tokens by model name, for the estimated cost of model calls (lib/modelcalls/usage.ts):
    * JSON `{"<model>": {"prompt": usd, "completion": usd, "batchPrompt": usd, "batchCompletion": usd}}`.

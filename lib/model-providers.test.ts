@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { EnvError, parseEnv } from "./env";
-import { parseModelRouting, providerVariables, routeFor } from "./model-providers";
+import { failoverFor, parseModelRouting, providerVariables, routeFor } from "./model-providers";
 
 const routingOf = (source: Record<string, string>) => parseModelRouting(source, parseEnv(source));
 
@@ -45,6 +45,20 @@ describe("the model providers and their routes", () => {
     ).toEqual(["backup", "primary"]);
   });
 
+  it("a failover policy for every kind and one per kind: never keeps the route's first provider alone", () => {
+    const routing = routingOf({
+      ...BACKUP,
+      BOUNDED_MODEL_ROUTE: "primary,backup",
+      BOUNDED_MODEL_FAILOVER: "outage",
+      BOUNDED_MODEL_FAILOVER_CSV_IMPORT: "never",
+    });
+    expect(failoverFor("agent_run", routing)).toBe("outage");
+    expect(routeFor("agent_run", routing).map((p) => p.name)).toEqual(["primary", "backup"]);
+    expect(failoverFor("csv_import", routing)).toBe("never");
+    expect(routeFor("csv_import", routing).map((p) => p.name)).toEqual(["primary"]);
+    expect(failoverFor(undefined, routingOf(BACKUP))).toBe("deadline");
+  });
+
   it("every mistake is one line of the error, naming the variable and what to do", () => {
     const source = {
       BOUNDED_MODEL_PROVIDERS: "backup,Other,primary,spare",
@@ -54,6 +68,7 @@ describe("the model providers and their routes", () => {
       BOUNDED_MODEL_ROUTE: "primary,bakup",
       BOUNDED_MODEL_ROUTE_AGENT_RUN: "primary,primary",
       BOUNDED_MODEL_ROUTE_NOPE: "primary",
+      BOUNDED_MODEL_FAILOVER_AGENT_RUN: "sometimes",
     };
     let error: unknown;
     try {
@@ -73,6 +88,9 @@ describe("the model providers and their routes", () => {
       expect.stringMatching(/^ {2}- BOUNDED_MODEL_ROUTE: "bakup" is not a model provider \(there are: primary\)/),
       expect.stringMatching(/^ {2}- BOUNDED_MODEL_ROUTE_AGENT_RUN: names "primary" twice/),
       expect.stringMatching(/^ {2}- BOUNDED_MODEL_ROUTE_NOPE: no job kind "nope"/),
+      expect.stringMatching(
+        /^ {2}- BOUNDED_MODEL_FAILOVER_AGENT_RUN: "sometimes" is no failover policy \(there are: never, outage, deadline\)/,
+      ),
     ]);
   });
 

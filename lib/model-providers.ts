@@ -18,6 +18,9 @@ import { env, EnvError, type Env } from "@/lib/env";
  * half-open: failed, silent, or refusing our configuration): `BOUNDED_MODEL_ROUTE` for every kind
  * (default `primary`: no fallback), `BOUNDED_MODEL_ROUTE_<KIND>` for one (`BOUNDED_MODEL_ROUTE_AGENT_RUN=primary,backup`).
  * A route of one provider never fails over: its calls wait for it, as every call did before.
+ * `BOUNDED_MODEL_FAILOVER` (and `BOUNDED_MODEL_FAILOVER_<KIND>`) says when a call leaves a provider
+ * for the next: `deadline` (the default: while it is down, and when it cannot answer in what is
+ * left of the job's budget), `outage` (while it is down only) or `never` (the route's first alone).
  *
  * Each provider is an outside service of its own (`service`): its own circuit breaker, silence
  * detection, provider slots, token limits learnt from its headers, latency and cost. Every mistake
@@ -50,12 +53,23 @@ export interface ModelProvider {
   tpm: number | undefined;
 }
 
+/**
+ * When a call leaves a provider of its route for the next one: `never` (the first provider alone,
+ * whatever happens: the answer must come from it), `outage` (while it is down), `deadline` (while
+ * it is down, and when it cannot answer in what is left of the job's budget: lib/modelcalls/failover.ts).
+ */
+export const FAILOVER_POLICIES = ["never", "outage", "deadline"] as const;
+export type FailoverPolicy = (typeof FAILOVER_POLICIES)[number];
+
 export interface ModelRouting {
   providers: ModelProvider[];
   /** The route of every kind without one of its own. */
   defaultRoute: ModelProvider[];
   /** Routes of kinds that have their own. */
   routes: Partial<Record<string, ModelProvider[]>>;
+  /** The failover policy of every kind without one of its own, and those of kinds that have their own. */
+  defaultFailover: FailoverPolicy;
+  failover: Partial<Record<string, FailoverPolicy>>;
 }
 
 const NAME = /^[a-z][a-z0-9]*$/;
@@ -183,28 +197,57 @@ export function parseModelRouting(source: Record<string, string | undefined>, e:
       if (provider) byName.set(name, provider);
     }
   }
-  const defaultValue = read(source, "BOUNDED_MODEL_ROUTE");
-  const defaultRoute =
-    defaultValue === undefined ? [primary] : route("BOUNDED_MODEL_ROUTE", defaultValue, byName, mistakes);
-  const routes: Partial<Record<string, ModelProvider[]>> = {};
-  const prefix = "BOUNDED_MODEL_ROUTE_";
+  const toRoute = (variable: string, value: string) => route(variable, value, byName, mistakes);
+  const toPolicy = (variable: string, value: string) => policy(variable, value, mistakes);
+  const defaultRoute = withDefault(source, "BOUNDED_MODEL_ROUTE", toRoute, [primary]);
+  const routes = perKind(source, "BOUNDED_MODEL_ROUTE_", toRoute, mistakes);
+  const defaultFailover = withDefault(source, "BOUNDED_MODEL_FAILOVER", toPolicy, "deadline");
+  const failover = perKind(source, "BOUNDED_MODEL_FAILOVER_", toPolicy, mistakes);
+  if (mistakes.length > 0)
+    throw new EnvError(
+      `the model providers are not configured right:\n${mistakes.map((m) => `  - ${m}`).join("\n")}\nFix them in the environment or .env, see .env.example.`,
+    );
+  return { providers: [...byName.values()], defaultRoute, routes, defaultFailover, failover };
+}
+
+/** A variable's value read by `parse`, or `fallback` when it is unset. */
+function withDefault<T>(
+  source: Record<string, string | undefined>,
+  variable: string,
+  parse: (variable: string, value: string) => T,
+  fallback: T,
+): T {
+  const value = read(source, variable);
+  return value === undefined ? fallback : parse(variable, value);
+}
+
+/** Every `<prefix><KIND>` variable read by `parse`, by kind; a name that is no kind is a mistake. */
+function perKind<T>(
+  source: Record<string, string | undefined>,
+  prefix: string,
+  parse: (variable: string, value: string) => T,
+  mistakes: string[],
+): Partial<Record<string, T>> {
+  const byKind: Partial<Record<string, T>> = {};
   for (const variable of Object.keys(source)
     .filter((k) => k.startsWith(prefix))
     .sort()) {
     const value = read(source, variable);
     if (value === undefined) continue;
     const kind = variable.slice(prefix.length).toLowerCase();
-    if (!(JOB_KINDS as readonly string[]).includes(kind)) {
-      mistakes.push(`${variable}: no job kind "${kind}" (there are: ${JOB_KINDS.join(", ")})`);
-      continue;
-    }
-    routes[kind] = route(variable, value, byName, mistakes);
+    if ((JOB_KINDS as readonly string[]).includes(kind)) byKind[kind] = parse(variable, value);
+    else mistakes.push(`${variable}: no job kind "${kind}" (there are: ${JOB_KINDS.join(", ")})`);
   }
-  if (mistakes.length > 0)
-    throw new EnvError(
-      `the model providers are not configured right:\n${mistakes.map((m) => `  - ${m}`).join("\n")}\nFix them in the environment or .env, see .env.example.`,
-    );
-  return { providers: [...byName.values()], defaultRoute, routes };
+  return byKind;
+}
+
+/** A failover policy variable's value; a mistake (and `deadline`) when it is none of them. */
+function policy(variable: string, value: string, mistakes: string[]): FailoverPolicy {
+  if ((FAILOVER_POLICIES as readonly string[]).includes(value)) return value as FailoverPolicy;
+  mistakes.push(
+    `${variable}: "${value.slice(0, 40)}" is no failover policy (there are: ${FAILOVER_POLICIES.join(", ")})`,
+  );
+  return "deadline";
 }
 
 let cached: ModelRouting | undefined;
@@ -220,9 +263,18 @@ export function resetModelRouting(): void {
   cached = undefined;
 }
 
-/** The route of a job kind's model calls: its own, else the default. */
+/**
+ * The route of a job kind's model calls: its own, else the default — its first provider alone
+ * when the kind's failover policy is `never`.
+ */
 export function routeFor(kind: string | undefined, routing: ModelRouting = modelRouting()): ModelProvider[] {
-  return (kind === undefined ? undefined : routing.routes[kind]) ?? routing.defaultRoute;
+  const route = (kind === undefined ? undefined : routing.routes[kind]) ?? routing.defaultRoute;
+  return failoverFor(kind, routing) === "never" ? route.slice(0, 1) : route;
+}
+
+/** A job kind's failover policy: its own, else the default. */
+export function failoverFor(kind: string | undefined, routing: ModelRouting = modelRouting()): FailoverPolicy {
+  return (kind === undefined ? undefined : routing.failover[kind]) ?? routing.defaultFailover;
 }
 
 /** The outside services of the model providers configured: `model`, then `model:<name>` for each other one. */

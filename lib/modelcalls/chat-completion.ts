@@ -27,10 +27,10 @@ import {
 import { chatCompletionResponseSchema, type ChatMessage } from "./schemas";
 import { countPromptTokens } from "./tokens";
 import { withLinkedSignal } from "@/lib/core/linked-signal";
-import { providerOfService, routeFor, type ModelProvider } from "@/lib/model-providers";
+import { failoverFor, providerOfService, routeFor, type ModelProvider } from "@/lib/model-providers";
 import { isOutsideServiceDown } from "@/lib/ratelimit/errors";
 import { currentDeadline } from "@/lib/ratelimit/context";
-import { firstInTime, sendAgainAt, withSecondChance } from "./failover";
+import { decidingDeadline, firstInTime, sendAgainAt, withSecondChance } from "./failover";
 
 const log = logger("modelcalls");
 
@@ -374,7 +374,10 @@ function retryWait(plan: CallPlan, result: Failure, attempt: number): number {
 export async function chatCompletion(options: ChatCompletionOptions): Promise<ChatCompletionResult> {
   const route = routeOf(options);
   const callStarted = performance.now();
-  const deadlineAt = options.deadlineAt ?? currentDeadline();
+  const deadlineAt = decidingDeadline(
+    options.route === undefined ? failoverFor(options.context.jobKind) : "deadline",
+    options.deadlineAt ?? currentDeadline(),
+  );
   const call = (provider: ModelProvider, signal: AbortSignal) =>
     callProvider(planCall({ ...options, signal }, provider), callStarted);
   const start = await firstInTime(route, deadlineAt);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { ModelProvider } from "@/lib/model-providers";
 import { latencyOf } from "@/lib/ratelimit/measured-latency";
-import { DEADLINE_MARGIN_MS, firstInTime, sendAgainAt } from "./failover";
+import { DEADLINE_MARGIN_MS, decidingDeadline, firstInTime, sendAgainAt } from "./failover";
 
 const provider = (name: string): ModelProvider => ({
   name,
@@ -54,5 +54,11 @@ describe("failover by the deadline", () => {
     expect(latencyOf([1, 2, 3])).toBeNull();
     const values = Array.from({ length: 100 }, (_, i) => i + 1);
     expect(latencyOf(values)).toEqual({ p50Ms: 51, p90Ms: 91, samples: 100 });
+  });
+
+  it("decides by the deadline only under the policy deadline", () => {
+    expect(decidingDeadline("deadline", 42)).toBe(42);
+    expect(decidingDeadline("outage", 42)).toBeUndefined();
+    expect(decidingDeadline("never", 42)).toBeUndefined();
   });
 });

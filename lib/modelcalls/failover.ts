@@ -1,5 +1,5 @@
 import { withLinkedSignal } from "@/lib/core/linked-signal";
-import type { ModelProvider } from "@/lib/model-providers";
+import type { FailoverPolicy, ModelProvider } from "@/lib/model-providers";
 import { measuredLatency, type MeasuredLatency } from "@/lib/ratelimit/measured-latency";
 import { sleep } from "@/lib/time";
 import { CallSuperseded } from "./errors";
@@ -18,6 +18,14 @@ export const DEADLINE_MARGIN_MS = 250;
 type Latencies = (provider: ModelProvider) => Promise<MeasuredLatency | null>;
 
 const measured: Latencies = (provider) => measuredLatency(provider.service);
+
+/**
+ * The deadline failover decides by: the job's, under the policy `deadline`; none under `outage`
+ * (a call leaves a provider only while it is down) or `never` (its route is one provider).
+ */
+export function decidingDeadline(policy: FailoverPolicy, deadlineAt: number | undefined): number | undefined {
+  return policy === "deadline" ? deadlineAt : undefined;
+}
 
 /**
  * The first provider of the route worth asking: the first one, unless its median answer would
