@@ -77,11 +77,13 @@ export const SILENCE_SEVERAL = 4;
  * each probe of the same outage that hung doubles the next one's: a service slowed past its
  * normal slowest answer (a provider degraded tenfold) is slow, not silent, and a probe that may
  * wait long enough gets its answer — which closes the breaker and raises the threshold to twice
- * that answer (silence.lua). Four: a service slowed twelvefold answers most calls inside four
- * thresholds, while a silent one still has a new probe every cool-down, so its recovery is seen
- * as soon as before.
+ * that answer (silence.lua). Sixteen: with the model's 40 s, a probe may wait up to about ten
+ * minutes — the slowest model call ever seen (~11 min) — so a provider slowed fortyfold (a median
+ * call of almost four minutes) is found answering after a few probes, while one slower than that
+ * is as good as down for any job. A silent one still gets a new probe every cool-down (the probe's
+ * lease), each waiting its patience, so its recovery is seen as soon as before.
  */
-export const SILENCE_PROBE_PATIENCE_MAX = 4;
+export const SILENCE_PROBE_PATIENCE_MAX = 16;
 /** How often a process with calls out checks (production ms): 2 s is a few percent of the model threshold. */
 export const SILENCE_CHECK_MS = 2_000;
 /** The shortest check interval in real ms: at a tiny time scale, checking faster only loads Redis. */
