@@ -1,7 +1,7 @@
 import Link from "next/link";
 import { JOB_KINDS } from "@/lib/catalog/catalog";
 import { formatCount } from "@/lib/format/number";
-import { modelRouting, routeFor } from "@/lib/model-providers";
+import { failoverFor, modelRouting, routeFor, type ModelRouting } from "@/lib/model-providers";
 import { readBreakers } from "@/lib/ratelimit/breaker";
 import { DataTable, num } from "../../components/data-table";
 
@@ -12,6 +12,13 @@ const STATE_LABEL = {
   misconfigured: "refuses our configuration",
 } as const;
 
+/** "primary → backup (failover: deadline)"; a route of one has no failover to name. */
+function routeText(kind: string | undefined, routing: ModelRouting): string {
+  const route = routeFor(kind, routing);
+  const names = route.map((p) => p.name).join(" → ");
+  return route.length > 1 ? `${names} (failover: ${failoverFor(kind, routing)})` : names;
+}
+
 /**
  * The model providers configured and the route each kind's calls take through them: where a call
  * goes, and where it goes while the provider before is down (lib/model-providers.ts). Each
@@ -21,14 +28,15 @@ export async function ProvidersSection() {
   const routing = modelRouting();
   const breakers = await readBreakers();
   const stateOf = (service: string) => breakers?.find((b) => b.service === service)?.state;
-  const routes = JOB_KINDS.filter((kind) => routing.routes[kind] !== undefined);
+  const routes = JOB_KINDS.filter((kind) => routing.routes[kind] !== undefined || routing.failover[kind] !== undefined);
   return (
     <section className="panel" aria-labelledby="providers-title" data-testid="model-providers">
       <h2 id="providers-title">Model providers and routes</h2>
       <p className="small muted">
         Each kind's model calls go to the first provider on its route, and to the next one while those before it are
-        down (circuit open, silent or refusing our configuration), back as soon as a probe finds the first one
-        answering. A route of one provider waits for it. Limits are shared by every worker process.
+        down (circuit open, silent or refusing our configuration) — and, under the policy <em>deadline</em>, when they
+        would answer after the job's deadline — back as soon as a probe finds the first one answering. A route of one
+        provider, or the policy <em>never</em>, waits for it. Limits are shared by every worker process.
       </p>
       <DataTable
         headings={[
@@ -62,16 +70,10 @@ export async function ProvidersSection() {
         }}
       </DataTable>
       <p data-testid="model-routes">
-        <strong>Routes:</strong> every kind:{" "}
-        {routeFor(undefined, routing)
-          .map((p) => p.name)
-          .join(" → ")}
+        <strong>Routes:</strong> every kind: {routeText(undefined, routing)}
         {routes.map((kind) => (
           <span key={kind}>
-            ; <span className="mono">{kind}</span>:{" "}
-            {routeFor(kind, routing)
-              .map((p) => p.name)
-              .join(" → ")}
+            ; <span className="mono">{kind}</span>: {routeText(kind, routing)}
           </span>
         ))}
         .
