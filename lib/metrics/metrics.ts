@@ -121,6 +121,8 @@ export const MODEL_TOKEN_TYPES = ["prompt", "completion"] as const;
 export const ANSWER_SOURCES = ["model", "job", "cache"] as const;
 
 /** The lanes a job may take (lib/runs/batch-lane.ts): `bounded_batch_lane_decisions_total{lane}`. */
+/** Why a model call went to the next provider of its route (`bounded_model_failovers_total{reason}`). */
+export const FAILOVER_REASONS = ["down", "slow", "deadline"] as const;
 export const BATCH_LANES = ["batch", "direct"] as const;
 /**
  * How a job's batch ended for it (`bounded_batches_ended_total{outcome}`): completed, ended at the
@@ -247,6 +249,10 @@ export interface BoundedMetrics {
   categoryAnswered(labels: Labels<"kind" | "source">, saved?: SavedModelSpend): void;
   /** `bounded_batch_lane_decisions_total{kind,lane}`: a job decided its lane at its start (batch, direct). */
   batchLaneDecided: { inc(labels: { kind: string; lane: (typeof BATCH_LANES)[number] }): void };
+  /** `bounded_model_failovers_total{kind,from,to,reason}`: a model call went to the next provider of its route. */
+  modelFailedOver: {
+    inc(labels: { kind: string; from: string; to: string; reason: (typeof FAILOVER_REASONS)[number] }): void;
+  };
   /** `bounded_batches_ended_total{kind,outcome}`: a job's batch ended for it (see `BATCH_ENDINGS`). */
   batchEnded: { inc(labels: { kind: string; outcome: (typeof BATCH_ENDINGS)[number] }): void };
   /**
@@ -438,6 +444,11 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     "Jobs' batches at the provider's Batch API that ended for their job, by kind and outcome: completed, expired, failed or cancelled at the provider, given up on at the last moment (cancelled, the rest finished directly), or unanswered then.",
     ["kind", "outcome"],
     labelSets({ kind: JOB_KINDS, outcome: BATCH_ENDINGS }),
+  );
+  const modelFailovers = counter(
+    "model_failovers_total",
+    "Model calls that went to the next provider of their route, by job kind, the provider left, the one gone to, and why: down (its breaker open, half-open or misconfigured), slow (its median answer would come after the job's deadline), or deadline (still unanswered when the next one could only just answer in time; sent there too).",
+    ["kind", "from", "to", "reason"],
   );
   const jobsReaped = counter(
     "jobs_reaped_total",
@@ -700,6 +711,7 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     jobsCrashResumed: { inc: (labels, value) => jobsCrashResumed.inc(labels, value) },
     modelTokens: { inc: (labels, value) => modelTokens.inc(labels, value) },
     batchLaneDecided: { inc: (labels) => batchLaneDecisions.inc(labels) },
+    modelFailedOver: { inc: (labels) => modelFailovers.inc(labels) },
     batchEnded: { inc: (labels) => batchesEnded.inc(labels) },
     progressPollsFromCopy: { inc: () => progressPollsFromCopy.inc() },
     categoryAnswered(labels, saved) {
@@ -767,6 +779,10 @@ export const metrics = {
   batchLaneDecided: {
     inc: (labels: { kind: string; lane: (typeof BATCH_LANES)[number] }) =>
       processMetrics().batchLaneDecided.inc(labels),
+  },
+  modelFailedOver: {
+    inc: (labels: { kind: string; from: string; to: string; reason: (typeof FAILOVER_REASONS)[number] }) =>
+      processMetrics().modelFailedOver.inc(labels),
   },
   batchEnded: {
     inc: (labels: { kind: string; outcome: (typeof BATCH_ENDINGS)[number] }) => processMetrics().batchEnded.inc(labels),

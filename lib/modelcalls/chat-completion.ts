@@ -29,6 +29,7 @@ import { countPromptTokens } from "./tokens";
 import { withLinkedSignal } from "@/lib/core/linked-signal";
 import { failoverFor, providerOfService, routeFor, type ModelProvider } from "@/lib/model-providers";
 import { isOutsideServiceDown } from "@/lib/ratelimit/errors";
+import { metrics, type FAILOVER_REASONS } from "@/lib/metrics/metrics";
 import { currentDeadline } from "@/lib/ratelimit/context";
 import { decidingDeadline, firstInTime, sendAgainAt, withSecondChance } from "./failover";
 
@@ -381,11 +382,8 @@ export async function chatCompletion(options: ChatCompletionOptions): Promise<Ch
   const call = (provider: ModelProvider, signal: AbortSignal) =>
     callProvider(planCall({ ...options, signal }, provider), callStarted);
   const start = await firstInTime(route, deadlineAt);
-  if (start.skipped.length > 0)
-    log.info(
-      { ...options.context, skipped: start.skipped, provider: route[start.index]!.name },
-      "a model provider answers too slowly for what is left of the job's budget; the call goes to the next one on its route",
-    );
+  for (const skipped of start.skipped)
+    failedOver(options.context, skipped.provider, route[start.index]!.name, "slow", `median ${skipped.p50Ms} ms`);
   for (let i = start.index; i < route.length; i++) {
     const provider = route[i]!;
     const next = route[i + 1];
@@ -394,23 +392,35 @@ export async function chatCompletion(options: ChatCompletionOptions): Promise<Ch
       // Unanswered when the next provider could still answer before the deadline only if asked now: asked there too.
       const at = await sendAgainAt(next, deadlineAt);
       return await withSecondChance(call, { provider, next, at }, options.signal, () =>
-        log.info(
-          { ...options.context, provider: provider.name, fallback: next.name },
-          "a model call is still unanswered; sent again on the next provider of its route to meet the job's deadline",
-        ),
+        failedOver(options.context, provider.name, next.name, "deadline", "still unanswered"),
       );
     } catch (err) {
       // Down (failed, silent or refusing our configuration), with a fallback after it on the
       // route: the call goes on there. The last provider's outage is the call's: it waits.
       const next = route[i + 1];
       if (!isOutsideServiceDown(err) || !next || options.signal.aborted) throw err;
-      log.warn(
-        { ...options.context, provider: provider.name, fallback: next.name, error: err.error },
-        "the model provider is down; the call goes to the next provider on its route",
-      );
+      failedOver(options.context, provider.name, next.name, "down", err.error);
     }
   }
   throw new Error("a model call needs a route of at least one provider");
+}
+
+/**
+ * A call gone to the next provider of its route: counted (`bounded_model_failovers_total`) and
+ * logged at debug — the provider's outage is logged once, by its breaker, not once per call.
+ */
+function failedOver(
+  context: ModelCallContext,
+  from: string,
+  to: string,
+  reason: (typeof FAILOVER_REASONS)[number],
+  why: string,
+): void {
+  metrics.modelFailedOver.inc({ kind: context.jobKind ?? "", from, to, reason });
+  log.debug(
+    { ...context, provider: from, fallback: to, reason, why },
+    "a model call went to the next provider of its route",
+  );
 }
 
 /** One call on one provider: its attempts, retried as the policy says. */

@@ -4,6 +4,7 @@ import { breakerKey, breakers } from "@/lib/ratelimit/breaker";
 import { isOutsideServiceDown } from "@/lib/ratelimit/errors";
 import { forgetMeasuredLatencies } from "@/lib/ratelimit/measured-latency";
 import { silenceKeys } from "@/lib/ratelimit/silence";
+import { processMetrics } from "@/lib/metrics/metrics";
 import { closeRedis, redis } from "@/lib/redis/client";
 import { waitFor } from "@/test/helpers/wait";
 import { startSimulators, type RunningSimulators } from "@/workers/simulators/server";
@@ -68,6 +69,20 @@ const backup = (): ModelProvider => ({
   tpm: undefined,
 });
 
+/** `bounded_model_failovers_total` for csv_import from the primary to the fallback, for `reason`. */
+async function failovers(reason: string): Promise<number> {
+  const { values } = await processMetrics().registry.getSingleMetric("bounded_model_failovers_total")!.get();
+  return values
+    .filter(
+      (v) =>
+        v.labels.kind === "csv_import" &&
+        v.labels.from === "primary" &&
+        v.labels.to === "backup" &&
+        v.labels.reason === reason,
+    )
+    .reduce((n, v) => n + v.value, 0);
+}
+
 const stateOf = async (service: string) => (await redis().hget(breakerKey(service as "model"), "state")) ?? "closed";
 
 function ask(route: ModelProvider[], recorded: ModelCallRecord[] = [], deadlineAt?: number) {
@@ -84,7 +99,9 @@ function ask(route: ModelProvider[], recorded: ModelCallRecord[] = [], deadlineA
 describe("failover to the next provider on a call's route (real Redis, two simulated providers)", () => {
   it("a misconfigured primary: the call is answered by the fallback at once, and so are the calls after it (the primary asked again only by a probe after its cool-down)", async () => {
     const recorded: ModelCallRecord[] = [];
+    const down = await failovers("down");
     const first = await ask([primary("sk-wrong"), backup()], recorded);
+    expect(await failovers("down")).toBe(down + 1);
     expect(first).toMatchObject({ provider: "backup", model: "bounded-sim-backup-1" });
     // Its own breaker: the primary's misconfigured, the fallback's closed.
     expect(await stateOf("model")).toBe("misconfigured");
@@ -141,8 +158,10 @@ describe("failover to the next provider on a call's route (real Redis, two simul
     await measured("model", 5_000);
     await measured("model:backup", 5);
     const recorded: ModelCallRecord[] = [];
+    const slow = await failovers("slow");
     const answer = await ask([primary(), backup()], recorded, Date.now() + 1_000);
     expect(answer.provider).toBe("backup");
+    expect(await failovers("slow")).toBe(slow + 1);
     expect(recorded.map((r) => r.model)).toEqual(["bounded-sim-backup-1"]);
     // With time enough, the primary as usual.
     expect((await ask([primary(), backup()], [], Date.now() + 60_000)).provider).toBe("primary");
@@ -154,10 +173,12 @@ describe("failover to the next provider on a call's route (real Redis, two simul
     // The primary now takes 5 s a call (1 ms × 5,000); the job has 1.5 s.
     await sim.faults.setSlowdown("model", 5_000);
     const recorded: ModelCallRecord[] = [];
+    const sentAgain = await failovers("deadline");
     const started = Date.now();
     const answer = await ask([primary(), backup()], recorded, started + 1_500);
     const tookMs = Date.now() - started;
     expect(answer.provider).toBe("backup");
+    expect(await failovers("deadline")).toBe(sentAgain + 1);
     // Sent again at the deadline less the fallback's p90 and the margin: about 1.2 s in, answered before the deadline.
     expect(tookMs).toBeGreaterThanOrEqual(1_200);
     expect(tookMs).toBeLessThan(1_500);
