@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { EnvError, parseEnv } from "./env";
-import { failoverFor, parseModelRouting, providerVariables, routeFor } from "./model-providers";
+import { failoverFor, fallbacksOf, parseModelRouting, providerVariables, routeFor } from "./model-providers";
 
 const routingOf = (source: Record<string, string>) => parseModelRouting(source, parseEnv(source));
 
@@ -92,6 +92,19 @@ describe("the model providers and their routes", () => {
         /^ {2}- BOUNDED_MODEL_FAILOVER_AGENT_RUN: "sometimes" is no failover policy \(there are: never, outage, deadline\)/,
       ),
     ]);
+  });
+
+  it("knows where a provider's calls go while it is down: the providers after it on any route that fails over", () => {
+    expect(fallbacksOf("model", routingOf(BACKUP))).toEqual([]);
+    const routed = routingOf({ ...BACKUP, BOUNDED_MODEL_ROUTE_AGENT_RUN: "primary,backup" });
+    expect(fallbacksOf("model", routed)).toEqual(["backup"]);
+    expect(fallbacksOf("model:backup", routed)).toEqual([]);
+    expect(
+      fallbacksOf(
+        "model",
+        routingOf({ ...BACKUP, BOUNDED_MODEL_ROUTE: "primary,backup", BOUNDED_MODEL_FAILOVER: "never" }),
+      ),
+    ).toEqual([]);
   });
 
   it("names the variables of each provider, for a misconfiguration's words", () => {

@@ -289,6 +289,25 @@ export function providerVariables(service: ModelService): string {
   return `MODEL_${upper}_BASE_URL, MODEL_${upper}_API_KEY, MODEL_${upper}_NAME`;
 }
 
+/**
+ * The providers a model service's calls go to while it is down: those after it on any kind's route
+ * (under a policy that fails over), by name, in route order.
+ */
+export function fallbacksOf(service: string, routing: ModelRouting = modelRouting()): string[] {
+  const kinds = [undefined, ...Object.keys(routing.routes), ...Object.keys(routing.failover)];
+  const names = kinds.flatMap((kind) => {
+    const route = routeFor(kind, routing);
+    const at = route.findIndex((p) => p.service === service);
+    return at < 0 ? [] : route.slice(at + 1).map((p) => p.name);
+  });
+  return [...new Set(names)];
+}
+
+/** The provider of that name, if configured. */
+export function providerOfName(name: string, routing: ModelRouting = modelRouting()): ModelProvider | undefined {
+  return routing.providers.find((p) => p.name === name);
+}
+
 /** The provider configured to answer with `model` (the first, should two ask for the same), if any. */
 export function providerOfModel(model: string, routing: ModelRouting = modelRouting()): ModelProvider | undefined {
   return routing.providers.find((p) => p.model === model);

@@ -1,11 +1,24 @@
 import { formatDurationRounded } from "@/lib/format/duration";
 import { outageCause, readBreakers } from "@/lib/ratelimit/breaker";
-import { providerVariables, type ModelService } from "@/lib/model-providers";
-import { familyOf, serviceName } from "@/lib/ratelimit/breaker-services";
+import { fallbacksOf, providerOfName, providerVariables, type ModelService } from "@/lib/model-providers";
+import { familyOf, serviceName, type OutsideService } from "@/lib/ratelimit/breaker-services";
 
 /** "14:02 UTC": when an outage began, to the minute (the banner says how long ago beside it). */
 const clock = (d: Date) => `${d.toISOString().slice(11, 16)} UTC`;
 const capitalised = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
+
+/**
+ * What happens to the work meanwhile: a model provider's calls go to the fallbacks on their routes
+ * that are up (kinds whose route has none wait); any other service's jobs wait. Never failed.
+ */
+function meanwhile(service: OutsideService, breakers: { service: string; state: string }[]): string {
+  const up = fallbacksOf(service).filter((name) => {
+    const fallback = providerOfName(name);
+    return fallback && breakers.find((b) => b.service === fallback.service)?.state === "closed";
+  });
+  if (up.length === 0) return "jobs are waiting, nothing is failed for it.";
+  return `its calls go to ${up.join(", then ")} on their route meanwhile (a kind whose route has no other provider waits); nothing is failed for it.`;
+}
 
 /**
  * A red banner per outside service that is down (its circuit breaker open, misconfigured or
@@ -35,7 +48,7 @@ export async function OutsideServicesBanner({ now = new Date() }: { now?: Date }
               ? `${clock(b.since)} (${formatDurationRounded(Math.max(0, now.getTime() - b.since.getTime()))})`
               : "just now"}
           </strong>{" "}
-          — {outageCause(b.error)}; jobs are waiting, nothing is failed for it.
+          — {outageCause(b.error)}; {meanwhile(b.service, breakers)}
           {b.state === "misconfigured"
             ? ` Fix its configuration${familyOf(b.service) === "model" ? ` (${providerVariables(b.service as ModelService)})` : ""} and restart the workers: the next probe resumes every job by itself.`
             : ""}
