@@ -711,6 +711,13 @@ async function downFor(
       const checked = await checkService(self, service, 1);
       if (!checked) break;
       if (checked.outage) return checked.outage;
+      // Still half-open: the outage is not over until a probe is answered, and this job's call out
+      // there is one (only probes go out now); it waits for it as for an open breaker, whatever the
+      // probe's patience (a frozen service's probe is judged by it, the job's deadline is not).
+      if (checked.reading.breakerState === "half_open") {
+        const h = await withTimeout(self.client().hgetall(breakerKey(service)), self.redisTimeoutMs).catch(() => null);
+        if (h?.state === "half_open") return outageOfHash(service, { ...h, state: "open" });
+      }
       const out = callsOf(jobId).filter((c) => c.service === service);
       if (out.length === 0) break;
       const r = checked.reading;

@@ -7,7 +7,7 @@ import { waitFor } from "@/test/helpers/wait";
 import { breakerKey, createBreaker, type Breaker } from "./breaker";
 import { OUTSIDE_SERVICES } from "./breaker-services";
 import { isOutsideServiceDown, type OutsideServiceDown } from "./errors";
-import { outstanding, silenceKeys } from "./silence";
+import { callsOf, outstanding, silenceKeys, withCallOwner } from "./silence";
 
 /**
  * Silence detection against real Redis and a real HTTP server. Time scale 0.01: the model's
@@ -162,5 +162,32 @@ describe("silence detection (real Redis, a provider that accepts calls and answe
     for (const c of after) expect(c.error).toBeUndefined();
     expect((await b.read())[0]).toMatchObject({ state: "closed" });
     expect((await b.checkSilence("model"))!.thresholdMs).toBeGreaterThanOrEqual(2 * SLOW_MS);
+  });
+
+  it("a job whose deadline falls while its call is the half-open breaker's probe waits for the service: the outage, at once, whatever the probe's patience", async () => {
+    const b = breakerOf(300);
+    await call(b, "/fast");
+    await Promise.all([call(b, "/hang"), call(b, "/hang")].map(settled));
+    const cooled = async () => {
+      const open = (await b.read())[0]!;
+      await waitFor(async () => Date.now() >= open.probeAt!.getTime(), {
+        timeoutMs: 10_000,
+        what: "the cool-down is over",
+      });
+    };
+    // A first probe hangs past its patience: the next one may wait twice the threshold.
+    await cooled();
+    expect(isOutsideServiceDown((await settled(call(b, "/hang"))).error)).toBe(true);
+    await cooled();
+    const probe = settled(withCallOwner("job-at-its-deadline", () => call(b, "/hang")));
+    await waitFor(async () => callsOf("job-at-its-deadline").length === 1, {
+      timeoutMs: 5_000,
+      what: "the probe is out",
+    });
+    const started = Date.now();
+    const outage = await b.downFor("job-at-its-deadline", ["model"]);
+    expect(isOutsideServiceDown(outage)).toBe(true);
+    expect(Date.now() - started).toBeLessThan(THRESHOLD_MS);
+    expect((await probe).error).toBeDefined();
   });
 });
