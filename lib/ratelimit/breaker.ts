@@ -288,9 +288,11 @@ export interface Breaker {
    * breaker open or misconfigured, or the service silent with this job's calls among the
    * unanswered (then the breaker opens now, one call being enough: the job's own call has waited
    * past the threshold with no later call answered). A job's call younger than the threshold is
-   * waited for until it is judged — at most the threshold. The outage to wait for, or null.
+   * waited for until it is judged — at most the threshold. Of `services` it has no call out to,
+   * their breakers: a group of alternatives is down only when all of them are. The outage to wait
+   * for, or null.
    */
-  downFor(jobId: string, services?: readonly OutsideService[]): Promise<OutsideServiceDown | null>;
+  downFor(jobId: string, services?: readonly ServiceNeeded[]): Promise<OutsideServiceDown | null>;
   /**
    * A caller that waits for one answer at a time saw the service silent itself (an attempt with no
    * answer at all within its own time limit, where an answer normally comes at once): the breaker
@@ -697,11 +699,17 @@ async function judgeHungProbes(
   return outage;
 }
 
+/**
+ * A service a job needs, or alternatives of which it needs one (the providers of a model route,
+ * which fail over to each other): down only when every one of them is.
+ */
+export type ServiceNeeded = OutsideService | readonly OutsideService[];
+
 /** `Breaker.downFor` on `self`: the outage a job's calls and `services` wait for, or null. */
 async function downFor(
   self: BreakerInstance,
   jobId: string,
-  services: readonly OutsideService[] = [],
+  services: readonly ServiceNeeded[] = [],
 ): Promise<OutsideServiceDown | null> {
   const calling = new Set(callsOf(jobId).map((c) => c.service));
   for (const service of calling) {
@@ -742,12 +750,19 @@ async function downFor(
       await new Promise((r) => setTimeout(r, Math.min(self.silence.checkEveryMs, judgedAt - Date.now() + 1)));
     }
   }
-  // Services it has no call out to (waiting for a provider slot that hung calls hold, say): their breaker alone.
-  for (const service of services) {
-    if (calling.has(service)) continue;
-    const h = await withTimeout(self.client().hgetall(breakerKey(service)), self.redisTimeoutMs);
-    const outage = outageOfHash(service, h);
-    if (outage) return outage;
+  // Services it has no call out to (waiting for a provider slot that hung calls hold, say): their
+  // breaker alone; alternatives (a model route's providers) only when every one of them is down.
+  for (const needed of services) {
+    const alternatives = typeof needed === "string" ? [needed] : needed;
+    if (alternatives.some((service) => calling.has(service))) continue;
+    const outages: OutsideServiceDown[] = [];
+    for (const service of alternatives) {
+      const h = await withTimeout(self.client().hgetall(breakerKey(service)), self.redisTimeoutMs);
+      const outage = outageOfHash(service, h);
+      if (!outage) break;
+      outages.push(outage);
+    }
+    if (outages.length > 0 && outages.length === alternatives.length) return outages[0]!;
   }
   return null;
 }

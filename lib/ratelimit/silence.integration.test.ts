@@ -190,4 +190,27 @@ describe("silence detection (real Redis, a provider that accepts calls and answe
     expect(Date.now() - started).toBeLessThan(THRESHOLD_MS);
     expect((await probe).error).toBeDefined();
   });
+
+  it("at a job's deadline, alternatives (a model route's providers) are down only when every one of them is", async () => {
+    const b = breakerOf();
+    const open = {
+      state: "open",
+      since: String(Date.now()),
+      until: String(Date.now() + 60_000),
+      error: "not answering",
+    };
+    await redis.del(breakerKey("model:backup"));
+    try {
+      await redis.hset(breakerKey("model"), open);
+      // The primary down, the fallback answering: the job ran out of its own time.
+      expect(await b.downFor("no-call-out", [["model", "model:backup"]])).toBeNull();
+      expect(isOutsideServiceDown(await b.downFor("no-call-out", ["model"]))).toBe(true);
+      await redis.hset(breakerKey("model:backup"), open);
+      const both = await b.downFor("no-call-out", [["model", "model:backup"]]);
+      expect(isOutsideServiceDown(both)).toBe(true);
+      expect(both!.service).toBe("model");
+    } finally {
+      await redis.del(breakerKey("model"), breakerKey("model:backup"));
+    }
+  });
 });

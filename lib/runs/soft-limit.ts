@@ -5,6 +5,7 @@ import { kindSpec } from "@/lib/catalog/catalog";
 import { breakers } from "@/lib/ratelimit/breaker";
 import { routeFor } from "@/lib/model-providers";
 import { OUTSIDE_SERVICES, type OutsideService } from "@/lib/ratelimit/breaker-services";
+import type { ServiceNeeded } from "@/lib/ratelimit/breaker";
 import type { OutsideServiceDown } from "@/lib/ratelimit/errors";
 import type { RunStart } from "./attempt";
 import { finalizeJob } from "./finalize";
@@ -108,13 +109,15 @@ async function softLimitVerdict({
 }
 
 /**
- * The outside services a kind's items call, from the catalog (its `provider`): for the model, every
- * provider on the kind's route (lib/model-providers.ts); the model's too for OCR, whose documents get a model pass.
+ * The outside services a kind's items call, from the catalog (its `provider`): for the model, the
+ * providers on the kind's route — alternatives, down only when all are (lib/model-providers.ts) —
+ * and the model's too for OCR, whose documents get a model pass.
  */
-function servicesOf(kind: string): OutsideService[] {
+function servicesOf(kind: string): ServiceNeeded[] {
   const provider = kindSpec(kind)?.provider;
-  const models = routeFor(kind).map((p) => p.service);
-  if (provider === "model") return models;
-  if (provider === "ocr") return ["ocr", ...models];
+  const route = routeFor(kind).map((p) => p.service);
+  const model: ServiceNeeded = route.length === 1 ? route[0]! : route;
+  if (provider === "model") return [model];
+  if (provider === "ocr") return ["ocr", model];
   return (OUTSIDE_SERVICES as readonly string[]).includes(provider ?? "") ? [provider as OutsideService] : [];
 }
