@@ -105,12 +105,15 @@ const fields = z.object({
   MODEL_API_KEY: z.string().optional(),
   /**
    * Model providers beyond the primary (`MODEL_BASE_URL`), comma-separated, the default route of
-   * model calls through them and when a call fails over; each provider's own variables and each
-   * kind's route and policy are read by lib/model-providers.ts, which checks them all.
+   * model calls through them, when a call fails over and what failover may cost; each provider's
+   * own variables and each kind's route and policy are read by lib/model-providers.ts, which checks them all.
    */
   BOUNDED_MODEL_PROVIDERS: z.string().optional(),
   BOUNDED_MODEL_ROUTE: z.string().optional(),
   BOUNDED_MODEL_FAILOVER: z.enum(["never", "outage", "deadline"]).default("deadline"),
+  /** What calls on fallbacks may cost, USD, per job and per tenant per UTC day (lib/modelcalls/failover-spend.ts). */
+  BOUNDED_FAILOVER_MAX_USD_PER_JOB: z.string().optional(),
+  BOUNDED_FAILOVER_MAX_USD_PER_TENANT_DAY: z.string().optional(),
   /**
    * USD per million tokens by model name, for the estimated cost of model calls (lib/modelcalls/usage.ts):
    * JSON `{"<model>": {"prompt": usd, "completion": usd, "batchPrompt": usd, "batchCompletion": usd}}`.

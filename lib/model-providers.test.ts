@@ -94,6 +94,38 @@ describe("the model providers and their routes", () => {
     ]);
   });
 
+  it("failover cost ceilings: per job and per tenant per day, each a positive amount, and every fallback priced", () => {
+    const priced = {
+      ...BACKUP,
+      BOUNDED_MODEL_ROUTE: "primary,backup",
+      BOUNDED_MODEL_PRICES: '{"backup-model-1":{"prompt":0.3,"completion":1.2}}',
+    };
+    expect(routingOf(priced).ceiling).toEqual({ perJobUsd: undefined, perTenantDayUsd: undefined });
+    expect(
+      routingOf({
+        ...priced,
+        BOUNDED_FAILOVER_MAX_USD_PER_JOB: "0.50",
+        BOUNDED_FAILOVER_MAX_USD_PER_TENANT_DAY: "20",
+      }).ceiling,
+    ).toEqual({ perJobUsd: 0.5, perTenantDayUsd: 20 });
+    const error = (() => {
+      try {
+        routingOf({
+          ...BACKUP,
+          BOUNDED_MODEL_ROUTE: "primary,backup",
+          BOUNDED_FAILOVER_MAX_USD_PER_JOB: "-1",
+          BOUNDED_FAILOVER_MAX_USD_PER_TENANT_DAY: "5",
+        });
+      } catch (e) {
+        return e as EnvError;
+      }
+    })();
+    expect(error?.message.split("\n").filter((l) => l.startsWith("  - "))).toEqual([
+      '  - BOUNDED_FAILOVER_MAX_USD_PER_JOB: must be a positive amount of USD, as 0.50 (got "-1")',
+      '  - BOUNDED_MODEL_PRICES: has no price for backup-model-1, the model of the fallback "backup": a failover cost ceiling needs one',
+    ]);
+  });
+
   it("knows where a provider's calls go while it is down: the providers after it on any route that fails over", () => {
     expect(fallbacksOf("model", routingOf(BACKUP))).toEqual([]);
     const routed = routingOf({ ...BACKUP, BOUNDED_MODEL_ROUTE_AGENT_RUN: "primary,backup" });

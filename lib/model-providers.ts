@@ -70,6 +70,18 @@ export interface ModelRouting {
   /** The failover policy of every kind without one of its own, and those of kinds that have their own. */
   defaultFailover: FailoverPolicy;
   failover: Partial<Record<string, FailoverPolicy>>;
+  /** What failover may spend on fallbacks (lib/modelcalls/failover-spend.ts). */
+  ceiling: FailoverCeiling;
+}
+
+/**
+ * USD a job's calls, and a tenant's calls in a UTC day, may spend on fallback providers
+ * (`BOUNDED_FAILOVER_MAX_USD_PER_JOB`, `BOUNDED_FAILOVER_MAX_USD_PER_TENANT_DAY`); undefined: no ceiling.
+ * Past one, a call does not fail over: it waits for the provider before it, and its job says why.
+ */
+export interface FailoverCeiling {
+  perJobUsd: number | undefined;
+  perTenantDayUsd: number | undefined;
 }
 
 const NAME = /^[a-z][a-z0-9]*$/;
@@ -203,11 +215,35 @@ export function parseModelRouting(source: Record<string, string | undefined>, e:
   const routes = perKind(source, "BOUNDED_MODEL_ROUTE_", toRoute, mistakes);
   const defaultFailover = withDefault(source, "BOUNDED_MODEL_FAILOVER", toPolicy, "deadline");
   const failover = perKind(source, "BOUNDED_MODEL_FAILOVER_", toPolicy, mistakes);
+  const ceiling = failoverCeiling(source, mistakes);
+  const routing = { providers: [...byName.values()], defaultRoute, routes, defaultFailover, failover, ceiling };
+  if (ceiling.perJobUsd !== undefined || ceiling.perTenantDayUsd !== undefined)
+    for (const name of fallbackNames(routing))
+      if (!e.BOUNDED_MODEL_PRICES[byName.get(name)!.model])
+        mistakes.push(
+          `BOUNDED_MODEL_PRICES: has no price for ${byName.get(name)!.model}, the model of the fallback "${name}": a failover cost ceiling needs one`,
+        );
   if (mistakes.length > 0)
     throw new EnvError(
       `the model providers are not configured right:\n${mistakes.map((m) => `  - ${m}`).join("\n")}\nFix them in the environment or .env, see .env.example.`,
     );
-  return { providers: [...byName.values()], defaultRoute, routes, defaultFailover, failover };
+  return routing;
+}
+
+/** The failover cost ceilings; a value that is not a positive number is a mistake. */
+function failoverCeiling(source: Record<string, string | undefined>, mistakes: string[]): FailoverCeiling {
+  const usd = (variable: string) => {
+    const value = read(source, variable);
+    if (value === undefined) return undefined;
+    const parsed = z.coerce.number().positive().finite().safeParse(value);
+    if (parsed.success) return parsed.data;
+    mistakes.push(`${variable}: must be a positive amount of USD, as 0.50 (got ${JSON.stringify(value.slice(0, 40))})`);
+    return undefined;
+  };
+  return {
+    perJobUsd: usd("BOUNDED_FAILOVER_MAX_USD_PER_JOB"),
+    perTenantDayUsd: usd("BOUNDED_FAILOVER_MAX_USD_PER_TENANT_DAY"),
+  };
 }
 
 /** A variable's value read by `parse`, or `fallback` when it is unset. */
@@ -294,13 +330,30 @@ export function providerVariables(service: ModelService): string {
  * (under a policy that fails over), by name, in route order.
  */
 export function fallbacksOf(service: string, routing: ModelRouting = modelRouting()): string[] {
-  const kinds = [undefined, ...Object.keys(routing.routes), ...Object.keys(routing.failover)];
-  const names = kinds.flatMap((kind) => {
+  const names = routedKinds(routing).flatMap((kind) => {
     const route = routeFor(kind, routing);
     const at = route.findIndex((p) => p.service === service);
     return at < 0 ? [] : route.slice(at + 1).map((p) => p.name);
   });
   return [...new Set(names)];
+}
+
+/** Every provider some kind's calls may fail over to, by name. */
+function fallbackNames(routing: ModelRouting): string[] {
+  return [
+    ...new Set(
+      routedKinds(routing).flatMap((kind) =>
+        routeFor(kind, routing)
+          .slice(1)
+          .map((p) => p.name),
+      ),
+    ),
+  ];
+}
+
+/** The kinds whose route or policy is their own, and undefined for every other kind. */
+function routedKinds(routing: ModelRouting): (string | undefined)[] {
+  return [undefined, ...Object.keys(routing.routes), ...Object.keys(routing.failover)];
 }
 
 /** The provider of that name, if configured. */

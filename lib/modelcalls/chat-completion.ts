@@ -16,7 +16,7 @@ import { withProviderSlot } from "@/lib/ratelimit/provider";
 import { sendTracked } from "@/lib/ratelimit/silence";
 import { scaled, sleep } from "@/lib/time";
 import { currentTraceHeaders, inSpan } from "@/lib/tracing/tracing";
-import { ModelCallError } from "./errors";
+import { FailoverRefused, ModelCallError } from "./errors";
 import {
   abortedCall,
   recordInBackground,
@@ -27,11 +27,20 @@ import {
 import { chatCompletionResponseSchema, type ChatMessage } from "./schemas";
 import { countPromptTokens } from "./tokens";
 import { withLinkedSignal } from "@/lib/core/linked-signal";
-import { failoverFor, providerOfService, routeFor, type ModelProvider } from "@/lib/model-providers";
-import { isOutsideServiceDown } from "@/lib/ratelimit/errors";
+import {
+  failoverFor,
+  modelRouting,
+  providerOfService,
+  routeFor,
+  type FailoverCeiling,
+  type ModelProvider,
+} from "@/lib/model-providers";
+import { isOutsideServiceDown, type OutsideServiceDown } from "@/lib/ratelimit/errors";
 import { metrics, type FAILOVER_REASONS } from "@/lib/metrics/metrics";
 import { currentDeadline } from "@/lib/ratelimit/context";
 import { decidingDeadline, firstInTime, sendAgainAt, withSecondChance } from "./failover";
+import { answerCostUsd, reserveFailover } from "./failover-spend";
+import type { ModelPrices } from "./usage";
 
 const log = logger("modelcalls");
 
@@ -121,6 +130,13 @@ export interface ChatCompletionOptions {
    * @defaultValue `currentDeadline()` (the job's soft deadline inside a worker run), else none
    */
   deadlineAt?: number;
+  /**
+   * What calls on fallbacks may spend, per job and per tenant per day (./failover-spend.ts).
+   * @defaultValue the configured ceilings (`BOUNDED_FAILOVER_MAX_USD_PER_JOB`, `_PER_TENANT_DAY`)
+   */
+  failoverCeiling?: FailoverCeiling;
+  /** What each model's tokens cost, for the ceiling. @defaultValue `BOUNDED_MODEL_PRICES` */
+  prices?: ModelPrices;
   /** What the OpenAI client sends with. @defaultValue `nodeFetch` (node:http(s), no 300 s header limit) */
   fetch?: ModelFetch;
 }
@@ -379,43 +395,75 @@ export async function chatCompletion(options: ChatCompletionOptions): Promise<Ch
     options.route === undefined ? failoverFor(options.context.jobKind) : "deadline",
     options.deadlineAt ?? currentDeadline(),
   );
-  const call = (provider: ModelProvider, signal: AbortSignal) =>
+  const onProvider = (provider: ModelProvider, signal: AbortSignal) =>
     callProvider(planCall({ ...options, signal }, provider), callStarted);
+  // A call on a fallback: within the failover cost ceiling (refused with `FailoverRefused`), counted.
+  const promptTokens = countPromptTokens(options.messages);
+  const ceiling = options.failoverCeiling ?? modelRouting().ceiling;
+  const onFallback = async (provider: ModelProvider, signal: AbortSignal, counted: () => void) => {
+    const held = await reserveFailover(provider, promptTokens, options.context.jobId, ceiling, options.prices);
+    if (!held.ok) throw new FailoverRefused(held.why);
+    counted();
+    let costUsd = 0;
+    try {
+      const answer = await onProvider(provider, signal);
+      costUsd = answerCostUsd(answer.model, answer.usage, options.prices);
+      return answer;
+    } finally {
+      await held.reservation
+        .settle(costUsd)
+        .catch((err: unknown) => log.warn({ err }, "could not settle a fallback call's cost"));
+    }
+  };
+  const ask = (provider: ModelProvider, signal: AbortSignal, from: string, reason: FailoverReason, why: string) =>
+    provider === route[0]
+      ? onProvider(provider, signal)
+      : onFallback(provider, signal, () => failedOver(options.context, from, provider.name, reason, why));
+
   const start = await firstInTime(route, deadlineAt);
-  for (const skipped of start.skipped)
-    failedOver(options.context, skipped.provider, route[start.index]!.name, "slow", `median ${skipped.p50Ms} ms`);
+  let arrived: { from: string; reason: FailoverReason; why: string } = start.skipped.length
+    ? { from: start.skipped[0]!.provider, reason: "slow", why: `median ${start.skipped.at(-1)!.p50Ms} ms` }
+    : { from: route[0]!.name, reason: "down", why: "" };
+  // The outage of the provider a call left, while it is on a fallback: what it waits for if refused there.
+  let outage: OutsideServiceDown | null = null;
   for (let i = start.index; i < route.length; i++) {
     const provider = route[i]!;
     const next = route[i + 1];
+    const here = arrived;
     try {
-      if (!next) return await call(provider, options.signal);
+      const first = (p: ModelProvider, s: AbortSignal) =>
+        p === provider
+          ? ask(p, s, here.from, here.reason, here.why)
+          : ask(p, s, provider.name, "deadline", "still unanswered");
+      if (!next) return await first(provider, options.signal);
       // Unanswered when the next provider could still answer before the deadline only if asked now: asked there too.
       const at = await sendAgainAt(next, deadlineAt);
-      return await withSecondChance(call, { provider, next, at }, options.signal, () =>
-        failedOver(options.context, provider.name, next.name, "deadline", "still unanswered"),
-      );
+      return await withSecondChance(first, { provider, next, at }, options.signal);
     } catch (err) {
+      if (err instanceof FailoverRefused) {
+        // Past the ceiling: back to the route's first provider when this one was chosen for its
+        // speed; while the one before is down, the call waits for it and says why.
+        if (outage) throw outage.withNote(err.message);
+        i = -1;
+        continue;
+      }
       // Down (failed, silent or refusing our configuration), with a fallback after it on the
       // route: the call goes on there. The last provider's outage is the call's: it waits.
-      const next = route[i + 1];
       if (!isOutsideServiceDown(err) || !next || options.signal.aborted) throw err;
-      failedOver(options.context, provider.name, next.name, "down", err.error);
+      outage = err;
+      arrived = { from: provider.name, reason: "down", why: err.error };
     }
   }
   throw new Error("a model call needs a route of at least one provider");
 }
 
+type FailoverReason = (typeof FAILOVER_REASONS)[number];
+
 /**
  * A call gone to the next provider of its route: counted (`bounded_model_failovers_total`) and
  * logged at debug — the provider's outage is logged once, by its breaker, not once per call.
  */
-function failedOver(
-  context: ModelCallContext,
-  from: string,
-  to: string,
-  reason: (typeof FAILOVER_REASONS)[number],
-  why: string,
-): void {
+function failedOver(context: ModelCallContext, from: string, to: string, reason: FailoverReason, why: string): void {
   metrics.modelFailedOver.inc({ kind: context.jobKind ?? "", from, to, reason });
   log.debug(
     { ...context, provider: from, fallback: to, reason, why },

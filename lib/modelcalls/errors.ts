@@ -34,3 +34,12 @@ export class ModelCallError extends Error {
 export class CallSuperseded extends Error {
   override name = "CallSuperseded";
 }
+
+/**
+ * A call refused a fallback provider because its cost would take the job or its tenant past the
+ * failover cost ceiling (./failover-spend.ts). A control signal inside `chatCompletion` only: the
+ * call then waits for the provider before it, and the job's message carries `message`.
+ */
+export class FailoverRefused extends Error {
+  override name = "FailoverRefused";
+}

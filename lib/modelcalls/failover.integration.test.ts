@@ -10,6 +10,19 @@ import { waitFor } from "@/test/helpers/wait";
 import { startSimulators, type RunningSimulators } from "@/workers/simulators/server";
 import { chatCompletion } from "./chat-completion";
 import type { ModelCallRecord } from "./record";
+import { randomUUID } from "node:crypto";
+import type { FailoverCeiling } from "@/lib/model-providers";
+import { runAsTenant } from "@/lib/ratelimit/context";
+import { DEFAULT_COMPLETION_ESTIMATE } from "@/lib/ratelimit/provider-tokens";
+import { key } from "@/lib/redis/client";
+import { countPromptTokens } from "./tokens";
+
+// The fallback priced at USD 1,000 per million tokens (a tenth of a cent a token): its calls' cost
+// tells the failover cost ceiling's arithmetic apart from rounding.
+const PRICES = {
+  "bounded-sim-1": { prompt: 0.15, completion: 0.6 },
+  "bounded-sim-backup-1": { prompt: 1_000, completion: 1_000 },
+};
 
 /**
  * Failover on a route of two model providers (the simulators' two, through the official OpenAI
@@ -85,13 +98,22 @@ async function failovers(reason: string): Promise<number> {
 
 const stateOf = async (service: string) => (await redis().hget(breakerKey(service as "model"), "state")) ?? "closed";
 
-function ask(route: ModelProvider[], recorded: ModelCallRecord[] = [], deadlineAt?: number) {
+const QUESTION = [{ role: "user" as const, content: "REWE Markt, weekly shop" }];
+
+function ask(
+  route: ModelProvider[],
+  recorded: ModelCallRecord[] = [],
+  deadlineAt?: number,
+  ceiling?: { jobId: string; failoverCeiling: FailoverCeiling },
+) {
   return chatCompletion({
     route,
     deadlineAt,
-    messages: [{ role: "user", content: "REWE Markt, weekly shop" }],
+    messages: QUESTION,
     signal: new AbortController().signal,
-    context: { queue: "imports", jobKind: "csv_import" },
+    context: { queue: "imports", jobKind: "csv_import", jobId: ceiling?.jobId },
+    failoverCeiling: ceiling?.failoverCeiling,
+    prices: PRICES,
     record: async (call) => void recorded.push(call),
   });
 }
@@ -192,5 +214,56 @@ describe("failover to the next provider on a call's route (real Redis, two simul
     const plain: ModelCallRecord[] = [];
     expect((await ask([primary(), backup()], plain)).provider).toBe("primary");
     expect(plain.map((r) => r.model)).toEqual(["bounded-sim-1"]);
+  });
+
+  describe("the failover cost ceiling", () => {
+    /** What one fallback call reserves before it goes: its prompt and the completion estimate, at a tenth of a cent a token. */
+    const estimateUsd = (countPromptTokens(QUESTION) + DEFAULT_COMPLETION_ESTIMATE) / 1_000;
+    const spentMicro = async (...parts: string[]) => Number(await redis().get(key("failover-spend", ...parts)));
+
+    it("per job: a call whose fallback would take the job past its ceiling does not fail over — it waits for the primary, and says which ceiling", async () => {
+      const jobId = randomUUID();
+      // Room for one call's estimate, not for a second beside what the first spent.
+      const failoverCeiling = { perJobUsd: estimateUsd + 0.001, perTenantDayUsd: undefined };
+      const recorded: ModelCallRecord[] = [];
+      const first = await ask([primary("sk-wrong"), backup()], recorded, undefined, { jobId, failoverCeiling });
+      expect(first.provider).toBe("backup");
+      // Settled with the answer's tokens as the provider counted them, not the estimate.
+      const answered = recorded.find((r) => r.outcome === "ok")!;
+      const costMicro = (answered.promptTokens! + answered.completionTokens!) * 1_000;
+      expect(await spentMicro("job", jobId)).toBe(costMicro);
+      expect(costMicro).toBeLessThan(estimateUsd * 1_000_000);
+
+      const down = await failovers("down");
+      const refused = await ask([primary("sk-wrong"), backup()], recorded, undefined, { jobId, failoverCeiling }).catch(
+        (e: unknown) => e,
+      );
+      expect(isOutsideServiceDown(refused)).toBe(true);
+      expect((refused as Error).message).toMatch(
+        /^The model service is down since .*its fallback backup is not asked: \$0\.0\d\d spent so far would go past this job's ceiling of \$0\.\d{3} on fallback calls/,
+      );
+      // Nothing sent to the fallback, nothing counted as a failover, nothing more spent.
+      expect(recorded.filter((r) => r.model === "bounded-sim-backup-1")).toHaveLength(1);
+      expect(await failovers("down")).toBe(down);
+      expect(await spentMicro("job", jobId)).toBe(costMicro);
+      // Another job has a ceiling of its own.
+      const other = await ask([primary("sk-wrong"), backup()], [], undefined, { jobId: randomUUID(), failoverCeiling });
+      expect(other.provider).toBe("backup");
+    });
+
+    it("per tenant per day: once a tenant's fallback calls reach its ceiling, its other jobs wait too; another tenant's go on", async () => {
+      const failoverCeiling = { perJobUsd: undefined, perTenantDayUsd: estimateUsd + 0.001 };
+      const tenant = randomUUID();
+      const asTenant = (id: string) =>
+        runAsTenant(id, () =>
+          ask([primary("sk-wrong"), backup()], [], undefined, { jobId: randomUUID(), failoverCeiling }),
+        );
+      expect((await asTenant(tenant)).provider).toBe("backup");
+      const refused = await asTenant(tenant).catch((e: unknown) => e);
+      expect(isOutsideServiceDown(refused)).toBe(true);
+      expect((refused as Error).message).toMatch(/its tenant's ceiling of \$0\.\d{3} a day on fallback calls \(UTC\)/);
+      expect(await spentMicro("tenant", tenant, new Date().toISOString().slice(0, 10))).toBeGreaterThan(0);
+      expect((await asTenant(randomUUID())).provider).toBe("backup");
+    });
   });
 });

@@ -71,14 +71,12 @@ export async function sendAgainAt(
  * `call` on `provider`; if it has not answered by `at` (real ms since the epoch), the same call on
  * `next` beside it. The first answer is the call's; the other request is cancelled with
  * `CallSuperseded` (recorded `superseded`, never a failure). A failure waits for the other
- * request; both failing is the first one's failure. `onSendAgain` is told when the second goes.
- * Without `at`, `call` on `provider` alone.
+ * request; both failing is the first one's failure. Without `at`, `call` on `provider` alone.
  */
 export async function withSecondChance<T>(
   call: (provider: ModelProvider, signal: AbortSignal) => Promise<T>,
   route: { provider: ModelProvider; next: ModelProvider; at: number | null },
   signal: AbortSignal,
-  onSendAgain: () => void,
 ): Promise<T> {
   const { provider, next, at } = route;
   if (at === null) return call(provider, signal);
@@ -92,7 +90,6 @@ export async function withSecondChance<T>(
   const sendAgain = await Promise.race([first.then(...NOT_DUE), due]);
   timerStop.abort();
   if (!sendAgain || signal.aborted) return first;
-  onSendAgain();
   const secondStop = new AbortController();
   const second = withLinkedSignal([signal, secondStop.signal], (s) => call(next, s));
   return new Promise<T>((resolve, reject) => {

@@ -96,6 +96,11 @@ export class OutsideServiceDown extends Error {
     );
     this.retryAfterSeconds = Math.max(1, Math.ceil(waitMs / 1000));
   }
+
+  /** The same outage with `note` after its failure: why a call waits for it rather than going elsewhere. */
+  withNote(note: string): OutsideServiceDown {
+    return new OutsideServiceDown(this.service, this.waitMs, this.since, `${this.error}; ${note}`, this.serviceName);
+  }
 }
 
 export function isOutsideServiceDown(err: unknown): err is OutsideServiceDown {

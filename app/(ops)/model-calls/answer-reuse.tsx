@@ -4,7 +4,8 @@ import type { LatencyRange } from "@/lib/modelcalls/queries";
 import { formatCount } from "@/lib/format/number";
 import { DataTable, num } from "../../components/data-table";
 import { ClearAnswersForm } from "./clear-answers-form";
-import { RANGE_LABEL, formatTokens, formatUsd } from "./format";
+import { RANGE_LABEL, formatTokens } from "./format";
+import { formatUsd } from "@/lib/format/number";
 
 const percent = (rate: number | null) => (rate === null ? "—" : `${(rate * 100).toFixed(1)} %`);
 

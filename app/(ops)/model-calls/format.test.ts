@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { formatTokens, formatUsd } from "./format";
+import { formatTokens } from "./format";
+import { formatUsd } from "@/lib/format/number";
 
 describe("token and cost labels", () => {
   it("says tokens with their unit, grouped by thousands", () => {

@@ -1,7 +1,7 @@
 import Link from "next/link";
 import { JOB_KINDS } from "@/lib/catalog/catalog";
-import { formatCount } from "@/lib/format/number";
-import { failoverFor, modelRouting, routeFor, type ModelRouting } from "@/lib/model-providers";
+import { formatCount, formatUsd } from "@/lib/format/number";
+import { type FailoverCeiling, failoverFor, modelRouting, routeFor, type ModelRouting } from "@/lib/model-providers";
 import { readBreakers } from "@/lib/ratelimit/breaker";
 import { DataTable, num } from "../../components/data-table";
 
@@ -17,6 +17,17 @@ function routeText(kind: string | undefined, routing: ModelRouting): string {
   const route = routeFor(kind, routing);
   const names = route.map((p) => p.name).join(" → ");
   return route.length > 1 ? `${names} (failover: ${failoverFor(kind, routing)})` : names;
+}
+
+/** "at most $0.50 a job and $20.00 a tenant a day (UTC)", or that there is no ceiling. */
+function ceilingText({ perJobUsd, perTenantDayUsd }: FailoverCeiling): string {
+  const parts = [
+    perJobUsd === undefined ? null : `${formatUsd(perJobUsd)} a job`,
+    perTenantDayUsd === undefined ? null : `${formatUsd(perTenantDayUsd)} a tenant a day (UTC)`,
+  ].filter(Boolean);
+  return parts.length === 0
+    ? "no ceiling (BOUNDED_FAILOVER_MAX_USD_PER_JOB, _PER_TENANT_DAY)"
+    : `at most ${parts.join(" and ")}; past it a call waits for the provider before it`;
 }
 
 /**
@@ -77,6 +88,9 @@ export async function ProvidersSection() {
           </span>
         ))}
         .
+      </p>
+      <p data-testid="failover-ceiling">
+        <strong>Failover cost:</strong> {ceilingText(routing.ceiling)}.
       </p>
     </section>
   );

@@ -4,7 +4,8 @@ import type { LatencyRange } from "@/lib/modelcalls/queries";
 import { DataTable, num } from "../../components/data-table";
 import { formatCount } from "@/lib/format/number";
 import { JobLink } from "../../components/job-link";
-import { RANGE_LABEL, formatTokens, formatUsd } from "./format";
+import { RANGE_LABEL, formatTokens } from "./format";
+import { formatUsd } from "@/lib/format/number";
 import styles from "./model-calls.module.css";
 
 /**

@@ -21,7 +21,8 @@ import type { TokenTotals } from "@/lib/modelcalls/usage";
 import type { AnswerReuse } from "@/lib/answers/stats";
 import { RetryForm } from "./retry-form";
 import { SplitForm } from "./split-form";
-import { formatTokens, formatUsd } from "../../model-calls/format";
+import { formatTokens } from "../../model-calls/format";
+import { formatUsd } from "@/lib/format/number";
 
 /** Causes nothing clears by itself: a person resumes the queue, starts a worker or grants units. */
 const NEEDS_A_PERSON: ReadonlySet<string> = new Set(["queue_paused", "no_worker", "quota_empty"]);
