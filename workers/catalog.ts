@@ -2,6 +2,7 @@ import { QUEUE_NAMES, type JobKind, type QueueName } from "@/lib/catalog/catalog
 import { agentRun } from "./processors/agent-run";
 import { bulkOcr } from "./processors/bulk-ocr";
 import { cardGeneration } from "./processors/card-generation";
+import { categoryReask } from "./processors/category-reask";
 import { csvImport } from "./processors/csv-import";
 import { marketplaceSync } from "./processors/marketplace-sync";
 import { overdueInvoices } from "./processors/overdue-invoices";
@@ -19,6 +20,7 @@ export const PROCESSORS: Record<JobKind, Processor> = {
   overdue_invoices: overdueInvoices,
   marketplace_sync: marketplaceSync,
   card_generation: cardGeneration,
+  category_reask: categoryReask,
 };
 
 /** Every queue of the catalog: what a worker process consumes unless `BOUNDED_WORKER_QUEUES` names fewer (workers/main.ts). */

@@ -33,6 +33,7 @@ type Modules = {
   breaker: typeof import("@/lib/ratelimit/breaker");
   stats: typeof import("@/lib/answers/stats");
   progress: typeof import("@/lib/progress/customer-progress");
+  reask: typeof import("@/lib/reasks/reask");
 };
 let m: Modules;
 
@@ -59,6 +60,7 @@ beforeAll(async () => {
     breaker: await import("@/lib/ratelimit/breaker"),
     stats: await import("@/lib/answers/stats"),
     progress: await import("@/lib/progress/customer-progress"),
+    reask: await import("@/lib/reasks/reask"),
   };
 });
 
@@ -78,7 +80,7 @@ afterAll(async () => {
   await m.db.closeDb();
 });
 
-function startWorker(): ChildProcess {
+function startWorker(primaryKey = "sk-bounded-primary-revoked"): ChildProcess {
   const child = spawn(process.execPath, ["--import", "tsx", "workers/main.ts"], {
     cwd: root,
     env: {
@@ -88,7 +90,7 @@ function startWorker(): ChildProcess {
       BOUNDED_REDIS_PREFIX: prefix,
       BOUNDED_TIME_SCALE: String(SCALE),
       MODEL_BASE_URL: sims.modelBaseUrl,
-      MODEL_API_KEY: "sk-bounded-primary-revoked",
+      MODEL_API_KEY: primaryKey,
       LOG_LEVEL: "warn",
       BOUNDED_WORKER_CONCURRENCY: "4",
     },
@@ -98,6 +100,22 @@ function startWorker(): ChildProcess {
   child.stderr!.resume();
   children.push(child);
   return child;
+}
+
+const OPERATOR = { userId: "u-oncall", username: "oncall", role: "operator", via: "token" } as const;
+
+/** Every one of the jobs ended, and their rows as they ended. */
+function ended(jobIds: string[]) {
+  return waitFor(
+    async () => {
+      const all = await m.db.db().job.findMany({
+        where: { id: { in: jobIds } },
+        select: { id: true, status: true, total: true, processed: true, failed: true, message: true },
+      });
+      return all.every((j) => !["queued", "running", "delayed"].includes(j.status)) && all;
+    },
+    { timeoutMs: 120_000, intervalMs: 100, what: "every job to end" },
+  );
 }
 
 function csv(rows: number): Uint8Array {
@@ -119,17 +137,8 @@ describe("a route of two model providers, the primary's key revoked", () => {
     }
     const agentRun = (await m.createAgentRun.createAgentRun({ tenant, task: "summarise", steps: 4 })).jobId;
     const jobIds = [...imports, agentRun];
-    startWorker();
-    const final = await waitFor(
-      async () => {
-        const all = await m.db.db().job.findMany({
-          where: { id: { in: jobIds } },
-          select: { id: true, status: true, total: true, processed: true, failed: true },
-        });
-        return all.every((j) => !["queued", "running", "delayed"].includes(j.status)) && all;
-      },
-      { timeoutMs: 120_000, intervalMs: 100, what: "every job to end" },
-    );
+    const worker = startWorker();
+    const final = await ended(jobIds);
     for (const j of final)
       expect({ id: j.id, status: j.status, processed: j.processed, failed: j.failed }).toEqual({
         id: j.id,
@@ -160,5 +169,89 @@ describe("a route of two model providers, the primary's key revoked", () => {
       _count: true,
     });
     expect(answered.map((a) => a.model)).toEqual(["bounded-sim-backup-1"]);
+
+    // The primary's key put right: an operator asks the rows the fallback answered again on it.
+    worker.kill("SIGTERM");
+    await new Promise((resolve) => worker.once("exit", resolve));
+    startWorker("sk-bounded-primary-right");
+    const [first, second] = imports as [string, string];
+    const plans = await m.reask.reaskPlans(first);
+    expect(plans.find((p) => p.provider === "primary" && p.rows === "fallback")).toMatchObject({
+      model: "bounded-sim-1",
+      count: 40,
+      calls: 5,
+    });
+    const reasked = await m.reask.reaskRows(first, OPERATOR, { route: "primary", rows: "fallback" });
+    if (reasked.type !== "reasked") throw new Error(JSON.stringify(reasked));
+    // One re-ask of an import at a time.
+    expect(await m.reask.reaskRows(first, OPERATOR, { route: "primary", rows: "all" })).toMatchObject({
+      type: "refused",
+      code: "reask_open",
+    });
+    const [reask] = await ended([reasked.jobId]);
+    expect(reask).toMatchObject({ status: "completed", processed: 40, failed: 0 });
+    expect(reask!.message).toBe(`Asked 40 rows of import ${first} again on primary (bounded-sim-1).`);
+    // Each earlier answer kept beside the new one; the import's rows now the primary's.
+    const kept = await m.db.db().categoryReask.findMany({ where: { sourceJobId: first }, orderBy: { row: "asc" } });
+    expect(kept).toHaveLength(40);
+    expect(kept.every((k) => k.previousModel === "bounded-sim-backup-1" && k.model === "bounded-sim-1")).toBe(true);
+    expect(kept.every((k) => k.previousSlug !== null && k.slug.length > 0)).toBe(true);
+    expect((await m.stats.getJobAnswerReuse(first)).byModel).toEqual([
+      { model: "bounded-sim-1", provider: "primary", rows: 40 },
+    ]);
+    const { progressToken } = await m.db.db().job.findUniqueOrThrow({ where: { id: first } });
+    expect((await m.progress.getCustomerProgress(progressToken))?.otherModels).toBeNull();
+    // Nothing left for a fallback re-ask of it.
+    expect(await m.reask.reaskRows(first, OPERATOR, { route: "primary", rows: "fallback" })).toMatchObject({
+      type: "refused",
+      code: "no_rows",
+    });
+
+    // A row the model had refused (its failure as the import records one): asked again, it is imported.
+    const db = m.db.db();
+    await db.$transaction([
+      db.transaction.delete({ where: { jobId_row: { jobId: second, row: 6 } } }),
+      db.categoryAnswerUse.delete({ where: { jobId_row: { jobId: second, row: 6 } } }),
+      db.jobItemFailure.create({
+        data: {
+          jobId: second,
+          row: 6,
+          attempt: 1,
+          reason: "could not be categorised: the model service refused it (HTTP 400)",
+        },
+      }),
+      db.job.update({
+        where: { id: second },
+        data: {
+          processed: 39,
+          failed: 1,
+          status: "completed_with_errors",
+          message: "Imported 39 of 40 rows; 1 row could not be imported (see the list below).",
+        },
+      }),
+    ]);
+    const again = await m.reask.reaskRows(second, OPERATOR, { route: "primary", rows: "failed" });
+    if (again.type !== "reasked") throw new Error(JSON.stringify(again));
+    expect(again.plan.count).toBe(1);
+    await ended([again.jobId]);
+    expect(
+      await db.job.findUniqueOrThrow({
+        where: { id: second },
+        select: { status: true, processed: true, failed: true, message: true },
+      }),
+    ).toEqual({
+      status: "completed",
+      processed: 40,
+      failed: 0,
+      message: "Imported all 40 rows.",
+    });
+    expect(await db.jobItemFailure.count({ where: { jobId: second } })).toBe(0);
+    expect(await db.transaction.count({ where: { jobId: second } })).toBe(40);
+    expect(
+      await db.categoryReask.findMany({
+        where: { sourceJobId: second },
+        select: { row: true, previousSlug: true, model: true },
+      }),
+    ).toEqual([{ row: 6, previousSlug: null, model: "bounded-sim-1" }]);
   }, 300_000);
 });

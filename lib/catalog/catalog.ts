@@ -160,6 +160,25 @@ export const KINDS = {
     },
     demo: { weight: 5 },
   },
+  category_reask: {
+    queues: ["imports"],
+    payload: jobPayloadSchema,
+    noun: "row",
+    advice: "Retry it: it resumes after the rows already asked again.",
+    itemConcurrency: {
+      n: 64,
+      why: "rows of an import asked again on one provider an operator chose: eight calls of eight rows in flight, a share of the provider that leaves the imports running beside it theirs",
+    },
+    modelBatch: {
+      size: 8,
+      why: "the import's batch, so a row is asked again the way it was first asked (lib/catalog: csv_import)",
+    },
+    provider: "model",
+    demo: {
+      weight: null,
+      why: "started by an operator from an import's page (or POST /api/jobs/<id>/retry with a route), never by random traffic",
+    },
+  },
   bulk_ocr: {
     queues: ["documents"],
     payload: jobPayloadSchema,

@@ -67,16 +67,17 @@ export async function runImport({ run, signal, loop, log }: RunContext): Promise
     categoriser.close(),
   );
 
-  return {
-    message: (row) => {
-      const total = row.processed + row.failed;
-      return row.failed > 0
-        ? `Imported ${formatCount(row.processed)} of ${countLabel(total, "row")}; ${countLabel(row.failed, "row")} could not be imported${SEE_THE_LIST}.`
-        : total === 1
-          ? "Imported the 1 row."
-          : `Imported all ${countLabel(total, "row")}.`;
-    },
-  };
+  return { message: importMessage };
+}
+
+/** An ended import's message, from its counts: "Imported 86 of 88 rows; 2 rows could not be imported (see the list below)." */
+export function importMessage(row: { processed: number; failed: number }): string {
+  const total = row.processed + row.failed;
+  return row.failed > 0
+    ? `Imported ${formatCount(row.processed)} of ${countLabel(total, "row")}; ${countLabel(row.failed, "row")} could not be imported${SEE_THE_LIST}.`
+    : total === 1
+      ? "Imported the 1 row."
+      : `Imported all ${countLabel(total, "row")}.`;
 }
 
 /**

@@ -38,6 +38,7 @@ export const JOB_DETAIL_TABLES = [
   "JobFile",
   "CategoryAnswerUse",
   "JobBatch",
+  "CategoryReask",
 ] as const;
 
 export const RETENTION_CLASSES: readonly RetentionClass[] = [
