@@ -28,7 +28,7 @@ test("the budgets page shows each queue's budget with its source, and the live w
   await expect(page.getByText("global default (10 min / 15 min)")).toBeVisible();
 
   // Overridden in the environment (e2e/env.ts): the variables are named as the source.
-  const imports = budgets.locator('tr[data-queue="imports"]');
+  const imports = budgets.locator('tr[data-queue="imports"][data-kind="csv_import"]');
   await expect(imports.locator("[data-source]")).toHaveText(
     "env:BOUNDED_BUDGET_IMPORTS_SOFT_S,BOUNDED_BUDGET_IMPORTS_HARD_S",
   );

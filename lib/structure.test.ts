@@ -32,7 +32,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ["projection"],
   ["diagnosis"],
   ["job-views"],
-  ["runs", "imports", "documents", "invoices", "agents", "syncs", "generations", "progress", "retention"],
+  ["runs", "imports", "reasks", "documents", "invoices", "agents", "syncs", "generations", "progress", "retention"],
   ["actions"],
   ["reports"],
 ];

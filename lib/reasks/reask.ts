@@ -10,7 +10,7 @@ import { estimateCostUsd } from "@/lib/modelcalls/usage";
 import { measuredLatency } from "@/lib/ratelimit/measured-latency";
 import { unscaled } from "@/lib/time";
 import { tenantBeingDeletedMessage } from "@/lib/tenants/being-deleted";
-import { OPEN_STATUSES } from "@/lib/core/job-statuses";
+import { OPEN_STATUSES, type JobStatus } from "@/lib/core/job-statuses";
 
 /**
  * Re-asking an import's rows on a model provider an operator chooses: the rows a fallback answered
@@ -129,7 +129,15 @@ export type ReaskResult =
   | { type: "queue_unavailable"; message: string };
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const ENDED_IMPORT = ["completed", "completed_with_errors", "timed_out", "failed", "abandoned", "cancelled"];
+/** An import in one of these has ended: its rows may be asked again. */
+export const ENDED_IMPORT_STATUSES = [
+  "completed",
+  "completed_with_errors",
+  "timed_out",
+  "failed",
+  "abandoned",
+  "cancelled",
+] as const satisfies readonly JobStatus[];
 
 type Refusal = Exclude<ReaskResult, { type: "reasked" | "queue_unavailable" }>;
 
@@ -155,7 +163,7 @@ async function reaskSource(jobId: string): Promise<{ refusal: Refusal } | { job:
     return refuse(409, "tenant_being_deleted", tenantBeingDeletedMessage(job.tenant.slug, job.tenant.deletingAt));
   if (job._count.children > 0)
     return refuse(409, "job_was_split", "This import was split into parts: ask the parts' rows again instead.");
-  if (!ENDED_IMPORT.includes(job.status))
+  if (!(ENDED_IMPORT_STATUSES as readonly string[]).includes(job.status))
     return refuse(409, "job_not_ended", `It is ${job.status}: rows are asked again once the import has ended.`);
   if (job.resultsPrunedAt)
     return refuse(410, "job_results_removed", resultsRemovedMessage(job.resultsPrunedAt, job.tenant.resultsRetainDays));
@@ -238,4 +246,60 @@ export async function reaskRows(jobId: string, by: Principal, input: ReaskReques
       message: "The job queue is unavailable; nothing was started. Try again in a minute.",
     };
   }
+}
+
+/** Rows asked again, each earlier answer beside the new one, as the job pages show them. */
+export interface ReaskComparison {
+  /** Rows asked again in all, and how many of them got another category. */
+  total: number;
+  changed: number;
+  /** The most recent first, at most `limit`. */
+  rows: {
+    row: number;
+    reaskJobId: string;
+    previousSlug: string | null;
+    previousModel: string | null;
+    slug: string;
+    model: string;
+    provider: string;
+    at: Date;
+  }[];
+}
+
+/** An import's rows asked again (`of: "import"`), or a re-ask job's own (`of: "reask"`). */
+export async function reaskComparison(jobId: string, of: "import" | "reask", limit = 50): Promise<ReaskComparison> {
+  const where = of === "import" ? { sourceJobId: jobId } : { jobId };
+  const [total, changedRows, rows] = await Promise.all([
+    db().categoryReask.count({ where }),
+    of === "import"
+      ? db().$queryRaw<{ n: bigint }[]>`
+          SELECT count(*) AS n FROM "CategoryReask" WHERE "sourceJobId" = ${jobId}::uuid AND slug IS DISTINCT FROM "previousSlug"`
+      : db().$queryRaw<{ n: bigint }[]>`
+          SELECT count(*) AS n FROM "CategoryReask" WHERE "jobId" = ${jobId}::uuid AND slug IS DISTINCT FROM "previousSlug"`,
+    db().categoryReask.findMany({ where, orderBy: [{ createdAt: "desc" }, { row: "asc" }], take: limit }),
+  ]);
+  return {
+    total,
+    changed: Number(changedRows[0]?.n ?? 0),
+    rows: rows.map((r) => ({
+      row: r.row,
+      reaskJobId: r.jobId,
+      previousSlug: r.previousSlug,
+      previousModel: r.previousModel,
+      slug: r.slug,
+      model: r.model,
+      provider: r.provider,
+      at: r.createdAt,
+    })),
+  };
+}
+
+/** The import a re-ask job asks rows of, and the provider it asks, from its row; null for another kind. */
+export async function reaskOf(jobId: string): Promise<Pick<ReaskParams, "sourceJobId" | "provider" | "rows"> | null> {
+  const job = await db().job.findUnique({ where: { id: jobId }, select: { kind: true, params: true } });
+  if (job?.kind !== "category_reask") return null;
+  const parsed = reaskParamsSchema.safeParse(job.params);
+  return parsed.success
+    ? { sourceJobId: parsed.data.sourceJobId, provider: parsed.data.provider, rows: parsed.data.rows }
+    : null;
 }

@@ -7,6 +7,7 @@ import { importMessage } from "@/lib/imports/run-import";
 import type { TransactionRow } from "@/lib/imports/rows";
 import { storedUpload } from "@/lib/imports/stored-upload";
 import { countLabel } from "@/lib/jobs/messages";
+import { itemSourceOf, partOf } from "@/lib/jobs/parts";
 import { providerOfName } from "@/lib/model-providers";
 import { createCategoriser, type RowAnswer } from "@/lib/modelcalls/categoriser";
 import { ModelCallError } from "@/lib/modelcalls/errors";
@@ -32,7 +33,14 @@ export async function runReask({ run, signal, loop }: RunContext): Promise<RunRe
       `The model provider "${params.provider}" is no longer configured (BOUNDED_MODEL_PROVIDERS): ask the rows again on one that is.`,
     );
   const categories = await getCategories();
-  const questions = await questionsOf(params);
+  // A part of a split import: its rows are read from the file of the job it was split from, and
+  // its items are counted from the start of its range.
+  const { params: sourceParams } = await db().job.findUniqueOrThrow({
+    where: { id: params.sourceJobId },
+    select: { params: true },
+  });
+  const source = { jobId: params.sourceJobId, params: sourceParams };
+  const questions = await questionsOf(params, itemSourceOf(source));
   const categoriser = createCategoriser({
     categories,
     batchSize: Math.max(1, Math.min(KINDS.category_reask.modelBatch.size, loop.concurrency ?? 1)),
@@ -40,7 +48,8 @@ export async function runReask({ run, signal, loop }: RunContext): Promise<RunRe
     route: [provider],
     context: { queue: run.queue, jobKind: run.kind, jobId: run.jobId },
   });
-  const write = reaskWrites(run, params, categories);
+  const itemOfRow = (row: number) => row - 1 - (partOf(sourceParams)?.from ?? 0);
+  const write = reaskWrites(run, params, categories, itemOfRow);
   await forEachItem(
     loop,
     params.list,
@@ -57,6 +66,7 @@ export async function runReask({ run, signal, loop }: RunContext): Promise<RunRe
     },
     (index) => params.list[index - 1]!,
   ).finally(() => categoriser.close());
+  await noteOnImport(run.jobId, params, provider.name);
   return {
     message: (row) =>
       `Asked ${countLabel(row.processed, "row")} of import ${params.sourceJobId} again on ${provider.name} (${provider.model})${
@@ -74,7 +84,7 @@ type Question =
  * Each listed row's question: the import's Transaction for a row it answered (one query), the
  * stored file's record for a row that had failed (one pass over the file, only when there is one).
  */
-async function questionsOf(params: ReaskParams): Promise<Map<number, Question>> {
+async function questionsOf(params: ReaskParams, uploadOf: string): Promise<Map<number, Question>> {
   const answered = await db().$queryRaw<
     {
       row: number;
@@ -107,7 +117,7 @@ async function questionsOf(params: ReaskParams): Promise<Map<number, Question>> 
     });
   const unanswered = new Set(params.list.filter((row) => !questions.has(row)));
   if (unanswered.size === 0) return questions;
-  const upload = await storedUpload(params.sourceJobId);
+  const upload = await storedUpload(uploadOf);
   if (!upload)
     throw new JobFailed(
       "The import's uploaded file is gone, so its failed rows cannot be read again: upload it again.",
@@ -133,7 +143,12 @@ interface AskedAgain {
  * for a row that had failed, the row imported as the import would have (Transaction,
  * CategoryAnswerUse), its failure removed and the import's counts, status and message set to match.
  */
-function reaskWrites(run: { jobId: string; tenantId: string }, params: ReaskParams, categories: Category[]) {
+function reaskWrites(
+  run: { jobId: string; tenantId: string },
+  params: ReaskParams,
+  categories: Category[],
+  itemOfRow: (row: number) => number,
+) {
   const categoryIds = new Map(categories.map((c) => [c.slug, c.id]));
   const idOf = (slug: string) => categoryIds.get(slug) ?? categoryIds.get("other")!;
   const source = params.sourceJobId;
@@ -167,19 +182,23 @@ function reaskWrites(run: { jobId: string; tenantId: string }, params: ReaskPara
         WHERE a."jobId" = ${source}::uuid AND a.row = u.r`;
     }
     const recovered = rows.filter((r) => !r.previous);
-    if (recovered.length > 0) await importRecovered(t, run.tenantId, source, recovered, idOf, uses(recovered), now);
+    if (recovered.length > 0)
+      await importRecovered(t, { tenantId: run.tenantId, source, itemOfRow, now }, recovered, idOf, uses(recovered));
   });
 }
 
 /** Rows that had failed, imported now: as the import writes a row, then its failure gone and its counts and message true. */
 async function importRecovered(
   t: Parameters<Parameters<typeof groupedWrite>[0]>[0],
-  tenantId: string,
-  source: string,
+  {
+    tenantId,
+    source,
+    itemOfRow,
+    now,
+  }: { tenantId: string; source: string; itemOfRow: (row: number) => number; now: string },
   rows: AskedAgain[],
   idOf: (slug: string) => number,
   u: { rows: number[]; models: string[]; prompt: number[]; completion: number[]; share: number[] },
-  now: string,
 ): Promise<void> {
   const tx = rows.map((r) => r.transaction);
   await t.$executeRaw`
@@ -198,11 +217,15 @@ async function importRecovered(
   const gone = await t.$executeRaw`
     DELETE FROM "JobItemFailure" WHERE "jobId" = ${source}::uuid AND row = ANY(${u.rows}::int[])`;
   await t.$executeRaw`
-    UPDATE "JobItem" SET ok = true WHERE "jobId" = ${source}::uuid AND item = ANY(${u.rows.map((r) => r - 1)}::int[])`;
+    UPDATE "JobItem" SET ok = true WHERE "jobId" = ${source}::uuid AND item = ANY(${u.rows.map(itemOfRow)}::int[])`;
   if (gone === 0) return;
   const [counts] = await t.$queryRaw<{ processed: number; failed: number; status: string }[]>`
     SELECT processed + ${gone}::int AS processed, failed - ${gone}::int AS failed, status::text FROM "Job"
     WHERE id = ${source}::uuid FOR UPDATE`;
+  // A part's counts roll up into the job it was split from, as its commits' do.
+  await t.$executeRaw`
+    UPDATE "Job" p SET processed = p.processed + ${gone}::int, failed = p.failed - ${gone}::int
+    FROM "Job" c WHERE c.id = ${source}::uuid AND p.id = c."parentId"`;
   // An import that completed says what it imported; one that ended otherwise keeps its own words.
   const { processed, failed } = counts!;
   const completed = counts!.status === "completed" || counts!.status === "completed_with_errors";
@@ -211,4 +234,23 @@ async function importRecovered(
       status = CASE WHEN ${completed} THEN ${failed === 0 ? "completed" : "completed_with_errors"}::"JobStatus" ELSE status END,
       message = CASE WHEN ${completed} THEN ${importMessage({ processed, failed })} ELSE message END
     WHERE id = ${source}::uuid`;
+}
+
+/**
+ * The import's timeline says its rows were asked again (and the event is what tells the
+ * customer's page to read its rows anew: lib/progress/snapshot.ts).
+ */
+async function noteOnImport(reaskJobId: string, params: ReaskParams, provider: string): Promise<void> {
+  const [counts] = await db().$queryRaw<{ asked: number; changed: number }[]>`
+    SELECT count(*)::int AS asked, count(*) FILTER (WHERE slug IS DISTINCT FROM "previousSlug")::int AS changed
+    FROM "CategoryReask" WHERE "jobId" = ${reaskJobId}::uuid`;
+  const { asked, changed } = counts!;
+  await db().jobEvent.create({
+    data: {
+      jobId: params.sourceJobId,
+      type: "reask",
+      attempt: 0,
+      message: `${countLabel(asked, "row")} asked again on ${provider} (job ${reaskJobId}); ${countLabel(changed, "row")} got another answer.`,
+    },
+  });
 }

@@ -7,6 +7,8 @@ import { retryJob } from "@/lib/actions/retry";
 import { describeRetry } from "@/lib/actions/retry-messages";
 import { partsSchema, splitJob } from "@/lib/actions/split";
 import { describeSplit } from "@/lib/actions/split-messages";
+import { REASK_ROWS, reaskRows } from "@/lib/reasks/reask";
+import { describeReask } from "@/lib/reasks/reask-messages";
 
 export type ActionState = OperatorActionState;
 
@@ -47,6 +49,26 @@ const retry = operatorAction({
 /** The job page's Retry: the same lib function as POST /api/jobs/:id/retry, with the same audit entry. */
 export async function retryJobAction(prev: ActionState, form: FormData): Promise<ActionState> {
   return retry(prev, form);
+}
+
+const reask = operatorAction({
+  action: "job.reask",
+  fields: (form) => ({ jobId: form.get("jobId"), route: form.get("route"), rows: form.get("rows") }),
+  schema: z.object({
+    jobId: z.string().max(64),
+    route: z.string({ error: "Choose a provider" }).trim().min(1, "Choose a provider").max(40),
+    rows: z.enum(REASK_ROWS, { error: "Choose which rows" }),
+  }),
+  target: jobIdField,
+  params: (input) => ({ route: input.route, rows: input.rows }),
+  run: (input, principal) => reaskRows(input.jobId, principal, { route: input.route, rows: input.rows }),
+  describe: describeReask,
+  revalidate: jobPage,
+});
+
+/** The job page's Re-ask: the same lib function as POST /api/jobs/:id/retry with a route, with the same audit entry. */
+export async function reaskRowsAction(prev: ActionState, form: FormData): Promise<ActionState> {
+  return reask(prev, form);
 }
 
 const split = operatorAction({

@@ -18,6 +18,7 @@ import { WebhookDeliveries } from "./webhook-deliveries";
 import { getJobTokenUsage, type TokenTotals } from "@/lib/modelcalls/usage";
 import { getJobAnswerReuse, type AnswerReuse } from "@/lib/answers/stats";
 import { nounOf } from "@/lib/jobs/messages";
+import { ReaskPanel } from "./reask";
 import {
   BlockedBy,
   DetailRemoved,
@@ -130,6 +131,7 @@ export default async function JobPage({
         <SplitPanel job={job} split={split} isOperator={isOperator} />
       </div>
       <PartsPanel job={job} />
+      <ReaskPanel job={job} isOperator={isOperator} />
       <div className="grid cols-2">
         <DetailsPanel job={job} tokens={tokens} reuse={reuse} />
         <ForensicsSummary f={forensics} />
