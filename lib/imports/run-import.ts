@@ -34,8 +34,8 @@ export async function runImport({ run, signal, loop, log }: RunContext): Promise
   // With room in its budget the job's rows that still need the model go to the provider's batch
   // service first (lib/runs/batch-lane.ts): this run may give its slot back here, before it reads
   // the file, so a wake-up that only looks at the batch stays cheap. The batch's answers are then
-  // this run's answers for those rows, and the rest is asked directly. The model is the one the
-  // categoriser asks (its default).
+  // this run's answers for those rows, and the rest is asked directly. The lane is the primary
+  // provider's Batch API: its answers are the primary's model's.
   const model = env().MODEL_NAME;
   const fromBatch = await throughBatchLane({
     run,
@@ -60,7 +60,7 @@ export async function runImport({ run, signal, loop, log }: RunContext): Promise
     tenantId: run.tenantId,
     jobKind: run.kind,
     categories,
-    categoriser: batchFirst(categoriser, fromBatch, categories),
+    categoriser: batchFirst(categoriser, fromBatch, categories, model),
   });
 
   await forEachItem(loop, uploadRows(upload), importRow(run, answers, categories), (index) => index + 1).finally(() =>
@@ -152,11 +152,15 @@ async function rowsNeedingTheModel(
   return [...asked.values()];
 }
 
-/** The categoriser, answering first from the batch's answers (a row's answer is read as a direct single-row answer is). */
+/**
+ * The categoriser, answering first from the batch's answers (a row's answer is read as a direct
+ * single-row answer is), which are `batchModel`'s: the primary's, whose Batch API the lane uses.
+ */
 function batchFirst(
   categoriser: Categoriser,
   fromBatch: Map<number, BatchAnswer>,
   categories: CategoryChoice[],
+  batchModel: string,
 ): Pick<Categoriser, "model" | "answer"> {
   const slugs = categories.map((c) => c.slug);
   return {
@@ -166,7 +170,7 @@ function batchFirst(
       if (!answer) return categoriser.answer(transaction, row);
       const answered: RowAnswer = {
         slug: parseCategoryAnswer(answer.content, slugs),
-        model: categoriser.model,
+        model: batchModel,
         promptTokens: answer.promptTokens,
         completionTokens: answer.completionTokens,
         callShare: 1 / fromBatch.size,

@@ -101,4 +101,32 @@ describe("createCategoriser", () => {
       createCategoriser({ categories: [], batchSize, context: {}, signal: new AbortController().signal }),
     ).toThrow(RangeError);
   });
+
+  it("asks first the model of the first provider on its route, so answers are stored and found under the model that gives them", () => {
+    const provider = (name: string, model: string) => ({
+      name,
+      service: `model:${name}` as const,
+      baseUrl: "https://x.example/v1",
+      apiKey: undefined,
+      model,
+      concurrency: 1,
+      rps: 1,
+      tpm: undefined,
+    });
+    const make = (options: Partial<Parameters<typeof createCategoriser>[0]>) => {
+      const c = createCategoriser({
+        categories: [],
+        batchSize: 8,
+        context: {},
+        signal: new AbortController().signal,
+        ...options,
+      });
+      c.close();
+      return c.model;
+    };
+    expect(make({ route: [provider("backup", "backup-1"), provider("primary", "primary-1")] })).toBe("backup-1");
+    expect(make({ model: "asked-1", route: [provider("backup", "backup-1")] })).toBe("asked-1");
+    // No route of its own: its kind's, here the primary alone.
+    expect(make({})).toBe("bounded-sim-1");
+  });
 });

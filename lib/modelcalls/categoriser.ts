@@ -1,6 +1,6 @@
-import { env } from "@/lib/env";
 import { logger } from "@/lib/log";
 import { knownTokenLimit } from "@/lib/ratelimit/provider";
+import { routeFor } from "@/lib/model-providers";
 import { chatCompletion, type ChatCompletionOptions, type AnswerTokens } from "./chat-completion";
 import {
   buildCategoryPrompt,
@@ -86,7 +86,10 @@ export interface RowAnswer {
 }
 
 export interface Categoriser {
-  /** The model asked: the options' `model`, else `env().MODEL_NAME`. */
+  /**
+   * The model asked first: the options' `model`, else the first provider's of its route (the
+   * options' or its kind's). Answers are stored and found under the model that gave them.
+   */
   readonly model: string;
   /**
    * One row's category slug, asked together with the rows that arrive with it. Rejects with the
@@ -270,7 +273,7 @@ export function createCategoriser(options: CategoriserOptions): Categoriser {
   if (!Number.isInteger(batchSize) || batchSize < 1)
     throw new RangeError(`batchSize must be an integer ≥ 1, got ${batchSize}`);
   const slugs = categories.map((c) => c.slug);
-  const model = call.model ?? env().MODEL_NAME;
+  const model = call.model ?? call.route?.[0]?.model ?? routeFor(call.context.jobKind)[0]!.model;
   const state: BatchState = {
     categories,
     slugs,

@@ -61,6 +61,17 @@ export async function rowsToReask(sourceJobId: string, rows: ReaskRows): Promise
   return [...new Set([...answered, ...failed].map((r) => r.row))].sort((a, b) => a - b);
 }
 
+/** How many rows a re-ask of `rows` would ask: counted, not listed (the job page asks for every choice). */
+async function countRowsToReask(sourceJobId: string): Promise<Record<ReaskRows, number>> {
+  const first = routeFor("csv_import")[0]!.model;
+  const [c] = await db().$queryRaw<{ fallback: number; answered: number; failed: number }[]>`
+    SELECT
+      (SELECT count(*)::int FROM "CategoryAnswerUse" WHERE "jobId" = ${sourceJobId}::uuid AND model <> ${first}) AS fallback,
+      (SELECT count(*)::int FROM "Transaction" WHERE "jobId" = ${sourceJobId}::uuid) AS answered,
+      (SELECT count(*)::int FROM "JobItemFailure" WHERE "jobId" = ${sourceJobId}::uuid) AS failed`;
+  return { fallback: c!.fallback, failed: c!.failed, all: c!.answered + c!.failed };
+}
+
 /** What a re-ask would do, shown before it is sent. */
 export interface ReaskPlan {
   provider: string;
@@ -103,13 +114,10 @@ async function planOf(
 
 /** Every plan the job page's form may show: each provider, each choice of rows. */
 export async function reaskPlans(sourceJobId: string): Promise<ReaskPlan[]> {
-  const perRow = await tokensPerRow(sourceJobId);
-  const counts = await Promise.all(
-    REASK_ROWS.map(async (rows) => [rows, (await rowsToReask(sourceJobId, rows)).length] as const),
-  );
+  const [perRow, counts] = await Promise.all([tokensPerRow(sourceJobId), countRowsToReask(sourceJobId)]);
   return Promise.all(
     modelRouting().providers.flatMap((provider) =>
-      counts.map(([rows, count]) => planOf(provider, rows, count, perRow)),
+      REASK_ROWS.map((rows) => planOf(provider, rows, counts[rows], perRow)),
     ),
   );
 }
@@ -253,7 +261,7 @@ export interface ReaskComparison {
   /** Rows asked again in all, and how many of them got another category. */
   total: number;
   changed: number;
-  /** The most recent first, at most `limit`. */
+  /** By row (a row asked again twice: the latest first), at most `limit`. */
   rows: {
     row: number;
     reaskJobId: string;
@@ -276,7 +284,7 @@ export async function reaskComparison(jobId: string, of: "import" | "reask", lim
           SELECT count(*) AS n FROM "CategoryReask" WHERE "sourceJobId" = ${jobId}::uuid AND slug IS DISTINCT FROM "previousSlug"`
       : db().$queryRaw<{ n: bigint }[]>`
           SELECT count(*) AS n FROM "CategoryReask" WHERE "jobId" = ${jobId}::uuid AND slug IS DISTINCT FROM "previousSlug"`,
-    db().categoryReask.findMany({ where, orderBy: [{ createdAt: "desc" }, { row: "asc" }], take: limit }),
+    db().categoryReask.findMany({ where, orderBy: [{ row: "asc" }, { createdAt: "desc" }], take: limit }),
   ]);
   return {
     total,

@@ -82,7 +82,7 @@ function Comparison({ comparison }: { comparison: ReaskComparison }) {
         after={
           comparison.total > comparison.rows.length ? (
             <p className="small muted" style={{ padding: "0 0.75rem" }}>
-              Showing the latest {formatCount(comparison.rows.length)} of {formatCount(comparison.total)}.
+              Showing the first {formatCount(comparison.rows.length)} of {formatCount(comparison.total)}.
             </p>
           ) : null
         }
