@@ -51,6 +51,11 @@ test("rows with the same question are asked once, a second file reuses the tenan
   await page.goto("/model-calls");
   const reuse = page.getByTestId("answer-reuse-by-kind");
   await expect(reuse.getByRole("row", { name: /csv_import/ })).toBeVisible();
+  // Filtered by another kind, the section is that kind's alone.
+  await page.goto("/model-calls?kind=agent_run");
+  await expect(page.locator("#reuse-title")).toHaveText(/^Answers reused by agent_run, last /);
+  await expect(page.getByTestId("answer-reuse-by-kind")).toHaveCount(0);
+  await page.goto("/model-calls");
   await page.getByTestId("answer-reuse").getByLabel("Tenant").fill(TENANT);
   await page.getByRole("button", { name: "Clear stored answers" }).click();
   await expect(page.getByRole("status")).toContainText(`Cleared 3 stored category answers of ${TENANT}`);

@@ -121,6 +121,18 @@ async function populatedTenant(label: string) {
     },
   });
   await answerUseOf(jobId, 2);
+  // A row of the import asked again (the part standing in for the re-ask job: the table is what counts here).
+  await db().categoryReask.create({
+    data: {
+      jobId: part.id,
+      sourceJobId: jobId,
+      row: 2,
+      previousSlug: "other",
+      provider: "primary",
+      model: "m",
+      slug: "other",
+    },
+  });
   await db().modelCall.create({ data: { jobId, model: "m", startedAt: new Date(), durationMs: 1, outcome: "ok" } });
   await transactionOf(id, jobId, 2);
   await db().invoice.create({

@@ -25,6 +25,8 @@ export const TENANT_TABLES: readonly { table: string; owner: Owner }[] = [
   { table: "JobEvent", owner: { by: "jobId" } },
   { table: "JobFile", owner: { by: "jobId" } },
   { table: "CategoryAnswerUse", owner: { by: "jobId" } },
+  // Named by its re-ask job; a row of an import deleted before its re-ask goes with the import (cascade).
+  { table: "CategoryReask", owner: { by: "jobId" } },
   { table: "WebhookDelivery", owner: { by: "jobId" } },
   { table: "ModelCall", owner: { by: "jobId" } },
   // It has the tenant's id too, but its job may not be deleted before it (no cascade): it goes with its job.

@@ -76,6 +76,7 @@ describe("what workers really use", () => {
         hardMs: 900_000,
         source: "env:BOUNDED_BUDGET_IMPORTS_SOFT_S",
       }),
+      expect.objectContaining({ queue: "imports", kind: "category_reask", softMs: 120_000 }),
       expect.objectContaining({
         queue: "agent-batch",
         kind: "agent_run",

@@ -12,22 +12,28 @@ const percent = (rate: number | null) => (rate === null ? "—" : `${(rate * 100
 /**
  * Rows categorised in the page's range, per kind: how many asked the model, how many shared an
  * earlier row's answer within their job, how many were answered from the tenant's stored answers,
- * and the model spend that reuse avoided. Then the operator's form to clear a tenant's answers.
+ * and the model spend that reuse avoided — the page's kind alone when it filters by one. Then the
+ * operator's form to clear a tenant's answers.
  */
 export async function AnswerReuseSection({
   window,
   range,
+  kind,
   canClear,
 }: {
   window: { from: string; to: string };
   range: LatencyRange;
+  kind: string | undefined;
   canClear: boolean;
 }) {
-  const kinds = await getAnswerReuseByKind({ from: new Date(window.from), to: new Date(window.to) });
+  const all = await getAnswerReuseByKind({ from: new Date(window.from), to: new Date(window.to) });
+  const kinds = kind ? all.filter((k) => k.kind === kind) : all;
   const ttlDays = env().BOUNDED_CATEGORY_ANSWER_TTL_DAYS;
   return (
     <section className="panel" aria-labelledby="reuse-title" data-testid="answer-reuse">
-      <h2 id="reuse-title">Answers reused, last {RANGE_LABEL[range]}</h2>
+      <h2 id="reuse-title">
+        Answers reused{kind ? ` by ${kind}` : ""}, last {RANGE_LABEL[range]}
+      </h2>
       <p className="small muted">
         A row's category is asked once per question (its normalised counterparty and description, the amount's sign, the
         category list, the prompt version and the model): rows of a job with the same question share one answer, and a

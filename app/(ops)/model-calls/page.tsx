@@ -42,7 +42,7 @@ const TYPE_LABEL = {
 
 export default async function ModelCallsPage({ searchParams }: { searchParams: Promise<Search> }) {
   // Checked here, not only in the layout: a client navigation renders the page without it.
-  const principal = await requirePageViewer("/model-calls");
+  const canClear = hasRole(await requirePageViewer("/model-calls"), "operator");
   const raw = Object.fromEntries(
     Object.entries(await searchParams).filter(([, v]) => typeof v === "string" && v !== ""),
   ) as Record<string, string>;
@@ -146,10 +146,12 @@ export default async function ModelCallsPage({ searchParams }: { searchParams: P
           <BucketList buckets={chartBuckets} />
         </ChartWithSummary>
       )}
-      {h.type === "model" ? <ProvidersSection /> : null}
-      {h.type === "model" ? <TokenUsageSection query={query} range={h.range} /> : null}
       {h.type === "model" ? (
-        <AnswerReuseSection window={h.window} range={h.range} canClear={hasRole(principal, "operator")} />
+        <>
+          <ProvidersSection />
+          <TokenUsageSection query={query} range={h.range} />
+          <AnswerReuseSection window={h.window} range={h.range} kind={query.kind} canClear={canClear} />
+        </>
       ) : null}
     </main>
   );
