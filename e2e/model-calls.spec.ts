@@ -153,6 +153,9 @@ test("the model providers: each with its model, endpoint, state and limits, the 
   );
   // No kind has a route of its own here: every kind's calls go to the primary alone.
   await expect(providers.getByTestId("model-routes")).toHaveText("Routes: every kind: primary.");
+  await expect(providers.getByTestId("failover-ceiling")).toHaveText(
+    "Failover cost: no ceiling (BOUNDED_FAILOVER_MAX_USD_PER_JOB, _PER_TENANT_DAY).",
+  );
   // A provider's model opens its latency: the chart filtered by that model.
   await list.getByRole("link", { name: "bounded-sim-1" }).click();
   await expect(page).toHaveURL(/model=bounded-sim-1/);

@@ -80,7 +80,7 @@ afterAll(async () => {
   await m.db.closeDb();
 });
 
-function startWorker(primaryKey = "sk-bounded-primary-revoked"): ChildProcess {
+function startWorker(primaryKey = "sk-bounded-primary-revoked", more: Record<string, string> = {}): ChildProcess {
   const child = spawn(process.execPath, ["--import", "tsx", "workers/main.ts"], {
     cwd: root,
     env: {
@@ -93,6 +93,7 @@ function startWorker(primaryKey = "sk-bounded-primary-revoked"): ChildProcess {
       MODEL_API_KEY: primaryKey,
       LOG_LEVEL: "warn",
       BOUNDED_WORKER_CONCURRENCY: "4",
+      ...more,
     },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -254,4 +255,30 @@ describe("a route of two model providers, the primary's key revoked", () => {
       }),
     ).toEqual([{ row: 6, previousSlug: null, model: "bounded-sim-1" }]);
   }, 300_000);
+
+  it("past the failover cost ceiling an import does not fail over: it waits for the primary, and its message says which ceiling", async () => {
+    const tenant = m.tenants.uniqueTenantSlug("ceiling");
+    tenants.push(tenant);
+    const created = await m.createImport.createImport({ tenant, filename: "c.csv", bytes: csv(16) });
+    if (created.type !== "created") throw new Error(created.message);
+    // The fallback priced so that one call's estimate (its prompt and 256 answer tokens) is past a cent.
+    startWorker("sk-bounded-primary-revoked", {
+      BOUNDED_MODEL_PRICES: JSON.stringify({ "bounded-sim-backup-1": { prompt: 100, completion: 100 } }),
+      BOUNDED_FAILOVER_MAX_USD_PER_JOB: "0.01",
+    });
+    const waiting = await waitFor(
+      async () => {
+        const job = await m.db.db().job.findUniqueOrThrow({ where: { id: created.jobId } });
+        return job.status === "delayed" && job;
+      },
+      { timeoutMs: 60_000, intervalMs: 100, what: "the import to wait" },
+    );
+    expect(waiting.message).toMatch(
+      /^Waiting for the model service, down since .*; its fallback backup is not asked: \$0 spent so far would go past this job's ceiling of \$0\.010 on fallback calls\); it resumes by itself, and nothing is failed for it\.$/,
+    );
+    expect(waiting.failed).toBe(0);
+    // Nothing was sent to the fallback for it.
+    expect(await m.db.db().modelCall.count({ where: { jobId: created.jobId, model: "bounded-sim-backup-1" } })).toBe(0);
+    await m.db.db().job.update({ where: { id: created.jobId }, data: { status: "cancelled", finishedAt: new Date() } });
+  }, 120_000);
 });

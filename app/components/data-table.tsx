@@ -1,4 +1,5 @@
 import type { CSSProperties, ReactNode } from "react";
+import { formatCount } from "@/lib/format/number";
 
 /** A column heading; a `num` one is right-aligned like the numbers under it. */
 export type Heading = string | { label: string; className: string };
@@ -79,5 +80,15 @@ export function DataTable<T>({
       </table>
       {after}
     </div>
+  );
+}
+
+/** The note under a table that shows the first rows of more: "Showing the first 50 of 1,234."; nothing when it shows all. */
+export function FirstOf({ shown, total }: { shown: number; total: number }) {
+  if (total <= shown) return null;
+  return (
+    <p className="small muted" style={{ padding: "0 0.75rem" }}>
+      Showing the first {formatCount(shown)} of {formatCount(total)}.
+    </p>
   );
 }

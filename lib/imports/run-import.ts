@@ -92,11 +92,7 @@ function importRow(run: RunStart, answers: JobAnswers, categories: Category[]) {
     const checked = checkRow(record, columns);
     if (!checked.ok) throw new ItemError(checked.problem);
     const tx = checked.transaction;
-    const answer = await answers.answer(questionOf(tx), row).catch((err: unknown) => {
-      if (err instanceof ModelCallError && !err.retryable)
-        throw new ItemError(`could not be categorised: the model service refused it (HTTP ${err.status ?? "error"})`);
-      throw err;
-    });
+    const answer = await answers.answer(questionOf(tx), row).catch(refusedForGood);
     return importedRow({
       row,
       date: tx.date,
@@ -112,6 +108,16 @@ function importRow(run: RunStart, answers: JobAnswers, categories: Category[]) {
       callShare: answer.callShare,
     });
   };
+}
+
+/**
+ * A model call's failure as a row sees it: a refusal of the row's question for good (its length,
+ * its content) is the row's own failure; any other is not the row's, and goes on as it is.
+ */
+export function refusedForGood(err: unknown): never {
+  if (err instanceof ModelCallError && !err.retryable)
+    throw new ItemError(`could not be categorised: the model service refused it (HTTP ${err.status ?? "error"})`);
+  throw err;
 }
 
 /** The stored file; a part of a split import reads the file uploaded for the job it was split from. */

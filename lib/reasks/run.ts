@@ -3,14 +3,13 @@ import { KINDS } from "@/lib/catalog/catalog";
 import { ItemError, JobFailed } from "@/lib/core/signals";
 import { db } from "@/lib/db/client";
 import { checkRow, questionOf, uploadRows } from "@/lib/imports/csv-rows";
-import { importMessage } from "@/lib/imports/run-import";
+import { importMessage, refusedForGood } from "@/lib/imports/run-import";
 import type { TransactionRow } from "@/lib/imports/rows";
 import { storedUpload } from "@/lib/imports/stored-upload";
 import { countLabel } from "@/lib/jobs/messages";
 import { itemSourceOf, partOf } from "@/lib/jobs/parts";
 import { providerOfName } from "@/lib/model-providers";
 import { createCategoriser, type RowAnswer } from "@/lib/modelcalls/categoriser";
-import { ModelCallError } from "@/lib/modelcalls/errors";
 import { groupedWrite } from "@/lib/runs/commit";
 import { forEachItem } from "@/lib/runs/for-each-item";
 import type { RunContext, RunResult } from "@/lib/runs/processor";
@@ -57,11 +56,7 @@ export async function runReask({ run, signal, loop }: RunContext): Promise<RunRe
       const question = questions.get(row);
       if (!question) throw new ItemError("is no longer in the import (its rows were removed)");
       if (!question.ok) throw new ItemError(question.problem);
-      const answer = await categoriser.answer(questionOf(question.transaction), row).catch((err: unknown) => {
-        if (err instanceof ModelCallError && !err.retryable)
-          throw new ItemError(`could not be categorised: the model service refused it (HTTP ${err.status ?? "error"})`);
-        throw err;
-      });
+      const answer = await categoriser.answer(questionOf(question.transaction), row).catch(refusedForGood);
       return write({ row, previous: question.previous, transaction: question.transaction, answer });
     },
     (index) => params.list[index - 1]!,

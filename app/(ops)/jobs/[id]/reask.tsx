@@ -4,7 +4,7 @@ import type { JobDetail } from "@/lib/job-views/queries";
 import { routeFor } from "@/lib/model-providers";
 import { ENDED_IMPORT_STATUSES, reaskComparison, reaskOf, reaskPlans, type ReaskComparison } from "@/lib/reasks/reask";
 import { planSentence } from "@/lib/reasks/reask-messages";
-import { DataTable, num } from "../../../components/data-table";
+import { DataTable, FirstOf, num } from "../../../components/data-table";
 import { fmtTime } from "../../../components/format";
 import { ReaskForm } from "./reask-form";
 
@@ -79,13 +79,7 @@ function Comparison({ comparison }: { comparison: ReaskComparison }) {
         empty="No row asked again yet."
         testId="reask-rows"
         label="Rows asked again, earlier and new answers"
-        after={
-          comparison.total > comparison.rows.length ? (
-            <p className="small muted" style={{ padding: "0 0.75rem" }}>
-              Showing the first {formatCount(comparison.rows.length)} of {formatCount(comparison.total)}.
-            </p>
-          ) : null
-        }
+        after={<FirstOf shown={comparison.rows.length} total={comparison.total} />}
       >
         {(r) => (
           <tr key={`${r.reaskJobId}:${r.row}`}>

@@ -9,7 +9,7 @@ import { formatCount } from "@/lib/format/number";
 import { fmtOutOf, fmtTime } from "../../../components/format";
 import { env } from "@/lib/env";
 import { LiveJobProgress, LiveJobStatus, type RenderedFacts } from "./job-live";
-import { DataTable, num } from "../../../components/data-table";
+import { DataTable, FirstOf, num } from "../../../components/data-table";
 import { formatDuration } from "@/lib/format/duration";
 import { MAX_BUDGET_FACTOR } from "@/lib/actions/retry";
 import { MAX_PARTS, MIN_PARTS, type SplitPlan } from "@/lib/projection/split-plan";
@@ -333,13 +333,7 @@ export function FailuresPanel({ job }: { job: JobDetail }) {
         headings={[num("Row"), "Reason", num("Attempt")]}
         rows={job.failures}
         empty="No item failed."
-        after={
-          job.failuresTotal > job.failures.length ? (
-            <p className="small muted" style={{ padding: "0 0.75rem" }}>
-              Showing the first {formatCount(job.failures.length)} of {formatCount(job.failuresTotal)}.
-            </p>
-          ) : null
-        }
+        after={<FirstOf shown={job.failures.length} total={job.failuresTotal} />}
       >
         {(f) => (
           <tr key={f.row}>
