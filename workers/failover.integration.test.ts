@@ -274,7 +274,7 @@ describe("a route of two model providers, the primary's key revoked", () => {
       { timeoutMs: 60_000, intervalMs: 100, what: "the import to wait" },
     );
     expect(waiting.message).toMatch(
-      /^Waiting for the model service, down since .*; its fallback backup is not asked: \$0 spent so far would go past this job's ceiling of \$0\.010 on fallback calls\); it resumes by itself, and nothing is failed for it\.$/,
+      /^Waiting for the model service, down since .*; its fallback backup is not asked: another call there \(about \$0\.0\d\d\) would take this job's fallback spend \(\$0 so far, calls in flight included\) past its ceiling of \$0\.010\); it resumes by itself, and nothing is failed for it\.$/,
     );
     expect(waiting.failed).toBe(0);
     // Nothing was sent to the fallback for it.

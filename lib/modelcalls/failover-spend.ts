@@ -42,12 +42,12 @@ end
 return {1}
 `);
 
-/** One ceiling a call is held to: its key, the ceiling, and what a person calls it. */
+/** One ceiling a call is held to: its key, the ceiling, and the words for going past it, given what is spent. */
 interface Scope {
   key: string;
   ceilingMicro: number;
   ttlS: number;
-  words: string;
+  past: (spent: string) => string;
 }
 
 /** A call's reservation, settled once with what it cost. */
@@ -64,20 +64,22 @@ const dayOf = (now: Date) => now.toISOString().slice(0, 10);
 /** The ceilings a call made for `jobId` (and the running tenant) is held to. */
 function scopesOf(jobId: string | undefined, ceiling: FailoverCeiling, now: Date): Scope[] {
   const scopes: Scope[] = [];
-  if (jobId !== undefined && ceiling.perJobUsd !== undefined)
+  const { perJobUsd, perTenantDayUsd } = ceiling;
+  if (jobId !== undefined && perJobUsd !== undefined)
     scopes.push({
       key: key("failover-spend", "job", jobId),
-      ceilingMicro: Math.round(ceiling.perJobUsd * MICRO),
+      ceilingMicro: Math.round(perJobUsd * MICRO),
       ttlS: JOB_SPEND_TTL_S,
-      words: `this job's ceiling of ${formatUsd(ceiling.perJobUsd)} on fallback calls`,
+      past: (spent) => `this job's fallback spend (${spent}) past its ceiling of ${formatUsd(perJobUsd)}`,
     });
   const tenantId = currentTenant();
-  if (tenantId !== undefined && ceiling.perTenantDayUsd !== undefined)
+  if (tenantId !== undefined && perTenantDayUsd !== undefined)
     scopes.push({
       key: key("failover-spend", "tenant", tenantId, dayOf(now)),
-      ceilingMicro: Math.round(ceiling.perTenantDayUsd * MICRO),
+      ceilingMicro: Math.round(perTenantDayUsd * MICRO),
       ttlS: TENANT_DAY_SPEND_TTL_S,
-      words: `its tenant's ceiling of ${formatUsd(ceiling.perTenantDayUsd)} a day on fallback calls (UTC)`,
+      past: (spent) =>
+        `its tenant's fallback spend today (${spent}, UTC) past its ceiling of ${formatUsd(perTenantDayUsd)} a day`,
     });
   return scopes;
 }
@@ -110,7 +112,7 @@ export async function reserveFailover(
     const scope = scopes[index! - 1]!;
     return {
       ok: false,
-      why: `its fallback ${provider.name} is not asked: ${formatUsd(spent! / MICRO)} spent so far would go past ${scope.words}`,
+      why: `its fallback ${provider.name} is not asked: another call there (about ${formatUsd(estimate / MICRO)}) would take ${scope.past(`${formatUsd(spent! / MICRO)} so far, calls in flight included`)}`,
     };
   }
   return {

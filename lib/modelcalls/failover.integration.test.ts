@@ -240,7 +240,7 @@ describe("failover to the next provider on a call's route (real Redis, two simul
       );
       expect(isOutsideServiceDown(refused)).toBe(true);
       expect((refused as Error).message).toMatch(
-        /^The model service is down since .*its fallback backup is not asked: \$0\.0\d\d spent so far would go past this job's ceiling of \$0\.\d{3} on fallback calls/,
+        /^The model service is down since .*its fallback backup is not asked: another call there \(about \$0\.2\d\d\) would take this job's fallback spend \(\$0\.0\d\d so far, calls in flight included\) past its ceiling of \$0\.\d{3}/,
       );
       // Nothing sent to the fallback, nothing counted as a failover, nothing more spent.
       expect(recorded.filter((r) => r.model === "bounded-sim-backup-1")).toHaveLength(1);
@@ -261,7 +261,9 @@ describe("failover to the next provider on a call's route (real Redis, two simul
       expect((await asTenant(tenant)).provider).toBe("backup");
       const refused = await asTenant(tenant).catch((e: unknown) => e);
       expect(isOutsideServiceDown(refused)).toBe(true);
-      expect((refused as Error).message).toMatch(/its tenant's ceiling of \$0\.\d{3} a day on fallback calls \(UTC\)/);
+      expect((refused as Error).message).toMatch(
+        /would take its tenant's fallback spend today \(\$0\.0\d\d so far, calls in flight included, UTC\) past its ceiling of \$0\.\d{3} a day/,
+      );
       expect(await spentMicro("tenant", tenant, new Date().toISOString().slice(0, 10))).toBeGreaterThan(0);
       expect((await asTenant(randomUUID())).provider).toBe("backup");
     });
