@@ -136,3 +136,47 @@ test("re-asking is for operators, checked on the server; a wrong body is a 422 t
     plan: { provider: "backup", count: 3 },
   });
 });
+
+test("bulk re-ask from the jobs page: Preview counts the ended imports with such rows, only then is it offered, and each gets a re-ask", async ({
+  operatorPage: page,
+  request,
+}) => {
+  const { jobId } = await completedImport(request, "e2e-reask-bulk", 4);
+  await page.goto("/jobs");
+  const form = page.getByRole("form", { name: "Bulk re-ask" });
+  await form.getByLabel("Rows").selectOption("all");
+  await form.getByLabel("Ask on").selectOption("backup");
+  await form.getByLabel("Tenant").fill("e2e-reask-bulk");
+  await expect(form.getByRole("button", { name: "Ask matching imports again" })).toBeDisabled();
+  await form.getByRole("button", { name: "Preview" }).click();
+  await expect(
+    form.getByText("1 ended import has rows: each would be asked again on backup, as a job of its own."),
+  ).toBeVisible();
+  await page.setViewportSize({ width: 1440, height: 900 });
+  await form.screenshot({ path: "test-results/bulk-reask.png" });
+  await page.setViewportSize({ width: 390, height: 844 });
+  await form.screenshot({ path: "test-results/bulk-reask-390.png" });
+  await form.getByRole("button", { name: "Ask again in 1 import" }).click();
+  await expect(form.getByRole("status")).toHaveText(
+    "Asking the all rows of 1 of 1 matching imports again on backup, each as a job of its own.",
+  );
+  await expect
+    .poll(
+      async () =>
+        (
+          await sql<{ status: string }>(
+            `select status from "Job" where kind = 'category_reask' and params->>'sourceJobId' = $1`,
+            [jobId],
+          )
+        )[0]?.status,
+      { timeout: 30_000 },
+    )
+    .toBe("completed");
+  const audit = await sql<{ action: string; result: string }>(
+    `select action, result::text from "AuditEntry" where action like 'jobs.reask%' and params->>'tenant' = 'e2e-reask-bulk' order by id`,
+  );
+  expect(audit).toEqual([
+    { action: "jobs.reask.preview", result: "ok" },
+    { action: "jobs.reask", result: "ok" },
+  ]);
+});

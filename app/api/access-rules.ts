@@ -58,6 +58,7 @@ export const ACTION_ACCESS = {
   "app/(ops)/jobs/actions.ts#bulkRetryAction": "operator",
   "app/(ops)/jobs/[id]/actions.ts#retryJobAction": "operator",
   "app/(ops)/jobs/[id]/actions.ts#reaskRowsAction": "operator",
+  "app/(ops)/jobs/actions.ts#bulkReaskAction": "operator",
   "app/(ops)/jobs/[id]/actions.ts#cancelJobAction": "operator",
   "app/(ops)/jobs/[id]/actions.ts#splitJobAction": "operator",
   "app/(ops)/stuck/actions.ts#stuckGroupAction": "operator",

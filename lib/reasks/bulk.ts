@@ -54,12 +54,17 @@ function where(f: BulkReask["filter"], rows: ReaskRows): Prisma.JobWhereInput {
 
 export type BulkReaskResult =
   | { type: "preview"; imports: number; cap: number; overCap: boolean; message: string }
+  /** From the jobs page, which re-asks only the choice whose count the operator saw: it changed since. */
+  | { type: "choice_changed" }
   | { type: "over_cap"; imports: number; message: string }
   | { type: "done"; matched: number; started: string[]; refused: { jobId: string; reason: string }[]; message: string };
 
+/** What the imports must have, in words: "rows a fallback answered", "failed rows", "rows". */
+const HAVING: Record<ReaskRows, string> = { fallback: "rows a fallback answered", failed: "failed rows", all: "rows" };
+
 export async function bulkReask(body: BulkReask, by: Principal): Promise<BulkReaskResult> {
   const imports = await db().job.count({ where: where(body.filter, body.rows) });
-  const what = `${ROWS_LABEL[body.rows]} on ${body.route}`;
+  const matching = `${formatCount(imports)} ended import${imports === 1 ? " has" : "s have"} ${HAVING[body.rows]}`;
   if (body.dryRun)
     return {
       type: "preview",
@@ -68,14 +73,16 @@ export async function bulkReask(body: BulkReask, by: Principal): Promise<BulkRea
       overCap: imports > BULK_REASK_CAP,
       message:
         imports === 0
-          ? `No ended import has ${ROWS_LABEL[body.rows]}: nothing to ask again.`
-          : `${formatCount(imports)} import${imports === 1 ? "" : "s"} would have their ${what} asked again, each as a job of its own${imports > BULK_REASK_CAP ? `; at most ${BULK_REASK_CAP} at once: narrow the filter` : ""}.`,
+          ? `No ended import has ${HAVING[body.rows]}: nothing to ask again.`
+          : imports > BULK_REASK_CAP
+            ? `${matching}; a bulk re-ask takes at most ${BULK_REASK_CAP}. Narrow the filter (tenant, time range).`
+            : `${matching}: each would be asked again on ${body.route}, as a job of its own.`,
     };
   if (imports > BULK_REASK_CAP)
     return {
       type: "over_cap",
       imports,
-      message: `${formatCount(imports)} imports match; a bulk re-ask takes at most ${BULK_REASK_CAP}. Narrow the filter (tenant, time range).`,
+      message: `${matching}; a bulk re-ask takes at most ${BULK_REASK_CAP}. Narrow the filter (tenant, time range).`,
     };
   const ids = await db().job.findMany({
     where: where(body.filter, body.rows),
@@ -90,12 +97,13 @@ export async function bulkReask(body: BulkReask, by: Principal): Promise<BulkRea
     if (r.type === "reasked") started.push(r.jobId);
     else refused.push({ jobId: id, reason: describeReask(r).message });
   }
+  const notStarted = refused.length ? `; ${refused.length} could not be (the first: ${refused[0]!.reason})` : "";
   return {
     type: "done",
     matched: ids.length,
     started,
     refused,
-    message: `Asking the ${what} of ${formatCount(started.length)} of ${formatCount(ids.length)} matching imports again${refused.length ? `; ${refused.length} could not be: see refused` : ""}.`,
+    message: `Asking the ${ROWS_LABEL[body.rows]} of ${formatCount(started.length)} of ${formatCount(ids.length)} matching imports again on ${body.route}, each as a job of its own${notStarted}.`,
   };
 }
 
@@ -114,5 +122,12 @@ export function describeBulkReask(r: BulkReaskResult): Described {
       return { ok: false, status: 422, code: "too_many_imports", message: r.message };
     case "done":
       return { ok: true, status: 202, code: "reasked", message: r.message };
+    case "choice_changed":
+      return {
+        ok: false,
+        status: 409,
+        code: "choice_changed",
+        message: "The choice changed since the preview: preview again before asking.",
+      };
   }
 }

@@ -4,6 +4,7 @@ import { startTransition, useActionState, useState, type FormEvent } from "react
 import { bulkRetryAction, type BulkRetryState } from "./actions";
 import { SelectField, TextField } from "../../components/field";
 import { formatCount } from "@/lib/format/number";
+import { PreviewThenConfirm } from "./preview-then-confirm";
 
 /**
  * Retry every job matching a filter: Preview shows how many match (and the cap); only then can
@@ -23,7 +24,6 @@ export function BulkRetryForm(props: {
   const [previewedFilter, setPreviewedFilter] = useState<string | null>(null);
   const current = JSON.stringify(filter);
   const previewed = state.preview && previewedFilter === current && !state.preview.overCap && state.preview.count > 0;
-  const disabled = !props.canAct || pending;
   const bind = (name: keyof typeof filter) => ({
     name,
     value: filter[name],
@@ -45,38 +45,19 @@ export function BulkRetryForm(props: {
       <TextField label="Tenant" placeholder="any" {...bind("tenant")} />
       <TextField label="Created from (UTC)" type="datetime-local" {...bind("from")} />
       <TextField label="to (UTC)" type="datetime-local" {...bind("to")} />
-      <button
-        type="submit"
-        name="intent"
-        value="preview"
-        className="secondary"
-        disabled={disabled}
-        title={props.disabledReason ?? undefined}
-      >
-        {pending ? "Counting…" : "Preview"}
-      </button>
-      <button
-        type="submit"
-        name="intent"
-        value="retry"
-        disabled={disabled || !previewed}
-        title={previewed ? undefined : "Preview first: see how many jobs match"}
-      >
-        {previewed
-          ? `Retry ${formatCount(state.preview!.count)} job${state.preview!.count === 1 ? "" : "s"}`
-          : "Retry matching jobs"}
-      </button>
-      <div aria-live="polite" style={{ flexBasis: "100%" }}>
-        {props.disabledReason ? <p className="muted small">{props.disabledReason}</p> : null}
-        {state.message ? (
-          <p
-            className={state.ok || (state.preview && !state.preview.overCap) ? "message ok" : "form-error"}
-            role={state.ok ? "status" : "alert"}
-          >
-            {state.message}
-          </p>
-        ) : null}
-      </div>
+      <PreviewThenConfirm
+        intent="retry"
+        pending={pending}
+        canAct={props.canAct}
+        disabledReason={props.disabledReason}
+        previewed={Boolean(previewed)}
+        confirm={{
+          ready: `Retry ${formatCount(state.preview?.count ?? 0)} job${state.preview?.count === 1 ? "" : "s"}`,
+          idle: "Retry matching jobs",
+          why: "Preview first: see how many jobs match",
+        }}
+        state={state}
+      />
     </form>
   );
 }

@@ -8,6 +8,9 @@ import { hasRole } from "@/lib/auth/roles";
 import { RETRYABLE_STATUSES } from "@/lib/jobs/reopen";
 import { BULK_RETRY_CAP } from "@/lib/actions/bulk-retry";
 import { BulkRetryForm } from "../bulk-retry-form";
+import { BulkReaskForm } from "../bulk-reask-form";
+import { BULK_REASK_CAP } from "@/lib/reasks/bulk";
+import { modelRouting } from "@/lib/model-providers";
 import { PageHead } from "../../../components/page-head";
 import { FilterForm } from "../../../components/filter-form";
 import { SelectField, TextField } from "../../../components/field";
@@ -74,6 +77,19 @@ export default async function JobsPage({ searchParams }: { searchParams: Promise
           statuses={RETRYABLE_STATUSES.map((s) => ({ value: s, label: STATUS_LABEL[s] }))}
           canAct={isOperator}
           disabledReason={isOperator ? null : "Only operators can retry jobs; you are signed in as a viewer."}
+        />
+      </section>
+      <section className="panel" aria-labelledby="bulk-reask-heading" style={{ marginTop: "1rem" }}>
+        <h2 id="bulk-reask-heading">Ask many imports' rows again on another model</h2>
+        <p className="muted small">
+          Every ended import that matches and has such rows gets a re-ask of its own on the provider chosen, each
+          earlier answer kept beside the new one (an import's page shows both, and re-asks one import with its plan).
+          Preview first; at most {formatCount(BULK_REASK_CAP)} imports at once.
+        </p>
+        <BulkReaskForm
+          providers={modelRouting().providers.map((p) => p.name)}
+          canAct={isOperator}
+          disabledReason={isOperator ? null : "Only operators can ask rows again; you are signed in as a viewer."}
         />
       </section>
       {nextAfter ? (
