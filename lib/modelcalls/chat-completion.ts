@@ -422,7 +422,7 @@ export async function chatCompletion(options: ChatCompletionOptions): Promise<Ch
 
   const start = await firstInTime(route, deadlineAt);
   let arrived: { from: string; reason: FailoverReason; why: string } = start.skipped.length
-    ? { from: start.skipped[0]!.provider, reason: "slow", why: `median ${start.skipped.at(-1)!.p50Ms} ms` }
+    ? { from: start.skipped[0]!.provider, reason: "slow", why: `median ${start.skipped[0]!.p50Ms} ms` }
     : { from: route[0]!.name, reason: "down", why: "" };
   // The outage of the provider a call left, while it is on a fallback: what it waits for if refused there.
   let outage: OutsideServiceDown | null = null;

@@ -182,7 +182,7 @@ async function reaskSource(jobId: string): Promise<{ refusal: Refusal } | { job:
 /**
  * Starts a re-ask of an import's rows on the provider `request.route` names, after the same
  * checks the plan shows: an ended import of its own rows, a provider configured, rows to ask
- * (at most `MAX_REASK_ROWS`), no other re-ask of it still open (that one is answered instead).
+ * (at most `MAX_REASK_ROWS`), no other re-ask of it still open (a second is refused, naming the first).
  * The operator's name goes on the new job's timeline; the audit entry is the caller's.
  */
 export async function reaskRows(jobId: string, by: Principal, input: ReaskRequest): Promise<ReaskResult> {
