@@ -85,6 +85,17 @@ describe("silence detection (real Redis, a provider that accepts calls and answe
     expect(isOutsideServiceDown((await settled(call(b, "/fast"))).error)).toBe(true);
   });
 
+  it("a service called one request at a time is seen frozen too: its only call, ignored for three thresholds, opens the breaker", async () => {
+    const b = breakerOf();
+    await call(b, "/fast");
+    const lone = await settled(call(b, "/hang"));
+    expect(isOutsideServiceDown(lone.error)).toBe(true);
+    expect(lone.ms).toBeGreaterThanOrEqual(3 * THRESHOLD_MS);
+    expect(lone.ms).toBeLessThan(3 * THRESHOLD_MS + 2_000);
+    expect((lone.error as OutsideServiceDown).error).toMatch(/^not answering: 1 call in flight, none answered for \d/);
+    expect((await b.read())[0]).toMatchObject({ state: "open" });
+  });
+
   it("a normal long tail is not silence: one slow call alone, or slow calls while others are answered, never open the breaker", async () => {
     const b = breakerOf();
     // One call half again past the threshold with nothing else out.

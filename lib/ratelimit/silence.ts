@@ -67,6 +67,16 @@ export const SILENCE_SAMPLES_KEPT = 200;
  */
 export const SILENCE_CALLS_NEEDED = 2;
 /**
+ * Thresholds a lone ignored call (the only call sent since the service last answered) must wait to
+ * be silence on its own: three. A service called one request at a time — one document after
+ * another — never has two calls out, so without it a frozen OCR service was seen only at a job's
+ * deadline, minutes in. Three thresholds is past every normal answer (OCR: about 45 s against a
+ * p99 of 15 s; about 0.1 % of its calls, its rare tail of up to 2 min), so a frozen service called
+ * one call at a time is seen within a minute, and the rare lone call that slow costs one probe,
+ * never a page (the alert waits two minutes).
+ */
+export const SILENCE_LONE_THRESHOLDS = 3;
+/**
  * Calls past twice the threshold at once that are silence even while other calls get answers (a
  * service that hangs a share of its connections): four, and at least half of those in flight. With
  * 16 model calls in flight, four past 70 s at once happens in normal traffic about never.
@@ -297,6 +307,7 @@ export function silenceScript(options: SilenceScriptOptions) {
           maxAgeMs,
           callsNeeded,
           SILENCE_PROBE_PATIENCE_MAX,
+          SILENCE_LONE_THRESHOLDS,
         ],
       );
       return {
