@@ -1,5 +1,5 @@
 /**
- * `npm run bench:import` (`npx tsx bench/import.ts [--only-pruning] [--prune-jobs N]`): how close a CSV import comes to what the
+ * `npm run bench:import` (`npx tsx bench/import.ts [--only-pruning | --only-ceiling] [--prune-jobs N]`): how close a CSV import comes to what the
  * model provider allows, against the serial loop, and whether its memory stays flat with size.
  *
  * The real path: `createImport` (Job row, stored file, queue job) in this process, and a worker
@@ -30,6 +30,10 @@
  *    (`import_makespan_while_pruning_ratio`, goal ≤ 1.1: the makespan of an import pruned beside all
  *    along). At the ceiling the import is bound by the worker's CPU and PostgreSQL, where a pass
  *    competes. `--only-pruning` runs this alone, between two runs of the ceiling.
+ *
+ * `--only-ceiling` runs item 4's single-process ceiling alone, three times; with
+ * `BENCH_CPU_PROF_DIR` set, each worker child writes a V8 CPU profile there (`node --cpu-prof`;
+ * summarise one with `npx tsx bench/cpu-top.ts <file>`).
  *
  * Timed runs at time scale 0.1, memory runs at 0.01 (`-- --scale`, `-- --memory-scale`). Beside the
  * figures it prints what explains them: rows a call, calls in flight, slot waits, reschedules
@@ -378,7 +382,12 @@ async function main(): Promise<void> {
     const worker = fork(import.meta.filename, ["--child", label], {
       cwd: REPO,
       // The heap limit the workers run with (scripts/start.ts): its memory is measured as it ships.
-      execArgv: ["--import", import.meta.resolve("tsx"), `--max-old-space-size=${workerHeapMb}`],
+      execArgv: [
+        "--import",
+        import.meta.resolve("tsx"),
+        `--max-old-space-size=${workerHeapMb}`,
+        ...(process.env.BENCH_CPU_PROF_DIR ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF_DIR}`] : []),
+      ],
       env: { ...process.env, BOUNDED_TIME_SCALE: String(scale), MODEL_BASE_URL: sim.modelBaseUrl, ...env },
       stdio: ["ignore", "inherit", "inherit", "ipc"],
     });
@@ -593,6 +602,26 @@ async function main(): Promise<void> {
     );
   };
   if (process.argv.includes("--only-pruning")) return pruningOnly();
+  /** Item 4 alone (`--only-ceiling`): the single-process ceiling, three times. */
+  const ceilingOnly = async () => {
+    const runs = [];
+    for (const label of ["instant-1", "instant-2", "instant-3"]) runs.push(await instantRun(label));
+    await cleanUp();
+    const perS = runs.map((m) => m.rows / (m.makespanMs / 1000));
+    const cpu = runs.map((m) => (1000 * m.memory.cpuSeconds) / m.rows);
+    const pg = runs.map((m) => m.memory.pgRoundTrips / m.rows);
+    const problems = runs.flatMap((m) => exactlyOnce(m).map((p) => `${m.label}: ${p}`));
+    console.log(
+      `the platform's ceiling, ${INSTANT_ROWS} rows answered at once, three runs: ${perS.map(f0).join(", ")} rows/s (goal ≥ ${INSTANT_GOAL_ROWS_PER_S}); ` +
+        `${cpu.map(f2).join(", ")} ms of the worker's CPU and ${pg.map(f2).join(", ")} PostgreSQL round trips a row; exactly once: ${problems.length === 0 ? "yes" : problems.join("; ")}`,
+    );
+    console.log(
+      `RESULT bench=import-ceiling rows=${INSTANT_ROWS} rows_per_s_instant=${perS.map(f0).join(",")} target_rows_per_s_instant=${INSTANT_GOAL_ROWS_PER_S} ` +
+        `ok=${perS.every((r) => r >= INSTANT_GOAL_ROWS_PER_S)} instant_cpu_ms_per_row=${cpu.map(f2).join(",")} instant_pg_round_trips_per_row=${pg.map(f2).join(",")} ` +
+        `exactly_once=${problems.length === 0 ? "yes" : "no"} load1=${os.loadavg()[0]!.toFixed(1)}`,
+    );
+  };
+  if (process.argv.includes("--only-ceiling")) return ceilingOnly();
 
   console.log(
     `bench:import — time scale ${SCALE} for the timed runs, ${MEMORY_SCALE} for the memory runs (production seconds = real ÷ scale; every figure below is in production seconds unless it says real); ` +

@@ -1,5 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { buildBatchCategoryPrompt, createCategoriser, parseBatchCategoryAnswer } from "./categoriser";
+import fc from "fast-check";
+import {
+  batchFixedTokens,
+  batchPromptTokens,
+  batchRowTokens,
+  buildBatchCategoryPrompt,
+  createCategoriser,
+  parseBatchCategoryAnswer,
+} from "./categoriser";
+import { countPromptTokens } from "./tokens";
 
 const slugs = ["groceries", "transport", "home", "home-office", "other"];
 const ids = ["2", "3", "4"];
@@ -92,6 +101,37 @@ describe("buildBatchCategoryPrompt", () => {
     expect(JSON.parse(lines[heading + 2]!)).toMatchObject({ id: "3", direction: "money out", counterparty: "acme" });
     expect(lines[heading + 3]).toBe("");
     expect(lines.at(-1)).toContain('{"2": "<slug>", "3": "<slug>"}');
+  });
+});
+
+describe("batchPromptTokens", () => {
+  it("counts a batch prompt from its parts within two tokens of counting the whole prompt", () => {
+    const categories = [
+      { slug: "groceries", name: "Groceries" },
+      { slug: "transport", name: "Transport & travel" },
+      { slug: "other", name: "Other" },
+    ];
+    const text = fc.string({ unit: fc.constantFrom("a", "Z", "7", " ", "\n", '"', "é", "€", "-", "."), maxLength: 40 });
+    const transaction = fc.record({
+      amount: fc.constantFrom("-12.50", "3", "0"),
+      counterparty: text,
+      description: text,
+    });
+    fc.assert(
+      fc.property(fc.array(transaction, { minLength: 2, maxLength: 12 }), (transactions) => {
+        const rows = transactions.map((t, i) => ({
+          id: String(100 + i),
+          transaction: { date: "2026-01-04", currency: "EUR", ...t },
+        }));
+        const whole = countPromptTokens(buildBatchCategoryPrompt(rows, categories));
+        const parts = batchPromptTokens(
+          batchFixedTokens(categories),
+          rows.map((r) => ({ id: r.id, tokens: batchRowTokens(r.id, r.transaction) })),
+        );
+        expect(Math.abs(parts - whole)).toBeLessThanOrEqual(2);
+      }),
+      { numRuns: 200 },
+    );
   });
 });
 

@@ -204,6 +204,7 @@ async function send(state: BatchState, rows: PendingRow[]): Promise<void> {
       ...call,
       context: { ...context, batchSize: rows.length },
       messages: buildBatchCategoryPrompt(rows, categories),
+      promptTokens: batchPromptTokens(state.fixedTokens, rows),
     }));
   } catch (err) {
     for (const row of rows) row.reject(err);
@@ -229,6 +230,25 @@ async function send(state: BatchState, rows: PendingRow[]): Promise<void> {
   }
 }
 
+/** A batch prompt's tokens without its rows. */
+export function batchFixedTokens(categories: CategoryChoice[]): number {
+  return countPromptTokens(buildBatchCategoryPrompt([], categories));
+}
+
+/**
+ * A batch prompt's tokens from what was counted as its rows joined: the prompt without rows, each
+ * row's line, and the answer's example, which names the first two ids (within a
+ * token or two of counting the whole prompt, at a tenth of its CPU).
+ */
+export function batchPromptTokens(fixedTokens: number, rows: readonly { id: string; tokens: number }[]): number {
+  const example = rows
+    .slice(0, 2)
+    .map((r) => `${JSON.stringify(r.id)}: "<slug>"`)
+    .join(", ");
+  const exampleTokens = countTextTokens(` like {${example}}.`) - countTextTokens(" like {}.");
+  return fixedTokens + rows.reduce((sum, r) => sum + r.tokens, 0) + exampleTokens;
+}
+
 /** `Categoriser.answer`: puts the row into the batch being filled, which is sent when full or when its linger ends. */
 function answerRow(state: BatchState, transaction: CategorisableTransaction, row: number): Promise<RowAnswer> {
   const { signal } = state.call;
@@ -237,7 +257,7 @@ function answerRow(state: BatchState, transaction: CategorisableTransaction, row
   const id = String(row);
   // Ids are what the answer is matched by: a row asked twice goes into the next batch.
   if (state.waiting.some((r) => r.id === id)) flush(state);
-  const tokens = countTextTokens(batchLine(id, transaction)) + 1;
+  const tokens = batchRowTokens(id, transaction);
   // A row that would take the batch past its share of the token budget starts the next batch.
   if (state.waiting.length > 0 && state.fixedTokens + state.waitingTokens + tokens > batchTokenLimit(state))
     flush(state);
@@ -281,7 +301,7 @@ export function createCategoriser(options: CategoriserOptions): Categoriser {
     lingerMs,
     maxBatchTokens,
     call,
-    fixedTokens: countPromptTokens(buildBatchCategoryPrompt([], categories)),
+    fixedTokens: batchFixedTokens(categories),
     waiting: [],
     waitingTokens: 0,
     timer: undefined,
@@ -347,6 +367,11 @@ export function buildBatchCategoryPrompt(
 }
 
 /** One row's line of a batch prompt: a JSON object with its id and its `categoryQuestion`. */
+/** The tokens a row adds to a batch prompt: its line (the line break after it joins its last token). */
+export function batchRowTokens(id: string, transaction: CategorisableTransaction): number {
+  return countTextTokens(batchLine(id, transaction));
+}
+
 function batchLine(id: string, t: CategorisableTransaction): string {
   const { direction, counterparty, description } = categoryQuestion(t);
   return JSON.stringify({ id, direction: DIRECTION_WORDS[direction], counterparty, description });
