@@ -113,7 +113,8 @@ function ended(jobIds: string[]) {
         where: { id: { in: jobIds } },
         select: { id: true, status: true, total: true, processed: true, failed: true, message: true },
       });
-      return all.every((j) => !["queued", "running", "delayed"].includes(j.status)) && all;
+      // A message built from the final counts follows the status in a statement of its own (lib/runs/finalize.ts).
+      return all.every((j) => !["queued", "running", "delayed"].includes(j.status) && j.message !== null) && all;
     },
     { timeoutMs: 120_000, intervalMs: 100, what: "every job to end" },
   );
