@@ -71,9 +71,10 @@ export const SILENCE_CALLS_NEEDED = 2;
  * be silence on its own: three. A service called one request at a time — one document after
  * another — never has two calls out, so without it a frozen OCR service was seen only at a job's
  * deadline, minutes in. Three thresholds is past every normal answer (OCR: about 45 s against a
- * p99 of 15 s; about 0.1 % of its calls, its rare tail of up to 2 min), so a frozen service called
- * one call at a time is seen within a minute, and the rare lone call that slow costs one probe,
- * never a page (the alert waits two minutes).
+ * measured p99 of 15 s; about 0.1 % of its calls, its rare tail of up to 2 min), so a frozen
+ * service called one call at a time is seen within a minute once its answers are measured (90 s on
+ * OCR's default threshold before), and the rare lone call that slow costs one probe, never a page
+ * (the alert waits two minutes).
  */
 export const SILENCE_LONE_THRESHOLDS = 3;
 /**
