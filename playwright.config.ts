@@ -3,7 +3,6 @@ import { BASE_URL, DEFAULT_ENV, E2E_ENV, FANOUT_ENV, TIGHT_ENV } from "./e2e/env
 
 /** The specs that run on the tight, default and fan-out systems (their `test.use({ baseURL })`), never on the main one. */
 const OTHER_SYSTEMS_SPECS = [
-  "auth.spec.ts",
   "fan-out.spec.ts",
   "large-import.spec.ts",
   "limiter.spec.ts",

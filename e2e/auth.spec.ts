@@ -1,15 +1,5 @@
-import { DEFAULT_ENV, DEFAULT_URL } from "./env";
-import { expect, submitSignIn, test, usersAt, VIEWER } from "./fixtures";
-
-/**
- * These tests run on the default system (e2e/env.ts), beside the specs of the other systems and
- * not after the main system's: they need no work of the main system's, only its sign-in and
- * security, which every system shares.
- */
-const SYSTEM = DEFAULT_ENV;
-const SYSTEM_URL = DEFAULT_URL;
-const users = usersAt(SYSTEM);
-test.use({ baseURL: SYSTEM_URL });
+import { E2E_ENV } from "./env";
+import { expect, submitSignIn, test, users, VIEWER } from "./fixtures";
 
 const addUser = (name: string, role: "viewer" | "operator", password: string) =>
   users("add", name, "--role", role, "--password", password);
@@ -54,7 +44,7 @@ test("the jobs API refuses anonymous and unknown-token calls with 401 and accept
   const wrong = await request.get("/api/jobs", { headers: { authorization: "Bearer bnd_not-a-real-token-at-all" } });
   expect(wrong.status()).toBe(401);
 
-  const auth = { authorization: `Bearer ${SYSTEM.BOUNDED_BOOTSTRAP_TOKEN}` };
+  const auth = { authorization: `Bearer ${E2E_ENV.BOUNDED_BOOTSTRAP_TOKEN}` };
   const ok = await request.get("/api/jobs?limit=5", { headers: auth });
   expect(ok.status()).toBe(200);
   expect(Array.isArray((await ok.json()).jobs)).toBe(true);

@@ -8,9 +8,11 @@ import { transactionsCsv } from "./csv";
 import { expect, test, usersAt } from "./fixtures";
 
 /**
- * These tests run on the default system (e2e/env.ts), beside the specs of the other systems and
- * not after the main system's: they need no work of the main system's, only its sign-in and
- * security, which every system shares.
+ * These tests run on the default system (e2e/env.ts), in the lane beside the main system's specs
+ * (playwright.config.ts), to even the two lanes: they need no work of the main system's, only its
+ * sign-in and security, which every system shares. They come after the chaos run in that lane:
+ * beside the main system's busier specs, its system of its own would take more of PostgreSQL's
+ * connections than there are.
  */
 const SYSTEM = DEFAULT_ENV;
 const SYSTEM_URL = DEFAULT_URL;
