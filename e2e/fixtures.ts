@@ -38,14 +38,14 @@ function usersOn(env: SystemEnv, args: string[]): string {
   }).toString();
 }
 
-/** `scripts/users.ts` against the main system: `users("add", name, "--role", role, "--password", pw)`, `users("token", name)`, … */
-export const users = (...args: string[]): string => usersOn(E2E_ENV, args);
-
 /** `users` against the system with environment `env`. */
 export const usersAt =
   (env: SystemEnv) =>
   (...args: string[]): string =>
     usersOn(env, args);
+
+/** `scripts/users.ts` against the main system: `users("add", name, "--role", role, "--password", pw)`, `users("token", name)`, … */
+export const users = usersAt(E2E_ENV);
 
 /**
  * Fills in and submits the sign-in form the page shows now (the login page, or where a redirect

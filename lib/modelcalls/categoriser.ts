@@ -237,8 +237,8 @@ export function batchFixedTokens(categories: CategoryChoice[]): number {
 
 /**
  * A batch prompt's tokens from what was counted as its rows joined: the prompt without rows, each
- * row's line, and the answer's example, which names the first two ids (within a
- * token or two of counting the whole prompt, at a tenth of its CPU).
+ * row's line, and the answer's example, which names the first two ids — within a token or two of
+ * counting the whole prompt, for a fraction of its CPU.
  */
 export function batchPromptTokens(fixedTokens: number, rows: readonly { id: string; tokens: number }[]): number {
   const example = rows
@@ -366,12 +366,12 @@ export function buildBatchCategoryPrompt(
   ];
 }
 
-/** One row's line of a batch prompt: a JSON object with its id and its `categoryQuestion`. */
 /** The tokens a row adds to a batch prompt: its line (the line break after it joins its last token). */
 export function batchRowTokens(id: string, transaction: CategorisableTransaction): number {
   return countTextTokens(batchLine(id, transaction));
 }
 
+/** One row's line of a batch prompt: a JSON object with its id and its `categoryQuestion`. */
 function batchLine(id: string, t: CategorisableTransaction): string {
   const { direction, counterparty, description } = categoryQuestion(t);
   return JSON.stringify({ id, direction: DIRECTION_WORDS[direction], counterparty, description });

@@ -60,8 +60,9 @@ export const SILENCE_SAMPLES_KEPT = 200;
 /**
  * Ignored calls (sent after every call the service answered) waiting past the threshold that make
  * silence while the breaker is closed. Two: a single slow call alone is the service's normal long
- * tail (1 % of model calls take longer than the p99, some of them minutes), while two at once with
- * no later call answered is already a hundredth of a hundredth. A half-open breaker's probe is
+ * tail (1 % of model calls take longer than the p99, some of them minutes) until it has waited
+ * `SILENCE_LONE_THRESHOLDS` thresholds, while two at once with no later call answered is already a
+ * hundredth of a hundredth. A half-open breaker's probe is
  * alone by design, so there one is enough; and at a job's deadline the job's own call is enough
  * (`Breaker.downFor`): the alternative is ending the job for a service that answers nothing.
  */
