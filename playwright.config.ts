@@ -7,7 +7,6 @@ const OTHER_SYSTEMS_SPECS = [
   "large-import.spec.ts",
   "limiter.spec.ts",
   "reserves.spec.ts",
-  "security.spec.ts",
   "split.spec.ts",
 ];
 

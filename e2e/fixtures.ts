@@ -1,6 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { test as base, expect, type Page } from "@playwright/test";
-import { BASE_URL, DEFAULT_ENV, DEFAULT_URL, E2E_ENV, FANOUT_ENV, FANOUT_URL, TIGHT_ENV, TIGHT_URL } from "./env";
+import { E2E_ENV, TIGHT_ENV, TIGHT_URL } from "./env";
 
 export { expect };
 
@@ -15,37 +15,21 @@ export type Credentials = { username: string; password: string };
  */
 export const VIEWER: Credentials = { username: "e2e-viewer", password: "e2e-viewer-password" };
 
-/** A system's environment: what its database, Redis prefix and passwords are. */
-export type SystemEnv = typeof E2E_ENV | typeof TIGHT_ENV | typeof DEFAULT_ENV | typeof FANOUT_ENV;
-
-const SYSTEMS: Record<string, SystemEnv> = {
-  [BASE_URL]: E2E_ENV,
-  [TIGHT_URL]: TIGHT_ENV,
-  [DEFAULT_URL]: DEFAULT_ENV,
-  [FANOUT_URL]: FANOUT_ENV,
-};
-
-/** The environment of the system at `baseURL`: the main one, or the one a spec selects with `test.use({ baseURL })`. */
-export function systemEnv(baseURL: string | undefined): SystemEnv {
-  return SYSTEMS[baseURL ?? BASE_URL] ?? E2E_ENV;
+/** The environment of the system at `baseURL`: the main one, or the tight one a spec selects with `test.use({ baseURL: TIGHT_URL })`. */
+export function systemEnv(baseURL: string | undefined): typeof E2E_ENV | typeof TIGHT_ENV {
+  return baseURL === TIGHT_URL ? TIGHT_ENV : E2E_ENV;
 }
 
 /** `scripts/users.ts` against the system with environment `env`; returns what it printed. */
-function usersOn(env: SystemEnv, args: string[]): string {
+function usersOn(env: typeof E2E_ENV | typeof TIGHT_ENV, args: string[]): string {
   return execFileSync(process.execPath, ["--import", "tsx", "scripts/users.ts", ...args], {
     env: { ...process.env, ...env },
     stdio: "pipe",
   }).toString();
 }
 
-/** `users` against the system with environment `env`. */
-export const usersAt =
-  (env: SystemEnv) =>
-  (...args: string[]): string =>
-    usersOn(env, args);
-
 /** `scripts/users.ts` against the main system: `users("add", name, "--role", role, "--password", pw)`, `users("token", name)`, … */
-export const users = usersAt(E2E_ENV);
+export const users = (...args: string[]): string => usersOn(E2E_ENV, args);
 
 /**
  * Fills in and submits the sign-in form the page shows now (the login page, or where a redirect

@@ -2,22 +2,10 @@ import { readFileSync } from "node:fs";
 import type { APIRequestContext } from "@playwright/test";
 import { Redis } from "ioredis";
 import { sql } from "./db";
-import { DEFAULT_ENV, DEFAULT_URL } from "./env";
+import { BASE_URL, E2E_ENV } from "./env";
 import { MALFORMED_URLS, NUL_JSON_BODIES } from "./bad-input-corpus";
 import { transactionsCsv } from "./csv";
-import { expect, test, usersAt } from "./fixtures";
-
-/**
- * These tests run on the default system (e2e/env.ts), in the lane beside the main system's specs
- * (playwright.config.ts), to even the two lanes: they need no work of the main system's, only its
- * sign-in and security, which every system shares. They come after the chaos run in that lane:
- * beside the main system's busier specs, its system of its own would take more of PostgreSQL's
- * connections than there are.
- */
-const SYSTEM = DEFAULT_ENV;
-const SYSTEM_URL = DEFAULT_URL;
-const users = usersAt(SYSTEM);
-test.use({ baseURL: SYSTEM_URL });
+import { expect, test, users } from "./fixtures";
 
 /** Server action ids by `file#export`, from the build the system under test serves. */
 function actionId(action: string): string {
@@ -46,7 +34,7 @@ function postAction(
   for (const [k, v] of Object.entries(fields)) form.append(`_1_${k}`, v);
   form.append("0", '[{},"$K1"]');
   return request.post(page, {
-    headers: { "next-action": actionId(action), origin: SYSTEM_URL, ...headers },
+    headers: { "next-action": actionId(action), origin: BASE_URL, ...headers },
     multipart: form,
     maxRedirects: 0,
   });
@@ -69,8 +57,8 @@ const sessionCookie = (setCookie: string | undefined) =>
 test("the session cookie is HttpOnly, SameSite=Lax, Path=/, and Secure when the request came over HTTPS", async ({
   playwright,
 }) => {
-  const plain = await playwright.request.newContext({ baseURL: SYSTEM_URL });
-  const signedIn = await postSignIn(plain, "admin", SYSTEM.BOUNDED_ADMIN_PASSWORD, {
+  const plain = await playwright.request.newContext({ baseURL: BASE_URL });
+  const signedIn = await postSignIn(plain, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, {
     "x-forwarded-for": "198.51.100.1",
   });
   const cookie = sessionCookie(signedIn.headers()["set-cookie"]);
@@ -83,8 +71,8 @@ test("the session cookie is HttpOnly, SameSite=Lax, Path=/, and Secure when the 
   expect(attributes).not.toContain("secure");
   await plain.dispose();
 
-  const behindTls = await playwright.request.newContext({ baseURL: SYSTEM_URL });
-  const secure = await postSignIn(behindTls, "admin", SYSTEM.BOUNDED_ADMIN_PASSWORD, {
+  const behindTls = await playwright.request.newContext({ baseURL: BASE_URL });
+  const secure = await postSignIn(behindTls, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, {
     "x-forwarded-for": "198.51.100.1",
     "x-forwarded-proto": "https",
   });
@@ -108,23 +96,14 @@ test("server actions refuse a foreign Origin, even with an operator's session, a
   expect(created.status()).toBe(201);
   const { jobId } = await created.json();
   await expect
-    .poll(
-      async () =>
-        (await sql<{ status: string }>(`select status from "Job" where id = $1`, [jobId], SYSTEM.DATABASE_URL))[0]!
-          .status,
-      {
-        timeout: 30_000,
-      },
-    )
+    .poll(async () => (await sql<{ status: string }>(`select status from "Job" where id = $1`, [jobId]))[0]!.status, {
+      timeout: 30_000,
+    })
     .toBe("completed");
-  await sql(
-    `update "Job" set status = 'failed', message = 'failed on purpose' where id = $1`,
-    [jobId],
-    SYSTEM.DATABASE_URL,
-  );
+  await sql(`update "Job" set status = 'failed', message = 'failed on purpose' where id = $1`, [jobId]);
 
-  const operator = await playwright.request.newContext({ baseURL: SYSTEM_URL });
-  const signedIn = await postSignIn(operator, "admin", SYSTEM.BOUNDED_ADMIN_PASSWORD, {
+  const operator = await playwright.request.newContext({ baseURL: BASE_URL });
+  const signedIn = await postSignIn(operator, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, {
     "x-forwarded-for": "198.51.100.2",
   });
   const cookie = sessionCookie(signedIn.headers()["set-cookie"])!.split(";")[0]!;
@@ -132,7 +111,6 @@ test("server actions refuse a foreign Origin, even with an operator's session, a
     const [row] = await sql<{ status: string; attempt: number; audited: string }>(
       `select status, attempt, (select count(*) from "AuditEntry" where target = $1) audited from "Job" where id = $1::uuid`,
       [jobId],
-      SYSTEM.DATABASE_URL,
     );
     return { status: row!.status, attempt: row!.attempt, audited: Number(row!.audited) };
   };
@@ -167,7 +145,7 @@ test("server actions refuse a foreign Origin, even with an operator's session, a
   expect(await state(), "nothing changed, not even an audit entry").toEqual(before);
 
   // The same call from the app's own origin does retry: the refusal above was the Origin's.
-  const own = await retry(SYSTEM_URL);
+  const own = await retry(BASE_URL);
   expect(own.status()).toBe(200);
   await expect.poll(state).toMatchObject({ attempt: before.attempt + 1, audited: 1 });
   await operator.dispose();
@@ -238,9 +216,9 @@ test("sign-in is rate-limited per user whatever the address, and per address wha
   ).toBeUndefined();
 
   // The window is 15 minutes (not scaled); when it has passed, the right password works again.
-  const redis = new Redis(SYSTEM.REDIS_URL);
+  const redis = new Redis(E2E_ENV.REDIS_URL);
   try {
-    const key = `${SYSTEM.BOUNDED_REDIS_PREFIX}:login-failures:user:sec-throttle`;
+    const key = `${E2E_ENV.BOUNDED_REDIS_PREFIX}:login-failures:user:sec-throttle`;
     const ttl = await redis.ttl(key);
     expect(ttl).toBeGreaterThan(800);
     expect(ttl).toBeLessThanOrEqual(900);
@@ -268,18 +246,18 @@ test("sign-in is rate-limited per user whatever the address, and per address wha
   expect(sessionCookie(elsewhere.headers()["set-cookie"])).toBeTruthy();
 });
 
-const bearer = { authorization: `Bearer ${SYSTEM.BOUNDED_BOOTSTRAP_TOKEN}` };
+const bearer = { authorization: `Bearer ${E2E_ENV.BOUNDED_BOOTSTRAP_TOKEN}` };
 
 test("a cookie-signed call from another origin of the same site is refused with 403; from the app's origin, or with a token, it is not", async ({
   playwright,
   request,
 }) => {
-  const browser = await playwright.request.newContext({ baseURL: SYSTEM_URL });
-  const signedIn = await postSignIn(browser, "admin", SYSTEM.BOUNDED_ADMIN_PASSWORD, {
+  const browser = await playwright.request.newContext({ baseURL: BASE_URL });
+  const signedIn = await postSignIn(browser, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, {
     "x-forwarded-for": "198.51.100.3",
   });
   const cookie = sessionCookie(signedIn.headers()["set-cookie"])!.split(";")[0]!;
-  const evil = `http://evil.localhost:${new URL(SYSTEM_URL).port}`;
+  const evil = `http://evil.localhost:${new URL(BASE_URL).port}`;
   // An empty filter is refused by the route itself (bulk retry needs a filter): nothing changes either way.
   const bulkRetry = (headers: Record<string, string>) => browser.post("/api/jobs/retry", { data: {}, headers });
 
@@ -289,7 +267,7 @@ test("a cookie-signed call from another origin of the same site is refused with 
   // A plain form post under Referrer-Policy: no-referrer says Origin: null; the browser's Sec-Fetch-Site decides.
   expect((await bulkRetry({ cookie, origin: "null", "sec-fetch-site": "cross-site" })).status()).toBe(403);
 
-  const own = await bulkRetry({ cookie, origin: SYSTEM_URL, "sec-fetch-site": "same-origin" });
+  const own = await bulkRetry({ cookie, origin: BASE_URL, "sec-fetch-site": "same-origin" });
   expect(own.status(), await own.text()).toBe(422);
   const token = await request.post("/api/jobs/retry", { data: {}, headers: { ...bearer, origin: evil } });
   expect(token.status()).toBe(422);
@@ -298,15 +276,14 @@ test("a cookie-signed call from another origin of the same site is refused with 
   const refusals = await sql<{ actor: string; result: string }>(
     `select actor, result from "AuditEntry" where message like $1`,
     [`%came from ${evil},%`],
-    SYSTEM.DATABASE_URL,
   );
   expect(refusals).toEqual([{ actor: "admin", result: "refused" }]);
   await browser.dispose();
 });
 
 test("a session cookie captured before sign-out is refused after it", async ({ playwright, request }) => {
-  const browser = await playwright.request.newContext({ baseURL: SYSTEM_URL });
-  const signedIn = await postSignIn(browser, "admin", SYSTEM.BOUNDED_ADMIN_PASSWORD, {
+  const browser = await playwright.request.newContext({ baseURL: BASE_URL });
+  const signedIn = await postSignIn(browser, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, {
     "x-forwarded-for": "198.51.100.4",
   });
   const captured = sessionCookie(signedIn.headers()["set-cookie"])!.split(";")[0]!;
@@ -320,7 +297,7 @@ test("a session cookie captured before sign-out is refused after it", async ({ p
 
 test("a changed password ends the user's sessions", async ({ playwright, request }) => {
   users("add", "sec-passwd", "--role", "viewer", "--password", "sec-passwd-password-1");
-  const browser = await playwright.request.newContext({ baseURL: SYSTEM_URL });
+  const browser = await playwright.request.newContext({ baseURL: BASE_URL });
   const signedIn = await postSignIn(browser, "sec-passwd", "sec-passwd-password-1", {
     "x-forwarded-for": "198.51.100.5",
   });
@@ -335,7 +312,7 @@ test("X-Forwarded-For from a peer that is not a trusted proxy changes nothing: i
   playwright,
 }) => {
   // The test runner is the trusted proxy over 127.0.0.1; over ::1 it is just a client.
-  const v6 = SYSTEM_URL.replace("localhost", "[::1]");
+  const v6 = BASE_URL.replace("localhost", "[::1]");
   const direct = await playwright.request.newContext({ baseURL: v6 });
   const reachable = await direct.get("/api/livez").then(
     (r) => r.ok(),
@@ -343,21 +320,21 @@ test("X-Forwarded-For from a peer that is not a trusted proxy changes nothing: i
   );
   // The suite's server listens on every address (next start); without ::1 this door would go untested.
   expect(reachable, "the web server answers on [::1], the address that is not a trusted proxy").toBe(true);
-  const redis = new Redis(SYSTEM.REDIS_URL);
+  const redis = new Redis(E2E_ENV.REDIS_URL);
   try {
-    await redis.del(`${SYSTEM.BOUNDED_REDIS_PREFIX}:login-failures:address:::1`);
+    await redis.del(`${E2E_ENV.BOUNDED_REDIS_PREFIX}:login-failures:address:::1`);
     for (let i = 0; i < 30; i++) {
       const r = await postSignIn(direct, `sec-v6-${i}`, "guess", { "x-forwarded-for": `192.0.2.${i + 1}`, origin: v6 });
       expect(await r.text()).toContain("Wrong username or password.");
     }
-    const forged = await postSignIn(direct, "admin", SYSTEM.BOUNDED_ADMIN_PASSWORD, {
+    const forged = await postSignIn(direct, "admin", E2E_ENV.BOUNDED_ADMIN_PASSWORD, {
       "x-forwarded-for": "192.0.2.200",
       origin: v6,
     });
     expect(await forged.text()).toContain("Too many failed sign-ins");
     expect(sessionCookie(forged.headers()["set-cookie"])).toBeUndefined();
   } finally {
-    await redis.del(`${SYSTEM.BOUNDED_REDIS_PREFIX}:login-failures:address:::1`);
+    await redis.del(`${E2E_ENV.BOUNDED_REDIS_PREFIX}:login-failures:address:::1`);
     redis.disconnect();
     await direct.dispose();
   }
@@ -376,14 +353,11 @@ test("anonymous refusals are counted per address and minute, not written one by 
   const rows = await sql<{ count: number }>(
     `select count from "AuditRefusalTally" where address = $1 and route = 'GET /api/budgets'`,
     [address],
-    SYSTEM.DATABASE_URL,
   );
   expect(rows.length).toBeLessThanOrEqual(2);
   expect(rows.reduce((n, r) => n + Number(r.count), 0)).toBe(200);
   // Only the first refusal of the minute is also an entry.
-  expect(
-    (await sql(`select 1 from "AuditEntry" where "clientAddress" = $1`, [address], SYSTEM.DATABASE_URL)).length,
-  ).toBeLessThanOrEqual(2);
+  expect((await sql(`select 1 from "AuditEntry" where "clientAddress" = $1`, [address])).length).toBeLessThanOrEqual(2);
 });
 
 test.describe("malformed addresses and fields", () => {
