@@ -85,15 +85,22 @@ describe("silence detection (real Redis, a provider that accepts calls and answe
     expect(isOutsideServiceDown((await settled(call(b, "/fast"))).error)).toBe(true);
   });
 
-  it("a service called one request at a time is seen frozen too: its only call, ignored for three thresholds, opens the breaker", async () => {
+  it("OCR, called one document at a time, is seen frozen too: its only call, ignored for three thresholds, opens its breaker; a lone slow call elsewhere does not", async () => {
     const b = breakerOf();
-    await call(b, "/fast");
-    const lone = await settled(call(b, "/hang"));
+    const ocr = (path: string) =>
+      b.guard("ocr", () => attemptRequest({ url: new URL(path, url) }), { failureOf: (a) => (a.ok ? undefined : a) });
+    await ocr("/fast");
+    const lone = await settled(ocr("/hang"));
     expect(isOutsideServiceDown(lone.error)).toBe(true);
     expect(lone.ms).toBeGreaterThanOrEqual(3 * THRESHOLD_MS);
     expect(lone.ms).toBeLessThan(3 * THRESHOLD_MS + 2_000);
     expect((lone.error as OutsideServiceDown).error).toMatch(/^not answering: 1 call in flight, none answered for \d/);
-    expect((await b.read())[0]).toMatchObject({ state: "open" });
+    expect((await b.read()).find((r) => r.service === "ocr")).toMatchObject({ state: "open" });
+    // The model's calls are many at a time: one alone, past three thresholds, is its tail.
+    await call(b, "/fast");
+    const slow = await settled(call(b, `/slow/${3.5 * THRESHOLD_MS}`));
+    expect(slow.error).toBeUndefined();
+    expect((await b.read()).find((r) => r.service === "model")).toMatchObject({ state: "closed" });
   });
 
   it("a normal long tail is not silence: one slow call alone, or slow calls while others are answered, never open the breaker", async () => {

@@ -17,7 +17,7 @@
 --           ARGV[6] maximum age of an entry (ms), ARGV[7] calls waiting past the threshold needed
 --           while the breaker is closed (a half-open probe alone is enough), ARGV[8] the most a
 --           probe's patience grows to, in thresholds, ARGV[9] thresholds a lone ignored call (the
---           only one sent since the last answer) must wait to be silence on its own
+--           only one sent since the last answer) must wait to be silence on its own (0: never)
 -- Returns:
 --   start, finish, renew: now (ms)
 --   check: { verdict ('silent' | 'ok'), inFlight, waiting (ignored calls past the threshold), quietMs
@@ -139,7 +139,8 @@ if state == 'half_open' then need = 1 end
 -- A service called one request at a time (one document after another) never has two ignored
 -- calls at once: its only call, ignored for several thresholds, speaks for it.
 local ignored = redis.call('ZCOUNT', inflight, ignoredFrom, '+inf')
-local lone = ignored == 1 and quietMs > tonumber(ARGV[9]) * judgedMs
+local loneAfter = tonumber(ARGV[9])
+local lone = loneAfter > 0 and ignored == 1 and quietMs > loneAfter * judgedMs
 local silent = (waiting >= need) or lone
   or (longWaiting >= several and 2 * longWaiting >= inFlight)
 return { silent and 'silent' or 'ok', inFlight, waiting, quietMs, since, threshold, measured, state, answeredSent, answeredAt, patience }

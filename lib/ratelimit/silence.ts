@@ -26,12 +26,33 @@ import { luaScript, withTimeout } from "./scripts";
  * (`trackedCall`), so time spent waiting for a provider slot is never taken for silence.
  */
 
+/**
+ * Thresholds a lone ignored call (the only call sent since the service last answered) must wait to
+ * be silence on its own: three. A service called one request at a time — one document after
+ * another — never has two calls out, so without it a frozen OCR service was seen only at a job's
+ * deadline, minutes in. Three thresholds is past every normal answer (OCR: about 45 s against a
+ * measured p99 of 15 s; about 0.1 % of its calls, its rare tail of up to 2 min), so a frozen
+ * service called one call at a time is seen within a minute once its answers are measured (90 s on
+ * OCR's default threshold before), and the rare lone call that slow costs one probe, never a page
+ * (the alert waits two minutes). OCR's alone: its calls are all one kind (a document read). The
+ * image provider's mix instant status polls with downloads of up to a minute, so a lone download
+ * is always far past the polls' p99 (seen: a healthy provider's breaker opened for a 31 s download
+ * against a 10 s threshold); the model's and the marketplace's are called many at a time.
+ */
+export const SILENCE_LONE_THRESHOLDS = 3;
+
 /** What silence means for one service, in production ms. */
 export interface SilencePolicy {
   /** The threshold until enough answers were measured: just above the service's known p99. */
   defaultMs: number;
   /** The smallest threshold ever used, whatever was measured. */
   floorMs: number;
+  /**
+   * Thresholds after which the only call sent since the service last answered is silence on its
+   * own (`SILENCE_LONE_THRESHOLDS`); unset, never: only a service whose calls are all of one kind
+   * has a p99 that speaks for a lone call.
+   */
+  loneThresholds?: number;
 }
 
 /**
@@ -44,7 +65,7 @@ export interface SilencePolicy {
  */
 export const SILENCE_POLICIES: Record<OutsideService, SilencePolicy> = {
   model: { defaultMs: 40_000, floorMs: 10_000 },
-  ocr: { defaultMs: 30_000, floorMs: 10_000 },
+  ocr: { defaultMs: 30_000, floorMs: 10_000, loneThresholds: SILENCE_LONE_THRESHOLDS },
   marketplace: { defaultMs: 15_000, floorMs: 5_000 },
   images: { defaultMs: 60_000, floorMs: 10_000 },
 };
@@ -60,24 +81,13 @@ export const SILENCE_SAMPLES_KEPT = 200;
 /**
  * Ignored calls (sent after every call the service answered) waiting past the threshold that make
  * silence while the breaker is closed. Two: a single slow call alone is the service's normal long
- * tail (1 % of model calls take longer than the p99, some of them minutes) until it has waited
- * `SILENCE_LONE_THRESHOLDS` thresholds, while two at once with no later call answered is already a
+ * tail (1 % of model calls take longer than the p99, some of them minutes) — on OCR until it has
+ * waited `SILENCE_LONE_THRESHOLDS` thresholds — while two at once with no later call answered is already a
  * hundredth of a hundredth. A half-open breaker's probe is
  * alone by design, so there one is enough; and at a job's deadline the job's own call is enough
  * (`Breaker.downFor`): the alternative is ending the job for a service that answers nothing.
  */
 export const SILENCE_CALLS_NEEDED = 2;
-/**
- * Thresholds a lone ignored call (the only call sent since the service last answered) must wait to
- * be silence on its own: three. A service called one request at a time — one document after
- * another — never has two calls out, so without it a frozen OCR service was seen only at a job's
- * deadline, minutes in. Three thresholds is past every normal answer (OCR: about 45 s against a
- * measured p99 of 15 s; about 0.1 % of its calls, its rare tail of up to 2 min), so a frozen
- * service called one call at a time is seen within a minute once its answers are measured (90 s on
- * OCR's default threshold before), and the rare lone call that slow costs one probe, never a page
- * (the alert waits two minutes).
- */
-export const SILENCE_LONE_THRESHOLDS = 3;
 /**
  * Calls past twice the threshold at once that are silence even while other calls get answers (a
  * service that hangs a share of its connections): four, and at least half of those in flight. With
@@ -309,7 +319,7 @@ export function silenceScript(options: SilenceScriptOptions) {
           maxAgeMs,
           callsNeeded,
           SILENCE_PROBE_PATIENCE_MAX,
-          SILENCE_LONE_THRESHOLDS,
+          SILENCE_POLICIES[familyOf(service)].loneThresholds ?? 0,
         ],
       );
       return {
