@@ -3,6 +3,7 @@ import { BASE_URL, DEFAULT_ENV, E2E_ENV, FANOUT_ENV, TIGHT_ENV } from "./e2e/env
 
 /** The specs that run on the tight, default and fan-out systems (their `test.use({ baseURL })`), never on the main one. */
 const OTHER_SYSTEMS_SPECS = [
+  "cancel-import.spec.ts",
   "fan-out.spec.ts",
   "large-import.spec.ts",
   "limiter.spec.ts",
@@ -16,7 +17,7 @@ export default defineConfig({
   fullyParallel: false,
   // Two lanes at once, each one file at a time on systems the other lane never touches: the specs of
   // the main system, and beside them the chaos run (a whole system of its own, e2e/chaos.spec.ts)
-  // followed by the specs of the tight, default and fan-out systems. Two, not three: the machines
+  // and the specs of the tight, default and fan-out systems. Two, not three: the machines
   // that run them have two cores, and with a third lane a busy machine failed the chaos run's health checks.
   workers: 2,
   projects: [

@@ -2,12 +2,13 @@ import { readdirSync, readFileSync } from "node:fs";
 import { defineConfig } from "vitest/config";
 
 /**
- * Test files at once: four on two cores, as most of a test's time is waiting (timers at time scale
- * 0.001, other processes, the database). With three a clean-clone run left the cores idle a quarter
- * of its 304 s; four took 270 s, five 270 s with the cores 89 % busy. Each worker gets a database of
- * its own (test/global-setup.ts).
+ * Test files at once: three on two cores, as most of a test's time is waiting (timers at time scale
+ * 0.001, other processes, the database). Alone, three leave the cores idle a quarter of the time
+ * (304 s; four took 270 s, five 270 s); but under `npm test` the web app's build takes that quarter,
+ * and four made the run no shorter (309 s against 300 s) for more CPU spent loading modules. Each
+ * worker gets a database of its own (test/global-setup.ts).
  */
-const TEST_WORKERS = Math.max(1, Number(process.env.BOUNDED_TEST_WORKERS ?? 4));
+const TEST_WORKERS = Math.max(1, Number(process.env.BOUNDED_TEST_WORKERS ?? 3));
 
 /** Checks that read the code and docs only: a project of their own, runnable without PostgreSQL or Redis. */
 const STATIC_CHECKS = ["lib/structure.test.ts", "docs/docs.test.ts", "test/function-length/**/*.test.ts"];

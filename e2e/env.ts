@@ -43,8 +43,8 @@ export const E2E_ENV = {
   // commits) is a larger share of a 60 s window than in production.
   BOUNDED_BUDGET_MARKETPLACE_SYNC_SOFT_S: "200000",
   BOUNDED_BUDGET_MARKETPLACE_SYNC_HARD_S: "300000",
-  // Room for an import that runs about a minute here (20,000 rows): the specs that watch or cancel a
-  // running import need it still running while they look.
+  // Room for an import that runs about a minute here (20,000 rows): e2e/job-live.spec.ts watches a
+  // running import and needs it still running while it looks.
   BOUNDED_UPLOAD_MAX_BYTES: String(4 * 1024 * 1024),
   BOUNDED_UPLOAD_MAX_ROWS: "20000",
   LOG_LEVEL: "warn",

@@ -125,8 +125,9 @@ export function RetryPanel({
     <section className="panel" aria-labelledby="retry-heading">
       <h2 id="retry-heading">Retry</h2>
       <p className="muted small">
-        Puts the job back in its queue; it resumes after the {formatCount(job.cursor)} items already done, with a fresh
-        budget (or a larger one, up to {MAX_BUDGET_FACTOR}×). The customer’s progress link keeps working.
+        Puts the job back in its queue; it goes on from where it stopped, and the{" "}
+        {formatCount(job.processed + job.failed)} items already done are not done again. It gets a fresh budget (or a
+        larger one, up to {MAX_BUDGET_FACTOR}×). The customer’s progress link keeps working.
       </p>
       <RetryForm
         jobId={job.id}
