@@ -32,6 +32,12 @@ import { reapStuckJobs } from "@/lib/runs/reaper";
 import { listAwaitingOperator, scheduledAutoResume } from "@/lib/diagnosis/awaiting-operator";
 import { waitFor } from "@/test/helpers/wait";
 import { isTerminal, type JobStatus } from "@/lib/core/job-statuses";
+import { processMetrics } from "@/lib/metrics/metrics";
+
+const autoResumedCount = async (kind: string) =>
+  (await processMetrics().registry.getSingleMetric("bounded_jobs_auto_resumed_total")!.get()).values.find(
+    (v) => v.labels.kind === kind,
+  )?.value ?? NaN;
 
 /**
  * Who resumes what, against the real behaviour: each way a job can end is produced by the code
@@ -307,9 +313,13 @@ describe("who resumes what: every way a job ends, produced for real, told truthf
         timeoutMs: 10_000,
         what: "the scheduled resume to be due",
       });
+      const { kind } = await db().job.findUniqueOrThrow({ where: { id }, select: { kind: true } });
+      const resumedBefore = await autoResumedCount(kind);
       await reapStuckJobs();
       expect((await db().job.findUniqueOrThrow({ where: { id }, select: { status: true } })).status).toBe("queued");
       expect(await db().jobEvent.count({ where: { jobId: id, type: AUTO_RESUMED_EVENT } })).toBe(1);
+      // Counted where the objective's ratios take its failed finish out again (ops/prometheus/alerts.yml).
+      expect(await autoResumedCount(kind)).toBe(resumedBefore + 1);
       // On the job's timeline the platform's resume reads as an attempt, as a person's retry does.
       expect(eventCategory(AUTO_RESUMED_EVENT)).toBe("attempt");
       expect(["waiting", "prioritized"]).toContain(await queue(queueName as QueueName).getJobState(id));

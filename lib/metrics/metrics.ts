@@ -238,6 +238,8 @@ export interface BoundedMetrics {
   jobsReaped: { inc(labels: Labels<"kind">, value?: number): void };
   /** `bounded_jobs_crash_resumed_total{kind}`: a job whose run stopped without settling (its worker died) was resumed from its cursor. */
   jobsCrashResumed: { inc(labels: Labels<"kind">, value?: number): void };
+  /** `bounded_jobs_auto_resumed_total{kind}`: a job that ended `failed` for an outside service was resumed by the platform. */
+  jobsAutoResumed: { inc(labels: Labels<"kind">, value?: number): void };
   /** `bounded_model_tokens_total{kind,type}`: tokens of recorded model calls, as the endpoint counted them (type: prompt, completion). */
   modelTokens: { inc(labels: { kind: string; type: (typeof MODEL_TOKEN_TYPES)[number] }, value?: number): void };
   /**
@@ -459,6 +461,12 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
   const jobsCrashResumed = counter(
     "jobs_crash_resumed_total",
     "Jobs resumed from their cursor after their run stopped without finishing (the worker died or lost the job), by kind; a steady rise means workers keep dying.",
+    ["kind"],
+    labelSets({ kind: JOB_KINDS }),
+  );
+  const jobsAutoResumed = counter(
+    "jobs_auto_resumed_total",
+    "Jobs that ended failed because an outside service kept failing and were resumed by the platform (up to three times), by kind: their failed finish was not their outcome, and the objective's ratios take it out.",
     ["kind"],
     labelSets({ kind: JOB_KINDS }),
   );
@@ -709,6 +717,7 @@ export function createMetrics(registry: Registry, options: MetricsOptions = {}):
     jobItemsFailed: { inc: (labels, value) => jobItemsFailed.inc(labels, value) },
     jobsReaped: { inc: (labels, value) => jobsReaped.inc(labels, value) },
     jobsCrashResumed: { inc: (labels, value) => jobsCrashResumed.inc(labels, value) },
+    jobsAutoResumed: { inc: (labels, value) => jobsAutoResumed.inc(labels, value) },
     modelTokens: { inc: (labels, value) => modelTokens.inc(labels, value) },
     batchLaneDecided: { inc: (labels) => batchLaneDecisions.inc(labels) },
     modelFailedOver: { inc: (labels) => modelFailovers.inc(labels) },
@@ -769,6 +778,9 @@ export const metrics = {
   jobsReaped: { inc: (labels: Labels<"kind">, value?: number) => processMetrics().jobsReaped.inc(labels, value) },
   jobsCrashResumed: {
     inc: (labels: Labels<"kind">, value?: number) => processMetrics().jobsCrashResumed.inc(labels, value),
+  },
+  jobsAutoResumed: {
+    inc: (labels: Labels<"kind">, value?: number) => processMetrics().jobsAutoResumed.inc(labels, value),
   },
   modelTokens: {
     inc: (labels: { kind: string; type: (typeof MODEL_TOKEN_TYPES)[number] }, value?: number) =>

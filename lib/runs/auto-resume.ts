@@ -1,4 +1,5 @@
 import { db } from "@/lib/db/client";
+import { metrics } from "@/lib/metrics/metrics";
 import { env } from "@/lib/env";
 import { queue, requeueJob } from "@/lib/queues/queues";
 import { QUEUE_NAMES, type JobKind, type QueueName } from "@/lib/catalog/catalog";
@@ -66,6 +67,9 @@ export async function resumeOutsideServiceFailures(now = new Date()): Promise<Au
       // Not queued now (Redis away, the old queue job still winding down): the reaper's next pass
       // finds the row queued without a queue job and queues it (./reaper.ts).
     }
+    // Its failed finish was counted when it ended; it was not its outcome (the objective's ratios
+    // in ops/prometheus/alerts.yml take it out again).
+    metrics.jobsAutoResumed.inc({ kind: r.kind });
     done.push({ id: r.id, kind: r.kind, resume, message });
   }
   return done;
