@@ -118,6 +118,10 @@ test("an operator cancels a running import from the job page: it stops before it
   await page.screenshot({ path: "test-results/cancel-job-390.png" });
   await page.setViewportSize({ width: 1440, height: 900 });
 
+  // What the retry panel promises: the rows done are kept, not done again (held below: every row once).
+  await expect(
+    page.getByText(`the ${stopped.processed.toLocaleString("en-US")} items already done are not done again`),
+  ).toBeVisible();
   await page.getByRole("button", { name: "Retry from where it stopped" }).click();
   await expect(page.getByRole("status").filter({ hasText: "Queued again" })).toBeVisible();
   // Most of the file left: what is checked is that the retry keeps going to the end, not its speed.
